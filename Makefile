@@ -1,0 +1,99 @@
+# gpuprov: GNU make. `make` builds ./gpuprov; `make check` runs every test;
+# `make demo` shows the main job against a throwaway sandbox root.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share/gpuprov
+MANDIR ?= $(PREFIX)/share/man
+DESTDIR ?=
+
+CC ?= cc
+PKGS := libcurl libarchive libcjson libkmod libcrypto
+BUILD ?= build
+CFLAGS ?= -O2 -g
+WARNINGS := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes \
+	-Wvla -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARNINGS += -Werror
+endif
+ifeq ($(SANITIZE),1)
+CFLAGS += -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+ALL_CPPFLAGS = -Iinclude -D_GNU_SOURCE -DGP_VERSION='"$(VERSION)"' \
+	-DGP_DATADIR='"$(DATADIR)"' -DGP_SRCDIR='"$(CURDIR)"' $(PKG_CFLAGS) $(CPPFLAGS)
+ALL_CFLAGS = -std=gnu11 $(WARNINGS) $(CFLAGS)
+VERSION := 0.1.0
+
+LIB_SRCS := $(sort $(wildcard src/*.c src/sys/*.c src/stages/*.c src/nv/*.c))
+LIB_SRCS := $(filter-out src/main.c,$(LIB_SRCS))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+
+BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-dev \
+	libcjson-dev libssl-dev
+TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
+	clang-format cppcheck
+
+.PHONY: all check check-asan test-run lint install uninstall clean deps deps-build demo
+
+all: gpuprov
+
+gpuprov: $(BUILD)/gpuprov
+	cp $< $@
+
+$(BUILD)/gpuprov: $(BUILD)/src/main.o $(BUILD)/libgpuprov.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/libgpuprov.a: $(LIB_OBJS)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/%.o: %.c $(wildcard include/gpuprov/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h $(BUILD)/libgpuprov.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(BUILD)/libgpuprov.a \
+		$(LDFLAGS) $(PKG_LIBS) -lcmocka
+
+# Installs missing build and test packages (Debian/Ubuntu).
+deps:
+	@sh tests/deps.sh $(BUILD_DEPS) $(TEST_DEPS)
+deps-build:
+	@sh tests/deps.sh $(BUILD_DEPS)
+
+check: deps
+	$(MAKE) test-run
+
+check-asan: deps
+	$(MAKE) BUILD=build-asan SANITIZE=1 test-run
+
+test-run: all $(UNIT_BINS)
+	GPUPROV=$(CURDIR)/$(BUILD)/gpuprov UNIT_BINS="$(UNIT_BINS)" sh tests/run.sh
+
+demo: deps-build
+	$(MAKE) all
+	@sh tests/demo.sh ./gpuprov
+
+lint:
+	clang-format --dry-run --Werror src/*.c src/*/*.c include/gpuprov/*.h tests/unit/*.c tests/unit/*.h
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
+		--suppress=missingIncludeSystem --inline-suppr -Iinclude -D_GNU_SOURCE src
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/profiles $(DESTDIR)$(MANDIR)/man8
+	install -m 0755 gpuprov $(DESTDIR)$(BINDIR)/gpuprov
+	cp -R profiles/. $(DESTDIR)$(DATADIR)/profiles/
+	install -m 0644 docs/gpuprov.8 $(DESTDIR)$(MANDIR)/man8/gpuprov.8
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/gpuprov $(DESTDIR)$(MANDIR)/man8/gpuprov.8
+	rm -rf $(DESTDIR)$(DATADIR)
+
+clean:
+	rm -rf build build-asan gpuprov

@@ -1,0 +1,54 @@
+/* The run context shared by the engine and the stages, and the effect door:
+ * the only functions that change the target. In dry-run they record plan
+ * entries and touch nothing; for real they back up, write atomically,
+ * journal and log. Stages never look at the dry-run flag. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "gpuprov/journal.h"
+#include "gpuprov/output.h"
+#include "gpuprov/plan.h"
+#include "gpuprov/profile.h"
+#include "gpuprov/root.h"
+
+struct gp_ctx {
+	struct gp_root root;
+	struct gp_out *out;
+	bool dry_run;
+	const struct gp_profile *profile;
+	struct gp_journal journal;
+	struct gp_plan *plan;
+	struct gp_stage_plan *stage; /* the stage whose effects are being made */
+	int log_fd;                  /* run log, -1 when none (dry-run) */
+	int cmd_timeout_ms;
+	bool reboot_requested;       /* by a stage in this run */
+	struct gp_err *err;          /* where effects report failures */
+};
+
+/* Reads a file as the target will look once the effects planned so far in
+ * this run are made (identical to the root outside dry-run). */
+int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len);
+bool gp_ctx_exists(struct gp_ctx *c, const char *path);
+
+/* Appends a line to the run log (timestamped); no-op without a log. */
+void gp_log(struct gp_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* --- the effect door ---------------------------------------------------- */
+/* Each returns 0, or -1 with c->err set (exit code 1). A write whose
+ * content is already there is not an effect. */
+int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t len,
+		    mode_t mode);
+int gp_effect_remove(struct gp_ctx *c, const char *path);
+int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path);
+int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode);
+/* Runs a command that changes the target, chrooted when the root is not /. */
+int gp_effect_run(struct gp_ctx *c, char *const argv[]);
+/* Records that a reboot is needed for the stage's changes to take effect. */
+void gp_effect_reboot(struct gp_ctx *c, const char *reason);
+
+/* Read-only command (a probe, verify): runs in dry-run too. Returns what gp_run returns. */
+struct gp_run_result;
+int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res);

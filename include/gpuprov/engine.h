@@ -1,0 +1,23 @@
+/* The engine: profile -> ordered stages; check, plan, apply, verify;
+ * journal, lock, reboot and resume. Returns exit codes (exitcodes.h). */
+#pragma once
+
+#include <stdbool.h>
+
+#include "gpuprov/output.h"
+
+struct gp_options {
+	const char *root;        /* default "/" */
+	const char *profile_dir; /* --profile-dir, may be NULL */
+	const char *profile;     /* --profile NAME|PATH, may be NULL */
+	char **only;             /* --only, NULL-terminated or NULL */
+	char **skip;             /* --skip */
+	bool dry_run;
+	int cmd_timeout_ms;
+};
+
+int gp_engine_install(const struct gp_options *o, struct gp_out *out);
+int gp_engine_verify(const struct gp_options *o, struct gp_out *out);
+int gp_engine_status(const struct gp_options *o, struct gp_out *out);
+int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out);
+int gp_engine_profiles_show(const struct gp_options *o, const char *name, struct gp_out *out);

@@ -1,0 +1,87 @@
+/* Read-only facts about the target root: os-release, loaded modules, PCI
+ * devices, boot id, running kernel, modprobe configuration (libkmod).
+ * Everything is read under the root; nothing here prints or decides. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gpuprov/root.h"
+
+struct gp_os_release {
+	char *id;          /* "ubuntu" */
+	char *id_like;     /* "debian", may be NULL */
+	char *version_id;  /* "22.04" */
+	char *pretty_name; /* "Ubuntu 22.04.4 LTS" */
+};
+/* Parses etc/os-release, falling back to usr/lib/os-release only when the
+ * former is absent. Quoting as in os-release(5). -ENOENT when neither
+ * exists, -EINVAL when there is no (or an empty) ID. On failure *osr holds
+ * nothing to free. */
+int gp_os_release_read(const struct gp_root *r, struct gp_os_release *osr);
+int gp_os_release_parse(const char *text, struct gp_os_release *osr);
+void gp_os_release_free(struct gp_os_release *osr);
+
+/* Tri-state for facts that may be unavailable (no /proc/modules in a
+ * container or non-modular kernel): unknown is never "no". */
+enum gp_tristate { GP_NO = 0, GP_YES = 1, GP_UNKNOWN = -1 };
+const char *gp_tristate_name(enum gp_tristate t);
+
+/* Loaded modules from <root>/proc/modules ("name size refcnt deps state addr").
+ * A missing file is not an error: 0 with available=false and no names. */
+struct gp_module_list {
+	bool available; /* false when proc/modules is missing */
+	char **names;   /* NULL-terminated */
+};
+int gp_modules_read(const struct gp_root *r, struct gp_module_list *ml);
+int gp_modules_parse(const char *text, struct gp_module_list *ml);
+void gp_module_list_free(struct gp_module_list *ml);
+/* Is module loaded? YES when proc/modules lists it or /sys/module/<name>
+ * exists (also true of built-in code with parameters), NO when proc/modules
+ * is readable and neither holds it, UNKNOWN otherwise. Names compare with '-'
+ * and '_' equal, as the kernel does. */
+enum gp_tristate gp_module_loaded(const struct gp_root *r, const char *name);
+
+/* PCI devices from <root>/sys/bus/pci/devices. */
+struct gp_pci_device {
+	char *address;        /* "0000:17:00.0" */
+	unsigned vendor;      /* 0x10de */
+	unsigned device;      /* 0x20b0 */
+	unsigned class_code;  /* 0x030200 (24 bits) */
+	char *driver;         /* basename of the driver link, NULL when unbound */
+};
+struct gp_pci_list {
+	struct gp_pci_device *devs;
+	size_t n;
+};
+/* Sorted by address. -ENOENT when the root has no such directory (unknown,
+ * not "no devices"); entries without ids are skipped, an unparsable id is
+ * -EINVAL. On failure *list is empty. */
+int gp_pci_scan(const struct gp_root *r, struct gp_pci_list *list);
+void gp_pci_list_free(struct gp_pci_list *list);
+/* NVIDIA display/3D controller (vendor 0x10de, class 0x0300 or 0x0302). */
+bool gp_pci_is_nvidia_gpu(const struct gp_pci_device *d);
+
+/* <root>/proc/sys/kernel/random/boot_id, trimmed; NULL when unavailable. */
+char *gp_boot_id(const struct gp_root *r);
+/* <root>/proc/sys/kernel/osrelease (uname -r of the running kernel); NULL when unavailable. */
+char *gp_running_kernel(const struct gp_root *r);
+
+/* What the root's modprobe configuration says about a module, read with
+ * libkmod from <root>/etc/modprobe.d, <root>/run/modprobe.d,
+ * <root>/usr/local/lib/modprobe.d and <root>/lib/modprobe.d (modprobe's
+ * precedence: a file hides one of the same name in a later directory; only
+ * *.conf and *.alias count). The kernel command line (modprobe.blacklist=,
+ * <module>.<param>=) counts only when the root is the host: libkmod reads the
+ * host's /proc/cmdline, which says nothing about another root. Never prints. */
+struct gp_modprobe_facts {
+	bool blacklisted;
+	char *options; /* all "options <module> ..." values joined by ' ', or NULL */
+};
+int gp_modprobe_query(const struct gp_root *r, const char *module, struct gp_modprobe_facts *f);
+void gp_modprobe_facts_free(struct gp_modprobe_facts *f);
+/* Is "key=value" among the options (last one for key wins, like the kernel;
+ * key names compare with '-' and '_' equal; double quotes around the value
+ * are dropped)? */
+bool gp_modprobe_option_is(const struct gp_modprobe_facts *f, const char *key,
+			   const char *value);

@@ -1,0 +1,49 @@
+/* The journal <root>/var/lib/gpuprov/state.json: the profile and its
+ * digest, each stage's state and time, every file gpuprov wrote with its
+ * sha256, backups of replaced files, and a pending reboot. Plus the run
+ * lock (flock) beside it. */
+#pragma once
+
+#include <stdbool.h>
+
+#include <cjson/cJSON.h>
+
+#include "gpuprov/root.h"
+#include "gpuprov/util.h"
+
+#define GP_STATE_DIR "/var/lib/gpuprov"
+#define GP_STATE_FILE GP_STATE_DIR "/state.json"
+#define GP_LOCK_FILE GP_STATE_DIR "/lock"
+#define GP_BACKUP_DIR GP_STATE_DIR "/backup"
+#define GP_LOG_FILE "/var/log/gpuprov.log"
+
+struct gp_journal {
+	cJSON *doc;
+};
+
+/* Missing file = empty journal. A corrupt one is exit 65 naming the file. */
+int gp_journal_load(const struct gp_root *r, struct gp_journal *j, struct gp_err *err);
+int gp_journal_save(const struct gp_root *r, const struct gp_journal *j);
+void gp_journal_free(struct gp_journal *j);
+bool gp_journal_is_empty(const struct gp_journal *j);
+
+void gp_journal_set_profile(struct gp_journal *j, const char *name, const char *path,
+			    const char *digest);
+const char *gp_journal_profile_name(const struct gp_journal *j);
+const char *gp_journal_profile_path(const struct gp_journal *j);
+void gp_journal_set_stage(struct gp_journal *j, const char *stage, const char *state);
+/* A stage's free-form record ("stages"."<name>"); created when missing. */
+cJSON *gp_journal_stage(struct gp_journal *j, const char *stage);
+void gp_journal_record_file(struct gp_journal *j, const char *path, const char *sha256,
+			    const char *stage, const char *backup);
+/* The sha256 gpuprov recorded for a file it wrote, or NULL. */
+const char *gp_journal_file_sha256(const struct gp_journal *j, const char *path);
+void gp_journal_set_reboot(struct gp_journal *j, const char *reason, const char *boot_id);
+void gp_journal_clear_reboot(struct gp_journal *j);
+/* The pending reboot's reason, or NULL. */
+const char *gp_journal_reboot_reason(const struct gp_journal *j);
+const char *gp_journal_reboot_boot_id(const struct gp_journal *j);
+
+/* Takes the run lock; exit 6 with the holder's pid when another run has it. */
+int gp_lock_acquire(const struct gp_root *r, int *fd, struct gp_err *err);
+void gp_lock_release(int fd);

@@ -1,0 +1,35 @@
+/* JSON documents with positions: comments allowed, duplicate keys
+ * rejected, every value's line:column kept by JSON pointer ("/stages/env"). */
+#pragma once
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "gpuprov/util.h"
+
+struct gp_json_pos {
+	char *pointer;
+	int line, col;
+};
+
+struct gp_json_doc {
+	char *file;
+	cJSON *json;
+	struct gp_json_pos *pos;
+	size_t n_pos;
+};
+
+/* Exit code 65 and "FILE:LINE:COL: message" on any error. */
+int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text, size_t len,
+		      struct gp_err *err);
+void gp_json_doc_free(struct gp_json_doc *d);
+/* Position of the value at pointer ("" is the document); 1:1 when unknown. */
+void gp_json_doc_where(const struct gp_json_doc *d, const char *pointer, int *line, int *col);
+/* Parse and drop the positions. */
+cJSON *gp_json_parse(const char *file, const char *text, size_t len, struct gp_err *err);
+
+/* A string member of obj, or fallback. */
+const char *gp_json_string(const cJSON *obj, const char *key, const char *fallback);
+/* An array of strings as a NULL-terminated vector, or NULL when key is absent. */
+char **gp_json_strv(const cJSON *obj, const char *key);

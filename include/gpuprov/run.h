@@ -1,0 +1,37 @@
+/* The command runner: argv only, no shell. The program is resolved inside
+ * the root (absolute path, or searched in the fixed PATH), the child gets a
+ * fresh minimal environment, stdin from /dev/null, its own process group,
+ * and runs chrooted when the root is not "/". A timeout kills the whole
+ * group (TERM, a grace period, then KILL). stdout and stderr are captured
+ * together. Never prints. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define GP_RUN_PATH "/usr/sbin:/usr/bin:/sbin:/bin"
+
+struct gp_run_opts {
+	const char *root;       /* NULL or "/" for the host, else chroot into it */
+	int timeout_ms;         /* <= 0: no timeout */
+	int kill_grace_ms;      /* between TERM and KILL; <= 0: 2000 */
+	char *const *extra_env; /* more "K=V" entries, or NULL */
+};
+
+struct gp_run_result {
+	int exit_code;  /* when !signaled and !timed_out */
+	int signal;     /* > 0 when killed by a signal */
+	bool timed_out; /* killed by us after timeout_ms */
+	char *output;   /* stdout+stderr, NUL-terminated */
+	size_t output_len;
+};
+
+/* 0 when the program ran (look at res), -ENOENT when it does not exist in
+ * the root, -EACCES when not executable, other negative errno on failure. */
+int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_result *res);
+bool gp_run_succeeded(const struct gp_run_result *res);
+/* "exited with status 3", "killed by signal 9 (Killed)", "timed out after 5 s" */
+char *gp_run_describe(const struct gp_run_result *res, int timeout_ms);
+void gp_run_result_free(struct gp_run_result *res);
+/* Resolves argv0 inside root the way gp_run does; returns the in-root path. */
+int gp_run_resolve(const char *root, const char *argv0, char **path);

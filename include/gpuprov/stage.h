@@ -1,0 +1,51 @@
+/* The stage contract and the one ordered stage table (src/stages/stages.c). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "gpuprov/context.h"
+#include "gpuprov/plan.h"
+#include "gpuprov/report.h"
+
+/* The stage needs the kernel state after a pending reboot (a driver cannot
+ * be installed while nouveau still holds the GPU). */
+#define GP_STAGE_NEEDS_REBOOTED_KERNEL (1u << 0)
+#define GP_STAGE_MAY_REBOOT (1u << 1)
+
+struct gp_check {
+	enum gp_stage_state state; /* SATISFIED, NEEDED, REBOOT_PENDING or BLOCKED */
+	char *reason;              /* one line: why */
+};
+void gp_check_set(struct gp_check *ck, enum gp_stage_state state, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+struct gp_stage {
+	const char *name;
+	const char *summary;
+	unsigned flags;
+	/* Read-only. Returns 0, or -1 with c->err set when it could not look. */
+	int (*check)(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck);
+	/* Makes the changes through the effect door. 0 or -1 with c->err set. */
+	int (*apply)(struct gp_ctx *c, const cJSON *cfg);
+	/* Read-only findings. 0, or -1 with c->err set when it could not look. */
+	int (*verify)(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep);
+};
+
+/* gp_stages[0..gp_stage_count), in run order. A stage whose hooks
+ * are NULL is not implemented yet. */
+extern const struct gp_stage *const gp_stages[];
+extern const size_t gp_stage_count;
+const struct gp_stage *gp_stage_find(const char *name);
+bool gp_stage_implemented(const struct gp_stage *s);
+
+extern const struct gp_stage gp_stage_nouveau;
+extern const struct gp_stage gp_stage_env;
+
+/* Marks in the journal that tie a follow-up command to the input it ran
+ * for (the initramfs rebuilt for this blacklist, ldconfig run for this
+ * ld.so.conf.d file), so an interrupted run redoes exactly what is missing. */
+bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key, const char *value);
+void gp_stage_mark_set(struct gp_ctx *c, const char *stage, const char *key, const char *value);

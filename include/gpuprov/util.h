@@ -1,0 +1,99 @@
+/* Small helpers shared by every module: cleanup attributes, growable
+ * buffers, string lists and the error object that carries user-facing
+ * messages up to the CLI. Allocation failures abort: a half-handled OOM on
+ * a provisioning run is worse than a clean stop. */
+#pragma once
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _unused_ __attribute__((unused))
+
+static inline void gp_freep(void *p)
+{
+	free(*(void **)p);
+}
+static inline void gp_closep(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+}
+static inline void gp_fclosep(FILE **f)
+{
+	if (*f)
+		fclose(*f);
+}
+#define _cleanup_free_ _cleanup_(gp_freep)
+#define _cleanup_close_ _cleanup_(gp_closep)
+#define _cleanup_fclose_ _cleanup_(gp_fclosep)
+
+/* Hand ownership on: returns the pointer and clears the variable so its
+ * cleanup handler does nothing. */
+#define TAKE_PTR(p)                                                                      \
+	({                                                                               \
+		__typeof__(p) _tp = (p);                                                 \
+		(p) = NULL;                                                              \
+		_tp;                                                                     \
+	})
+#define TAKE_FD(fd)                                                                      \
+	({                                                                               \
+		int _tfd = (fd);                                                         \
+		(fd) = -1;                                                               \
+		_tfd;                                                                    \
+	})
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+void *gp_xmalloc(size_t n);
+void *gp_xcalloc(size_t n, size_t size);
+void *gp_xrealloc(void *p, size_t n);
+char *gp_xstrdup(const char *s);
+char *gp_xstrndup(const char *s, size_t n);
+char *gp_xasprintf(const char *fmt, ...) _printf_(1, 2);
+char *gp_xvasprintf(const char *fmt, va_list ap) _printf_(1, 0);
+
+bool gp_str_starts_with(const char *s, const char *prefix);
+bool gp_str_ends_with(const char *s, const char *suffix);
+bool gp_streq(const char *a, const char *b); /* NULL-safe */
+
+/* Growable byte buffer, always NUL-terminated. */
+struct gp_buf {
+	char *data;
+	size_t len;
+	size_t cap;
+};
+void gp_buf_append(struct gp_buf *b, const void *data, size_t len);
+void gp_buf_puts(struct gp_buf *b, const char *s);
+void gp_buf_printf(struct gp_buf *b, const char *fmt, ...) _printf_(2, 3);
+char *gp_buf_steal(struct gp_buf *b); /* returns data ("" if empty), resets b */
+void gp_buf_free(struct gp_buf *b);
+
+/* NULL-terminated string vectors. */
+size_t gp_strv_len(char *const *v);
+char **gp_strv_copy(char *const *v);
+void gp_strv_push(char ***v, const char *s); /* copies s */
+bool gp_strv_contains(char *const *v, const char *s);
+void gp_strv_free(char **v);
+char *gp_strv_join(char *const *v, const char *sep);
+/* Split on sep, dropping empty items ("a,,b" -> a, b). */
+char **gp_strv_split(const char *s, char sep);
+static inline void gp_strv_freep(char ***v)
+{
+	gp_strv_free(*v);
+}
+#define _cleanup_strv_ _cleanup_(gp_strv_freep)
+
+/* A user-facing error: the message (already saying what, where and what
+ * next) and the exit code the CLI should return. */
+struct gp_err {
+	int exit_code;
+	char msg[2048];
+};
+/* Sets err (if non-NULL) and returns -1, so callers can `return gp_fail(...)`. */
+int gp_fail(struct gp_err *err, int exit_code, const char *fmt, ...) _printf_(3, 4);

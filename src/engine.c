@@ -1,0 +1,492 @@
+/* The engine: profile -> ordered stages -> check, plan, apply, verify.
+ * It owns the journal, the lock, the run log and the reboot protocol:
+ * a stage that needs a reboot records it, later stages that do not need
+ * the new kernel state still run, and the run ends with exit 5. The next
+ * install (after the reboot) finds the finished stages satisfied and goes
+ * on. Returns exit codes; prints through the output object only. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpuprov/engine.h"
+#include "gpuprov/exitcodes.h"
+#include "gpuprov/facts.h"
+#include "gpuprov/journal.h"
+#include "gpuprov/json.h"
+#include "gpuprov/stage.h"
+
+#define DEFAULT_CMD_TIMEOUT_MS (30 * 60 * 1000)
+
+/* Everything one command run holds; released by session_close. */
+struct session {
+	struct gp_ctx c;
+	struct gp_err err;
+	struct gp_profile *profile;
+	char **search;
+	int lock_fd;
+};
+
+static void session_close(struct session *s)
+{
+	gp_lock_release(s->lock_fd);
+	if (s->c.log_fd >= 0)
+		close(s->c.log_fd);
+	gp_plan_free(s->c.plan);
+	gp_journal_free(&s->c.journal);
+	gp_root_close(&s->c.root);
+	gp_profile_free(s->profile);
+	gp_strv_free(s->search);
+}
+
+static int report_err(struct session *s)
+{
+	gp_error(s->c.out, "%s", s->err.msg);
+	return s->err.exit_code ? s->err.exit_code : GP_EXIT_APPLY_FAILED;
+}
+
+/* Opens the root and the journal. Exit code, 0 on success. */
+static int session_open(struct session *s, const struct gp_options *o, struct gp_out *out)
+{
+	*s = (struct session){ .lock_fd = -1 };
+	s->c.out = out;
+	s->c.err = &s->err;
+	s->c.log_fd = -1;
+	s->c.root.fd = -1;
+	s->c.dry_run = o->dry_run;
+	s->c.cmd_timeout_ms = o->cmd_timeout_ms > 0 ? o->cmd_timeout_ms : DEFAULT_CMD_TIMEOUT_MS;
+	s->search = gp_profile_search_path(o->profile_dir);
+	const char *root = o->root ? o->root : "/";
+	int rc = gp_root_open(&s->c.root, root);
+	if (rc < 0) {
+		gp_error(out, "--root %s: %s; give an existing directory", root, strerror(-rc));
+		return GP_EXIT_USAGE;
+	}
+	if (gp_journal_load(&s->c.root, &s->c.journal, &s->err) < 0)
+		return report_err(s);
+	return 0;
+}
+
+/* The profile from --profile, else the one the last install recorded. */
+static int session_profile(struct session *s, const struct gp_options *o, const char *command)
+{
+	const char *want = o->profile;
+	if (!want) {
+		const char *path = gp_journal_profile_path(&s->c.journal);
+		want = path && access(path, R_OK) == 0 ? path
+							: gp_journal_profile_name(&s->c.journal);
+	}
+	if (!want) {
+		gp_error(s->c.out,
+			 "%s: no profile given and no install recorded in %s%s; use --profile NAME",
+			 command, gp_root_is_host(&s->c.root) ? "" : s->c.root.dir, GP_STATE_FILE);
+		return GP_EXIT_USAGE;
+	}
+	if (gp_profile_load(want, s->search, &s->profile, &s->err) < 0)
+		return report_err(s);
+	s->c.profile = s->profile;
+	return 0;
+}
+
+/* Checks --only/--skip names; exit 2 naming the stages that exist. */
+static int check_stage_names(const struct gp_options *o, const struct gp_out *out)
+{
+	char **lists[] = { o->only, o->skip };
+	for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+		for (size_t i = 0; lists[l] && lists[l][i]; i++) {
+			if (gp_stage_find(lists[l][i]))
+				continue;
+			struct gp_buf names = { 0 };
+			for (size_t j = 0; j < gp_stage_count; j++)
+				gp_buf_printf(&names, "%s%s", j ? ", " : "", gp_stages[j]->name);
+			gp_error(out, "%s: unknown stage '%s'; stages are: %s",
+				 l ? "--skip" : "--only", lists[l][i], names.data);
+			gp_buf_free(&names);
+			return GP_EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
+static bool stage_selected(const struct gp_options *o, const struct gp_stage *st)
+{
+	if (o->only && !gp_strv_contains(o->only, st->name))
+		return false;
+	return !(o->skip && gp_strv_contains(o->skip, st->name));
+}
+
+/* What the engine will do with a stage before looking at the target. */
+static enum gp_stage_state stage_disposition(const struct gp_options *o,
+					     const struct gp_profile *p, const struct gp_stage *st,
+					     const char **reason)
+{
+	if (!stage_selected(o, st)) {
+		*reason = "excluded by --only/--skip";
+		return GP_STATE_SKIPPED;
+	}
+	const cJSON *stages = cJSON_GetObjectItemCaseSensitive(p->doc, "stages");
+	const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(stages, st->name);
+	if (!cJSON_IsObject(cfg)) {
+		*reason = cfg ? "disabled in the profile" : "not in the profile";
+		return GP_STATE_DISABLED;
+	}
+	if (!gp_stage_implemented(st)) {
+		*reason = "not implemented in this version of gpuprov; exclude it with --skip";
+		return GP_STATE_NOT_IMPLEMENTED;
+	}
+	*reason = NULL;
+	return GP_STATE_NEEDED;
+}
+
+static char *unimplemented_selected(const struct gp_options *o, const struct gp_profile *p)
+{
+	struct gp_buf b = { 0 };
+	for (size_t i = 0; i < gp_stage_count; i++) {
+		const char *reason;
+		if (stage_disposition(o, p, gp_stages[i], &reason) == GP_STATE_NOT_IMPLEMENTED)
+			gp_buf_printf(&b, "%s%s", b.len ? "," : "", gp_stages[i]->name);
+	}
+	return b.len ? gp_buf_steal(&b) : NULL;
+}
+
+static void print_json(struct gp_out *out, cJSON *doc)
+{
+	char *text = cJSON_Print(doc);
+	fprintf(out->out, "%s\n", text);
+	free(text);
+	cJSON_Delete(doc);
+}
+
+static int open_run_log(struct session *s)
+{
+	int rc = gp_root_mkdir_p(&s->c.root, "/var/log", 0755);
+	int fd = rc < 0 ? rc
+			: gp_root_openat(&s->c.root, GP_LOG_FILE,
+					 O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0640);
+	if (fd < 0)
+		return gp_fail(&s->err, GP_EXIT_APPLY_FAILED, "cannot open the run log %s: %s",
+			       GP_LOG_FILE, strerror(-fd));
+	s->c.log_fd = fd;
+	return 0;
+}
+
+/* A stage that still waits for its reboot although the machine rebooted
+ * since gpuprov asked for it: the change did not take effect. */
+static bool reboot_did_not_help(struct session *s)
+{
+	const char *asked_in = gp_journal_reboot_boot_id(&s->c.journal);
+	_cleanup_free_ char *now = gp_boot_id(&s->c.root);
+	return asked_in && now && strcmp(asked_in, now) != 0;
+}
+
+/* Runs one selected, enabled, implemented stage. Returns 0 or an exit code. */
+static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *cfg,
+		     struct gp_stage_plan *sp, bool reboot_outstanding)
+{
+	struct gp_ctx *c = &s->c;
+	if ((st->flags & GP_STAGE_NEEDS_REBOOTED_KERNEL) && reboot_outstanding) {
+		gp_stage_plan_set(sp, GP_STATE_WAITING_REBOOT,
+				  "runs after the pending reboot (needs the new kernel state)");
+		return 0;
+	}
+	c->stage = sp;
+	struct gp_check ck = { 0 };
+	int rc = st->check(c, cfg, &ck);
+	if (rc < 0) {
+		free(ck.reason);
+		gp_stage_plan_set(sp, GP_STATE_FAILED, "check failed");
+		return report_err(s);
+	}
+	if (ck.state == GP_STATE_REBOOT_PENDING && reboot_did_not_help(s))
+		gp_check_set(&ck, GP_STATE_BLOCKED,
+			     "%s - but the machine has rebooted since gpuprov asked for it, so "
+			     "the change did not take effect; 'gpuprov verify --only %s' has hints",
+			     ck.reason, st->name);
+	gp_stage_plan_set(sp, ck.state, "%s", ck.reason);
+	free(ck.reason);
+	if (sp->state != GP_STATE_NEEDED) {
+		if (!c->dry_run)
+			gp_journal_set_stage(&c->journal, st->name, gp_stage_state_name(sp->state));
+		return 0;
+	}
+	gp_log(c, "apply: %s", sp->reason);
+	if (st->apply(c, cfg) < 0) {
+		gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
+		if (!c->dry_run) {
+			gp_journal_set_stage(&c->journal, st->name, "failed");
+			gp_journal_save(&c->root, &c->journal);
+		}
+		return report_err(s);
+	}
+	if (c->dry_run)
+		return 0;
+	/* Re-check: apply must have done the job (or left only a reboot to do). */
+	struct gp_check after = { 0 };
+	if (st->check(c, cfg, &after) < 0) {
+		free(after.reason);
+		return report_err(s);
+	}
+	enum gp_stage_state final = after.state;
+	if (final == GP_STATE_NEEDED) {
+		gp_fail(&s->err, GP_EXIT_APPLY_FAILED,
+			"%s: still not done after applying its changes: %s; see %s", st->name,
+			after.reason, GP_LOG_FILE);
+		free(after.reason);
+		gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
+		gp_journal_set_stage(&c->journal, st->name, "failed");
+		return report_err(s);
+	}
+	free(after.reason);
+	gp_journal_set_stage(&c->journal, st->name,
+			     final == GP_STATE_REBOOT_PENDING ? "reboot pending" : "done");
+	if (gp_journal_save(&c->root, &c->journal) < 0)
+		return gp_fail(&s->err, GP_EXIT_APPLY_FAILED, "cannot write the journal"),
+		       report_err(s);
+	return 0;
+}
+
+static void record_reboot(struct session *s, const struct gp_plan *plan)
+{
+	struct gp_ctx *c = &s->c;
+	if (!gp_plan_reboot_required(plan)) {
+		gp_journal_clear_reboot(&c->journal);
+		return;
+	}
+	struct gp_buf why = { 0 };
+	for (size_t i = 0; i < plan->n_stages; i++) {
+		const struct gp_stage_plan *sp = &plan->stages[i];
+		for (size_t j = 0; j < sp->n_effects; j++)
+			if (sp->effects[j].kind == GP_EFFECT_REBOOT)
+				gp_buf_printf(&why, "%s%s: %s", why.len ? "; " : "", sp->name,
+					      sp->effects[j].reason);
+		if (sp->state == GP_STATE_REBOOT_PENDING && !sp->n_effects)
+			gp_buf_printf(&why, "%s%s: %s", why.len ? "; " : "", sp->name, sp->reason);
+	}
+	_cleanup_free_ char *now = gp_boot_id(&c->root);
+	/* Keep the boot id of the first request: it is what tells a later run
+	 * whether the machine rebooted since. */
+	const char *asked_in = gp_journal_reboot_boot_id(&c->journal);
+	_cleanup_free_ char *keep = gp_xstrdup(asked_in && gp_streq(asked_in, now) ? asked_in
+										     : now);
+	gp_journal_set_reboot(&c->journal, why.data, keep);
+	gp_buf_free(&why);
+}
+
+static int plan_exit_code(const struct gp_plan *p)
+{
+	int code = GP_EXIT_OK;
+	for (size_t i = 0; i < p->n_stages; i++) {
+		enum gp_stage_state st = p->stages[i].state;
+		if (st == GP_STATE_FAILED)
+			return GP_EXIT_APPLY_FAILED;
+		if (st == GP_STATE_BLOCKED || st == GP_STATE_NOT_IMPLEMENTED)
+			code = GP_EXIT_BLOCKED;
+	}
+	if (code == GP_EXIT_OK && gp_plan_reboot_required(p))
+		code = GP_EXIT_REBOOT;
+	return code;
+}
+
+int gp_engine_install(const struct gp_options *o, struct gp_out *out)
+{
+	struct session s;
+	int code = session_open(&s, o, out);
+	if (!code)
+		code = check_stage_names(o, out);
+	if (!code)
+		code = session_profile(&s, o, o->dry_run ? "plan" : "install");
+	if (code) {
+		session_close(&s);
+		return code;
+	}
+	struct gp_ctx *c = &s.c;
+	if (!c->dry_run) {
+		_cleanup_free_ char *missing = unimplemented_selected(o, s.profile);
+		if (missing) {
+			gp_error(out,
+				 "install: stages not implemented yet: %s; nothing was changed; "
+				 "exclude them with --skip %s (or pick stages with --only)",
+				 missing, missing);
+			session_close(&s);
+			return GP_EXIT_BLOCKED;
+		}
+		if (!gp_root_writable(&c->root)) {
+			gp_error(out, "install: the root %s is not writable; run as root or use "
+				 "--dry-run", c->root.dir);
+			session_close(&s);
+			return GP_EXIT_BLOCKED;
+		}
+		if (gp_lock_acquire(&c->root, &s.lock_fd, &s.err) < 0 || open_run_log(&s) < 0) {
+			code = report_err(&s);
+			session_close(&s);
+			return code;
+		}
+		gp_log(c, "install: profile %s (%s, sha256 %s)", s.profile->name, s.profile->path,
+		       s.profile->digest);
+		gp_journal_set_profile(&c->journal, s.profile->name, s.profile->path,
+				       s.profile->digest);
+	}
+	c->plan = gp_plan_new(s.profile->name, s.profile->digest, c->root.dir, c->dry_run);
+	struct gp_os_release osr = { 0 };
+	if (gp_os_release_read(&c->root, &osr) == 0 && osr.pretty_name)
+		c->plan->os_pretty = gp_xstrdup(osr.pretty_name);
+	gp_os_release_free(&osr);
+
+	bool failed = false;
+	for (size_t i = 0; i < gp_stage_count; i++) {
+		const struct gp_stage *st = gp_stages[i];
+		struct gp_stage_plan *sp = gp_plan_add_stage(c->plan, st->name, st->summary);
+		const char *reason;
+		enum gp_stage_state disp = stage_disposition(o, s.profile, st, &reason);
+		if (disp != GP_STATE_NEEDED) {
+			gp_stage_plan_set(sp, disp, "%s", reason);
+			continue;
+		}
+		if (failed) {
+			gp_stage_plan_set(sp, GP_STATE_SKIPPED, "not run: an earlier stage failed");
+			continue;
+		}
+		bool outstanding = c->reboot_requested || gp_plan_reboot_required(c->plan);
+		if (run_stage(&s, st, gp_profile_stage(s.profile, st->name), sp, outstanding))
+			failed = true;
+		c->stage = NULL;
+	}
+	if (!c->dry_run) {
+		record_reboot(&s, c->plan);
+		if (gp_journal_save(&c->root, &c->journal) < 0) {
+			gp_error(out, "cannot write the journal %s", GP_STATE_FILE);
+			failed = true;
+		}
+		gp_log(c, "install: finished");
+	}
+	if (out->json)
+		print_json(out, gp_plan_to_json(c->plan));
+	else if (c->dry_run || out->verbosity >= 0)
+		gp_plan_render_text(c->plan, out->out, out->color);
+	code = failed ? (s.err.exit_code ? s.err.exit_code : GP_EXIT_APPLY_FAILED)
+		      : plan_exit_code(c->plan);
+	if (code == GP_EXIT_REBOOT && !c->dry_run)
+		gp_error(out, "reboot required (%s); reboot, then run 'gpuprov install --profile %s' "
+			 "again to continue",
+			 gp_journal_reboot_reason(&c->journal), s.profile->name);
+	if (code == GP_EXIT_BLOCKED && !c->dry_run)
+		gp_error(out, "install blocked: a stage's precondition is not met (see above)");
+	session_close(&s);
+	return code;
+}
+
+int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
+{
+	struct session s;
+	int code = session_open(&s, o, out);
+	if (!code)
+		code = check_stage_names(o, out);
+	if (!code)
+		code = session_profile(&s, o, "verify");
+	if (code) {
+		session_close(&s);
+		return code;
+	}
+	struct gp_ctx *c = &s.c;
+	c->dry_run = true; /* verify never changes anything */
+	struct gp_report rep;
+	gp_report_init(&rep, s.profile->name);
+	bool unimplemented = false;
+	for (size_t i = 0; i < gp_stage_count && !code; i++) {
+		const struct gp_stage *st = gp_stages[i];
+		const char *reason;
+		enum gp_stage_state disp = stage_disposition(o, s.profile, st, &reason);
+		if (disp == GP_STATE_NOT_IMPLEMENTED) {
+			unimplemented = true;
+			gp_report_add(&rep, st->name, GP_SKIP, "stage",
+				      "exclude it with --skip or choose stages with --only",
+				      "not implemented in this version of gpuprov: nothing verified");
+		}
+		if (disp != GP_STATE_NEEDED)
+			continue;
+		if (st->verify(c, gp_profile_stage(s.profile, st->name), &rep) < 0)
+			code = report_err(&s);
+	}
+	const char *pending = gp_journal_reboot_reason(&c->journal);
+	if (pending)
+		gp_report_add(&rep, "gpuprov", GP_WARN, "pending reboot",
+			      "reboot, then run 'gpuprov install' again", "%s", pending);
+	if (!code) {
+		if (out->json)
+			print_json(out, gp_report_to_json(&rep));
+		else
+			gp_report_render_text(&rep, out->out, out->color);
+		code = gp_report_count(&rep, GP_FAIL) ? GP_EXIT_VERIFY_FAILED
+			: unimplemented			? GP_EXIT_BLOCKED
+							: GP_EXIT_OK;
+	}
+	gp_report_free(&rep);
+	session_close(&s);
+	return code;
+}
+
+int gp_engine_status(const struct gp_options *o, struct gp_out *out)
+{
+	struct session s;
+	int code = session_open(&s, o, out);
+	if (code) {
+		session_close(&s);
+		return code;
+	}
+	const struct gp_journal *j = &s.c.journal;
+	const cJSON *stages = cJSON_GetObjectItemCaseSensitive(j->doc, "stages");
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(j->doc, "files");
+	const cJSON *prof = cJSON_GetObjectItemCaseSensitive(j->doc, "profile");
+	const char *pending = gp_journal_reboot_reason(j);
+	if (out->json) {
+		cJSON *doc = cJSON_CreateObject();
+		cJSON_AddNumberToObject(doc, "gpuprov_status", 1);
+		cJSON_AddStringToObject(doc, "root", s.c.root.dir);
+		cJSON_AddItemToObject(doc, "profile",
+				      prof ? cJSON_Duplicate(prof, 1) : cJSON_CreateNull());
+		cJSON *arr = cJSON_AddArrayToObject(doc, "stages");
+		for (size_t i = 0; i < gp_stage_count; i++) {
+			const struct gp_stage *st = gp_stages[i];
+			const cJSON *rec = cJSON_GetObjectItemCaseSensitive(stages, st->name);
+			cJSON *e = cJSON_CreateObject();
+			cJSON_AddStringToObject(e, "name", st->name);
+			cJSON_AddBoolToObject(e, "implemented", gp_stage_implemented(st));
+			cJSON_AddStringToObject(e, "state",
+						gp_json_string(rec, "state", "never run"));
+			const char *when = gp_json_string(rec, "time", NULL);
+			if (when)
+				cJSON_AddStringToObject(e, "time", when);
+			else
+				cJSON_AddNullToObject(e, "time");
+			cJSON_AddItemToArray(arr, e);
+		}
+		cJSON *rb = cJSON_GetObjectItemCaseSensitive(j->doc, "reboot");
+		cJSON_AddItemToObject(doc, "reboot",
+				      rb ? cJSON_Duplicate(rb, 1) : cJSON_CreateNull());
+		cJSON_AddNumberToObject(doc, "files_written", cJSON_GetArraySize(files));
+		print_json(out, doc);
+	} else if (gp_journal_is_empty(j)) {
+		fprintf(out->out, "gpuprov status: no install recorded under %s\n", s.c.root.dir);
+	} else {
+		fprintf(out->out, "gpuprov status: %s\n", s.c.root.dir);
+		fprintf(out->out, "profile: %s (sha256 %.12s)\n  from %s\n",
+			gp_json_string(prof, "name", "?"), gp_json_string(prof, "sha256", "?"),
+			gp_json_string(prof, "path", "?"));
+		for (size_t i = 0; i < gp_stage_count; i++) {
+			const struct gp_stage *st = gp_stages[i];
+			const cJSON *rec = cJSON_GetObjectItemCaseSensitive(stages, st->name);
+			const char *state = gp_json_string(rec, "state", NULL);
+			if (!state)
+				state = gp_stage_implemented(st) ? "never run" : "not implemented";
+			fprintf(out->out, "  %-8s %-16s %s\n", st->name, state,
+				gp_json_string(rec, "time", ""));
+		}
+		fprintf(out->out, "files written: %d\n", cJSON_GetArraySize(files));
+		if (pending)
+			fprintf(out->out, "reboot pending: %s\n", pending);
+		else
+			fputs("reboot pending: no\n", out->out);
+	}
+	session_close(&s);
+	return GP_EXIT_OK;
+}

@@ -1,0 +1,277 @@
+/* JSON input with the errors an operator can act on: comments are blanked
+ * (newlines kept, so positions stay right), syntax errors and duplicate
+ * keys are reported as FILE:LINE:COL, and every value's position is kept
+ * so later validation can point at it. cJSON does the parsing; a small
+ * scanner walks the same text for positions and duplicates. */
+#include <string.h>
+
+#include "gpuprov/exitcodes.h"
+#include "gpuprov/json.h"
+
+static void position_of(const char *text, size_t off, int *line, int *col)
+{
+	*line = 1;
+	*col = 1;
+	for (size_t i = 0; i < off; i++) {
+		if (text[i] == '\n') {
+			(*line)++;
+			*col = 1;
+		} else if (((unsigned char)text[i] & 0xc0) != 0x80) {
+			(*col)++;
+		}
+	}
+}
+
+/* Replaces // and block comments outside strings with spaces. Returns
+ * false on an unterminated block comment (*bad_off set). */
+static bool blank_comments(char *s, size_t len, size_t *bad_off)
+{
+	bool in_string = false;
+	for (size_t i = 0; i < len; i++) {
+		if (in_string) {
+			if (s[i] == '\\' && i + 1 < len)
+				i++;
+			else if (s[i] == '"')
+				in_string = false;
+			continue;
+		}
+		if (s[i] == '"') {
+			in_string = true;
+		} else if (s[i] == '/' && i + 1 < len && s[i + 1] == '/') {
+			while (i < len && s[i] != '\n')
+				s[i++] = ' ';
+		} else if (s[i] == '/' && i + 1 < len && s[i + 1] == '*') {
+			size_t start = i;
+			s[i++] = ' ';
+			s[i++] = ' ';
+			while (i < len && !(s[i] == '*' && i + 1 < len && s[i + 1] == '/')) {
+				if (s[i] != '\n')
+					s[i] = ' ';
+				i++;
+			}
+			if (i >= len) {
+				*bad_off = start;
+				return false;
+			}
+			s[i++] = ' ';
+			s[i] = ' ';
+		}
+	}
+	return true;
+}
+
+struct scanner {
+	const char *s;
+	size_t len, i;
+	struct gp_json_doc *doc;
+	struct gp_err *err;
+	int failed;
+};
+
+static void skip_ws(struct scanner *sc)
+{
+	while (sc->i < sc->len && strchr(" \t\r\n", sc->s[sc->i]))
+		sc->i++;
+}
+
+/* Reads a string token; returns its decoded-enough text (escapes kept
+ * except \" and \\, which is all keys need). */
+static char *scan_string(struct scanner *sc)
+{
+	struct gp_buf b = { 0 };
+	sc->i++; /* opening quote */
+	while (sc->i < sc->len && sc->s[sc->i] != '"') {
+		if (sc->s[sc->i] == '\\' && sc->i + 1 < sc->len) {
+			char c = sc->s[sc->i + 1];
+			if (c == '"' || c == '\\' || c == '/')
+				gp_buf_append(&b, &c, 1);
+			else
+				gp_buf_append(&b, sc->s + sc->i, 2);
+			sc->i += 2;
+			continue;
+		}
+		gp_buf_append(&b, sc->s + sc->i, 1);
+		sc->i++;
+	}
+	sc->i++; /* closing quote */
+	return gp_buf_steal(&b);
+}
+
+static void record(struct scanner *sc, const char *pointer, size_t off)
+{
+	struct gp_json_doc *d = sc->doc;
+	d->pos = gp_xrealloc(d->pos, (d->n_pos + 1) * sizeof *d->pos);
+	struct gp_json_pos *p = &d->pos[d->n_pos++];
+	p->pointer = gp_xstrdup(pointer);
+	position_of(sc->s, off, &p->line, &p->col);
+}
+
+static void scan_value(struct scanner *sc, const char *pointer);
+
+static void scan_object(struct scanner *sc, const char *pointer)
+{
+	char **seen = gp_xcalloc(1, sizeof(char *));
+	sc->i++;
+	for (;;) {
+		skip_ws(sc);
+		if (sc->i >= sc->len || sc->s[sc->i] == '}')
+			break;
+		if (sc->s[sc->i] == ',') {
+			sc->i++;
+			continue;
+		}
+		size_t key_off = sc->i;
+		_cleanup_free_ char *key = scan_string(sc);
+		if (gp_strv_contains(seen, key) && !sc->failed) {
+			int line, col;
+			position_of(sc->s, key_off, &line, &col);
+			gp_fail(sc->err, GP_EXIT_INVALID_INPUT,
+				"%s:%d:%d: duplicate key \"%s\"; keep one of them", sc->doc->file,
+				line, col, key);
+			sc->failed = 1;
+		}
+		gp_strv_push(&seen, key);
+		skip_ws(sc);
+		sc->i++; /* ':' */
+		skip_ws(sc);
+		_cleanup_free_ char *child = gp_xasprintf("%s/%s", pointer, key);
+		scan_value(sc, child);
+	}
+	sc->i++;
+	gp_strv_free(seen);
+}
+
+static void scan_array(struct scanner *sc, const char *pointer)
+{
+	sc->i++;
+	for (size_t index = 0;;) {
+		skip_ws(sc);
+		if (sc->i >= sc->len || sc->s[sc->i] == ']')
+			break;
+		if (sc->s[sc->i] == ',') {
+			sc->i++;
+			continue;
+		}
+		_cleanup_free_ char *child = gp_xasprintf("%s/%zu", pointer, index++);
+		scan_value(sc, child);
+	}
+	sc->i++;
+}
+
+static void scan_value(struct scanner *sc, const char *pointer)
+{
+	skip_ws(sc);
+	record(sc, pointer, sc->i);
+	if (sc->i >= sc->len)
+		return;
+	switch (sc->s[sc->i]) {
+	case '{':
+		scan_object(sc, pointer);
+		break;
+	case '[':
+		scan_array(sc, pointer);
+		break;
+	case '"':
+		free(scan_string(sc));
+		break;
+	default:
+		while (sc->i < sc->len && !strchr(",]} \t\r\n", sc->s[sc->i]))
+			sc->i++;
+	}
+}
+
+int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text, size_t len,
+		      struct gp_err *err)
+{
+	*d = (struct gp_json_doc){ .file = gp_xstrdup(file) };
+	const char *nul = memchr(text, '\0', len);
+	if (nul) {
+		int line, col;
+		position_of(text, (size_t)(nul - text), &line, &col);
+		return gp_fail(err, GP_EXIT_INVALID_INPUT,
+			       "%s:%d:%d: NUL byte: this is not a JSON text file", file, line, col);
+	}
+	_cleanup_free_ char *copy = gp_xstrndup(text, len);
+	size_t bad = 0;
+	if (!blank_comments(copy, len, &bad)) {
+		int line, col;
+		position_of(text, bad, &line, &col);
+		return gp_fail(err, GP_EXIT_INVALID_INPUT,
+			       "%s:%d:%d: comment opened with /* is never closed", file, line, col);
+	}
+	const char *end = NULL;
+	cJSON *json = cJSON_ParseWithOpts(copy, &end, 1);
+	if (!json) {
+		size_t off = end && end >= copy ? (size_t)(end - copy) : 0;
+		if (off > len)
+			off = len;
+		const char *what = off >= len ? "unexpected end of file"
+					      : "syntax error (or nesting deeper than 1000)";
+		int line, col;
+		position_of(text, off, &line, &col);
+		return gp_fail(err, GP_EXIT_INVALID_INPUT,
+			       "%s:%d:%d: %s; check for a missing comma, quote or bracket", file,
+			       line, col, what);
+	}
+	struct scanner sc = { .s = copy, .len = len, .doc = d, .err = err };
+	scan_value(&sc, "");
+	if (sc.failed) {
+		cJSON_Delete(json);
+		return -1;
+	}
+	d->json = json;
+	return 0;
+}
+
+void gp_json_doc_free(struct gp_json_doc *d)
+{
+	for (size_t i = 0; i < d->n_pos; i++)
+		free(d->pos[i].pointer);
+	free(d->pos);
+	free(d->file);
+	cJSON_Delete(d->json);
+	*d = (struct gp_json_doc){ 0 };
+}
+
+void gp_json_doc_where(const struct gp_json_doc *d, const char *pointer, int *line, int *col)
+{
+	*line = 1;
+	*col = 1;
+	for (size_t i = 0; i < d->n_pos; i++) {
+		if (strcmp(d->pos[i].pointer, pointer) == 0) {
+			*line = d->pos[i].line;
+			*col = d->pos[i].col;
+			return;
+		}
+	}
+}
+
+cJSON *gp_json_parse(const char *file, const char *text, size_t len, struct gp_err *err)
+{
+	struct gp_json_doc d;
+	if (gp_json_doc_parse(&d, file, text, len, err) < 0) {
+		gp_json_doc_free(&d);
+		return NULL;
+	}
+	cJSON *json = TAKE_PTR(d.json);
+	gp_json_doc_free(&d);
+	return json;
+}
+
+const char *gp_json_string(const cJSON *obj, const char *key, const char *fallback)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return cJSON_IsString(v) ? v->valuestring : fallback;
+}
+
+char **gp_json_strv(const cJSON *obj, const char *key)
+{
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!cJSON_IsArray(arr))
+		return NULL;
+	char **v = gp_xcalloc(1, sizeof(char *));
+	for (const cJSON *item = arr->child; item; item = item->next)
+		if (cJSON_IsString(item))
+			gp_strv_push(&v, item->valuestring);
+	return v;
+}

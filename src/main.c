@@ -1,0 +1,268 @@
+/* gpuprov: command line. Parses options, picks the command from the
+ * table, and maps everything to the documented exit codes. Options may
+ * stand before or after the command. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpuprov/engine.h"
+#include "gpuprov/exitcodes.h"
+#include "gpuprov/util.h"
+
+#ifndef GP_VERSION
+#define GP_VERSION "0.0.0"
+#endif
+
+static const char global_usage[] =
+	"usage: gpuprov [--root DIR] [--profile-dir DIR] [--json] [-q|-v] [--no-color]\n"
+	"               COMMAND [ARGS]\n"
+	"\n"
+	"Turns a Linux server into a verified GPU machine for deep learning.\n"
+	"\n"
+	"commands:\n"
+	"  install --profile NAME|PATH [--dry-run] [--only S,..] [--skip S,..]\n"
+	"                        make the target match the profile\n"
+	"  plan --profile NAME|PATH [--only S,..] [--skip S,..]\n"
+	"                        show what install would do (same as install --dry-run)\n"
+	"  verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
+	"                        check that the installed stack works\n"
+	"  status                show the journal: profile, stages, pending reboot\n"
+	"  profiles list         list the profiles in the search path\n"
+	"  profiles show NAME    print a profile after inheritance\n"
+	"\n"
+	"global options:\n"
+	"  --root DIR            operate on the system mounted at DIR (default /)\n"
+	"  --profile-dir DIR     search DIR for profiles first\n"
+	"  --json                print results as one JSON document\n"
+	"  -q, --quiet           print only errors\n"
+	"  -v, --verbose         print more detail\n"
+	"  --no-color            never colour the output\n"
+	"  -h, --help            show help (also after a command)\n"
+	"  --version             print the version\n"
+	"\n"
+	"stages, in order: nouveau, driver, cuda, cudnn, pytorch, env\n"
+	"exit codes: 0 done, 1 apply failed, 2 usage, 3 verify failed, 4 blocked,\n"
+	"            5 reboot required, 6 locked by another run, 65 invalid input\n"
+	"See gpuprov(8).\n";
+
+struct command {
+	const char *name;
+	const char *usage;
+	unsigned allowed; /* OPT_* bits accepted after the command */
+};
+
+enum {
+	OPT_PROFILE = 1u << 0,
+	OPT_DRY_RUN = 1u << 1,
+	OPT_SELECT = 1u << 2, /* --only, --skip */
+};
+
+static const struct command commands[] = {
+	{ "install",
+	  "usage: gpuprov install --profile NAME|PATH [--dry-run] [--only S,..] [--skip S,..]\n"
+	  "\n"
+	  "Runs the profile's stages in order: each is checked, and changed only when\n"
+	  "needed. --dry-run prints the exact plan (file diffs, commands, reboots) and\n"
+	  "changes nothing. Exits 5 when a reboot is needed: reboot, then run the same\n"
+	  "command again to continue.\n",
+	  OPT_PROFILE | OPT_DRY_RUN | OPT_SELECT },
+	{ "plan",
+	  "usage: gpuprov plan --profile NAME|PATH [--only S,..] [--skip S,..]\n"
+	  "\n"
+	  "Prints what 'install' would do, planning later stages as if the earlier ones\n"
+	  "had run, and changes nothing. The same as 'install --dry-run'.\n",
+	  OPT_PROFILE | OPT_SELECT },
+	{ "verify",
+	  "usage: gpuprov verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
+	  "\n"
+	  "Checks, read-only, that every stage's result works. The profile defaults to the\n"
+	  "one the last install recorded. Exits 3 when a check fails.\n",
+	  OPT_PROFILE | OPT_SELECT },
+	{ "status",
+	  "usage: gpuprov status\n"
+	  "\n"
+	  "Shows the journal: installed profile and digest, each stage's state and time,\n"
+	  "files written and any pending reboot.\n",
+	  0 },
+	{ "profiles",
+	  "usage: gpuprov profiles list\n"
+	  "       gpuprov profiles show NAME\n"
+	  "\n"
+	  "Profile search path: --profile-dir, /etc/gpuprov/profiles, the installed\n"
+	  "share directory, then the source tree's profiles/.\n",
+	  0 },
+};
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+static int usage_error(const struct command *cmd, const char *fmt, ...) _printf_(2, 3);
+static int usage_error(const struct command *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("gpuprov: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fputs(cmd ? cmd->usage : global_usage, stderr);
+	return GP_EXIT_USAGE;
+}
+
+enum long_only {
+	L_ROOT = 256,
+	L_PROFILE_DIR,
+	L_JSON,
+	L_NO_COLOR,
+	L_VERSION,
+	L_PROFILE,
+	L_DRY_RUN,
+	L_ONLY,
+	L_SKIP,
+};
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "root", required_argument, NULL, L_ROOT },
+		{ "profile-dir", required_argument, NULL, L_PROFILE_DIR },
+		{ "json", no_argument, NULL, L_JSON },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "no-color", no_argument, NULL, L_NO_COLOR },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, L_VERSION },
+		{ "profile", required_argument, NULL, L_PROFILE },
+		{ "dry-run", no_argument, NULL, L_DRY_RUN },
+		{ "only", required_argument, NULL, L_ONLY },
+		{ "skip", required_argument, NULL, L_SKIP },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct gp_options o = { .root = "/" };
+	struct gp_out out;
+	gp_out_init(&out, stdout, stderr);
+	bool help = false, no_color = false;
+	unsigned used = 0;
+	const char *bad_used = NULL;
+	int rc = GP_EXIT_OK;
+
+	opterr = 0;
+	int opt;
+	while ((opt = getopt_long(argc, argv, ":qvh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case L_ROOT:
+			o.root = optarg;
+			break;
+		case L_PROFILE_DIR:
+			o.profile_dir = optarg;
+			break;
+		case L_JSON:
+			out.json = true;
+			break;
+		case 'q':
+			out.verbosity = -1;
+			break;
+		case 'v':
+			out.verbosity = 1;
+			break;
+		case L_NO_COLOR:
+			no_color = true;
+			break;
+		case 'h':
+			help = true;
+			break;
+		case L_VERSION:
+			printf("gpuprov %s\n", GP_VERSION);
+			return GP_EXIT_OK;
+		case L_PROFILE:
+			o.profile = optarg;
+			used |= OPT_PROFILE;
+			bad_used = "--profile";
+			break;
+		case L_DRY_RUN:
+			o.dry_run = true;
+			used |= OPT_DRY_RUN;
+			break;
+		case L_ONLY:
+		case L_SKIP: {
+			char ***list = opt == L_ONLY ? &o.only : &o.skip;
+			gp_strv_free(*list);
+			*list = gp_strv_split(optarg, ',');
+			used |= OPT_SELECT;
+			break;
+		}
+		case ':':
+			rc = usage_error(NULL, "option '%s' needs an argument", argv[optind - 1]);
+			goto out;
+		default:
+			rc = usage_error(NULL, "unknown option '%s'", argv[optind - 1]);
+			goto out;
+		}
+	}
+	out.color = !no_color && !getenv("NO_COLOR") && isatty(fileno(stdout)) && !out.json;
+
+	if (optind >= argc) {
+		if (help) {
+			fputs(global_usage, stdout);
+			goto out;
+		}
+		rc = usage_error(NULL, "no command given");
+		goto out;
+	}
+	const char *name = argv[optind];
+	const struct command *cmd = find_command(name);
+	if (!cmd) {
+		rc = usage_error(NULL, "unknown command '%s'", name);
+		goto out;
+	}
+	if (help) {
+		fputs(cmd->usage, stdout);
+		goto out;
+	}
+	if (used & ~cmd->allowed) {
+		const char *which = (used & ~cmd->allowed & OPT_PROFILE)   ? bad_used
+				    : (used & ~cmd->allowed & OPT_DRY_RUN) ? "--dry-run"
+									   : "--only/--skip";
+		rc = usage_error(cmd, "option %s does not apply to this command", which);
+		goto out;
+	}
+	char **args = argv + optind + 1;
+	int nargs = argc - optind - 1;
+	bool profiles = strcmp(name, "profiles") == 0;
+	if (!profiles && nargs > 0) {
+		rc = usage_error(cmd, "unexpected argument '%s'", args[0]);
+		goto out;
+	}
+	if (strcmp(name, "install") == 0 || strcmp(name, "plan") == 0) {
+		if (!o.profile) {
+			rc = usage_error(cmd, "%s needs --profile NAME|PATH", name);
+			goto out;
+		}
+		o.dry_run |= strcmp(name, "plan") == 0;
+		rc = gp_engine_install(&o, &out);
+	} else if (strcmp(name, "verify") == 0) {
+		rc = gp_engine_verify(&o, &out);
+	} else if (strcmp(name, "status") == 0) {
+		rc = gp_engine_status(&o, &out);
+	} else if (nargs == 1 && strcmp(args[0], "list") == 0) {
+		rc = gp_engine_profiles_list(&o, &out);
+	} else if (nargs == 2 && strcmp(args[0], "show") == 0) {
+		rc = gp_engine_profiles_show(&o, args[1], &out);
+	} else {
+		rc = usage_error(cmd, "profiles: expected 'list' or 'show NAME'");
+	}
+out:
+	gp_strv_free(o.only);
+	gp_strv_free(o.skip);
+	if (fflush(stdout) != 0 && rc == GP_EXIT_OK)
+		rc = GP_EXIT_APPLY_FAILED;
+	return rc;
+}

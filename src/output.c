@@ -1,0 +1,60 @@
+/* The output object: every message goes through here. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "gpuprov/output.h"
+
+void gp_out_init(struct gp_out *o, FILE *out, FILE *err)
+{
+	*o = (struct gp_out){ .out = out, .err = err };
+}
+
+static void emit(const struct gp_out *o, const char *prefix, const char *fmt, va_list ap)
+{
+	fputs("gpuprov: ", o->err);
+	fputs(prefix, o->err);
+	vfprintf(o->err, fmt, ap);
+	fputc('\n', o->err);
+	fflush(o->err);
+}
+
+void gp_error(const struct gp_out *o, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	emit(o, "", fmt, ap);
+	va_end(ap);
+}
+
+void gp_warn(const struct gp_out *o, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	emit(o, "warning: ", fmt, ap);
+	va_end(ap);
+}
+
+void gp_info(const struct gp_out *o, const char *fmt, ...)
+{
+	if (o->verbosity < 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	emit(o, "", fmt, ap);
+	va_end(ap);
+}
+
+void gp_debug(const struct gp_out *o, const char *fmt, ...)
+{
+	if (o->verbosity < 1)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	emit(o, "", fmt, ap);
+	va_end(ap);
+}
+
+const char *gp_color(const struct gp_out *o, const char *code)
+{
+	return o->color ? code : "";
+}

@@ -1,0 +1,376 @@
+/* The plan and its renderings. The text form is pasted into change
+ * reviews: it is stable (no times, no pids), ordered like the run, and
+ * shows every file change as a unified diff and every command as argv. */
+#include <stdarg.h>
+#include <string.h>
+
+#include "gpuprov/diff.h"
+#include "gpuprov/plan.h"
+#include "gpuprov/root.h"
+#include "gpuprov/util.h"
+
+const char *gp_stage_state_name(enum gp_stage_state s)
+{
+	static const char *const names[] = {
+		[GP_STATE_SATISFIED] = "satisfied",
+		[GP_STATE_NEEDED] = "needed",
+		[GP_STATE_REBOOT_PENDING] = "reboot pending",
+		[GP_STATE_WAITING_REBOOT] = "waiting for reboot",
+		[GP_STATE_BLOCKED] = "blocked",
+		[GP_STATE_NOT_IMPLEMENTED] = "not implemented",
+		[GP_STATE_DISABLED] = "disabled",
+		[GP_STATE_SKIPPED] = "skipped",
+		[GP_STATE_FAILED] = "failed",
+	};
+	return (unsigned)s < ARRAY_SIZE(names) ? names[s] : "?";
+}
+
+const char *gp_effect_kind_name(enum gp_effect_kind k)
+{
+	static const char *const names[] = {
+		[GP_EFFECT_WRITE] = "write",   [GP_EFFECT_REMOVE] = "remove",
+		[GP_EFFECT_SYMLINK] = "symlink", [GP_EFFECT_MKDIR] = "mkdir",
+		[GP_EFFECT_RUN] = "run",       [GP_EFFECT_REBOOT] = "reboot",
+	};
+	return (unsigned)k < ARRAY_SIZE(names) ? names[k] : "?";
+}
+
+struct gp_plan *gp_plan_new(const char *profile_name, const char *digest, const char *root,
+			    bool dry_run)
+{
+	struct gp_plan *p = gp_xcalloc(1, sizeof *p);
+	p->profile_name = gp_xstrdup(profile_name);
+	p->profile_digest = gp_xstrdup(digest);
+	p->root = gp_xstrdup(root);
+	p->dry_run = dry_run;
+	return p;
+}
+
+static void effect_free(struct gp_effect *e)
+{
+	free(e->path);
+	free(e->old_data);
+	free(e->new_data);
+	free(e->target);
+	gp_strv_free(e->argv);
+	free(e->reason);
+}
+
+void gp_plan_free(struct gp_plan *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->n_stages; i++) {
+		struct gp_stage_plan *sp = &p->stages[i];
+		for (size_t j = 0; j < sp->n_effects; j++)
+			effect_free(&sp->effects[j]);
+		free(sp->effects);
+		free(sp->name);
+		free(sp->summary);
+		free(sp->reason);
+	}
+	free(p->stages);
+	free(p->profile_name);
+	free(p->profile_digest);
+	free(p->root);
+	free(p->os_pretty);
+	free(p);
+}
+
+struct gp_stage_plan *gp_plan_add_stage(struct gp_plan *p, const char *name,
+					const char *summary)
+{
+	p->stages = gp_xrealloc(p->stages, (p->n_stages + 1) * sizeof *p->stages);
+	struct gp_stage_plan *sp = &p->stages[p->n_stages++];
+	*sp = (struct gp_stage_plan){ .name = gp_xstrdup(name), .summary = gp_xstrdup(summary) };
+	return sp;
+}
+
+void gp_stage_plan_set(struct gp_stage_plan *sp, enum gp_stage_state state,
+		       const char *reason_fmt, ...)
+{
+	sp->state = state;
+	free(sp->reason);
+	va_list ap;
+	va_start(ap, reason_fmt);
+	sp->reason = gp_xvasprintf(reason_fmt, ap);
+	va_end(ap);
+}
+
+struct gp_effect *gp_stage_plan_add_effect(struct gp_stage_plan *sp, enum gp_effect_kind k)
+{
+	sp->effects = gp_xrealloc(sp->effects, (sp->n_effects + 1) * sizeof *sp->effects);
+	struct gp_effect *e = &sp->effects[sp->n_effects++];
+	*e = (struct gp_effect){ .kind = k };
+	return e;
+}
+
+bool gp_plan_reboot_required(const struct gp_plan *p)
+{
+	for (size_t i = 0; i < p->n_stages; i++) {
+		if (p->stages[i].state == GP_STATE_REBOOT_PENDING)
+			return true;
+		for (size_t j = 0; j < p->stages[i].n_effects; j++)
+			if (p->stages[i].effects[j].kind == GP_EFFECT_REBOOT)
+				return true;
+	}
+	return false;
+}
+
+bool gp_plan_lookup_file(const struct gp_plan *p, const char *path, bool *exists,
+			 const char **data, size_t *len)
+{
+	bool found = false;
+	for (size_t i = 0; p && i < p->n_stages; i++) {
+		const struct gp_stage_plan *sp = &p->stages[i];
+		for (size_t j = 0; j < sp->n_effects; j++) {
+			const struct gp_effect *e = &sp->effects[j];
+			if (!e->path || strcmp(e->path, path) != 0)
+				continue;
+			if (e->kind == GP_EFFECT_WRITE) {
+				found = *exists = true;
+				*data = e->new_data;
+				*len = e->new_len;
+			} else if (e->kind == GP_EFFECT_REMOVE) {
+				found = true;
+				*exists = false;
+				*data = NULL;
+				*len = 0;
+			}
+		}
+	}
+	return found;
+}
+
+/* Quotes an argument for display the way a shell user would type it. */
+static void append_quoted(struct gp_buf *b, const char *arg)
+{
+	bool plain = *arg != '\0';
+	for (const char *c = arg; *c; c++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+			    "-_./=:,+@%",
+			    *c))
+			plain = false;
+	if (plain) {
+		gp_buf_puts(b, arg);
+		return;
+	}
+	gp_buf_puts(b, "'");
+	for (const char *c = arg; *c; c++) {
+		if (*c == '\'')
+			gp_buf_puts(b, "'\\''");
+		else
+			gp_buf_append(b, c, 1);
+	}
+	gp_buf_puts(b, "'");
+}
+
+static char *argv_display(char *const *argv)
+{
+	struct gp_buf b = { 0 };
+	for (size_t i = 0; argv && argv[i]; i++) {
+		if (i)
+			gp_buf_puts(&b, " ");
+		append_quoted(&b, argv[i]);
+	}
+	return gp_buf_steal(&b);
+}
+
+static bool is_binary(const char *data, size_t len)
+{
+	return data && memchr(data, '\0', len) != NULL;
+}
+
+static char *effect_diff(const struct gp_effect *e)
+{
+	const char *old = e->old_exists ? e->old_data : NULL;
+	size_t old_len = e->old_exists ? e->old_len : 0;
+	const char *new = e->kind == GP_EFFECT_WRITE ? e->new_data : NULL;
+	size_t new_len = e->kind == GP_EFFECT_WRITE ? e->new_len : 0;
+	if (is_binary(old, old_len) || is_binary(new, new_len)) {
+		char sha[65] = "";
+		if (new)
+			gp_sha256_hex(new, new_len, sha);
+		return gp_xasprintf("binary content, %zu bytes%s%s\n", new_len,
+				    new ? ", sha256 " : "", sha);
+	}
+	_cleanup_free_ char *old_label =
+		gp_xasprintf("%s%s", e->path, e->old_exists ? "" : " (absent)");
+	_cleanup_free_ char *new_label = gp_xasprintf(
+		"%s%s", e->path, e->kind == GP_EFFECT_WRITE ? " (planned)" : " (removed)");
+	return gp_unified_diff(old_label, old, old_len, new_label, new, new_len);
+}
+
+static void render_effect(const struct gp_effect *e, FILE *f, bool color)
+{
+	const char *indent = "      ";
+	switch (e->kind) {
+	case GP_EFFECT_WRITE:
+	case GP_EFFECT_REMOVE: {
+		if (e->kind == GP_EFFECT_WRITE)
+			fprintf(f, "%s%s %s (%s, mode %04o)\n", indent,
+				e->old_exists ? "replace" : "create", e->path,
+				e->old_exists ? "backed up first" : "new file",
+				(unsigned)e->mode & 07777);
+		else
+			fprintf(f, "%sremove %s (backed up first)\n", indent, e->path);
+		_cleanup_free_ char *diff = effect_diff(e);
+		for (char *line = diff, *next; line && *line; line = next) {
+			next = strchr(line, '\n');
+			int n = next ? (int)(next - line) : (int)strlen(line);
+			const char *col = "";
+			if (color && (line[0] == '+' || line[0] == '-' || line[0] == '@'))
+				col = line[0] == '+' ? "\033[32m" : line[0] == '-' ? "\033[31m"
+										     : "\033[36m";
+			fprintf(f, "%s  %s%.*s%s\n", indent, col, n, line, *col ? "\033[0m" : "");
+			next = next ? next + 1 : NULL;
+		}
+		break;
+	}
+	case GP_EFFECT_SYMLINK:
+		fprintf(f, "%ssymlink %s -> %s\n", indent, e->path, e->target);
+		break;
+	case GP_EFFECT_MKDIR:
+		fprintf(f, "%smkdir %s (mode %04o)\n", indent, e->path, (unsigned)e->mode & 07777);
+		break;
+	case GP_EFFECT_RUN: {
+		_cleanup_free_ char *cmd = argv_display(e->argv);
+		fprintf(f, "%srun %s\n", indent, cmd);
+		break;
+	}
+	case GP_EFFECT_REBOOT:
+		fprintf(f, "%sreboot required: %s\n", indent, e->reason);
+		break;
+	}
+}
+
+static const char *state_color(enum gp_stage_state s)
+{
+	switch (s) {
+	case GP_STATE_SATISFIED:
+		return "\033[32m";
+	case GP_STATE_NEEDED:
+	case GP_STATE_REBOOT_PENDING:
+	case GP_STATE_WAITING_REBOOT:
+		return "\033[33m";
+	case GP_STATE_BLOCKED:
+	case GP_STATE_FAILED:
+		return "\033[31m";
+	default:
+		return "\033[2m";
+	}
+}
+
+void gp_plan_render_text(const struct gp_plan *p, FILE *f, bool color)
+{
+	fprintf(f, "gpuprov %s: profile %s (sha256 %.12s)\n", p->dry_run ? "plan" : "install",
+		p->profile_name, p->profile_digest);
+	fprintf(f, "root: %s%s%s%s\n", p->root, p->os_pretty ? " (" : "",
+		p->os_pretty ? p->os_pretty : "", p->os_pretty ? ")" : "");
+	size_t counts[GP_STATE_FAILED + 1] = { 0 };
+	for (size_t i = 0; i < p->n_stages; i++) {
+		const struct gp_stage_plan *sp = &p->stages[i];
+		counts[sp->state]++;
+		fprintf(f, "\n[%zu/%zu] %s: %s%s%s", i + 1, p->n_stages, sp->name,
+			color ? state_color(sp->state) : "", gp_stage_state_name(sp->state),
+			color ? "\033[0m" : "");
+		if (sp->reason && *sp->reason)
+			fprintf(f, " - %s", sp->reason);
+		fputc('\n', f);
+		for (size_t j = 0; j < sp->n_effects; j++)
+			render_effect(&sp->effects[j], f, color);
+	}
+	fputs("\nsummary:", f);
+	const char *sep = " ";
+	for (enum gp_stage_state s = 0; s <= GP_STATE_FAILED; s++) {
+		if (!counts[s])
+			continue;
+		fprintf(f, "%s%zu %s", sep, counts[s], gp_stage_state_name(s));
+		sep = ", ";
+	}
+	if (gp_plan_reboot_required(p))
+		fputs("; a reboot is required after this run", f);
+	fputc('\n', f);
+}
+
+static void add_mode(cJSON *o, mode_t mode)
+{
+	char buf[8];
+	snprintf(buf, sizeof buf, "%04o", (unsigned)mode & 07777);
+	cJSON_AddStringToObject(o, "mode", buf);
+}
+
+static cJSON *effect_to_json(const struct gp_effect *e)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "type", gp_effect_kind_name(e->kind));
+	char sha[65];
+	switch (e->kind) {
+	case GP_EFFECT_WRITE:
+	case GP_EFFECT_REMOVE: {
+		cJSON_AddStringToObject(o, "path", e->path);
+		cJSON_AddBoolToObject(o, "exists", e->old_exists);
+		if (e->old_exists) {
+			gp_sha256_hex(e->old_data, e->old_len, sha);
+			cJSON_AddStringToObject(o, "old_sha256", sha);
+		}
+		if (e->kind == GP_EFFECT_WRITE) {
+			add_mode(o, e->mode);
+			gp_sha256_hex(e->new_data, e->new_len, sha);
+			cJSON_AddStringToObject(o, "sha256", sha);
+			cJSON_AddNumberToObject(o, "size", (double)e->new_len);
+		}
+		_cleanup_free_ char *diff = effect_diff(e);
+		cJSON_AddStringToObject(o, "diff", diff);
+		break;
+	}
+	case GP_EFFECT_SYMLINK:
+		cJSON_AddStringToObject(o, "path", e->path);
+		cJSON_AddStringToObject(o, "target", e->target);
+		break;
+	case GP_EFFECT_MKDIR:
+		cJSON_AddStringToObject(o, "path", e->path);
+		add_mode(o, e->mode);
+		break;
+	case GP_EFFECT_RUN: {
+		cJSON *argv = cJSON_AddArrayToObject(o, "argv");
+		for (size_t i = 0; e->argv && e->argv[i]; i++)
+			cJSON_AddItemToArray(argv, cJSON_CreateString(e->argv[i]));
+		break;
+	}
+	case GP_EFFECT_REBOOT:
+		cJSON_AddStringToObject(o, "reason", e->reason);
+		break;
+	}
+	return o;
+}
+
+cJSON *gp_plan_to_json(const struct gp_plan *p)
+{
+	cJSON *root = cJSON_CreateObject();
+	cJSON_AddNumberToObject(root, "gpuprov_plan", 1);
+	cJSON_AddBoolToObject(root, "dry_run", p->dry_run);
+	cJSON *prof = cJSON_AddObjectToObject(root, "profile");
+	cJSON_AddStringToObject(prof, "name", p->profile_name);
+	cJSON_AddStringToObject(prof, "sha256", p->profile_digest);
+	cJSON_AddStringToObject(root, "root", p->root);
+	if (p->os_pretty)
+		cJSON_AddStringToObject(root, "os", p->os_pretty);
+	else
+		cJSON_AddNullToObject(root, "os");
+	cJSON *stages = cJSON_AddArrayToObject(root, "stages");
+	for (size_t i = 0; i < p->n_stages; i++) {
+		const struct gp_stage_plan *sp = &p->stages[i];
+		cJSON *s = cJSON_CreateObject();
+		cJSON_AddStringToObject(s, "name", sp->name);
+		cJSON_AddStringToObject(s, "summary", sp->summary);
+		cJSON_AddStringToObject(s, "state", gp_stage_state_name(sp->state));
+		cJSON_AddStringToObject(s, "reason", sp->reason ? sp->reason : "");
+		cJSON *effects = cJSON_AddArrayToObject(s, "effects");
+		for (size_t j = 0; j < sp->n_effects; j++)
+			cJSON_AddItemToArray(effects, effect_to_json(&sp->effects[j]));
+		cJSON_AddItemToArray(stages, s);
+	}
+	cJSON_AddBoolToObject(root, "reboot_required", gp_plan_reboot_required(p));
+	return root;
+}

@@ -1,0 +1,125 @@
+/* Verify findings and their text and JSON renderings. */
+#include <stdarg.h>
+#include <string.h>
+
+#include "gpuprov/report.h"
+#include "gpuprov/util.h"
+
+const char *gp_level_name(enum gp_level l)
+{
+	switch (l) {
+	case GP_PASS:
+		return "pass";
+	case GP_WARN:
+		return "warn";
+	case GP_FAIL:
+		return "fail";
+	case GP_SKIP:
+		return "skip";
+	}
+	return "?";
+}
+
+void gp_report_init(struct gp_report *r, const char *profile_name)
+{
+	*r = (struct gp_report){ .profile_name = gp_xstrdup(profile_name) };
+}
+
+void gp_report_free(struct gp_report *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		struct gp_finding *f = &r->findings[i];
+		free(f->stage);
+		free(f->check);
+		free(f->evidence);
+		free(f->hint);
+	}
+	free(r->findings);
+	free(r->profile_name);
+	*r = (struct gp_report){ 0 };
+}
+
+void gp_report_add(struct gp_report *r, const char *stage, enum gp_level level,
+		   const char *check, const char *hint, const char *evidence_fmt, ...)
+{
+	r->findings = gp_xrealloc(r->findings, (r->n + 1) * sizeof *r->findings);
+	va_list ap;
+	va_start(ap, evidence_fmt);
+	r->findings[r->n++] = (struct gp_finding){
+		.stage = gp_xstrdup(stage),
+		.level = level,
+		.check = gp_xstrdup(check),
+		.evidence = gp_xvasprintf(evidence_fmt, ap),
+		.hint = level == GP_PASS ? NULL : gp_xstrdup(hint),
+	};
+	va_end(ap);
+}
+
+size_t gp_report_count(const struct gp_report *r, enum gp_level level)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < r->n; i++)
+		n += r->findings[i].level == level;
+	return n;
+}
+
+static const char *level_color(enum gp_level l)
+{
+	switch (l) {
+	case GP_PASS:
+		return "\033[32m";
+	case GP_WARN:
+		return "\033[33m";
+	case GP_FAIL:
+		return "\033[31m";
+	case GP_SKIP:
+		return "\033[2m";
+	}
+	return "";
+}
+
+void gp_report_render_text(const struct gp_report *r, FILE *f, bool color)
+{
+	fprintf(f, "gpuprov verify: profile %s\n", r->profile_name ? r->profile_name : "?");
+	const char *last_stage = NULL;
+	for (size_t i = 0; i < r->n; i++) {
+		const struct gp_finding *x = &r->findings[i];
+		if (!gp_streq(last_stage, x->stage)) {
+			fprintf(f, "\n%s:\n", x->stage);
+			last_stage = x->stage;
+		}
+		fprintf(f, "  %s%-4s%s  %s: %s\n", color ? level_color(x->level) : "",
+			gp_level_name(x->level), color ? "\033[0m" : "", x->check, x->evidence);
+		if (x->hint)
+			fprintf(f, "        hint: %s\n", x->hint);
+	}
+	fprintf(f, "\n%zu passed, %zu warnings, %zu failed, %zu skipped\n",
+		gp_report_count(r, GP_PASS), gp_report_count(r, GP_WARN),
+		gp_report_count(r, GP_FAIL), gp_report_count(r, GP_SKIP));
+}
+
+cJSON *gp_report_to_json(const struct gp_report *r)
+{
+	cJSON *root = cJSON_CreateObject();
+	cJSON_AddNumberToObject(root, "gpuprov_report", 1);
+	cJSON_AddStringToObject(root, "profile", r->profile_name ? r->profile_name : "");
+	cJSON_AddBoolToObject(root, "ok", gp_report_count(r, GP_FAIL) == 0);
+	cJSON *arr = cJSON_AddArrayToObject(root, "findings");
+	for (size_t i = 0; i < r->n; i++) {
+		const struct gp_finding *x = &r->findings[i];
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "stage", x->stage);
+		cJSON_AddStringToObject(o, "level", gp_level_name(x->level));
+		cJSON_AddStringToObject(o, "check", x->check);
+		cJSON_AddStringToObject(o, "evidence", x->evidence);
+		if (x->hint)
+			cJSON_AddStringToObject(o, "hint", x->hint);
+		else
+			cJSON_AddNullToObject(o, "hint");
+		cJSON_AddItemToArray(arr, o);
+	}
+	cJSON *counts = cJSON_AddObjectToObject(root, "counts");
+	for (enum gp_level l = GP_PASS; l <= GP_SKIP; l++)
+		cJSON_AddNumberToObject(counts, gp_level_name(l), (double)gp_report_count(r, l));
+	return root;
+}

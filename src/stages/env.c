@@ -1,0 +1,333 @@
+/* Stage env: the shell and linker environment for CUDA.
+ * check:  /etc/profile.d/gpuprov-cuda.sh and /etc/ld.so.conf.d/gpuprov-cuda.conf
+ *         hold exactly what the profile asks for, and ldconfig ran for that
+ *         ld.so.conf.d content.
+ * apply:  writes both files and runs ldconfig chrooted.
+ * verify: sourcing the script twice in the root's sh gives the expected
+ *         values with no duplicate PATH entries; the directories exist. */
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gpuprov/exitcodes.h"
+#include "gpuprov/json.h"
+#include "gpuprov/run.h"
+#include "gpuprov/stage.h"
+
+#define PROFILE_SCRIPT "/etc/profile.d/gpuprov-cuda.sh"
+#define LD_CONF "/etc/ld.so.conf.d/gpuprov-cuda.conf"
+#define DEFAULT_CUDA_HOME "/usr/local/cuda"
+#define MARK_LDCONFIG "ldconfig_ran_for"
+
+/* Settings resolved from the profile with defaults. */
+struct env_settings {
+	const char *cuda_home;
+	char **path;            /* prepended to PATH */
+	char **ld_library_path; /* prepended to LD_LIBRARY_PATH, and ld.so.conf.d */
+	const cJSON *vars;      /* object of strings, may be NULL */
+};
+
+static void env_settings_free(struct env_settings *s)
+{
+	gp_strv_free(s->path);
+	gp_strv_free(s->ld_library_path);
+}
+
+static bool valid_var_name(const char *s)
+{
+	if (!*s || (*s >= '0' && *s <= '9'))
+		return false;
+	for (; *s; s++)
+		if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_", *s))
+			return false;
+	return true;
+}
+
+/* Characters that could not survive a colon-separated list or a line of
+ * ld.so.conf. */
+static bool valid_dir(const char *s)
+{
+	return s[0] == '/' && !strpbrk(s, ":\n\r\t");
+}
+
+static int settings(struct gp_ctx *c, const cJSON *cfg, struct env_settings *s)
+{
+	*s = (struct env_settings){ 0 };
+	s->cuda_home = gp_json_string(cfg, "cuda_home", DEFAULT_CUDA_HOME);
+	s->path = gp_json_strv(cfg, "path");
+	if (!s->path) {
+		s->path = gp_xcalloc(1, sizeof(char *));
+		char *d = gp_xasprintf("%s/bin", s->cuda_home);
+		gp_strv_push(&s->path, d);
+		free(d);
+	}
+	s->ld_library_path = gp_json_strv(cfg, "ld_library_path");
+	if (!s->ld_library_path) {
+		s->ld_library_path = gp_xcalloc(1, sizeof(char *));
+		char *d = gp_xasprintf("%s/lib64", s->cuda_home);
+		gp_strv_push(&s->ld_library_path, d);
+		free(d);
+	}
+	s->vars = cJSON_GetObjectItemCaseSensitive(cfg, "vars");
+	const char *bad = valid_dir(s->cuda_home) ? NULL : s->cuda_home;
+	for (size_t i = 0; !bad && s->path[i]; i++)
+		bad = valid_dir(s->path[i]) ? NULL : s->path[i];
+	for (size_t i = 0; !bad && s->ld_library_path[i]; i++)
+		bad = valid_dir(s->ld_library_path[i]) ? NULL : s->ld_library_path[i];
+	if (bad)
+		return gp_fail(c->err, GP_EXIT_INVALID_INPUT,
+			       "%s: stages.env: \"%s\" must be an absolute directory without ':' "
+			       "or control characters",
+			       c->profile->path, bad);
+	for (const cJSON *v = s->vars ? s->vars->child : NULL; v; v = v->next) {
+		static const char *const own[] = { "PATH", "LD_LIBRARY_PATH", "CUDA_HOME" };
+		bool reserved = false;
+		for (size_t i = 0; i < ARRAY_SIZE(own); i++)
+			reserved |= strcmp(v->string, own[i]) == 0;
+		if (!valid_var_name(v->string) || reserved)
+			return gp_fail(c->err, GP_EXIT_INVALID_INPUT,
+				       "%s: stages.env.vars: \"%s\" %s", c->profile->path,
+				       v->string,
+				       reserved ? "is set from cuda_home, path and ld_library_path; "
+						  "use those keys"
+						: "is not a valid variable name (letters, digits, _)");
+		if (strpbrk(v->valuestring, "\n\r"))
+			return gp_fail(c->err, GP_EXIT_INVALID_INPUT,
+				       "%s: stages.env.vars.%s: the value must be one line",
+				       c->profile->path, v->string);
+	}
+	return 0;
+}
+
+static void append_sh_quoted(struct gp_buf *b, const char *s)
+{
+	gp_buf_puts(b, "'");
+	for (; *s; s++) {
+		if (*s == '\'')
+			gp_buf_puts(b, "'\\''");
+		else
+			gp_buf_append(b, s, 1);
+	}
+	gp_buf_puts(b, "'");
+}
+
+/* Prepends dirs (first one first) to a colon list, skipping any already present,
+ * so sourcing twice changes nothing. */
+static void append_prepend(struct gp_buf *b, const char *var, char *const *dirs)
+{
+	size_t n = gp_strv_len(dirs);
+	for (size_t i = n; i-- > 0;) {
+		gp_buf_printf(b, "case \":${%s-}:\" in\n*:", var);
+		append_sh_quoted(b, dirs[i]);
+		gp_buf_printf(b, ":*) ;;\n*) %s=", var);
+		append_sh_quoted(b, dirs[i]);
+		gp_buf_printf(b, "\"${%s:+:$%s}\" ;;\nesac\n", var, var);
+	}
+	gp_buf_printf(b, "export %s\n", var);
+}
+
+static char *render_script(const struct gp_ctx *c, const struct env_settings *s)
+{
+	struct gp_buf b = { 0 };
+	gp_buf_printf(&b,
+		      "# Written by gpuprov (stage env) from profile %s; gpuprov replaces\n"
+		      "# this file, so change the profile instead. POSIX sh, safe to source\n"
+		      "# more than once.\n",
+		      c->profile->name);
+	gp_buf_puts(&b, "CUDA_HOME=");
+	append_sh_quoted(&b, s->cuda_home);
+	gp_buf_puts(&b, "\nexport CUDA_HOME\n");
+	append_prepend(&b, "PATH", s->path);
+	append_prepend(&b, "LD_LIBRARY_PATH", s->ld_library_path);
+	for (const cJSON *v = s->vars ? s->vars->child : NULL; v; v = v->next) {
+		gp_buf_printf(&b, "%s=", v->string);
+		append_sh_quoted(&b, v->valuestring);
+		gp_buf_printf(&b, "\nexport %s\n", v->string);
+	}
+	return gp_buf_steal(&b);
+}
+
+static char *render_ld_conf(const struct gp_ctx *c, const struct env_settings *s)
+{
+	struct gp_buf b = { 0 };
+	gp_buf_printf(&b, "# Written by gpuprov (stage env) from profile %s.\n",
+		      c->profile->name);
+	for (size_t i = 0; s->ld_library_path[i]; i++)
+		gp_buf_printf(&b, "%s\n", s->ld_library_path[i]);
+	return gp_buf_steal(&b);
+}
+
+static bool file_is(struct gp_ctx *c, const char *path, const char *want)
+{
+	_cleanup_free_ char *have = NULL;
+	size_t len = 0;
+	return gp_ctx_read(c, path, &have, &len) == 0 && len == strlen(want) &&
+	       memcmp(have, want, len) == 0;
+}
+
+static void sha_of(const char *s, char out[65])
+{
+	gp_sha256_hex(s, strlen(s), out);
+}
+
+static int env_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
+{
+	struct env_settings s;
+	if (settings(c, cfg, &s) < 0) {
+		env_settings_free(&s);
+		return -1;
+	}
+	_cleanup_free_ char *script = render_script(c, &s);
+	_cleanup_free_ char *ld_conf = render_ld_conf(c, &s);
+	char sha[65];
+	sha_of(ld_conf, sha);
+	bool script_ok = file_is(c, PROFILE_SCRIPT, script);
+	bool ld_ok = file_is(c, LD_CONF, ld_conf);
+	bool ldconfig_ok = gp_stage_mark_is(c, "env", MARK_LDCONFIG, sha);
+	if (script_ok && ld_ok && ldconfig_ok)
+		gp_check_set(ck, GP_STATE_SATISFIED, "%s and %s up to date", PROFILE_SCRIPT,
+			     LD_CONF);
+	else {
+		struct gp_buf why = { 0 };
+		if (!script_ok)
+			gp_buf_puts(&why, PROFILE_SCRIPT " differs from the profile");
+		if (!ld_ok)
+			gp_buf_printf(&why, "%s" LD_CONF " differs from the profile",
+				      why.len ? "; " : "");
+		else if (!ldconfig_ok)
+			gp_buf_printf(&why, "%sldconfig not run for " LD_CONF, why.len ? "; " : "");
+		gp_check_set(ck, GP_STATE_NEEDED, "%s", why.data);
+		gp_buf_free(&why);
+	}
+	env_settings_free(&s);
+	return 0;
+}
+
+static int env_apply(struct gp_ctx *c, const cJSON *cfg)
+{
+	struct env_settings s;
+	int rc = settings(c, cfg, &s);
+	if (rc == 0) {
+		_cleanup_free_ char *script = render_script(c, &s);
+		_cleanup_free_ char *ld_conf = render_ld_conf(c, &s);
+		char sha[65];
+		sha_of(ld_conf, sha);
+		rc = gp_effect_write(c, PROFILE_SCRIPT, script, strlen(script), 0644);
+		if (rc == 0)
+			rc = gp_effect_write(c, LD_CONF, ld_conf, strlen(ld_conf), 0644);
+		if (rc == 0 && !gp_stage_mark_is(c, "env", MARK_LDCONFIG, sha)) {
+			char *const ldconfig[] = { "ldconfig", NULL };
+			rc = gp_effect_run(c, ldconfig);
+			if (rc == 0)
+				gp_stage_mark_set(c, "env", MARK_LDCONFIG, sha);
+		}
+	}
+	env_settings_free(&s);
+	return rc;
+}
+
+/* Value of NAME in `env` output, or NULL. */
+static const char *env_value(char *const *lines, const char *name)
+{
+	size_t n = strlen(name);
+	for (size_t i = 0; lines[i]; i++)
+		if (strncmp(lines[i], name, n) == 0 && lines[i][n] == '=')
+			return lines[i] + n + 1;
+	return NULL;
+}
+
+static void verify_list(struct gp_report *rep, char *const *env, const char *var,
+			char *const *dirs)
+{
+	const char *value = env_value(env, var);
+	_cleanup_strv_ char **items = gp_strv_split(value ? value : "", ':');
+	for (size_t i = 0; dirs[i]; i++) {
+		size_t count = 0;
+		for (size_t j = 0; items[j]; j++)
+			count += strcmp(items[j], dirs[i]) == 0;
+		_cleanup_free_ char *check = gp_xasprintf("%s has %s", var, dirs[i]);
+		if (count == 1)
+			gp_report_add(rep, "env", GP_PASS, check, NULL, "once, after sourcing twice");
+		else
+			gp_report_add(rep, "env", GP_FAIL, check,
+				      "rerun 'gpuprov install --only env' to rewrite " PROFILE_SCRIPT,
+				      "%zu times after sourcing twice: %s=%s", count, var,
+				      value ? value : "");
+	}
+}
+
+static void verify_dirs(struct gp_ctx *c, struct gp_report *rep, char *const *dirs)
+{
+	for (size_t i = 0; dirs[i]; i++) {
+		struct stat st;
+		_cleanup_free_ char *check = gp_xasprintf("%s exists", dirs[i]);
+		if (gp_root_stat(&c->root, dirs[i], &st) == 0 && S_ISDIR(st.st_mode))
+			gp_report_add(rep, "env", GP_PASS, check, NULL, "directory present");
+		else
+			gp_report_add(rep, "env", GP_FAIL, check,
+				      "install the CUDA toolkit (stage cuda) or correct the "
+				      "profile's stages.env paths",
+				      "no such directory in %s", c->root.dir);
+	}
+}
+
+static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
+{
+	struct env_settings s;
+	if (settings(c, cfg, &s) < 0) {
+		env_settings_free(&s);
+		return -1;
+	}
+	_cleanup_free_ char *ld_conf = render_ld_conf(c, &s);
+	gp_report_add(rep, "env", file_is(c, LD_CONF, ld_conf) ? GP_PASS : GP_FAIL,
+		      "linker configuration", "run 'gpuprov install --only env'", "%s %s", LD_CONF,
+		      file_is(c, LD_CONF, ld_conf) ? "matches the profile" : "is missing or differs");
+	/* The script path is an argument, not part of the (fixed) shell program. */
+	char *const argv[] = { "sh", "-c", ". \"$1\" && . \"$1\" && env", "sh", PROFILE_SCRIPT,
+			       NULL };
+	struct gp_run_result res = { 0 };
+	int rc = gp_ctx_run_readonly(c, argv, &res);
+	if (rc < 0 || !gp_run_succeeded(&res)) {
+		_cleanup_free_ char *how = rc < 0 ? gp_xstrdup(strerror(-rc))
+						  : gp_run_describe(&res, c->cmd_timeout_ms);
+		gp_report_add(rep, "env", GP_FAIL, "profile script",
+			      "run 'gpuprov install --only env'; check that the root has /bin/sh",
+			      "sourcing %s in the root's sh failed: %s%s%s", PROFILE_SCRIPT, how,
+			      res.output_len ? ": " : "", res.output_len ? res.output : "");
+		gp_run_result_free(&res);
+		env_settings_free(&s);
+		return 0;
+	}
+	_cleanup_strv_ char **env = gp_strv_split(res.output, '\n');
+	gp_run_result_free(&res);
+	const char *home = env_value(env, "CUDA_HOME");
+	if (gp_streq(home, s.cuda_home))
+		gp_report_add(rep, "env", GP_PASS, "CUDA_HOME", NULL, "%s", home);
+	else
+		gp_report_add(rep, "env", GP_FAIL, "CUDA_HOME", "run 'gpuprov install --only env'",
+			      "expected %s, got %s", s.cuda_home, home ? home : "(unset)");
+	verify_list(rep, env, "PATH", s.path);
+	verify_list(rep, env, "LD_LIBRARY_PATH", s.ld_library_path);
+	for (const cJSON *v = s.vars ? s.vars->child : NULL; v; v = v->next) {
+		const char *got = env_value(env, v->string);
+		if (gp_streq(got, v->valuestring))
+			gp_report_add(rep, "env", GP_PASS, v->string, NULL, "%s", got);
+		else
+			gp_report_add(rep, "env", GP_FAIL, v->string,
+				      "run 'gpuprov install --only env'", "expected %s, got %s",
+				      v->valuestring, got ? got : "(unset)");
+	}
+	char *const home_dir[] = { (char *)s.cuda_home, NULL };
+	verify_dirs(c, rep, home_dir);
+	verify_dirs(c, rep, s.path);
+	verify_dirs(c, rep, s.ld_library_path);
+	env_settings_free(&s);
+	return 0;
+}
+
+const struct gp_stage gp_stage_env = {
+	.name = "env",
+	.summary = "CUDA environment for login shells and the dynamic linker",
+	.check = env_check,
+	.apply = env_apply,
+	.verify = env_verify,
+};

@@ -1,0 +1,61 @@
+/* The one ordered stage table. Order is run order; a stage without hooks
+ * is not implemented yet and is never applied. */
+#include <stdarg.h>
+#include <string.h>
+
+#include "gpuprov/stage.h"
+
+/* Stages that later work will build; listed so plans show the whole job. */
+static const struct gp_stage stage_driver = {
+	.name = "driver",
+	.summary = "NVIDIA kernel driver and user-space libraries",
+	.flags = GP_STAGE_NEEDS_REBOOTED_KERNEL | GP_STAGE_MAY_REBOOT,
+};
+static const struct gp_stage stage_cuda = { .name = "cuda", .summary = "CUDA toolkit" };
+static const struct gp_stage stage_cudnn = { .name = "cudnn",
+					     .summary = "cuDNN libraries and headers" };
+static const struct gp_stage stage_pytorch = {
+	.name = "pytorch",
+	.summary = "conda or venv environment with PyTorch",
+};
+
+const struct gp_stage *const gp_stages[] = {
+	&gp_stage_nouveau, &stage_driver, &stage_cuda, &stage_cudnn, &stage_pytorch, &gp_stage_env,
+};
+const size_t gp_stage_count = ARRAY_SIZE(gp_stages);
+
+const struct gp_stage *gp_stage_find(const char *name)
+{
+	for (size_t i = 0; i < gp_stage_count; i++)
+		if (strcmp(gp_stages[i]->name, name) == 0)
+			return gp_stages[i];
+	return NULL;
+}
+
+bool gp_stage_implemented(const struct gp_stage *s)
+{
+	return s->check && s->apply && s->verify;
+}
+
+void gp_check_set(struct gp_check *ck, enum gp_stage_state state, const char *fmt, ...)
+{
+	ck->state = state;
+	free(ck->reason);
+	va_list ap;
+	va_start(ap, fmt);
+	ck->reason = gp_xvasprintf(fmt, ap);
+	va_end(ap);
+}
+
+bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key, const char *value)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(gp_journal_stage(&c->journal, stage), key);
+	return cJSON_IsString(v) && gp_streq(v->valuestring, value);
+}
+
+void gp_stage_mark_set(struct gp_ctx *c, const char *stage, const char *key, const char *value)
+{
+	cJSON *s = gp_journal_stage(&c->journal, stage);
+	cJSON_DeleteItemFromObjectCaseSensitive(s, key);
+	cJSON_AddStringToObject(s, key, value);
+}

@@ -1,0 +1,33 @@
+/* Small facts about the running kernel of the root: its boot id (did a
+ * reboot happen since the journal was written?) and its release (which
+ * /lib/modules/<kver> and which headers count). */
+#include <string.h>
+
+#include "gpuprov/facts.h"
+#include "gpuprov/util.h"
+
+/* The file's content without surrounding whitespace; NULL when the file is
+ * unreadable or blank, since callers only ever need "known" or "not known". */
+static char *read_trimmed(const struct gp_root *r, const char *path)
+{
+	_cleanup_free_ char *text = NULL;
+	if (gp_root_read(r, path, &text, NULL) < 0)
+		return NULL;
+
+	static const char ws[] = " \t\r\n";
+	const char *s = text + strspn(text, ws);
+	size_t n = strlen(s);
+	while (n > 0 && strchr(ws, s[n - 1]))
+		n--;
+	return n ? gp_xstrndup(s, n) : NULL;
+}
+
+char *gp_boot_id(const struct gp_root *r)
+{
+	return read_trimmed(r, "/proc/sys/kernel/random/boot_id");
+}
+
+char *gp_running_kernel(const struct gp_root *r)
+{
+	return read_trimmed(r, "/proc/sys/kernel/osrelease");
+}

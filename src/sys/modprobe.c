@@ -1,0 +1,240 @@
+/* What the root's modprobe configuration says about one module (is it
+ * blacklisted, which options does it get), read with libkmod so that file
+ * precedence, *.conf filtering and line syntax are exactly modprobe's.
+ *
+ * libkmod opens the paths it is given with plain open(), so a symlink inside
+ * <root>/etc/modprobe.d that points to an absolute path is followed on the
+ * host; the distributions' own /lib -> usr/lib links are relative and fine. */
+#include <errno.h>
+#include <libkmod.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpuprov/facts.h"
+#include "gpuprov/util.h"
+
+static void kmod_unrefp(struct kmod_ctx **ctx)
+{
+	kmod_unref(*ctx);
+}
+
+static void kmod_config_iter_freep(struct kmod_config_iter **it)
+{
+	/* kmod_config_iter_free_iter() does not accept NULL. */
+	if (*it)
+		kmod_config_iter_free_iter(*it);
+}
+
+#define _cleanup_kmod_ctx_  _cleanup_(kmod_unrefp)
+#define _cleanup_kmod_iter_ _cleanup_(kmod_config_iter_freep)
+
+static void log_nothing(_unused_ void *data, _unused_ int priority,
+			_unused_ const char *file, _unused_ int line,
+			_unused_ const char *fn, _unused_ const char *format,
+			_unused_ va_list args)
+{
+}
+
+/* kmod_new() parses the configuration before a log function can be set and
+ * reports bad lines on stderr. KMOD_LOG=0 for the duration of the call keeps
+ * it quiet; a KMOD_LOG the user set (to debug libkmod) is left alone. This
+ * touches the environment, so it is not safe against getenv() in another
+ * thread; gpuprov reads facts from one thread only. */
+static struct kmod_ctx *kmod_new_quiet(const char *dirname, const char *const *paths)
+{
+	bool quiet = getenv("KMOD_LOG") == NULL;
+	if (quiet)
+		setenv("KMOD_LOG", "0", 1);
+	struct kmod_ctx *ctx = kmod_new(dirname, paths);
+	if (quiet)
+		unsetenv("KMOD_LOG");
+	if (ctx)
+		kmod_set_log_fn(ctx, log_nothing, NULL);
+	return ctx;
+}
+
+/* Module names compare with '-' and '_' equal, as modprobe and the kernel
+ * do. libkmod stores names from files with '_' but keeps the kernel command
+ * line's modprobe.blacklist= names as written. Also used for parameter
+ * names, which the kernel compares the same way (parameq()). */
+static bool name_eq(const char *a, size_t alen, const char *b)
+{
+	size_t i = 0;
+	for (; i < alen && b[i]; i++) {
+		char ca = a[i] == '-' ? '_' : a[i];
+		char cb = b[i] == '-' ? '_' : b[i];
+		if (ca != cb)
+			return false;
+	}
+	return i == alen && b[i] == '\0';
+}
+
+/* What one libkmod context says about one module. */
+struct hits {
+	/* How many "blacklist <module>" lines. */
+	size_t blacklists;
+	/* Each "options <module> ..." value, in libkmod's order. */
+	char **options;
+};
+
+static void hits_free(struct hits *h)
+{
+	gp_strv_free(h->options);
+	*h = (struct hits){ 0 };
+}
+
+static int collect(const char *moddir, const char *const *paths, const char *module,
+		   struct hits *h)
+{
+	*h = (struct hits){ .options = gp_xcalloc(1, sizeof(char *)) };
+
+	_cleanup_kmod_ctx_ struct kmod_ctx *ctx = kmod_new_quiet(moddir, paths);
+	if (!ctx)
+		return -ENOMEM; /* its only failure besides a NULL dirname */
+
+	_cleanup_kmod_iter_ struct kmod_config_iter *bl = kmod_config_get_blacklists(ctx);
+	if (!bl)
+		return -ENOMEM;
+	while (kmod_config_iter_next(bl)) {
+		const char *key = kmod_config_iter_get_key(bl);
+		if (key && name_eq(key, strlen(key), module))
+			h->blacklists++;
+	}
+
+	_cleanup_kmod_iter_ struct kmod_config_iter *opt = kmod_config_get_options(ctx);
+	if (!opt)
+		return -ENOMEM;
+	while (kmod_config_iter_next(opt)) {
+		const char *key = kmod_config_iter_get_key(opt);
+		const char *value = kmod_config_iter_get_value(opt);
+		if (key && value && name_eq(key, strlen(key), module))
+			gp_strv_push(&h->options, value);
+	}
+	return 0;
+}
+
+/* Removes what came from the kernel command line. libkmod always parses the
+ * host's /proc/cmdline as well, after the files, so its entries are the tail
+ * of each list; for another root they describe the wrong machine. cmdline
+ * holds what a context with no configuration paths saw. */
+static void drop_cmdline(struct hits *all, const struct hits *cmdline)
+{
+	all->blacklists = all->blacklists > cmdline->blacklists
+				  ? all->blacklists - cmdline->blacklists
+				  : 0;
+	for (size_t i = gp_strv_len(cmdline->options); i-- > 0;) {
+		for (size_t j = gp_strv_len(all->options); j-- > 0;) {
+			if (strcmp(all->options[j], cmdline->options[i]) != 0)
+				continue;
+			free(all->options[j]);
+			memmove(&all->options[j], &all->options[j + 1],
+				(gp_strv_len(all->options + j + 1) + 1) * sizeof(char *));
+			break;
+		}
+	}
+}
+
+int gp_modprobe_query(const struct gp_root *r, const char *module,
+		      struct gp_modprobe_facts *f)
+{
+	/* Search order and precedence of kmod's defaults: a file in an earlier
+	 * directory hides one with the same name in a later one. */
+	static const char *const conf_dirs[] = {
+		"/etc/modprobe.d",
+		"/run/modprobe.d",
+		"/usr/local/lib/modprobe.d",
+		"/lib/modprobe.d",
+	};
+	char *paths[ARRAY_SIZE(conf_dirs) + 1] = { 0 };
+	const char *const no_paths[] = { NULL };
+	struct hits all = { 0 }, cmdline = { 0 };
+	int rc;
+
+	*f = (struct gp_modprobe_facts){ 0 };
+	if (!module || !*module)
+		return -EINVAL;
+
+	/* Only the configuration is used, but kmod_new() wants a module
+	 * directory; the running kernel's is the natural one. */
+	_cleanup_free_ char *kver = gp_running_kernel(r);
+	if (kver && strchr(kver, '/')) {
+		free(kver);
+		kver = NULL;
+	}
+	_cleanup_free_ char *moddir_rel =
+		gp_xasprintf("/lib/modules/%s", kver ? kver : "0");
+	_cleanup_free_ char *moddir = gp_root_host_path(r, moddir_rel);
+	for (size_t i = 0; i < ARRAY_SIZE(conf_dirs); i++)
+		paths[i] = gp_root_host_path(r, conf_dirs[i]);
+
+	rc = collect(moddir, (const char *const *)paths, module, &all);
+	if (rc == 0 && !gp_root_is_host(r)) {
+		rc = collect(moddir, no_paths, module, &cmdline);
+		if (rc == 0)
+			drop_cmdline(&all, &cmdline);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(conf_dirs); i++)
+		free(paths[i]);
+
+	if (rc == 0) {
+		f->blacklisted = all.blacklists > 0;
+		if (all.options[0])
+			f->options = gp_strv_join(all.options, " ");
+	}
+	hits_free(&all);
+	hits_free(&cmdline);
+	return rc;
+}
+
+void gp_modprobe_facts_free(struct gp_modprobe_facts *f)
+{
+	if (!f)
+		return;
+	free(f->options);
+	*f = (struct gp_modprobe_facts){ 0 };
+}
+
+bool gp_modprobe_option_is(const struct gp_modprobe_facts *f, const char *key,
+			   const char *value)
+{
+	static const char blanks[] = " \t\n";
+	bool match = false;
+
+	if (!f || !f->options || !key || !value)
+		return false;
+
+	for (const char *s = f->options;;) {
+		s += strspn(s, blanks);
+		if (!*s)
+			break;
+
+		/* One parameter, split as the kernel's next_arg() does: blanks
+		 * inside double quotes do not end it, the first '=' splits it. */
+		const char *start = s, *eq = NULL;
+		bool quoted = false;
+		for (; *s && (quoted || !strchr(blanks, *s)); s++) {
+			if (*s == '"')
+				quoted = !quoted;
+			else if (*s == '=' && !eq)
+				eq = s;
+		}
+		if (!name_eq(start, (size_t)((eq ? eq : s) - start), key))
+			continue;
+
+		/* The last setting wins, as when the kernel applies them in
+		 * order; a bare "key" sets a flag and equals no value. */
+		match = false;
+		if (!eq)
+			continue;
+		const char *v = eq + 1;
+		size_t vlen = (size_t)(s - v);
+		if (vlen > 0 && v[0] == '"') {
+			v++;
+			vlen--;
+			if (vlen > 0 && v[vlen - 1] == '"')
+				vlen--;
+		}
+		match = strlen(value) == vlen && memcmp(v, value, vlen) == 0;
+	}
+	return match;
+}

@@ -1,0 +1,560 @@
+/* The command runner. gp_run resolves the program inside the root (symlinks and ".."
+ * resolved as the chrooted child will see them), builds a fresh environment, forks,
+ * and in the child only: own process group, stdin from /dev/null, stdout+stderr into
+ * one pipe, chroot + chdir, every other fd closed, execve. Between fork and exec the
+ * child makes async-signal-safe calls only and reports a failure through a CLOEXEC
+ * pipe. The parent reads the output with poll, waits for exit through a pidfd, and
+ * on timeout kills the whole group (TERM, grace, KILL). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpuprov/run.h"
+#include "gpuprov/util.h"
+
+#define DEFAULT_KILL_GRACE_MS 2000
+/* Without a pidfd, how often the parent looks whether the child has exited. */
+#define EXIT_POLL_MS 50
+/* As the kernel allows when resolving a path. */
+#define MAX_SYMLINKS 40
+
+/* Passed through when the caller has them. Uppercase HTTP_PROXY is left out on
+ * purpose (httpoxy: CGI sets it from a request header; curl ignores it too). */
+static const char *const proxy_vars[] = {
+	"http_proxy", "https_proxy", "ftp_proxy", "no_proxy",  "HTTPS_PROXY",
+	"FTP_PROXY",  "NO_PROXY",    "all_proxy", "ALL_PROXY",
+};
+
+static void strv_freep(char ***v)
+{
+	gp_strv_free(*v);
+}
+
+static void safe_close(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static bool is_host_root(const char *root)
+{
+	return !root || !*root || strcmp(root, "/") == 0;
+}
+
+/* Resolves path the way the chrooted child will, as a path relative to rootfd with
+ * no symlinks left in it: links are followed by hand so that absolute targets and
+ * ".." stay inside the root. (openat2's RESOLVE_IN_ROOT does this too, but only
+ * from Linux 5.6; RHEL 8 and Ubuntu 20.04 hosts are older.) A check, not a
+ * security boundary: the exec itself happens inside the chroot. */
+static int resolve_in_root(int rootfd, const char *path, char **ret)
+{
+	_cleanup_free_ char *todo = gp_xstrdup(path);
+	struct gp_buf done = { 0 };
+	const char *p = todo;
+	int links = 0, r = 0;
+
+	gp_buf_puts(&done, ".");
+	for (;;) {
+		char target[PATH_MAX], *next;
+		struct stat st;
+		size_t n, mark;
+		ssize_t len;
+
+		p += strspn(p, "/");
+		if (!*p)
+			break;
+		n = strcspn(p, "/");
+		if (n == 1 && p[0] == '.') {
+			p += n;
+			continue;
+		}
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			/* done holds no symlinks, so ".." is lexical; "." is the root. */
+			char *slash = strrchr(done.data, '/');
+
+			if (slash) {
+				*slash = '\0';
+				done.len = (size_t)(slash - done.data);
+			}
+			p += n;
+			continue;
+		}
+		mark = done.len;
+		gp_buf_puts(&done, "/");
+		gp_buf_append(&done, p, n);
+		p += n;
+		if (fstatat(rootfd, done.data, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			r = -errno;
+			break;
+		}
+		if (!S_ISLNK(st.st_mode)) {
+			if (!S_ISDIR(st.st_mode) && *p == '/') {
+				r = -ENOTDIR;
+				break;
+			}
+			continue;
+		}
+		if (++links > MAX_SYMLINKS) {
+			r = -ELOOP;
+			break;
+		}
+		len = readlinkat(rootfd, done.data, target, sizeof(target));
+		if (len < 0 || (size_t)len >= sizeof(target)) {
+			r = len < 0 ? -errno : -ENAMETOOLONG;
+			break;
+		}
+		target[len] = '\0';
+		/* Absolute targets restart from the root, relative ones from the link's
+		 * directory; what is left of the path follows the target. */
+		done.len = target[0] == '/' ? 1 : mark;
+		done.data[done.len] = '\0';
+		next = gp_xasprintf("%s%s", target, p); /* p is "" or "/..." */
+		free(todo);
+		todo = next;
+		p = todo;
+	}
+	if (r < 0) {
+		gp_buf_free(&done);
+		return r;
+	}
+	*ret = gp_buf_steal(&done);
+	return 0;
+}
+
+/* Checks that path (absolute, in-root) names an executable regular file. */
+static int check_program(int rootfd, const char *path)
+{
+	_cleanup_free_ char *rel = NULL;
+	struct stat st;
+	int r;
+
+	r = resolve_in_root(rootfd, path, &rel);
+	if (r < 0)
+		return r;
+	if (fstatat(rootfd, rel, &st, 0) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EACCES;
+	/* The kernel's answer: honours ACLs and noexec mounts; root needs one x bit. */
+	if (faccessat(rootfd, rel, X_OK, AT_EACCESS) < 0)
+		return -errno;
+	return 0;
+}
+
+int gp_run_resolve(const char *root, const char *argv0, char **path)
+{
+	_cleanup_close_ int rootfd = -1;
+	_cleanup_(strv_freep) char **dirs = NULL;
+	int r;
+
+	*path = NULL;
+	if (!argv0 || !*argv0)
+		return -EINVAL;
+	/* The child runs in "/", but a relative path is almost surely a mistake. */
+	if (argv0[0] != '/' && strchr(argv0, '/'))
+		return -EINVAL;
+
+	rootfd = open(is_host_root(root) ? "/" : root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return -errno;
+
+	if (argv0[0] == '/') {
+		r = check_program(rootfd, argv0);
+		if (r < 0)
+			return r;
+		*path = gp_xstrdup(argv0);
+		return 0;
+	}
+
+	/* Like execvp: a non-executable match does not stop the search, but is what
+	 * gets reported when nothing better turns up. */
+	r = -ENOENT;
+	dirs = gp_strv_split(GP_RUN_PATH, ':');
+	for (size_t i = 0; dirs[i]; i++) {
+		_cleanup_free_ char *p = gp_xasprintf("%s/%s", dirs[i], argv0);
+		int k = check_program(rootfd, p);
+
+		if (k == 0) {
+			*path = TAKE_PTR(p);
+			return 0;
+		}
+		if (k == -EACCES)
+			r = -EACCES;
+	}
+	return r;
+}
+
+/* Sets "K=V" in env, replacing an entry with the same key so that the child never
+ * sees a key twice. */
+static int env_set(char ***env, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	size_t klen;
+
+	if (!eq || eq == kv)
+		return -EINVAL;
+	klen = (size_t)(eq - kv) + 1;
+	for (size_t i = 0; (*env)[i]; i++) {
+		if (strncmp((*env)[i], kv, klen) == 0) {
+			free((*env)[i]);
+			(*env)[i] = gp_xstrdup(kv);
+			return 0;
+		}
+	}
+	gp_strv_push(env, kv);
+	return 0;
+}
+
+static int build_env(char *const *extra, char ***ret)
+{
+	_cleanup_(strv_freep) char **env = gp_xcalloc(1, sizeof(char *));
+	int r;
+
+	gp_strv_push(&env, "PATH=" GP_RUN_PATH);
+	gp_strv_push(&env, "LC_ALL=C");
+	gp_strv_push(&env, "HOME=/root");
+	gp_strv_push(&env, "DEBIAN_FRONTEND=noninteractive");
+	for (size_t i = 0; i < ARRAY_SIZE(proxy_vars); i++) {
+		const char *v = getenv(proxy_vars[i]);
+
+		if (v) {
+			_cleanup_free_ char *kv = gp_xasprintf("%s=%s", proxy_vars[i], v);
+			gp_strv_push(&env, kv);
+		}
+	}
+	for (size_t i = 0; extra && extra[i]; i++) {
+		r = env_set(&env, extra[i]);
+		if (r < 0)
+			return r;
+	}
+	*ret = TAKE_PTR(env);
+	return 0;
+}
+
+/* Moves fd off 0-2 so that the child's dup2() onto stdio never hits one of its own
+ * sources (possible when the caller runs with stdio closed). */
+static int fd_above_stdio(int fd)
+{
+	int n, e;
+
+	if (fd < 0 || fd > 2)
+		return fd;
+	n = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	e = errno;
+	close(fd);
+	errno = e;
+	return n;
+}
+
+/* Everything the child needs, prepared before fork so that it allocates nothing. */
+struct child_setup {
+	const char *root; /* NULL: stay on the host */
+	const char *path;
+	char *const *argv;
+	char *const *envp;
+	int nullfd;
+	int outfd;
+	int errfd;
+	int maxfd; /* for the close loop on kernels without close_range */
+};
+
+static void close_fds_except(int keep, int maxfd)
+{
+#ifdef SYS_close_range
+	if ((keep == 3 || syscall(SYS_close_range, 3U, (unsigned)keep - 1, 0U) == 0) &&
+	    syscall(SYS_close_range, (unsigned)keep + 1, ~0U, 0U) == 0)
+		return;
+#endif
+	for (int fd = 3; fd < maxfd; fd++)
+		if (fd != keep)
+			close(fd);
+}
+
+/* Runs in the child: async-signal-safe calls only. */
+static _Noreturn void child_exec(const struct child_setup *s)
+{
+	struct sigaction sa = { .sa_handler = SIG_DFL };
+	sigset_t none;
+	ssize_t n;
+	int err;
+
+	/* Ignored signals and the mask survive exec; the program expects defaults. */
+	for (int sig = 1; sig < NSIG; sig++)
+		sigaction(sig, &sa, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+
+	if (setpgid(0, 0) < 0)
+		goto fail;
+	if (dup2(s->nullfd, STDIN_FILENO) < 0 || dup2(s->outfd, STDOUT_FILENO) < 0 ||
+	    dup2(s->outfd, STDERR_FILENO) < 0)
+		goto fail;
+	if (s->root && chroot(s->root) < 0)
+		goto fail;
+	if (chdir("/") < 0)
+		goto fail;
+	close_fds_except(s->errfd, s->maxfd);
+	execve(s->path, s->argv, s->envp);
+fail:
+	err = errno;
+	n = write(s->errfd, &err, sizeof(err));
+	(void)n;
+	_exit(127);
+}
+
+struct collector {
+	pid_t pid;
+	int pidfd; /* -1 without pidfd_open: look for the exit every EXIT_POLL_MS */
+	int outfd; /* -1 once at EOF */
+	bool exited;
+	struct gp_buf out;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reads what the pipe holds without waiting. */
+static void drain(struct collector *c)
+{
+	char buf[65536];
+
+	while (c->outfd >= 0) {
+		ssize_t n = read(c->outfd, buf, sizeof(buf));
+
+		if (n > 0) {
+			gp_buf_append(&c->out, buf, (size_t)n);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		safe_close(&c->outfd);
+	}
+}
+
+/* WNOWAIT leaves the zombie in place: its pid, which is also the group id, cannot
+ * be reused before we are done signalling the group. */
+static void check_exited(struct collector *c)
+{
+	siginfo_t si = { 0 };
+
+	if (c->exited)
+		return;
+	if (waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0) {
+		if (si.si_pid == c->pid)
+			c->exited = true;
+	} else if (errno != EINTR) {
+		/* ECHILD (SIGCHLD ignored by the caller): nothing left to wait for. */
+		c->exited = true;
+	}
+}
+
+/* Reads output until the child has exited and, with want_eof, the pipe is closed,
+ * or until the monotonic time until (< 0: none). False when time ran out. */
+static bool pump(struct collector *c, int64_t until, bool want_eof)
+{
+	for (;;) {
+		struct pollfd p[2];
+		nfds_t nfds = 0;
+		int wait = -1;
+
+		drain(c);
+		check_exited(c);
+		if (c->exited && (!want_eof || c->outfd < 0))
+			return true;
+		if (until >= 0) {
+			int64_t left = until - now_ms();
+
+			if (left <= 0)
+				return false;
+			wait = left > INT_MAX ? INT_MAX : (int)left;
+		}
+		if (!c->exited && c->pidfd < 0 && (wait < 0 || wait > EXIT_POLL_MS))
+			wait = EXIT_POLL_MS;
+		if (c->outfd >= 0)
+			p[nfds++] = (struct pollfd){ .fd = c->outfd, .events = POLLIN };
+		if (!c->exited && c->pidfd >= 0)
+			p[nfds++] = (struct pollfd){ .fd = c->pidfd, .events = POLLIN };
+		poll(p, nfds, wait);
+	}
+}
+
+/* Waits for the program and fills res; the child has exec'd. */
+static void collect(struct collector *c, const struct gp_run_opts *opts,
+		    struct gp_run_result *res)
+{
+	int grace = opts->kill_grace_ms > 0 ? opts->kill_grace_ms : DEFAULT_KILL_GRACE_MS;
+	int64_t deadline = opts->timeout_ms > 0 ? now_ms() + opts->timeout_ms : -1;
+	int status = 0;
+
+	if (pump(c, deadline, false)) {
+		/* Done; a background child may still hold the pipe. Read on for a
+		 * while, but don't wait on a daemon forever. */
+		pump(c, now_ms() + grace, true);
+	} else {
+		res->timed_out = true;
+		kill(-c->pid, SIGTERM);
+		pump(c, now_ms() + grace, true);
+		/* Even when the leader is gone: group members may ignore TERM. */
+		kill(-c->pid, SIGKILL);
+		/* Something outside the group may still hold the pipe: stop reading
+		 * after the grace period. */
+		pump(c, now_ms() + grace, true);
+	}
+	drain(c);
+
+	while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(status)) {
+		res->exit_code = WEXITSTATUS(status);
+	} else if (WIFSIGNALED(status)) {
+		res->exit_code = -1;
+		res->signal = WTERMSIG(status);
+	}
+	res->output_len = c->out.len;
+	res->output = gp_buf_steal(&c->out);
+}
+
+int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_result *res)
+{
+	static const struct gp_run_opts defaults = { 0 };
+	_cleanup_free_ char *path = NULL;
+	_cleanup_(strv_freep) char **envp = NULL;
+	_cleanup_close_ int nullfd = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1;
+	struct collector c = { .pidfd = -1, .outfd = -1 };
+	struct child_setup s;
+	sigset_t all, old;
+	long maxfd;
+	int p[2], child_err, r;
+	ssize_t n;
+	pid_t pid;
+
+	*res = (struct gp_run_result){ 0 };
+	if (!opts)
+		opts = &defaults;
+	if (!argv || !argv[0])
+		return -EINVAL;
+
+	r = gp_run_resolve(opts->root, argv[0], &path);
+	if (r < 0)
+		return r;
+	r = build_env(opts->extra_env, &envp);
+	if (r < 0)
+		return r;
+
+	nullfd = fd_above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC));
+	if (nullfd < 0)
+		return -errno;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	out_r = fd_above_stdio(p[0]);
+	out_w = fd_above_stdio(p[1]);
+	if (out_r < 0 || out_w < 0)
+		return -errno;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	err_r = fd_above_stdio(p[0]);
+	err_w = fd_above_stdio(p[1]);
+	if (err_r < 0 || err_w < 0)
+		return -errno;
+	/* Only our end: the child's stdout stays blocking. */
+	if (fcntl(out_r, F_SETFL, O_NONBLOCK) < 0)
+		return -errno;
+
+	maxfd = sysconf(_SC_OPEN_MAX);
+	s = (struct child_setup){
+		.root = is_host_root(opts->root) ? NULL : opts->root,
+		.path = path,
+		.argv = argv,
+		.envp = envp,
+		.nullfd = nullfd,
+		.outfd = out_w,
+		.errfd = err_w,
+		.maxfd = maxfd > 0 && maxfd < (1 << 20) ? (int)maxfd : 1 << 20,
+	};
+
+	/* No handler of ours may run in the child before it resets them. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid = fork();
+	if (pid == 0)
+		child_exec(&s);
+	r = pid < 0 ? -errno : 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0)
+		return r;
+
+	/* Also from this side, so that a kill(-pid) can never miss the group; fails
+	 * harmlessly once the child has exec'd. */
+	setpgid(pid, pid);
+	safe_close(&out_w);
+	safe_close(&err_w);
+	safe_close(&nullfd);
+
+	/* EOF: the exec succeeded and closed the CLOEXEC pipe. */
+	do
+		n = read(err_r, &child_err, sizeof(child_err));
+	while (n < 0 && errno == EINTR);
+	if (n != 0) {
+		r = n == (ssize_t)sizeof(child_err) ? -child_err : -EIO;
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		return r;
+	}
+
+	c.pid = pid;
+	c.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	c.outfd = TAKE_FD(out_r);
+	collect(&c, opts, res);
+	safe_close(&c.pidfd);
+	safe_close(&c.outfd);
+	return 0;
+}
+
+bool gp_run_succeeded(const struct gp_run_result *res)
+{
+	return !res->timed_out && res->signal == 0 && res->exit_code == 0;
+}
+
+char *gp_run_describe(const struct gp_run_result *res, int timeout_ms)
+{
+	if (res->timed_out) {
+		if (timeout_ms >= 1000)
+			return gp_xasprintf("timed out after %d s", timeout_ms / 1000);
+		if (timeout_ms > 0)
+			return gp_xasprintf("timed out after %d ms", timeout_ms);
+		return gp_xstrdup("timed out");
+	}
+	if (res->signal > 0) {
+		/* Unlike strsignal, sigdescr_np never writes a shared buffer. */
+		const char *d = sigdescr_np(res->signal);
+
+		return gp_xasprintf("killed by signal %d (%s)", res->signal,
+				    d ? d : "unknown signal");
+	}
+	return gp_xasprintf("exited with status %d", res->exit_code);
+}
+
+void gp_run_result_free(struct gp_run_result *res)
+{
+	if (!res)
+		return;
+	free(res->output);
+	*res = (struct gp_run_result){ 0 };
+}

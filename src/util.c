@@ -1,0 +1,211 @@
+/* Allocation, strings, buffers, string vectors and the error object. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpuprov/util.h"
+
+static void oom(void)
+{
+	fputs("gpuprov: out of memory\n", stderr);
+	abort();
+}
+
+void *gp_xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *gp_xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *gp_xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+char *gp_xstrdup(const char *s)
+{
+	return s ? gp_xstrndup(s, strlen(s)) : NULL;
+}
+
+char *gp_xstrndup(const char *s, size_t n)
+{
+	char *p = strndup(s, n);
+	if (!p)
+		oom();
+	return p;
+}
+
+char *gp_xvasprintf(const char *fmt, va_list ap)
+{
+	char *s;
+	if (vasprintf(&s, fmt, ap) < 0)
+		oom();
+	return s;
+}
+
+char *gp_xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *s = gp_xvasprintf(fmt, ap);
+	va_end(ap);
+	return s;
+}
+
+bool gp_str_starts_with(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+bool gp_str_ends_with(const char *s, const char *suffix)
+{
+	size_t ls = strlen(s), lx = strlen(suffix);
+	return ls >= lx && memcmp(s + ls - lx, suffix, lx) == 0;
+}
+
+bool gp_streq(const char *a, const char *b)
+{
+	if (!a || !b)
+		return a == b;
+	return strcmp(a, b) == 0;
+}
+
+static void buf_reserve(struct gp_buf *b, size_t extra)
+{
+	if (b->len + extra + 1 <= b->cap)
+		return;
+	size_t cap = b->cap ? b->cap : 64;
+	while (cap < b->len + extra + 1)
+		cap *= 2;
+	b->data = gp_xrealloc(b->data, cap);
+	b->cap = cap;
+}
+
+void gp_buf_append(struct gp_buf *b, const void *data, size_t len)
+{
+	buf_reserve(b, len);
+	if (len)
+		memcpy(b->data + b->len, data, len);
+	b->len += len;
+	b->data[b->len] = '\0';
+}
+
+void gp_buf_puts(struct gp_buf *b, const char *s)
+{
+	gp_buf_append(b, s, strlen(s));
+}
+
+void gp_buf_printf(struct gp_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *s = gp_xvasprintf(fmt, ap);
+	va_end(ap);
+	gp_buf_puts(b, s);
+	free(s);
+}
+
+char *gp_buf_steal(struct gp_buf *b)
+{
+	char *s = b->data ? b->data : gp_xstrdup("");
+	*b = (struct gp_buf){ 0 };
+	return s;
+}
+
+void gp_buf_free(struct gp_buf *b)
+{
+	free(b->data);
+	*b = (struct gp_buf){ 0 };
+}
+
+size_t gp_strv_len(char *const *v)
+{
+	size_t n = 0;
+	while (v && v[n])
+		n++;
+	return n;
+}
+
+char **gp_strv_copy(char *const *v)
+{
+	size_t n = gp_strv_len(v);
+	char **c = gp_xcalloc(n + 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++)
+		c[i] = gp_xstrdup(v[i]);
+	return c;
+}
+
+void gp_strv_push(char ***v, const char *s)
+{
+	size_t n = gp_strv_len(*v);
+	*v = gp_xrealloc(*v, (n + 2) * sizeof(char *));
+	(*v)[n] = gp_xstrdup(s);
+	(*v)[n + 1] = NULL;
+}
+
+bool gp_strv_contains(char *const *v, const char *s)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		if (strcmp(v[i], s) == 0)
+			return true;
+	return false;
+}
+
+void gp_strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+char *gp_strv_join(char *const *v, const char *sep)
+{
+	struct gp_buf b = { 0 };
+	for (size_t i = 0; v && v[i]; i++) {
+		if (i)
+			gp_buf_puts(&b, sep);
+		gp_buf_puts(&b, v[i]);
+	}
+	return gp_buf_steal(&b);
+}
+
+char **gp_strv_split(const char *s, char sep)
+{
+	char **v = gp_xcalloc(1, sizeof(char *));
+	while (s && *s) {
+		const char *e = strchr(s, sep);
+		size_t n = e ? (size_t)(e - s) : strlen(s);
+		if (n) {
+			char *item = gp_xstrndup(s, n);
+			gp_strv_push(&v, item);
+			free(item);
+		}
+		s = e ? e + 1 : s + n;
+	}
+	return v;
+}
+
+int gp_fail(struct gp_err *err, int exit_code, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+		va_end(ap);
+		err->exit_code = exit_code;
+	}
+	return -1;
+}

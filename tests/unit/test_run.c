@@ -1,0 +1,641 @@
+/* Tests for the command runner: status, output, signals, timeouts that kill the
+ * whole process group, program resolution, the minimal environment, stdin, fd
+ * hygiene and running chrooted in a tiny busybox root. The tests may use a shell;
+ * the runner never does. Chroot needs root (CAP_SYS_CHROOT): those tests skip
+ * without it. */
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+#include "testutil.h"
+
+#include "gpuprov/run.h"
+#include "gpuprov/util.h"
+
+static const char *const proxy_vars[] = {
+	"http_proxy", "https_proxy", "ftp_proxy", "no_proxy",  "HTTPS_PROXY",
+	"FTP_PROXY",  "NO_PROXY",    "all_proxy", "ALL_PROXY", "HTTP_PROXY",
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Runs argv on the host with opts (or defaults); asserts that it ran. */
+static void run_ok(const struct gp_run_opts *opts, char *const argv[],
+		   struct gp_run_result *res)
+{
+	assert_int_equal(gp_run(opts, argv, res), 0);
+	assert_non_null(res->output);
+	assert_int_equal(strlen(res->output), res->output_len);
+}
+
+static void copy_file(const char *from, const char *to, mode_t mode)
+{
+	char buf[65536];
+	int in = open(from, O_RDONLY | O_CLOEXEC);
+	int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	ssize_t n;
+
+	assert_true(in >= 0);
+	assert_true(out >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)n), n);
+	assert_int_equal(n, 0);
+	close(in);
+	assert_int_equal(close(out), 0);
+	assert_int_equal(chmod(to, mode), 0);
+}
+
+static void make_file(const char *dir, const char *rel, const char *text, mode_t mode)
+{
+	_cleanup_free_ char *p = gp_xasprintf("%s/%s", dir, rel);
+
+	tu_write(dir, rel, text);
+	assert_int_equal(chmod(p, mode), 0);
+}
+
+static void make_symlink(const char *dir, const char *rel, const char *target)
+{
+	_cleanup_free_ char *p = gp_xasprintf("%s/%s", dir, rel);
+
+	assert_int_equal(symlink(target, p), 0);
+}
+
+/* A tiny root: busybox, a few scripts, absolute symlinks that only make sense inside
+ * it, and a script whose interpreter is missing. */
+static char *make_root(void)
+{
+	char *root = tu_tmpdir();
+	_cleanup_free_ char *bb = gp_xasprintf("%s/bin/busybox", root);
+
+	tu_mkdir(root, "bin");
+	tu_mkdir(root, "etc/alternatives");
+	tu_mkdir(root, "usr/bin");
+	tu_mkdir(root, "usr/sbin");
+	copy_file("/bin/busybox", bb, 0755);
+	make_file(root, "bin/hello", "#!/bin/busybox sh\necho inside; ls /\n", 0755);
+	make_file(root, "bin/where", "#!/bin/busybox sh\npwd\n", 0755);
+	make_file(root, "usr/sbin/gp-tool", "#!/bin/busybox sh\necho tool \"$@\"\n", 0755);
+	make_file(root, "bin/gp-noexec", "#!/bin/busybox sh\necho no\n", 0644);
+	make_file(root, "bin/gp-broken", "#!/bin/gp-missing-interpreter\n", 0755);
+	make_symlink(root, "etc/alternatives/gp-alt", "/usr/sbin/gp-tool");
+	make_symlink(root, "usr/bin/gp-alt", "/etc/alternatives/gp-alt");
+	make_symlink(root, "usr/bin/gp-rel", "../sbin/gp-tool");
+	make_symlink(root, "usr/bin/gp-up", "../../../../../usr/sbin/gp-tool");
+	make_symlink(root, "bin/gp-loop", "gp-loop");
+	make_symlink(root, "bin/gp-dangling", "/nonexistent");
+	make_symlink(root, "bin/gp-hostonly", "/usr/bin/env");
+	return root;
+}
+
+static bool can_chroot(void)
+{
+	return geteuid() == 0;
+}
+
+static void test_exit_zero(_unused_ void **state)
+{
+	char *argv[] = { "/bin/true", NULL };
+	struct gp_run_result res;
+	_cleanup_free_ char *d = NULL;
+
+	run_ok(NULL, argv, &res);
+	assert_int_equal(res.exit_code, 0);
+	assert_int_equal(res.signal, 0);
+	assert_false(res.timed_out);
+	assert_true(gp_run_succeeded(&res));
+	d = gp_run_describe(&res, 0);
+	assert_string_equal(d, "exited with status 0");
+	assert_string_equal(res.output, "");
+	gp_run_result_free(&res);
+	assert_null(res.output);
+}
+
+static void test_exit_nonzero(_unused_ void **state)
+{
+	char *argv[] = { "/bin/sh", "-c", "exit 3", NULL };
+	struct gp_run_opts opts = { .root = "/" };
+	struct gp_run_result res;
+	_cleanup_free_ char *d = NULL;
+
+	run_ok(&opts, argv, &res);
+	assert_int_equal(res.exit_code, 3);
+	assert_int_equal(res.signal, 0);
+	assert_false(gp_run_succeeded(&res));
+	d = gp_run_describe(&res, 0);
+	assert_string_equal(d, "exited with status 3");
+	gp_run_result_free(&res);
+}
+
+static void test_output_capture(_unused_ void **state)
+{
+	char *argv[] = { "sh", "-c", "echo out; echo err >&2; printf tail", NULL };
+	struct gp_run_result res;
+
+	run_ok(NULL, argv, &res);
+	assert_int_equal(res.exit_code, 0);
+	assert_string_equal(res.output, "out\nerr\ntail");
+	gp_run_result_free(&res);
+}
+
+/* More than a pipe holds: the parent must read while the child writes. */
+static void test_large_output(_unused_ void **state)
+{
+	char *argv[] = { "sh", "-c", "yes abcdefghi | head -c 3000000; echo end >&2", NULL };
+	struct gp_run_opts opts = { .timeout_ms = 30000 };
+	struct gp_run_result res;
+
+	run_ok(&opts, argv, &res);
+	assert_false(res.timed_out);
+	assert_int_equal(res.exit_code, 0);
+	assert_int_equal(res.output_len, 3000000 + 4);
+	assert_memory_equal(res.output, "abcdefghi\n", 10);
+	assert_string_equal(res.output + 3000000, "end\n");
+	gp_run_result_free(&res);
+}
+
+static void test_killed_by_signal(_unused_ void **state)
+{
+	char *argv[] = { "/bin/sh", "-c", "kill -9 $$", NULL };
+	struct gp_run_result res;
+	_cleanup_free_ char *d = NULL;
+
+	run_ok(NULL, argv, &res);
+	assert_int_equal(res.signal, SIGKILL);
+	assert_false(res.timed_out);
+	assert_false(gp_run_succeeded(&res));
+	d = gp_run_describe(&res, 0);
+	assert_string_equal(d, "killed by signal 9 (Killed)");
+	gp_run_result_free(&res);
+}
+
+/* Parses the pid a test script printed as the first word of its output. */
+static pid_t first_pid(const char *output)
+{
+	long v = strtol(output, NULL, 10);
+
+	assert_true(v > 1);
+	return (pid_t)v;
+}
+
+/* Without pidfd_open (valgrind): watch /proc until pid is gone or a zombie. */
+static bool dead_in_proc(pid_t pid)
+{
+	char path[64], buf[512], *paren;
+	FILE *f;
+	bool dead;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return true;
+	dead = !fgets(buf, sizeof(buf), f) || !(paren = strrchr(buf, ')')) ||
+	       paren[1] == '\0' || paren[2] == 'Z' || paren[2] == 'X';
+	fclose(f);
+	return dead;
+}
+
+/* Waits (on a pidfd, no sleeping) until pid has died; it is not our child. */
+static void assert_dies(pid_t pid)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	struct pollfd p;
+
+	if (fd < 0 && errno == ENOSYS) {
+		int64_t until = now_ms() + 5000;
+
+		while (!dead_in_proc(pid))
+			assert_true(now_ms() < until);
+		return;
+	}
+	if (fd < 0) {
+		assert_int_equal(errno, ESRCH); /* already gone */
+		return;
+	}
+	p = (struct pollfd){ .fd = fd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 5000), 1);
+	close(fd);
+}
+
+static void test_timeout_kills_group(_unused_ void **state)
+{
+	char *argv[] = { "sh", "-c", "sleep 30 & echo $!; sleep 30", NULL };
+	struct gp_run_opts opts = { .timeout_ms = 200, .kill_grace_ms = 1000 };
+	struct gp_run_result res;
+	_cleanup_free_ char *d = NULL;
+	int64_t start = now_ms(), took;
+
+	run_ok(&opts, argv, &res);
+	took = now_ms() - start;
+	assert_true(res.timed_out);
+	assert_int_equal(res.signal, SIGTERM);
+	assert_false(gp_run_succeeded(&res));
+	assert_true(took >= 200);
+	assert_true(took < 5000);
+	/* The grandchild got TERM with the group; output before the kill is kept. */
+	assert_dies(first_pid(res.output));
+	d = gp_run_describe(&res, opts.timeout_ms);
+	assert_string_equal(d, "timed out after 200 ms");
+	gp_run_result_free(&res);
+}
+
+/* TERM goes to the whole group, and what the group writes while it shuts down is
+ * still captured. The member's trap handler proves it got TERM, not just KILL. */
+static void test_timeout_term_reaches_group(void **state _unused_)
+{
+	char *argv[] = { "sh", "-c",
+			 "sh -c 'trap \"echo member got TERM; exit 0\" TERM; echo ready; "
+			 "sleep 30 & wait' & sleep 30",
+			 NULL };
+	struct gp_run_opts opts = { .timeout_ms = 1000, .kill_grace_ms = 3000 };
+	struct gp_run_result res;
+	_cleanup_free_ char *d = NULL;
+
+	run_ok(&opts, argv, &res);
+	assert_true(res.timed_out);
+	assert_string_equal(res.output, "ready\nmember got TERM\n");
+	d = gp_run_describe(&res, opts.timeout_ms);
+	assert_string_equal(d, "timed out after 1 s");
+	gp_run_result_free(&res);
+}
+
+/* TERM is ignored by the whole group: KILL after the grace period. */
+static void test_timeout_escalates_to_kill(_unused_ void **state)
+{
+	char *argv[] = { "sh", "-c", "trap '' TERM; sleep 30 & echo $!; sleep 30", NULL };
+	struct gp_run_opts opts = { .timeout_ms = 200, .kill_grace_ms = 300 };
+	struct gp_run_result res;
+	int64_t start = now_ms(), took;
+
+	run_ok(&opts, argv, &res);
+	took = now_ms() - start;
+	assert_true(res.timed_out);
+	assert_int_equal(res.signal, SIGKILL);
+	assert_true(took >= 500);
+	assert_true(took < 5000);
+	assert_dies(first_pid(res.output));
+	gp_run_result_free(&res);
+}
+
+/* The program exits but a background child keeps the pipe: give up after the grace
+ * period instead of waiting for it. */
+static void test_background_holds_pipe(_unused_ void **state)
+{
+	char *argv[] = { "sh", "-c", "sleep 30 & echo $!; echo done", NULL };
+	struct gp_run_opts opts = { .kill_grace_ms = 300 };
+	struct gp_run_result res;
+	int64_t start = now_ms(), took;
+	pid_t bg;
+
+	run_ok(&opts, argv, &res);
+	took = now_ms() - start;
+	assert_false(res.timed_out);
+	assert_int_equal(res.exit_code, 0);
+	assert_true(took < 5000);
+	assert_non_null(strstr(res.output, "\ndone\n"));
+	bg = first_pid(res.output);
+	kill(bg, SIGKILL);
+	assert_dies(bg);
+	gp_run_result_free(&res);
+}
+
+static void test_own_process_group(_unused_ void **state)
+{
+	char *argv[] = { "sh", "-c", "echo $$; cut -d' ' -f5 /proc/$$/stat", NULL };
+	struct gp_run_result res;
+	long pid, pgrp;
+
+	run_ok(NULL, argv, &res);
+	assert_int_equal(sscanf(res.output, "%ld\n%ld", &pid, &pgrp), 2);
+	assert_int_equal(pid, pgrp);
+	assert_true(pgrp != getpgrp());
+	gp_run_result_free(&res);
+}
+
+static void test_missing_program(_unused_ void **state)
+{
+	char *abs[] = { "/nonexistent/gp-prog", NULL };
+	char *bare[] = { "gp-no-such-program", NULL };
+	struct gp_run_result res;
+
+	assert_int_equal(gp_run(NULL, abs, &res), -ENOENT);
+	assert_null(res.output);
+	assert_int_equal(gp_run(NULL, bare, &res), -ENOENT);
+	gp_run_result_free(&res);
+}
+
+static void test_not_executable(_unused_ void **state)
+{
+	char *dir = tu_tmpdir();
+	_cleanup_free_ char *file = gp_xasprintf("%s/script", dir);
+	char *argv[] = { file, NULL };
+	char *argv_dir[] = { dir, NULL };
+	struct gp_run_result res;
+
+	make_file(dir, "script", "#!/bin/sh\necho no\n", 0644);
+	assert_int_equal(gp_run(NULL, argv, &res), -EACCES);
+	assert_int_equal(gp_run(NULL, argv_dir, &res), -EACCES);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+static void test_bad_arguments(_unused_ void **state)
+{
+	char *relative[] = { "bin/sh", NULL };
+	char *empty[] = { "", NULL };
+	char *none[] = { NULL };
+	char *bad_env[] = { "NO_EQUALS_SIGN", NULL };
+	char *argv[] = { "/bin/true", NULL };
+	struct gp_run_opts opts = { .extra_env = bad_env };
+	struct gp_run_result res;
+
+	assert_int_equal(gp_run(NULL, relative, &res), -EINVAL);
+	assert_int_equal(gp_run(NULL, empty, &res), -EINVAL);
+	assert_int_equal(gp_run(NULL, none, &res), -EINVAL);
+	assert_int_equal(gp_run(&opts, argv, &res), -EINVAL);
+	gp_run_result_free(&res);
+}
+
+/* Splits env output into lines and compares them, in any order, with want. */
+static void assert_env(const char *output, const char *const *want, size_t n)
+{
+	char **got = gp_strv_split(output, '\n');
+
+	assert_int_equal(gp_strv_len(got), n);
+	for (size_t i = 0; i < n; i++) {
+		if (!gp_strv_contains(got, want[i]))
+			fail_msg("missing %s in:\n%s", want[i], output);
+	}
+	gp_strv_free(got);
+}
+
+static void test_minimal_environment(_unused_ void **state)
+{
+	static const char *const want[] = {
+		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+		"LC_ALL=C",
+		"HOME=/root",
+		"DEBIAN_FRONTEND=noninteractive",
+		"https_proxy=http://proxy.test:3128",
+		"NO_PROXY=localhost",
+	};
+	char *argv[] = { "/usr/bin/env", NULL };
+	struct gp_run_result res;
+
+	for (size_t i = 0; i < ARRAY_SIZE(proxy_vars); i++)
+		unsetenv(proxy_vars[i]);
+	setenv("LD_PRELOAD", "/nonexistent/libgp-test.so", 1);
+	setenv("LD_LIBRARY_PATH", "/nonexistent", 1);
+	setenv("FOO", "bar", 1);
+	setenv("https_proxy", "http://proxy.test:3128", 1);
+	setenv("NO_PROXY", "localhost", 1);
+	/* Left out on purpose (httpoxy). */
+	setenv("HTTP_PROXY", "http://evil.test", 1);
+
+	run_ok(NULL, argv, &res);
+	unsetenv("LD_PRELOAD");
+	unsetenv("LD_LIBRARY_PATH");
+	unsetenv("FOO");
+	unsetenv("https_proxy");
+	unsetenv("NO_PROXY");
+	unsetenv("HTTP_PROXY");
+
+	assert_int_equal(res.exit_code, 0);
+	assert_env(res.output, want, ARRAY_SIZE(want));
+	gp_run_result_free(&res);
+}
+
+static void test_extra_env(_unused_ void **state)
+{
+	static const char *const want[] = {
+		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+		"LC_ALL=C.UTF-8",
+		"HOME=/root",
+		"DEBIAN_FRONTEND=noninteractive",
+		"GP_TEST=1",
+		"GP_EMPTY=",
+	};
+	char *extra[] = { "GP_TEST=1", "LC_ALL=C.UTF-8", "GP_EMPTY=", NULL };
+	char *argv[] = { "env", NULL };
+	struct gp_run_opts opts = { .extra_env = extra };
+	struct gp_run_result res;
+
+	for (size_t i = 0; i < ARRAY_SIZE(proxy_vars); i++)
+		unsetenv(proxy_vars[i]);
+	run_ok(&opts, argv, &res);
+	/* An override replaces the entry: no key appears twice. */
+	assert_env(res.output, want, ARRAY_SIZE(want));
+	gp_run_result_free(&res);
+}
+
+static void test_stdin_is_dev_null(_unused_ void **state)
+{
+	char *cat[] = { "/bin/cat", NULL };
+	char *link[] = { "readlink", "/proc/self/fd/0", NULL };
+	struct gp_run_opts opts = { .timeout_ms = 10000 };
+	struct gp_run_result res;
+
+	run_ok(&opts, cat, &res);
+	assert_false(res.timed_out);
+	assert_int_equal(res.exit_code, 0);
+	assert_int_equal(res.output_len, 0);
+	gp_run_result_free(&res);
+
+	run_ok(&opts, link, &res);
+	assert_string_equal(res.output, "/dev/null\n");
+	gp_run_result_free(&res);
+}
+
+static void test_no_inherited_fds(_unused_ void **state)
+{
+	char *argv[] = { "/bin/ls", "/proc/self/fd", NULL };
+	struct gp_run_result res;
+	int fd = open("/dev/null", O_RDONLY); /* no O_CLOEXEC on purpose */
+	int high;
+
+	assert_true(fd >= 0);
+	high = dup2(fd, 200);
+	assert_int_equal(high, 200);
+	run_ok(NULL, argv, &res);
+	/* 3 is ls's own handle on the directory. */
+	assert_string_equal(res.output, "0\n1\n2\n3\n");
+	gp_run_result_free(&res);
+	close(fd);
+	close(high);
+}
+
+static void test_chroot(_unused_ void **state)
+{
+	char *root;
+	char *hello[] = { "/bin/hello", NULL };
+	char *bare[] = { "hello", NULL };
+	char *where[] = { "where", NULL };
+	char *alt[] = { "gp-alt", "a", "b", NULL };
+	char *up[] = { "gp-up", NULL };
+	struct gp_run_opts opts = { .timeout_ms = 10000 };
+	struct gp_run_result res;
+
+	if (!can_chroot())
+		skip();
+	root = make_root();
+	opts.root = root;
+
+	run_ok(&opts, hello, &res);
+	assert_int_equal(res.exit_code, 0);
+	assert_string_equal(res.output, "inside\nbin\netc\nusr\n");
+	gp_run_result_free(&res);
+
+	run_ok(&opts, bare, &res);
+	assert_string_equal(res.output, "inside\nbin\netc\nusr\n");
+	gp_run_result_free(&res);
+
+	run_ok(&opts, where, &res);
+	assert_string_equal(res.output, "/\n");
+	gp_run_result_free(&res);
+
+	/* Absolute symlinks resolve inside the root, in the check and the exec. */
+	run_ok(&opts, alt, &res);
+	assert_string_equal(res.output, "tool a b\n");
+	gp_run_result_free(&res);
+
+	run_ok(&opts, up, &res);
+	assert_string_equal(res.output, "tool\n");
+	gp_run_result_free(&res);
+
+	tu_rmrf(root);
+	free(root);
+}
+
+/* A failed exec in the child (here: missing interpreter) comes back as -errno. */
+static void test_chroot_exec_failure(_unused_ void **state)
+{
+	char *root;
+	char *broken[] = { "gp-broken", NULL };
+	char *sh[] = { "sh", NULL };
+	struct gp_run_opts opts = { 0 };
+	struct gp_run_result res;
+
+	if (!can_chroot())
+		skip();
+	root = make_root();
+	opts.root = root;
+	assert_int_equal(gp_run(&opts, broken, &res), -ENOENT);
+	assert_null(res.output);
+	/* On the host, but not in this root. */
+	assert_int_equal(gp_run(&opts, sh, &res), -ENOENT);
+	tu_rmrf(root);
+	free(root);
+}
+
+static void expect_resolve(const char *root, const char *name, int want_r,
+			   const char *want_path)
+{
+	char *path = (char *)"unset";
+	int r = gp_run_resolve(root, name, &path);
+
+	if (r != want_r)
+		fail_msg("resolve %s: got %d, want %d", name, r, want_r);
+	if (want_path)
+		assert_string_equal(path, want_path);
+	else
+		assert_null(path);
+	free(path);
+}
+
+static void test_resolve(_unused_ void **state)
+{
+	char *root = make_root();
+	char *path = NULL;
+
+	expect_resolve(root, "gp-tool", 0, "/usr/sbin/gp-tool");
+	expect_resolve(root, "hello", 0, "/bin/hello");
+	expect_resolve(root, "gp-alt", 0, "/usr/bin/gp-alt");
+	expect_resolve(root, "gp-rel", 0, "/usr/bin/gp-rel");
+	/* Too many ".." in a link target stop at the root, as in the chroot. */
+	expect_resolve(root, "gp-up", 0, "/usr/bin/gp-up");
+	expect_resolve(root, "/bin/gp-loop", -ELOOP, NULL);
+	expect_resolve(root, "/bin/gp-dangling", -ENOENT, NULL);
+	/* Absolute targets are looked up in the root, not on the host. */
+	expect_resolve(root, "gp-hostonly", -ENOENT, NULL);
+	expect_resolve(root, "/bin/hello/x", -ENOTDIR, NULL);
+	expect_resolve(root, "/usr/./sbin//gp-tool", 0, "/usr/./sbin//gp-tool");
+	expect_resolve(root, "/bin/busybox", 0, "/bin/busybox");
+	expect_resolve(root, "gp-noexec", -EACCES, NULL);
+	expect_resolve(root, "/bin/gp-noexec", -EACCES, NULL);
+	expect_resolve(root, "/bin", -EACCES, NULL);
+	expect_resolve(root, "env", -ENOENT, NULL);
+	expect_resolve(root, "/usr/bin/env", -ENOENT, NULL);
+	/* ".." stops at the root, as in the chroot. */
+	expect_resolve(root, "/../../bin/hello", 0, "/../../bin/hello");
+	expect_resolve(root, "bin/hello", -EINVAL, NULL);
+	expect_resolve(root, "", -EINVAL, NULL);
+
+	/* The host: the first match in GP_RUN_PATH. */
+	assert_int_equal(gp_run_resolve(NULL, "env", &path), 0);
+	assert_true(gp_streq(path, "/usr/bin/env") || gp_streq(path, "/bin/env"));
+	free(path);
+	assert_int_equal(gp_run_resolve("/", "sh", &path), 0);
+	assert_true(gp_str_ends_with(path, "/sh"));
+	free(path);
+
+	tu_rmrf(root);
+	free(root);
+}
+
+static void test_describe(_unused_ void **state)
+{
+	struct gp_run_result res = { .timed_out = true, .signal = SIGTERM, .exit_code = -1 };
+	char *d;
+
+	d = gp_run_describe(&res, 5000);
+	assert_string_equal(d, "timed out after 5 s");
+	free(d);
+	d = gp_run_describe(&res, 250);
+	assert_string_equal(d, "timed out after 250 ms");
+	free(d);
+	res.timed_out = false;
+	res.signal = SIGSEGV;
+	d = gp_run_describe(&res, 0);
+	assert_string_equal(d, "killed by signal 11 (Segmentation fault)");
+	free(d);
+	res = (struct gp_run_result){ .exit_code = 100 };
+	d = gp_run_describe(&res, 5000);
+	assert_string_equal(d, "exited with status 100");
+	free(d);
+	gp_run_result_free(NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exit_zero),
+		cmocka_unit_test(test_exit_nonzero),
+		cmocka_unit_test(test_output_capture),
+		cmocka_unit_test(test_large_output),
+		cmocka_unit_test(test_killed_by_signal),
+		cmocka_unit_test(test_timeout_kills_group),
+		cmocka_unit_test(test_timeout_term_reaches_group),
+		cmocka_unit_test(test_timeout_escalates_to_kill),
+		cmocka_unit_test(test_background_holds_pipe),
+		cmocka_unit_test(test_own_process_group),
+		cmocka_unit_test(test_missing_program),
+		cmocka_unit_test(test_not_executable),
+		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_minimal_environment),
+		cmocka_unit_test(test_extra_env),
+		cmocka_unit_test(test_stdin_is_dev_null),
+		cmocka_unit_test(test_no_inherited_fds),
+		cmocka_unit_test(test_chroot),
+		cmocka_unit_test(test_chroot_exec_failure),
+		cmocka_unit_test(test_resolve),
+		cmocka_unit_test(test_describe),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,67 @@
+/* Helpers for the cmocka unit tests: throwaway directories and files. */
+#pragma once
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+/* mkdtemp under $TMPDIR; the caller removes it with tu_rmrf. */
+static inline char *tu_tmpdir(void)
+{
+	const char *base = getenv("TMPDIR");
+	char tmpl[PATH_MAX];
+	snprintf(tmpl, sizeof tmpl, "%s/gpuprov-unit-XXXXXX", base ? base : "/tmp");
+	char *d = mkdtemp(tmpl);
+	assert_non_null(d);
+	return strdup(d);
+}
+
+/* Writes text to dir/rel, creating parent directories. */
+static inline void tu_write(const char *dir, const char *rel, const char *text)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s", dir, rel);
+	for (char *p = path + strlen(dir) + 1; *p; p++) {
+		if (*p == '/') {
+			*p = '\0';
+			if (mkdir(path, 0755) < 0)
+				assert_int_equal(errno, EEXIST);
+			*p = '/';
+		}
+	}
+	FILE *f = fopen(path, "we");
+	assert_non_null(f);
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+static inline void tu_mkdir(const char *dir, const char *rel)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s/.keep", dir, rel);
+	tu_write(dir, path + strlen(dir) + 1, "");
+	unlink(path);
+}
+
+static inline void tu_rmrf(const char *dir)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl("/bin/rm", "rm", "-rf", "--", dir, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+}

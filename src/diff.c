@@ -23,17 +23,17 @@ struct text {
 	const char *s;
 	size_t len;
 	bool missing_nl; /* non-empty and not ending in '\n' */
-	size_t n;	 /* len + missing_nl: GNU compares as if the newline were there */
+	size_t n; /* len + missing_nl: GNU compares as if the newline were there */
 	size_t nlines;
 	size_t *start; /* nlines + 1 offsets; start[nlines] == n */
 
 	/* The analysed region, lines [lo, lo + count). */
 	size_t lo;
 	ptrdiff_t count;
-	ptrdiff_t *equiv;   /* equivalence class of each region line, >= 1 */
-	char *changed_mem;  /* count + 2 flags ... */
-	char *changed;	    /* ... so that changed[-1] and changed[count] read 0 */
-	ptrdiff_t *undisc;  /* classes of the lines that were not discarded */
+	ptrdiff_t *equiv; /* equivalence class of each region line, >= 1 */
+	char *changed_mem; /* count + 2 flags ... */
+	char *changed; /* ... so that changed[-1] and changed[count] read 0 */
+	ptrdiff_t *undisc; /* classes of the lines that were not discarded */
 	ptrdiff_t *realidx; /* their region line numbers */
 	ptrdiff_t nundisc;
 };
@@ -122,7 +122,7 @@ static void trim_ends(struct text *a, struct text *b)
 			}
 		}
 		bool at_bol = (p0 == 0 || byte_at(a, p0 - 1) == '\n') &&
-			      (p1 == 0 || byte_at(b, p1 - 1) == '\n');
+		              (p1 == 0 || byte_at(b, p1 - 1) == '\n');
 		/* One extra line when mid-line, which also gives the shifting
 		 * pass a line to spare. */
 		keep = HORIZON + !at_bol;
@@ -167,8 +167,9 @@ static ptrdiff_t assign_classes(struct text *t[2])
 			const char *line = t[f]->s + t[f]->start[ln];
 			uint64_t h = hash_line(line, len);
 			size_t k = h & (size - 1);
-			while (slots[k].id && !(slots[k].hash == h && slots[k].len == len &&
-						memcmp(slots[k].line, line, len) == 0))
+			while (slots[k].id &&
+			       !(slots[k].hash == h && slots[k].len == len &&
+			         memcmp(slots[k].line, line, len) == 0))
 				k = (k + 1) & (size - 1);
 			if (!slots[k].id)
 				slots[k] = (struct class_slot){ h, line, len, next++ };
@@ -318,7 +319,7 @@ struct partition {
  * it settles for the diagonal that got furthest, so pathological inputs cost
  * O(N^1.5) rather than O(N * D). */
 static void diag(struct search *s, ptrdiff_t xoff, ptrdiff_t xlim, ptrdiff_t yoff,
-		 ptrdiff_t ylim, bool minimal, struct partition *part)
+                 ptrdiff_t ylim, bool minimal, struct partition *part)
 {
 	ptrdiff_t *fd = s->fd, *bd = s->bd;
 	const ptrdiff_t *xv = s->xv, *yv = s->yv;
@@ -390,10 +391,9 @@ static void diag(struct search *s, ptrdiff_t xoff, ptrdiff_t xlim, ptrdiff_t yof
 			if (x + y < bxybest)
 				bxybest = x + y, bxbest = x;
 		}
-		if ((xlim + ylim) - bxybest < fxybest - (xoff + yoff))
-			*part = (struct partition){ fxbest, fxybest - fxbest, true, false };
-		else
-			*part = (struct partition){ bxbest, bxybest - bxbest, false, true };
+		bool fwd = (xlim + ylim) - bxybest < fxybest - (xoff + yoff);
+		*part = fwd ? (struct partition){ fxbest, fxybest - fxbest, true, false }
+		            : (struct partition){ bxbest, bxybest - bxbest, false, true };
 		return;
 	}
 }
@@ -401,7 +401,7 @@ static void diag(struct search *s, ptrdiff_t xoff, ptrdiff_t xlim, ptrdiff_t yof
 /* Marks the changed lines of [xoff, xlim) x [yoff, ylim). Recursion depth
  * is about log2 of the edit cost, since each split halves it. */
 static void compareseq(struct search *s, ptrdiff_t xoff, ptrdiff_t xlim, ptrdiff_t yoff,
-		       ptrdiff_t ylim, bool minimal)
+                       ptrdiff_t ylim, bool minimal)
 {
 	const ptrdiff_t *xv = s->xv, *yv = s->yv;
 
@@ -558,13 +558,14 @@ static void put_range(struct gp_buf *out, ptrdiff_t first, ptrdiff_t last)
 }
 
 static void put_hunks(struct gp_buf *out, const struct text *a, const struct text *b,
-		      const struct change *ch, size_t n)
+                      const struct change *ch, size_t n)
 {
 	for (size_t h = 0, e; h < n; h = e + 1) {
 		/* Changes closer than two contexts share a hunk, as their contexts
 		 * would touch. */
 		for (e = h; e + 1 < n; e++)
-			if (ch[e + 1].line0 - (ch[e].line0 + ch[e].deleted) >= 2 * CONTEXT + 1)
+			if (ch[e + 1].line0 - (ch[e].line0 + ch[e].deleted) >=
+			    2 * CONTEXT + 1)
 				break;
 
 		ptrdiff_t first0 = ch[h].line0 - CONTEXT, first1 = ch[h].line1 - CONTEXT;
@@ -603,7 +604,7 @@ static void put_hunks(struct gp_buf *out, const struct text *a, const struct tex
 }
 
 char *gp_unified_diff(const char *old_label, const char *old_text, size_t old_len,
-		      const char *new_label, const char *new_text, size_t new_len)
+                      const char *new_label, const char *new_text, size_t new_len)
 {
 	struct text a, b, *t[2] = { &a, &b };
 	struct gp_buf out = { 0 };
@@ -612,7 +613,8 @@ char *gp_unified_diff(const char *old_label, const char *old_text, size_t old_le
 		old_len = 0;
 	if (!new_text)
 		new_len = 0;
-	if (old_len == new_len && (old_len == 0 || memcmp(old_text, new_text, old_len) == 0))
+	if (old_len == new_len &&
+	    (old_len == 0 || memcmp(old_text, new_text, old_len) == 0))
 		return gp_xstrdup("");
 
 	text_init(&a, old_text, old_len);
@@ -630,7 +632,7 @@ char *gp_unified_diff(const char *old_label, const char *old_text, size_t old_le
 	struct change *ch = build_script(&a, &b, &n);
 	if (n) {
 		gp_buf_printf(&out, "--- %s\n+++ %s\n", old_label ? old_label : "",
-			      new_label ? new_label : "");
+		              new_label ? new_label : "");
 		put_hunks(&out, &a, &b, ch, n);
 	}
 	free(ch);

@@ -206,7 +206,7 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 	free(ck.reason);
 	if (sp->state != GP_STATE_NEEDED) {
 		if (!c->dry_run)
-			gp_journal_set_stage(&c->journal, st->name, gp_stage_state_name(sp->state));
+			gp_journal_set_stage(&c->journal, st->name, gp_stage_state_id(sp->state));
 		return 0;
 	}
 	gp_log(c, "apply: %s", sp->reason);
@@ -238,7 +238,7 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 	}
 	free(after.reason);
 	gp_journal_set_stage(&c->journal, st->name,
-			     final == GP_STATE_REBOOT_PENDING ? "reboot pending" : "done");
+			     final == GP_STATE_REBOOT_PENDING ? "reboot_pending" : "done");
 	if (gp_journal_save(&c->root, &c->journal) < 0)
 		return gp_fail(&s->err, GP_EXIT_APPLY_FAILED, "cannot write the journal"),
 		       report_err(s);
@@ -451,8 +451,11 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 			cJSON *e = cJSON_CreateObject();
 			cJSON_AddStringToObject(e, "name", st->name);
 			cJSON_AddBoolToObject(e, "implemented", gp_stage_implemented(st));
-			cJSON_AddStringToObject(e, "state",
-						gp_json_string(rec, "state", "never run"));
+			cJSON_AddStringToObject(
+				e, "state",
+				gp_json_string(rec, "state",
+					       gp_stage_implemented(st) ? "never_run"
+									: "not_implemented"));
 			const char *when = gp_json_string(rec, "time", NULL);
 			if (when)
 				cJSON_AddStringToObject(e, "time", when);

@@ -25,6 +25,22 @@ const char *gp_stage_state_name(enum gp_stage_state s)
 	return (unsigned)s < ARRAY_SIZE(names) ? names[s] : "?";
 }
 
+const char *gp_stage_state_id(enum gp_stage_state s)
+{
+	static const char *const ids[] = {
+		[GP_STATE_SATISFIED] = "satisfied",
+		[GP_STATE_NEEDED] = "needed",
+		[GP_STATE_REBOOT_PENDING] = "reboot_pending",
+		[GP_STATE_WAITING_REBOOT] = "waiting_reboot",
+		[GP_STATE_BLOCKED] = "blocked",
+		[GP_STATE_NOT_IMPLEMENTED] = "not_implemented",
+		[GP_STATE_DISABLED] = "disabled",
+		[GP_STATE_SKIPPED] = "skipped",
+		[GP_STATE_FAILED] = "failed",
+	};
+	return (unsigned)s < ARRAY_SIZE(ids) ? ids[s] : "?";
+}
+
 const char *gp_effect_kind_name(enum gp_effect_kind k)
 {
 	static const char *const names[] = {
@@ -364,7 +380,7 @@ cJSON *gp_plan_to_json(const struct gp_plan *p)
 		cJSON *s = cJSON_CreateObject();
 		cJSON_AddStringToObject(s, "name", sp->name);
 		cJSON_AddStringToObject(s, "summary", sp->summary);
-		cJSON_AddStringToObject(s, "state", gp_stage_state_name(sp->state));
+		cJSON_AddStringToObject(s, "state", gp_stage_state_id(sp->state));
 		cJSON_AddStringToObject(s, "reason", sp->reason ? sp->reason : "");
 		cJSON *effects = cJSON_AddArrayToObject(s, "effects");
 		for (size_t j = 0; j < sp->n_effects; j++)

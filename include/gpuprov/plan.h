@@ -21,7 +21,9 @@ enum gp_stage_state {
 	GP_STATE_SKIPPED,         /* excluded with --only/--skip */
 	GP_STATE_FAILED,          /* apply failed */
 };
+/* For people ("reboot pending") and for machines ("reboot_pending"). */
 const char *gp_stage_state_name(enum gp_stage_state s);
+const char *gp_stage_state_id(enum gp_stage_state s);
 
 enum gp_effect_kind {
 	GP_EFFECT_WRITE,   /* create or replace a file */

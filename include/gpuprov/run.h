@@ -12,26 +12,39 @@
 #define GP_RUN_PATH "/usr/sbin:/usr/bin:/sbin:/bin"
 
 struct gp_run_opts {
-	const char *root;       /* NULL or "/" for the host, else chroot into it */
-	int timeout_ms;         /* <= 0: no timeout */
-	int kill_grace_ms;      /* between TERM and KILL; <= 0: 2000 */
+	const char *root; /* NULL or "/" for the host, else chroot into it */
+	int timeout_ms; /* <= 0: no timeout */
+	int kill_grace_ms; /* between TERM and KILL; <= 0: 2000 */
 	char *const *extra_env; /* more "K=V" entries, or NULL */
 };
 
 struct gp_run_result {
-	int exit_code;  /* when !signaled and !timed_out */
-	int signal;     /* > 0 when killed by a signal */
-	bool timed_out; /* killed by us after timeout_ms */
-	char *output;   /* stdout+stderr, NUL-terminated */
+	int exit_code; /* when signal == 0; -1 when killed by a signal */
+	int signal; /* > 0 when killed by a signal */
+	bool timed_out; /* killed by us after timeout_ms (signal says which) */
+	char *output; /* stdout+stderr, NUL-terminated; NULL when gp_run failed */
 	size_t output_len;
 };
 
 /* 0 when the program ran (look at res), -ENOENT when it does not exist in
- * the root, -EACCES when not executable, other negative errno on failure. */
+ * the root, -EACCES when not executable, -EINVAL for an empty or relative
+ * argv[0] or an extra_env entry without '=', other negative errno on failure
+ * (a failed chroot or exec in the child comes back as its errno). res is
+ * output only: always reset, free it with gp_run_result_free. opts may be
+ * NULL. The environment is PATH, LC_ALL=C, HOME=/root,
+ * DEBIAN_FRONTEND=noninteractive, the caller's proxy variables (not
+ * HTTP_PROXY), then extra_env, whose entries replace same-named ones.
+ * After the program exits, output is read until EOF but for at most the
+ * grace period: a daemon it left holding the pipe is not waited for, nor
+ * killed. */
 int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_result *res);
 bool gp_run_succeeded(const struct gp_run_result *res);
-/* "exited with status 3", "killed by signal 9 (Killed)", "timed out after 5 s" */
+/* "exited with status 3", "killed by signal 9 (Killed)", "timed out after 5 s"
+ * ("after 250 ms" below a second). Pass the timeout_ms gp_run had; free it. */
 char *gp_run_describe(const struct gp_run_result *res, int timeout_ms);
 void gp_run_result_free(struct gp_run_result *res);
-/* Resolves argv0 inside root the way gp_run does; returns the in-root path. */
+/* Resolves argv0 inside root the way gp_run does: an absolute path as is, a
+ * bare name searched in GP_RUN_PATH; symlinks, absolute ones included, and
+ * ".." are followed inside the root. Sets *path (free it) to the in-root
+ * path, e.g. "/usr/sbin/update-initramfs", or NULL on error. */
 int gp_run_resolve(const char *root, const char *argv0, char **path);

@@ -372,7 +372,7 @@ static bool pump(struct collector *c, int64_t until, bool want_eof)
 	for (;;) {
 		struct pollfd p[2];
 		nfds_t nfds = 0;
-		int wait = -1;
+		int ms = -1;
 
 		drain(c);
 		check_exited(c);
@@ -383,21 +383,21 @@ static bool pump(struct collector *c, int64_t until, bool want_eof)
 
 			if (left <= 0)
 				return false;
-			wait = left > INT_MAX ? INT_MAX : (int)left;
+			ms = left > INT_MAX ? INT_MAX : (int)left;
 		}
-		if (!c->exited && c->pidfd < 0 && (wait < 0 || wait > EXIT_POLL_MS))
-			wait = EXIT_POLL_MS;
+		if (!c->exited && c->pidfd < 0 && (ms < 0 || ms > EXIT_POLL_MS))
+			ms = EXIT_POLL_MS;
 		if (c->outfd >= 0)
 			p[nfds++] = (struct pollfd){ .fd = c->outfd, .events = POLLIN };
 		if (!c->exited && c->pidfd >= 0)
 			p[nfds++] = (struct pollfd){ .fd = c->pidfd, .events = POLLIN };
-		poll(p, nfds, wait);
+		poll(p, nfds, ms);
 	}
 }
 
 /* Waits for the program and fills res; the child has exec'd. */
-static void collect(struct collector *c, const struct gp_run_opts *opts,
-		    struct gp_run_result *res)
+static int collect(struct collector *c, const struct gp_run_opts *opts,
+                   struct gp_run_result *res)
 {
 	int grace = opts->kill_grace_ms > 0 ? opts->kill_grace_ms : DEFAULT_KILL_GRACE_MS;
 	int64_t deadline = opts->timeout_ms > 0 ? now_ms() + opts->timeout_ms : -1;
@@ -419,8 +419,13 @@ static void collect(struct collector *c, const struct gp_run_opts *opts,
 	}
 	drain(c);
 
-	while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR)
-		;
+	while (waitpid(c->pid, &status, 0) < 0) {
+		/* ECHILD: the caller ignores SIGCHLD and the status is lost. */
+		if (errno != EINTR) {
+			gp_buf_free(&c->out);
+			return -errno;
+		}
+	}
 	if (WIFEXITED(status)) {
 		res->exit_code = WEXITSTATUS(status);
 	} else if (WIFSIGNALED(status)) {
@@ -429,6 +434,7 @@ static void collect(struct collector *c, const struct gp_run_opts *opts,
 	}
 	res->output_len = c->out.len;
 	res->output = gp_buf_steal(&c->out);
+	return 0;
 }
 
 int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_result *res)
@@ -519,12 +525,14 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 	}
 
 	c.pid = pid;
+#ifdef SYS_pidfd_open
 	c.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+#endif
 	c.outfd = TAKE_FD(out_r);
-	collect(&c, opts, res);
+	r = collect(&c, opts, res);
 	safe_close(&c.pidfd);
 	safe_close(&c.outfd);
-	return 0;
+	return r;
 }
 
 bool gp_run_succeeded(const struct gp_run_result *res)
@@ -546,7 +554,7 @@ char *gp_run_describe(const struct gp_run_result *res, int timeout_ms)
 		const char *d = sigdescr_np(res->signal);
 
 		return gp_xasprintf("killed by signal %d (%s)", res->signal,
-				    d ? d : "unknown signal");
+		                    d ? d : "unknown signal");
 	}
 	return gp_xasprintf("exited with status %d", res->exit_code);
 }

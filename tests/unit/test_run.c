@@ -3,6 +3,7 @@
  * hygiene and running chrooted in a tiny busybox root. The tests may use a shell;
  * the runner never does. Chroot needs root (CAP_SYS_CHROOT): those tests skip
  * without it. */
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -28,7 +29,7 @@ static int64_t now_ms(void)
 
 /* Runs argv on the host with opts (or defaults); asserts that it ran. */
 static void run_ok(const struct gp_run_opts *opts, char *const argv[],
-		   struct gp_run_result *res)
+                   struct gp_run_result *res)
 {
 	assert_int_equal(gp_run(opts, argv, res), 0);
 	assert_non_null(res->output);
@@ -81,7 +82,8 @@ static char *make_root(void)
 	copy_file("/bin/busybox", bb, 0755);
 	make_file(root, "bin/hello", "#!/bin/busybox sh\necho inside; ls /\n", 0755);
 	make_file(root, "bin/where", "#!/bin/busybox sh\npwd\n", 0755);
-	make_file(root, "usr/sbin/gp-tool", "#!/bin/busybox sh\necho tool \"$@\"\n", 0755);
+	make_file(root, "usr/sbin/gp-tool", "#!/bin/busybox sh\necho tool \"$@\"\n",
+	          0755);
 	make_file(root, "bin/gp-noexec", "#!/bin/busybox sh\necho no\n", 0644);
 	make_file(root, "bin/gp-broken", "#!/bin/gp-missing-interpreter\n", 0755);
 	make_symlink(root, "etc/alternatives/gp-alt", "/usr/sbin/gp-tool");
@@ -147,7 +149,8 @@ static void test_output_capture(_unused_ void **state)
 /* More than a pipe holds: the parent must read while the child writes. */
 static void test_large_output(_unused_ void **state)
 {
-	char *argv[] = { "sh", "-c", "yes abcdefghi | head -c 3000000; echo end >&2", NULL };
+	char *argv[] = { "sh", "-c", "yes abcdefghi | head -c 3000000; echo end >&2",
+		         NULL };
 	struct gp_run_opts opts = { .timeout_ms = 30000 };
 	struct gp_run_result res;
 
@@ -247,12 +250,12 @@ static void test_timeout_kills_group(_unused_ void **state)
 
 /* TERM goes to the whole group, and what the group writes while it shuts down is
  * still captured. The member's trap handler proves it got TERM, not just KILL. */
-static void test_timeout_term_reaches_group(void **state _unused_)
+static void test_timeout_term_reaches_group(_unused_ void **state)
 {
 	char *argv[] = { "sh", "-c",
-			 "sh -c 'trap \"echo member got TERM; exit 0\" TERM; echo ready; "
-			 "sleep 30 & wait' & sleep 30",
-			 NULL };
+		         "sh -c 'trap \"echo member got TERM; exit 0\" TERM; echo ready; "
+		         "sleep 30 & wait' & sleep 30",
+		         NULL };
 	struct gp_run_opts opts = { .timeout_ms = 1000, .kill_grace_ms = 3000 };
 	struct gp_run_result res;
 	_cleanup_free_ char *d = NULL;
@@ -414,12 +417,8 @@ static void test_minimal_environment(_unused_ void **state)
 static void test_extra_env(_unused_ void **state)
 {
 	static const char *const want[] = {
-		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-		"LC_ALL=C.UTF-8",
-		"HOME=/root",
-		"DEBIAN_FRONTEND=noninteractive",
-		"GP_TEST=1",
-		"GP_EMPTY=",
+		"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C.UTF-8", "HOME=/root",
+		"DEBIAN_FRONTEND=noninteractive",     "GP_TEST=1",      "GP_EMPTY=",
 	};
 	char *extra[] = { "GP_TEST=1", "LC_ALL=C.UTF-8", "GP_EMPTY=", NULL };
 	char *argv[] = { "env", NULL };
@@ -440,8 +439,19 @@ static void test_stdin_is_dev_null(_unused_ void **state)
 	char *link[] = { "readlink", "/proc/self/fd/0", NULL };
 	struct gp_run_opts opts = { .timeout_ms = 10000 };
 	struct gp_run_result res;
+	int p[2], saved;
 
+	/* Our own stdin holds data: the child must not see it. */
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(write(p[1], "leak\n", 5), 5);
+	close(p[1]);
+	saved = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+	assert_true(saved >= 0);
+	assert_int_equal(dup2(p[0], STDIN_FILENO), STDIN_FILENO);
+	close(p[0]);
 	run_ok(&opts, cat, &res);
+	assert_int_equal(dup2(saved, STDIN_FILENO), STDIN_FILENO);
+	close(saved);
 	assert_false(res.timed_out);
 	assert_int_equal(res.exit_code, 0);
 	assert_int_equal(res.output_len, 0);
@@ -533,8 +543,71 @@ static void test_chroot_exec_failure(_unused_ void **state)
 	free(root);
 }
 
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* gp_run reaped what it started, on every path. */
+static void assert_no_children(void)
+{
+	assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+	assert_int_equal(errno, ECHILD);
+}
+
+/* Every path through gp_run, failures included, closes what it opened. */
+static void test_no_fd_leak(_unused_ void **state)
+{
+	char *ok[] = { "sh", "-c", "echo hi; exit 1", NULL };
+	char *missing[] = { "gp-no-such-program", NULL };
+	char *slow[] = { "sleep", "30", NULL };
+	char *broken[] = { "gp-broken", NULL };
+	struct gp_run_opts opts = { .timeout_ms = 100, .kill_grace_ms = 100 };
+	struct gp_run_result res;
+	int before = count_fds();
+	char *root = NULL;
+
+	run_ok(NULL, ok, &res);
+	gp_run_result_free(&res);
+	assert_int_equal(gp_run(NULL, missing, &res), -ENOENT);
+	run_ok(&opts, slow, &res);
+	assert_true(res.timed_out);
+	gp_run_result_free(&res);
+	if (can_chroot()) {
+		root = make_root();
+		opts.root = root;
+		assert_int_equal(gp_run(&opts, broken, &res), -ENOENT);
+		assert_no_children();
+		tu_rmrf(root);
+		free(root);
+	}
+	assert_int_equal(count_fds(), before);
+	assert_no_children();
+}
+
+/* With SIGCHLD ignored the kernel reaps the child: its status is lost, and
+ * gp_run must say so rather than report success. */
+static void test_sigchld_ignored(_unused_ void **state)
+{
+	char *argv[] = { "sh", "-c", "exit 7", NULL };
+	struct sigaction ign = { .sa_handler = SIG_IGN }, old;
+	struct gp_run_result res;
+
+	assert_int_equal(sigaction(SIGCHLD, &ign, &old), 0);
+	assert_int_equal(gp_run(NULL, argv, &res), -ECHILD);
+	assert_int_equal(sigaction(SIGCHLD, &old, NULL), 0);
+	assert_null(res.output);
+}
+
 static void expect_resolve(const char *root, const char *name, int want_r,
-			   const char *want_path)
+                           const char *want_path)
 {
 	char *path = (char *)"unset";
 	int r = gp_run_resolve(root, name, &path);
@@ -590,7 +663,9 @@ static void test_resolve(_unused_ void **state)
 
 static void test_describe(_unused_ void **state)
 {
-	struct gp_run_result res = { .timed_out = true, .signal = SIGTERM, .exit_code = -1 };
+	struct gp_run_result res = { .timed_out = true,
+		                     .signal = SIGTERM,
+		                     .exit_code = -1 };
 	char *d;
 
 	d = gp_run_describe(&res, 5000);
@@ -634,6 +709,8 @@ int main(void)
 		cmocka_unit_test(test_chroot),
 		cmocka_unit_test(test_chroot_exec_failure),
 		cmocka_unit_test(test_resolve),
+		cmocka_unit_test(test_no_fd_leak),
+		cmocka_unit_test(test_sigchld_ignored),
 		cmocka_unit_test(test_describe),
 	};
 

@@ -31,7 +31,7 @@ static inline char *tu_tmpdir(void)
 /* Writes text to dir/rel, creating parent directories. */
 static inline void tu_write(const char *dir, const char *rel, const char *text)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX * 2];
 	snprintf(path, sizeof path, "%s/%s", dir, rel);
 	for (char *p = path + strlen(dir) + 1; *p; p++) {
 		if (*p == '/') {
@@ -49,7 +49,7 @@ static inline void tu_write(const char *dir, const char *rel, const char *text)
 
 static inline void tu_mkdir(const char *dir, const char *rel)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX * 2];
 	snprintf(path, sizeof path, "%s/%s/.keep", dir, rel);
 	tu_write(dir, path + strlen(dir) + 1, "");
 	unlink(path);

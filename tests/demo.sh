@@ -1,0 +1,22 @@
+#!/bin/sh
+# The README's first command: the main job, shown on a throwaway sandbox
+# root that looks like a fresh Ubuntu 22.04 server with an A100 and nouveau
+# loaded. Prints the install plan; changes nothing outside the sandbox.
+set -eu
+gpuprov=${1:-./gpuprov}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(mktemp -d "${TMPDIR:-/tmp}/gpuprov-demo.XXXXXX")
+trap 'rm -rf "$root"' EXIT
+sh "$here/fixtures/mkroot.sh" "$root"
+echo "\$ gpuprov --root $root install --profile a100-ubuntu2204 --dry-run"
+set +e
+"$gpuprov" --root "$root" install --profile a100-ubuntu2204 --dry-run
+rc=$?
+set -e
+case $rc in
+0) echo "(exit 0: nothing to do)" ;;
+4) echo "(exit 4: install would stop here: stages marked 'not implemented' are not built yet;" \
+	"'--skip driver,cuda,cudnn,pytorch' plans the rest)" ;;
+5) echo "(exit 5: install would ask for a reboot)" ;;
+*) echo "(exit $rc)"; exit "$rc" ;;
+esac

@@ -1,0 +1,53 @@
+#!/bin/sh
+# Runs every test and prints one closing line "N passed, N failed, N skipped".
+# Unit tests are cmocka binaries run in TAP mode; end-to-end tests are bats
+# files. Environment: GPUPROV (the binary under test), UNIT_BINS (the unit
+# test binaries), GPUPROV_TEST_CACHE (defaults to ~/.cache/gpuprov-tests).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+: "${GPUPROV:?set GPUPROV to the gpuprov binary}"
+: "${GPUPROV_TEST_CACHE:=${HOME:-/tmp}/.cache/gpuprov-tests}"
+export GPUPROV GPUPROV_TEST_CACHE
+mkdir -p "$GPUPROV_TEST_CACHE"
+
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+passed=0 failed=0 skipped=0
+
+# Counts TAP lines from a file: "ok", "not ok", and "# skip" directives.
+count_tap() {
+	p=$(grep -cE '^ok ' "$1" | tail -n1)
+	s=$(grep -ciE '^(not )?ok .*# skip' "$1" | tail -n1)
+	f=$(grep -cE '^not ok ' "$1" | tail -n1)
+	fs=$(grep -ciE '^not ok .*# skip' "$1" | tail -n1)
+	passed=$((passed + p - (s - fs)))
+	failed=$((failed + f - fs))
+	skipped=$((skipped + s))
+}
+
+for bin in ${UNIT_BINS:-}; do
+	name=$(basename "$bin")
+	CMOCKA_MESSAGE_OUTPUT=TAP "$bin" > "$out" 2>&1
+	rc=$?
+	sed "s/^/[$name] /" "$out"
+	count_tap "$out"
+	# A crash before any TAP line must still count as a failure.
+	if [ "$rc" -ne 0 ] && ! grep -q '^not ok ' "$out"; then
+		echo "[$name] exited with status $rc"
+		failed=$((failed + 1))
+	fi
+done
+
+if [ -d "$here/e2e" ] && ls "$here"/e2e/*.bats >/dev/null 2>&1; then
+	bats --tap "$here"/e2e > "$out" 2>&1
+	rc=$?
+	sed "s/^/[e2e] /" "$out"
+	count_tap "$out"
+	if [ "$rc" -ne 0 ] && ! grep -q '^not ok ' "$out"; then
+		echo "[e2e] bats exited with status $rc"
+		failed=$((failed + 1))
+	fi
+fi
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,232 @@
+/* The effect door: dry-run records and touches nothing; a real run backs
+ * up, writes atomically, journals and logs; reads see planned writes. */
+#include "testutil.h"
+
+#include "gpuprov/context.h"
+#include "gpuprov/exitcodes.h"
+#include "gpuprov/run.h"
+
+struct fixture {
+	char *dir;
+	struct gp_ctx c;
+	struct gp_err err;
+	struct gp_out out;
+	struct gp_stage_plan *sp;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof *f);
+	f->dir = tu_tmpdir();
+	tu_write(f->dir, "etc/existing.conf", "operator's version\n");
+	tu_mkdir(f->dir, "var/log");
+	assert_int_equal(gp_root_open(&f->c.root, f->dir), 0);
+	gp_out_init(&f->out, stdout, stderr);
+	f->c.out = &f->out;
+	f->c.err = &f->err;
+	f->c.log_fd = -1;
+	f->c.cmd_timeout_ms = 10000;
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_journal_load(&f->c.root, &f->c.journal, &err), 0);
+	f->c.plan = gp_plan_new("test", "0000", f->dir, true);
+	f->sp = gp_plan_add_stage(f->c.plan, "env", "test stage");
+	f->c.stage = f->sp;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	gp_plan_free(f->c.plan);
+	gp_journal_free(&f->c.journal);
+	gp_root_close(&f->c.root);
+	tu_rmrf(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+static char *slurp(const char *dir, const char *rel)
+{
+	char path[PATH_MAX * 2];
+	snprintf(path, sizeof path, "%s/%s", dir, rel);
+	FILE *fp = fopen(path, "re");
+	if (!fp)
+		return NULL;
+	char *buf = calloc(1, 65536);
+	size_t n = fread(buf, 1, 65535, fp);
+	buf[n] = '\0';
+	fclose(fp);
+	return buf;
+}
+
+static void test_dry_run_records_only(void **state)
+{
+	struct fixture *f = *state;
+	f->c.dry_run = true;
+	assert_int_equal(gp_effect_write(&f->c, "/etc/new.conf", "new\n", 4, 0644), 0);
+	assert_int_equal(gp_effect_write(&f->c, "/etc/existing.conf", "changed\n", 8, 0644), 0);
+	assert_int_equal(gp_effect_remove(&f->c, "/etc/existing.conf"), 0);
+	assert_int_equal(gp_effect_symlink(&f->c, "cuda-11.8", "/usr/local/cuda"), 0);
+	assert_int_equal(gp_effect_mkdir(&f->c, "/opt/conda", 0755), 0);
+	char *const argv[] = { "/bin/does-not-exist", "--flag", NULL };
+	assert_int_equal(gp_effect_run(&f->c, argv), 0);
+	gp_effect_reboot(&f->c, "because");
+	assert_int_equal(f->sp->n_effects, 7);
+	assert_int_equal(f->sp->effects[0].kind, GP_EFFECT_WRITE);
+	assert_false(f->sp->effects[0].old_exists);
+	assert_true(f->sp->effects[1].old_exists);
+	assert_string_equal(f->sp->effects[1].old_data, "operator's version\n");
+	assert_int_equal(f->sp->effects[5].kind, GP_EFFECT_RUN);
+	assert_string_equal(f->sp->effects[5].argv[1], "--flag");
+	assert_true(f->c.reboot_requested);
+	assert_true(gp_plan_reboot_required(f->c.plan));
+	/* Nothing on disk changed. */
+	char *text = slurp(f->dir, "etc/existing.conf");
+	assert_string_equal(text, "operator's version\n");
+	free(text);
+	assert_null(slurp(f->dir, "etc/new.conf"));
+	assert_false(gp_root_exists(&f->c.root, "/opt"));
+	assert_false(gp_root_exists(&f->c.root, "/var/lib/gpuprov"));
+}
+
+static void test_reads_see_planned_writes(void **state)
+{
+	struct fixture *f = *state;
+	f->c.dry_run = true;
+	assert_int_equal(gp_effect_write(&f->c, "/etc/a.conf", "planned\n", 8, 0644), 0);
+	char *data = NULL;
+	size_t len = 0;
+	assert_int_equal(gp_ctx_read(&f->c, "/etc/a.conf", &data, &len), 0);
+	assert_string_equal(data, "planned\n");
+	free(data);
+	assert_true(gp_ctx_exists(&f->c, "/etc/a.conf"));
+	assert_int_equal(gp_effect_remove(&f->c, "/etc/existing.conf"), 0);
+	assert_int_equal(gp_ctx_read(&f->c, "/etc/existing.conf", &data, &len), -ENOENT);
+	assert_false(gp_ctx_exists(&f->c, "/etc/existing.conf"));
+	/* Writing what is (planned to be) there already is no effect. */
+	size_t before = f->sp->n_effects;
+	assert_int_equal(gp_effect_write(&f->c, "/etc/a.conf", "planned\n", 8, 0644), 0);
+	assert_int_equal(f->sp->n_effects, before);
+}
+
+static void test_real_write_backs_up_and_journals(void **state)
+{
+	struct fixture *f = *state;
+	f->c.dry_run = false;
+	assert_int_equal(gp_effect_write(&f->c, "/etc/existing.conf", "gpuprov's\n", 10, 0600), 0);
+	char *text = slurp(f->dir, "etc/existing.conf");
+	assert_string_equal(text, "gpuprov's\n");
+	free(text);
+	text = slurp(f->dir, "var/lib/gpuprov/backup/etc/existing.conf");
+	assert_non_null(text);
+	assert_string_equal(text, "operator's version\n");
+	free(text);
+	struct stat st;
+	assert_int_equal(gp_root_stat(&f->c.root, "/etc/existing.conf", &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	char sha[65];
+	gp_sha256_hex("gpuprov's\n", 10, sha);
+	assert_string_equal(gp_journal_file_sha256(&f->c.journal, "/etc/existing.conf"), sha);
+	/* The journal on disk says the same (saved after each effect). */
+	text = slurp(f->dir, "var/lib/gpuprov/state.json");
+	assert_non_null(strstr(text, sha));
+	free(text);
+	/* Rewriting gpuprov's own file takes no second backup. */
+	assert_int_equal(gp_effect_write(&f->c, "/etc/existing.conf", "again\n", 6, 0600), 0);
+	assert_false(gp_root_exists(&f->c.root, "/var/lib/gpuprov/backup/etc/existing.conf.1"));
+	/* A write into a missing directory creates it. */
+	assert_int_equal(gp_effect_write(&f->c, "/etc/profile.d/x.sh", "x\n", 2, 0644), 0);
+	assert_true(gp_root_exists(&f->c.root, "/etc/profile.d/x.sh"));
+}
+
+static void test_real_remove_backs_up(void **state)
+{
+	struct fixture *f = *state;
+	f->c.dry_run = false;
+	assert_int_equal(gp_effect_remove(&f->c, "/etc/existing.conf"), 0);
+	assert_false(gp_root_exists(&f->c.root, "/etc/existing.conf"));
+	char *text = slurp(f->dir, "var/lib/gpuprov/backup/etc/existing.conf");
+	assert_string_equal(text, "operator's version\n");
+	free(text);
+	/* Removing what is not there is no effect. */
+	size_t before = f->sp->n_effects;
+	assert_int_equal(gp_effect_remove(&f->c, "/etc/existing.conf"), 0);
+	assert_int_equal(f->sp->n_effects, before);
+}
+
+/* A tiny root where commands can run chrooted: busybox as /bin/sh. */
+static void make_runnable(struct fixture *f, const char *name, const char *script)
+{
+	char path[PATH_MAX * 2];
+	snprintf(path, sizeof path, "%s/bin", f->dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof path, "%s/bin/busybox", f->dir);
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl("/bin/cp", "cp", "/bin/busybox", path, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	assert_int_equal(st, 0);
+	snprintf(path, sizeof path, "%s/bin/sh", f->dir);
+	if (symlink("busybox", path) < 0)
+		assert_int_equal(errno, EEXIST);
+	char rel[256];
+	snprintf(rel, sizeof rel, "bin/%s", name);
+	tu_write(f->dir, rel, script);
+	snprintf(path, sizeof path, "%s/bin/%s", f->dir, name);
+	assert_int_equal(chmod(path, 0755), 0);
+}
+
+static void test_real_run_failure_message(void **state)
+{
+	struct fixture *f = *state;
+	f->c.dry_run = false;
+	make_runnable(f, "failing", "#!/bin/sh\necho line one\necho 'it broke' >&2\nexit 3\n");
+	char *const argv[] = { "failing", "-u", NULL };
+	assert_int_equal(gp_effect_run(&f->c, argv), -1);
+	assert_int_equal(f->err.exit_code, GP_EXIT_APPLY_FAILED);
+	assert_non_null(strstr(f->err.msg, "'failing -u' exited with status 3"));
+	assert_non_null(strstr(f->err.msg, "it broke"));
+	assert_null(strstr(f->err.msg, "broke\n"));
+	char *const missing[] = { "update-initramfs", "-u", NULL };
+	assert_int_equal(gp_effect_run(&f->c, missing), -1);
+	assert_non_null(strstr(f->err.msg, "cannot run update-initramfs"));
+	assert_non_null(strstr(f->err.msg, strerror(ENOENT)));
+}
+
+static void test_real_run_logs(void **state)
+{
+	struct fixture *f = *state;
+	f->c.dry_run = false;
+	char logpath[PATH_MAX * 2];
+	snprintf(logpath, sizeof logpath, "%s/var/log/gpuprov.log", f->dir);
+	f->c.log_fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	assert_true(f->c.log_fd >= 0);
+	make_runnable(f, "hello", "#!/bin/sh\necho hello from inside\n");
+	char *const argv[] = { "hello", NULL };
+	assert_int_equal(gp_effect_run(&f->c, argv), 0);
+	close(f->c.log_fd);
+	f->c.log_fd = -1;
+	char *log = slurp(f->dir, "var/log/gpuprov.log");
+	assert_non_null(strstr(log, "env: run hello"));
+	assert_non_null(strstr(log, "hello from inside"));
+	free(log);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_dry_run_records_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reads_see_planned_writes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_real_write_backs_up_and_journals, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_real_remove_backs_up, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_real_run_failure_message, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_real_run_logs, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

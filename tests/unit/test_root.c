@@ -1,0 +1,178 @@
+/* Root-relative access: atomic writes, modes, mkdir -p, containment of
+ * symlinks inside the root, directory listing, sha256. */
+#include "testutil.h"
+
+#include "gpuprov/root.h"
+#include "gpuprov/util.h"
+
+static void open_root(struct gp_root *r, const char *dir)
+{
+	assert_int_equal(gp_root_open(r, dir), 0);
+}
+
+static void test_open_missing(void **state)
+{
+	struct gp_root r;
+	assert_int_equal(gp_root_open(&r, "/nonexistent/gpuprov-root"), -ENOENT);
+	gp_root_close(&r);
+}
+
+static void test_host_path(void **state)
+{
+	char *dir = tu_tmpdir();
+	struct gp_root r;
+	open_root(&r, dir);
+	char *p = gp_root_host_path(&r, "/etc/x");
+	char want[512];
+	snprintf(want, sizeof want, "%s/etc/x", dir);
+	assert_string_equal(p, want);
+	free(p);
+	assert_false(gp_root_is_host(&r));
+	gp_root_close(&r);
+	open_root(&r, "/");
+	p = gp_root_host_path(&r, "/etc/x");
+	assert_string_equal(p, "/etc/x");
+	free(p);
+	assert_true(gp_root_is_host(&r));
+	gp_root_close(&r);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+static void test_write_atomic_and_read(void **state)
+{
+	char *dir = tu_tmpdir();
+	struct gp_root r;
+	open_root(&r, dir);
+	assert_int_equal(gp_root_mkdir_p(&r, "/etc/modprobe.d", 0755), 0);
+	assert_int_equal(gp_root_write_atomic(&r, "/etc/modprobe.d/a.conf", "one\n", 4, 0640, 0, 0),
+			 0);
+	assert_int_equal(gp_root_write_atomic(&r, "/etc/modprobe.d/a.conf", "two\n", 4, 0644, 0, 0),
+			 0);
+	char *data = NULL;
+	size_t len = 0;
+	assert_int_equal(gp_root_read(&r, "/etc/modprobe.d/a.conf", &data, &len), 0);
+	assert_int_equal(len, 4);
+	assert_string_equal(data, "two\n");
+	free(data);
+	struct stat st;
+	assert_int_equal(gp_root_stat(&r, "/etc/modprobe.d/a.conf", &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0644);
+	/* No temp files left behind. */
+	char **names = NULL;
+	assert_int_equal(gp_root_list_dir(&r, "/etc/modprobe.d", &names), 0);
+	assert_non_null(names[0]);
+	assert_string_equal(names[0], "a.conf");
+	assert_null(names[1]);
+	gp_strv_free(names);
+	assert_int_equal(gp_root_read(&r, "/etc/missing", &data, &len), -ENOENT);
+	gp_root_close(&r);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+static void test_write_missing_parent(void **state)
+{
+	char *dir = tu_tmpdir();
+	struct gp_root r;
+	open_root(&r, dir);
+	assert_int_equal(gp_root_write_atomic(&r, "/no/such/dir/f", "x", 1, 0644, 0, 0), -ENOENT);
+	gp_root_close(&r);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+/* An absolute symlink inside the root resolves inside the root: writing
+ * through it must never reach the host path it names. */
+static void test_symlink_stays_in_root(void **state)
+{
+	char *dir = tu_tmpdir();
+	char *outside = tu_tmpdir();
+	char link[512];
+	tu_mkdir(dir, "inside");
+	snprintf(link, sizeof link, "%s/etc", dir);
+	assert_int_equal(symlink(outside, link), 0);
+	struct gp_root r;
+	open_root(&r, dir);
+	/* /etc -> <outside> is looked up as <root><outside>, which does not exist. */
+	assert_int_equal(gp_root_write_atomic(&r, "/etc/passwd", "x", 1, 0644, 0, 0), -ENOENT);
+	char probe[512];
+	snprintf(probe, sizeof probe, "%s/passwd", outside);
+	assert_int_equal(access(probe, F_OK), -1);
+	/* ".." cannot climb out of the root either. */
+	assert_int_equal(gp_root_mkdir_p(&r, "/inside", 0755), 0);
+	assert_int_equal(gp_root_write_atomic(&r, "/inside/../../../escaped", "x", 1, 0644, 0, 0),
+			 0);
+	char escaped[512];
+	snprintf(escaped, sizeof escaped, "%s/escaped", dir);
+	assert_int_equal(access(escaped, F_OK), 0);
+	gp_root_close(&r);
+	tu_rmrf(dir);
+	tu_rmrf(outside);
+	free(dir);
+	free(outside);
+}
+
+static void test_mkdir_p(void **state)
+{
+	char *dir = tu_tmpdir();
+	struct gp_root r;
+	open_root(&r, dir);
+	assert_int_equal(gp_root_mkdir_p(&r, "/var/lib/gpuprov/backup", 0755), 0);
+	assert_int_equal(gp_root_mkdir_p(&r, "/var/lib/gpuprov/backup", 0755), 0);
+	struct stat st;
+	assert_int_equal(gp_root_stat(&r, "/var/lib/gpuprov/backup", &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	tu_write(dir, "file", "x");
+	assert_int_equal(gp_root_mkdir_p(&r, "/file/sub", 0755), -ENOTDIR);
+	gp_root_close(&r);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+static void test_symlink_and_readlink(void **state)
+{
+	char *dir = tu_tmpdir();
+	struct gp_root r;
+	open_root(&r, dir);
+	assert_int_equal(gp_root_symlink(&r, "cuda-11.8", "/cuda"), 0);
+	assert_int_equal(gp_root_symlink(&r, "cuda-12.4", "/cuda"), 0);
+	char *target = NULL;
+	assert_int_equal(gp_root_readlink(&r, "/cuda", &target), 0);
+	assert_string_equal(target, "cuda-12.4");
+	free(target);
+	struct stat st;
+	assert_int_equal(gp_root_lstat(&r, "/cuda", &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(gp_root_unlink(&r, "/cuda"), 0);
+	assert_int_equal(gp_root_lstat(&r, "/cuda", &st), -ENOENT);
+	gp_root_close(&r);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+static void test_sha256(void **state)
+{
+	char out[65];
+	gp_sha256_hex("abc", 3, out);
+	assert_string_equal(out,
+			    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	gp_sha256_hex("", 0, out);
+	assert_string_equal(out,
+			    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_open_missing),
+		cmocka_unit_test(test_host_path),
+		cmocka_unit_test(test_write_atomic_and_read),
+		cmocka_unit_test(test_write_missing_parent),
+		cmocka_unit_test(test_symlink_stays_in_root),
+		cmocka_unit_test(test_mkdir_p),
+		cmocka_unit_test(test_symlink_and_readlink),
+		cmocka_unit_test(test_sha256),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -23,10 +23,11 @@ static char **collect_names(char *const *search)
 			continue;
 		struct dirent *de;
 		while ((de = readdir(d))) {
-			if (de->d_name[0] == '.' || !gp_str_ends_with(de->d_name, ".json"))
+			if (de->d_name[0] == '.' ||
+			    !gp_str_ends_with(de->d_name, ".json"))
 				continue;
-			_cleanup_free_ char *name =
-				gp_xstrndup(de->d_name, strlen(de->d_name) - strlen(".json"));
+			_cleanup_free_ char *name = gp_xstrndup(
+			    de->d_name, strlen(de->d_name) - strlen(".json"));
 			if (!gp_strv_contains(names, name))
 				gp_strv_push(&names, name);
 		}
@@ -71,7 +72,8 @@ int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out)
 	return code;
 }
 
-int gp_engine_profiles_show(const struct gp_options *o, const char *name, struct gp_out *out)
+int gp_engine_profiles_show(const struct gp_options *o, const char *name,
+                            struct gp_out *out)
 {
 	_cleanup_strv_ char **search = gp_profile_search_path(o->profile_dir);
 	struct gp_profile *p = NULL;

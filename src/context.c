@@ -54,8 +54,8 @@ void gp_log(struct gp_ctx *c, const char *fmt, ...)
 	_cleanup_free_ char *msg = gp_xvasprintf(fmt, ap);
 	va_end(ap);
 	_cleanup_free_ char *line = gp_xasprintf("%s [%d] %s%s%s\n", when, (int)getpid(),
-						 c->stage ? c->stage->name : "",
-						 c->stage ? ": " : "", msg);
+	                                         c->stage ? c->stage->name : "",
+	                                         c->stage ? ": " : "", msg);
 	if (write(c->log_fd, line, strlen(line)) < 0) {
 		/* The log is best effort; the journal is the record that matters. */
 	}
@@ -75,7 +75,7 @@ static struct gp_effect *add_effect(struct gp_ctx *c, enum gp_effect_kind k)
  * itself (then the first backup, taken before gpuprov's first write,
  * already holds the operator's version). Returns the backup path. */
 static int backup(struct gp_ctx *c, const char *path, const char *data, size_t len,
-		  char **backup_path)
+                  char **backup_path)
 {
 	*backup_path = NULL;
 	char sha[65];
@@ -95,8 +95,8 @@ static int backup(struct gp_ctx *c, const char *path, const char *data, size_t l
 		rc = gp_root_write_atomic(&c->root, dest, data, len, mode, 0, 0);
 	if (rc < 0)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
-			       "%s: cannot back up %s to %s: %s; nothing was changed", stage_name(c),
-			       path, dest, strerror(-rc));
+		               "%s: cannot back up %s to %s: %s; nothing was changed",
+		               stage_name(c), path, dest, strerror(-rc));
 	gp_log(c, "backed up %s to %s", path, dest);
 	*backup_path = TAKE_PTR(dest);
 	return 0;
@@ -106,8 +106,9 @@ static int save_journal(struct gp_ctx *c)
 {
 	int rc = gp_journal_save(&c->root, &c->journal);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "cannot write the journal %s: %s",
-			       GP_STATE_FILE, strerror(-rc));
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		               "cannot write the journal %s: %s", GP_STATE_FILE,
+		               strerror(-rc));
 	return 0;
 }
 
@@ -118,24 +119,25 @@ static int parent_dir(struct gp_ctx *c, const char *path)
 		return 0;
 	int rc = gp_root_mkdir_p(&c->root, dir, 0755);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot create directory %s: %s",
-			       stage_name(c), dir, strerror(-rc));
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		               "%s: cannot create directory %s: %s", stage_name(c), dir,
+		               strerror(-rc));
 	return 0;
 }
 
 int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t len,
-		    mode_t mode)
+                    mode_t mode)
 {
 	_cleanup_free_ char *old = NULL;
 	size_t old_len = 0;
 	int rc = gp_ctx_read(c, path, &old, &old_len);
 	if (rc < 0 && rc != -ENOENT)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot read %s: %s",
-			       stage_name(c), path, strerror(-rc));
+		               stage_name(c), path, strerror(-rc));
 	bool exists = rc == 0;
 	struct stat st;
 	bool mode_ok = !exists || gp_root_stat(&c->root, path, &st) < 0 ||
-		       (st.st_mode & 07777) == (mode & 07777);
+	               (st.st_mode & 07777) == (mode & 07777);
 	if (exists && old_len == len && memcmp(old, data, len) == 0 && mode_ok)
 		return 0;
 
@@ -158,7 +160,7 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 	rc = gp_root_write_atomic(&c->root, path, data, len, mode, 0, 0);
 	if (rc < 0)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot write %s: %s",
-			       stage_name(c), path, strerror(-rc));
+		               stage_name(c), path, strerror(-rc));
 	char sha[65];
 	gp_sha256_hex(data, len, sha);
 	gp_journal_record_file(&c->journal, path, sha, stage_name(c), backup_path);
@@ -176,7 +178,7 @@ int gp_effect_remove(struct gp_ctx *c, const char *path)
 		return 0;
 	if (rc < 0)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot read %s: %s",
-			       stage_name(c), path, strerror(-rc));
+		               stage_name(c), path, strerror(-rc));
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REMOVE);
 	e->path = gp_xstrdup(path);
 	e->old_exists = true;
@@ -190,7 +192,7 @@ int gp_effect_remove(struct gp_ctx *c, const char *path)
 	rc = gp_root_unlink(&c->root, path);
 	if (rc < 0)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot remove %s: %s",
-			       stage_name(c), path, strerror(-rc));
+		               stage_name(c), path, strerror(-rc));
 	gp_journal_record_file(&c->journal, path, NULL, stage_name(c), backup_path);
 	gp_log(c, "removed %s", path);
 	return save_journal(c);
@@ -199,7 +201,8 @@ int gp_effect_remove(struct gp_ctx *c, const char *path)
 int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 {
 	_cleanup_free_ char *current = NULL;
-	if (gp_root_readlink(&c->root, path, &current) == 0 && strcmp(current, target) == 0)
+	if (gp_root_readlink(&c->root, path, &current) == 0 &&
+	    strcmp(current, target) == 0)
 		return 0;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_SYMLINK);
 	e->path = gp_xstrdup(path);
@@ -210,8 +213,9 @@ int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 		return -1;
 	int rc = gp_root_symlink(&c->root, target, path);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot link %s -> %s: %s",
-			       stage_name(c), path, target, strerror(-rc));
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		               "%s: cannot link %s -> %s: %s", stage_name(c), path,
+		               target, strerror(-rc));
 	gp_log(c, "symlink %s -> %s", path, target);
 	return 0;
 }
@@ -229,7 +233,7 @@ int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode)
 	int rc = gp_root_mkdir_p(&c->root, path, mode);
 	if (rc < 0)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot create %s: %s",
-			       stage_name(c), path, strerror(-rc));
+		               stage_name(c), path, strerror(-rc));
 	gp_log(c, "mkdir %s", path);
 	return 0;
 }
@@ -278,14 +282,16 @@ int gp_effect_run(struct gp_ctx *c, char *const argv[])
 	struct gp_run_result res = { 0 };
 	int rc = run_logged(c, argv, &res);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot run %s in %s: %s",
-			       stage_name(c), argv[0], c->root.dir, strerror(-rc));
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		               "%s: cannot run %s in %s: %s", stage_name(c), argv[0],
+		               c->root.dir, strerror(-rc));
 	if (!gp_run_succeeded(&res)) {
 		_cleanup_free_ char *cmd = gp_strv_join(argv, " ");
 		_cleanup_free_ char *how = gp_run_describe(&res, c->cmd_timeout_ms);
 		_cleanup_free_ char *tail = output_tail(res.output ? res.output : "", 3);
-		gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: '%s' %s%s%s; full output in %s",
-			stage_name(c), cmd, how, *tail ? ": " : "", tail, GP_LOG_FILE);
+		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		        "%s: '%s' %s%s%s; full output in %s", stage_name(c), cmd, how,
+		        *tail ? ": " : "", tail, GP_LOG_FILE);
 		gp_run_result_free(&res);
 		return -1;
 	}

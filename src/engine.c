@@ -54,12 +54,14 @@ static int session_open(struct session *s, const struct gp_options *o, struct gp
 	s->c.log_fd = -1;
 	s->c.root.fd = -1;
 	s->c.dry_run = o->dry_run;
-	s->c.cmd_timeout_ms = o->cmd_timeout_ms > 0 ? o->cmd_timeout_ms : DEFAULT_CMD_TIMEOUT_MS;
+	s->c.cmd_timeout_ms = o->cmd_timeout_ms > 0 ? o->cmd_timeout_ms
+	                                            : DEFAULT_CMD_TIMEOUT_MS;
 	s->search = gp_profile_search_path(o->profile_dir);
 	const char *root = o->root ? o->root : "/";
 	int rc = gp_root_open(&s->c.root, root);
 	if (rc < 0) {
-		gp_error(out, "--root %s: %s; give an existing directory", root, strerror(-rc));
+		gp_error(out, "--root %s: %s; give an existing directory", root,
+		         strerror(-rc));
 		return GP_EXIT_USAGE;
 	}
 	if (gp_journal_load(&s->c.root, &s->c.journal, &s->err) < 0)
@@ -68,18 +70,22 @@ static int session_open(struct session *s, const struct gp_options *o, struct gp
 }
 
 /* The profile from --profile, else the one the last install recorded. */
-static int session_profile(struct session *s, const struct gp_options *o, const char *command)
+static int session_profile(struct session *s, const struct gp_options *o,
+                           const char *command)
 {
 	const char *want = o->profile;
 	if (!want) {
 		const char *path = gp_journal_profile_path(&s->c.journal);
-		want = path && access(path, R_OK) == 0 ? path
-							: gp_journal_profile_name(&s->c.journal);
+		want = path && access(path, R_OK) == 0
+		           ? path
+		           : gp_journal_profile_name(&s->c.journal);
 	}
 	if (!want) {
 		gp_error(s->c.out,
-			 "%s: no profile given and no install recorded in %s%s; use --profile NAME",
-			 command, gp_root_is_host(&s->c.root) ? "" : s->c.root.dir, GP_STATE_FILE);
+		         "%s: no profile given and no install recorded in %s%s; use "
+		         "--profile NAME",
+		         command, gp_root_is_host(&s->c.root) ? "" : s->c.root.dir,
+		         GP_STATE_FILE);
 		return GP_EXIT_USAGE;
 	}
 	if (gp_profile_load(want, s->search, &s->profile, &s->err) < 0)
@@ -98,9 +104,10 @@ static int check_stage_names(const struct gp_options *o, const struct gp_out *ou
 				continue;
 			struct gp_buf names = { 0 };
 			for (size_t j = 0; j < gp_stage_count; j++)
-				gp_buf_printf(&names, "%s%s", j ? ", " : "", gp_stages[j]->name);
+				gp_buf_printf(&names, "%s%s", j ? ", " : "",
+				              gp_stages[j]->name);
 			gp_error(out, "%s: unknown stage '%s'; stages are: %s",
-				 l ? "--skip" : "--only", lists[l][i], names.data);
+			         l ? "--skip" : "--only", lists[l][i], names.data);
 			gp_buf_free(&names);
 			return GP_EXIT_USAGE;
 		}
@@ -117,8 +124,9 @@ static bool stage_selected(const struct gp_options *o, const struct gp_stage *st
 
 /* What the engine will do with a stage before looking at the target. */
 static enum gp_stage_state stage_disposition(const struct gp_options *o,
-					     const struct gp_profile *p, const struct gp_stage *st,
-					     const char **reason)
+                                             const struct gp_profile *p,
+                                             const struct gp_stage *st,
+                                             const char **reason)
 {
 	if (!stage_selected(o, st)) {
 		*reason = "excluded by --only/--skip";
@@ -131,19 +139,22 @@ static enum gp_stage_state stage_disposition(const struct gp_options *o,
 		return GP_STATE_DISABLED;
 	}
 	if (!gp_stage_implemented(st)) {
-		*reason = "not implemented in this version of gpuprov; exclude it with --skip";
+		*reason =
+		    "not implemented in this version of gpuprov; exclude it with --skip";
 		return GP_STATE_NOT_IMPLEMENTED;
 	}
 	*reason = NULL;
 	return GP_STATE_NEEDED;
 }
 
-static char *unimplemented_selected(const struct gp_options *o, const struct gp_profile *p)
+static char *unimplemented_selected(const struct gp_options *o,
+                                    const struct gp_profile *p)
 {
 	struct gp_buf b = { 0 };
 	for (size_t i = 0; i < gp_stage_count; i++) {
 		const char *reason;
-		if (stage_disposition(o, p, gp_stages[i], &reason) == GP_STATE_NOT_IMPLEMENTED)
+		if (stage_disposition(o, p, gp_stages[i], &reason) ==
+		    GP_STATE_NOT_IMPLEMENTED)
 			gp_buf_printf(&b, "%s%s", b.len ? "," : "", gp_stages[i]->name);
 	}
 	return b.len ? gp_buf_steal(&b) : NULL;
@@ -160,12 +171,14 @@ static void print_json(struct gp_out *out, cJSON *doc)
 static int open_run_log(struct session *s)
 {
 	int rc = gp_root_mkdir_p(&s->c.root, "/var/log", 0755);
-	int fd = rc < 0 ? rc
-			: gp_root_openat(&s->c.root, GP_LOG_FILE,
-					 O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0640);
+	int fd = rc < 0
+	             ? rc
+	             : gp_root_openat(&s->c.root, GP_LOG_FILE,
+	                              O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0640);
 	if (fd < 0)
-		return gp_fail(&s->err, GP_EXIT_APPLY_FAILED, "cannot open the run log %s: %s",
-			       GP_LOG_FILE, strerror(-fd));
+		return gp_fail(&s->err, GP_EXIT_APPLY_FAILED,
+		               "cannot open the run log %s: %s", GP_LOG_FILE,
+		               strerror(-fd));
 	s->c.log_fd = fd;
 	return 0;
 }
@@ -181,12 +194,13 @@ static bool reboot_did_not_help(struct session *s)
 
 /* Runs one selected, enabled, implemented stage. Returns 0 or an exit code. */
 static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *cfg,
-		     struct gp_stage_plan *sp, bool reboot_outstanding)
+                     struct gp_stage_plan *sp, bool reboot_outstanding)
 {
 	struct gp_ctx *c = &s->c;
 	if ((st->flags & GP_STAGE_NEEDS_REBOOTED_KERNEL) && reboot_outstanding) {
-		gp_stage_plan_set(sp, GP_STATE_WAITING_REBOOT,
-				  "runs after the pending reboot (needs the new kernel state)");
+		gp_stage_plan_set(
+		    sp, GP_STATE_WAITING_REBOOT,
+		    "runs after the pending reboot (needs the new kernel state)");
 		return 0;
 	}
 	c->stage = sp;
@@ -198,15 +212,18 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 		return report_err(s);
 	}
 	if (ck.state == GP_STATE_REBOOT_PENDING && reboot_did_not_help(s))
-		gp_check_set(&ck, GP_STATE_BLOCKED,
-			     "%s - but the machine has rebooted since gpuprov asked for it, so "
-			     "the change did not take effect; 'gpuprov verify --only %s' has hints",
-			     ck.reason, st->name);
+		gp_check_set(
+		    &ck, GP_STATE_BLOCKED,
+		    "%s - but the machine has rebooted since gpuprov asked for it, so "
+		    "the change did not take effect; 'gpuprov verify --only %s' has "
+		    "hints",
+		    ck.reason, st->name);
 	gp_stage_plan_set(sp, ck.state, "%s", ck.reason);
 	free(ck.reason);
 	if (sp->state != GP_STATE_NEEDED) {
 		if (!c->dry_run)
-			gp_journal_set_stage(&c->journal, st->name, gp_stage_state_id(sp->state));
+			gp_journal_set_stage(&c->journal, st->name,
+			                     gp_stage_state_id(sp->state));
 		return 0;
 	}
 	gp_log(c, "apply: %s", sp->reason);
@@ -229,8 +246,8 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 	enum gp_stage_state final = after.state;
 	if (final == GP_STATE_NEEDED) {
 		gp_fail(&s->err, GP_EXIT_APPLY_FAILED,
-			"%s: still not done after applying its changes: %s; see %s", st->name,
-			after.reason, GP_LOG_FILE);
+		        "%s: still not done after applying its changes: %s; see %s",
+		        st->name, after.reason, GP_LOG_FILE);
 		free(after.reason);
 		gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
 		gp_journal_set_stage(&c->journal, st->name, "failed");
@@ -238,7 +255,8 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 	}
 	free(after.reason);
 	gp_journal_set_stage(&c->journal, st->name,
-			     final == GP_STATE_REBOOT_PENDING ? "reboot_pending" : "done");
+	                     final == GP_STATE_REBOOT_PENDING ? "reboot_pending"
+	                                                      : "done");
 	if (gp_journal_save(&c->root, &c->journal) < 0)
 		return gp_fail(&s->err, GP_EXIT_APPLY_FAILED, "cannot write the journal"),
 		       report_err(s);
@@ -257,17 +275,18 @@ static void record_reboot(struct session *s, const struct gp_plan *plan)
 		const struct gp_stage_plan *sp = &plan->stages[i];
 		for (size_t j = 0; j < sp->n_effects; j++)
 			if (sp->effects[j].kind == GP_EFFECT_REBOOT)
-				gp_buf_printf(&why, "%s%s: %s", why.len ? "; " : "", sp->name,
-					      sp->effects[j].reason);
+				gp_buf_printf(&why, "%s%s: %s", why.len ? "; " : "",
+				              sp->name, sp->effects[j].reason);
 		if (sp->state == GP_STATE_REBOOT_PENDING && !sp->n_effects)
-			gp_buf_printf(&why, "%s%s: %s", why.len ? "; " : "", sp->name, sp->reason);
+			gp_buf_printf(&why, "%s%s: %s", why.len ? "; " : "", sp->name,
+			              sp->reason);
 	}
 	_cleanup_free_ char *now = gp_boot_id(&c->root);
 	/* Keep the boot id of the first request: it is what tells a later run
 	 * whether the machine rebooted since. */
 	const char *asked_in = gp_journal_reboot_boot_id(&c->journal);
-	_cleanup_free_ char *keep = gp_xstrdup(asked_in && gp_streq(asked_in, now) ? asked_in
-										     : now);
+	_cleanup_free_ char *keep = gp_xstrdup(
+	    asked_in && gp_streq(asked_in, now) ? asked_in : now);
 	gp_journal_set_reboot(&c->journal, why.data, keep);
 	gp_buf_free(&why);
 }
@@ -303,30 +322,37 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 	if (!c->dry_run) {
 		_cleanup_free_ char *missing = unimplemented_selected(o, s.profile);
 		if (missing) {
-			gp_error(out,
-				 "install: stages not implemented yet: %s; nothing was changed; "
-				 "exclude them with --skip %s (or pick stages with --only)",
-				 missing, missing);
+			gp_error(
+			    out,
+			    "install: stages not implemented yet: %s; nothing was "
+			    "changed; "
+			    "exclude them with --skip %s (or pick stages with --only)",
+			    missing, missing);
 			session_close(&s);
 			return GP_EXIT_BLOCKED;
 		}
 		if (!gp_root_writable(&c->root)) {
-			gp_error(out, "install: the root %s is not writable; run as root or use "
-				 "--dry-run", c->root.dir);
+			gp_error(
+			    out,
+			    "install: the root %s is not writable; run as root or use "
+			    "--dry-run",
+			    c->root.dir);
 			session_close(&s);
 			return GP_EXIT_BLOCKED;
 		}
-		if (gp_lock_acquire(&c->root, &s.lock_fd, &s.err) < 0 || open_run_log(&s) < 0) {
+		if (gp_lock_acquire(&c->root, &s.lock_fd, &s.err) < 0 ||
+		    open_run_log(&s) < 0) {
 			code = report_err(&s);
 			session_close(&s);
 			return code;
 		}
-		gp_log(c, "install: profile %s (%s, sha256 %s)", s.profile->name, s.profile->path,
-		       s.profile->digest);
+		gp_log(c, "install: profile %s (%s, sha256 %s)", s.profile->name,
+		       s.profile->path, s.profile->digest);
 		gp_journal_set_profile(&c->journal, s.profile->name, s.profile->path,
-				       s.profile->digest);
+		                       s.profile->digest);
 	}
-	c->plan = gp_plan_new(s.profile->name, s.profile->digest, c->root.dir, c->dry_run);
+	c->plan = gp_plan_new(s.profile->name, s.profile->digest, c->root.dir,
+	                      c->dry_run);
 	struct gp_os_release osr = { 0 };
 	if (gp_os_release_read(&c->root, &osr) == 0 && osr.pretty_name)
 		c->plan->os_pretty = gp_xstrdup(osr.pretty_name);
@@ -335,7 +361,8 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 	bool failed = false;
 	for (size_t i = 0; i < gp_stage_count; i++) {
 		const struct gp_stage *st = gp_stages[i];
-		struct gp_stage_plan *sp = gp_plan_add_stage(c->plan, st->name, st->summary);
+		struct gp_stage_plan *sp = gp_plan_add_stage(c->plan, st->name,
+		                                             st->summary);
 		const char *reason;
 		enum gp_stage_state disp = stage_disposition(o, s.profile, st, &reason);
 		if (disp != GP_STATE_NEEDED) {
@@ -343,11 +370,14 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 			continue;
 		}
 		if (failed) {
-			gp_stage_plan_set(sp, GP_STATE_SKIPPED, "not run: an earlier stage failed");
+			gp_stage_plan_set(sp, GP_STATE_SKIPPED,
+			                  "not run: an earlier stage failed");
 			continue;
 		}
-		bool outstanding = c->reboot_requested || gp_plan_reboot_required(c->plan);
-		if (run_stage(&s, st, gp_profile_stage(s.profile, st->name), sp, outstanding))
+		bool outstanding = c->reboot_requested ||
+		                   gp_plan_reboot_required(c->plan);
+		if (run_stage(&s, st, gp_profile_stage(s.profile, st->name), sp,
+		              outstanding))
 			failed = true;
 		c->stage = NULL;
 	}
@@ -364,13 +394,17 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 	else if (c->dry_run || out->verbosity >= 0)
 		gp_plan_render_text(c->plan, out->out, out->color);
 	code = failed ? (s.err.exit_code ? s.err.exit_code : GP_EXIT_APPLY_FAILED)
-		      : plan_exit_code(c->plan);
+	              : plan_exit_code(c->plan);
 	if (code == GP_EXIT_REBOOT && !c->dry_run)
-		gp_error(out, "reboot required (%s); reboot, then run 'gpuprov install --profile %s' "
-			 "again to continue",
-			 gp_journal_reboot_reason(&c->journal), s.profile->name);
+		gp_error(out,
+		         "reboot required (%s); reboot, then run 'gpuprov install "
+		         "--profile %s' "
+		         "again to continue",
+		         gp_journal_reboot_reason(&c->journal), s.profile->name);
 	if (code == GP_EXIT_BLOCKED && !c->dry_run)
-		gp_error(out, "install blocked: a stage's precondition is not met (see above)");
+		gp_error(
+		    out,
+		    "install blocked: a stage's precondition is not met (see above)");
 	session_close(&s);
 	return code;
 }
@@ -398,9 +432,11 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 		enum gp_stage_state disp = stage_disposition(o, s.profile, st, &reason);
 		if (disp == GP_STATE_NOT_IMPLEMENTED) {
 			unimplemented = true;
-			gp_report_add(&rep, st->name, GP_SKIP, "stage",
-				      "exclude it with --skip or choose stages with --only",
-				      "not implemented in this version of gpuprov: nothing verified");
+			gp_report_add(
+			    &rep, st->name, GP_SKIP, "stage",
+			    "exclude it with --skip or choose stages with --only",
+			    "not implemented in this version of gpuprov: nothing "
+			    "verified");
 		}
 		if (disp != GP_STATE_NEEDED)
 			continue;
@@ -410,15 +446,15 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 	const char *pending = gp_journal_reboot_reason(&c->journal);
 	if (pending)
 		gp_report_add(&rep, "gpuprov", GP_WARN, "pending reboot",
-			      "reboot, then run 'gpuprov install' again", "%s", pending);
+		              "reboot, then run 'gpuprov install' again", "%s", pending);
 	if (!code) {
 		if (out->json)
 			print_json(out, gp_report_to_json(&rep));
 		else
 			gp_report_render_text(&rep, out->out, out->color);
 		code = gp_report_count(&rep, GP_FAIL) ? GP_EXIT_VERIFY_FAILED
-			: unimplemented			? GP_EXIT_BLOCKED
-							: GP_EXIT_OK;
+		       : unimplemented                ? GP_EXIT_BLOCKED
+		                                      : GP_EXIT_OK;
 	}
 	gp_report_free(&rep);
 	session_close(&s);
@@ -442,20 +478,21 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 		cJSON *doc = cJSON_CreateObject();
 		cJSON_AddNumberToObject(doc, "gpuprov_status", 1);
 		cJSON_AddStringToObject(doc, "root", s.c.root.dir);
-		cJSON_AddItemToObject(doc, "profile",
-				      prof ? cJSON_Duplicate(prof, 1) : cJSON_CreateNull());
+		cJSON_AddItemToObject(
+		    doc, "profile", prof ? cJSON_Duplicate(prof, 1) : cJSON_CreateNull());
 		cJSON *arr = cJSON_AddArrayToObject(doc, "stages");
 		for (size_t i = 0; i < gp_stage_count; i++) {
 			const struct gp_stage *st = gp_stages[i];
-			const cJSON *rec = cJSON_GetObjectItemCaseSensitive(stages, st->name);
+			const cJSON *rec = cJSON_GetObjectItemCaseSensitive(stages,
+			                                                    st->name);
 			cJSON *e = cJSON_CreateObject();
 			cJSON_AddStringToObject(e, "name", st->name);
 			cJSON_AddBoolToObject(e, "implemented", gp_stage_implemented(st));
-			cJSON_AddStringToObject(
-				e, "state",
-				gp_json_string(rec, "state",
-					       gp_stage_implemented(st) ? "never_run"
-									: "not_implemented"));
+			cJSON_AddStringToObject(e, "state",
+			                        gp_json_string(rec, "state",
+			                                       gp_stage_implemented(st)
+			                                           ? "never_run"
+			                                           : "not_implemented"));
 			const char *when = gp_json_string(rec, "time", NULL);
 			if (when)
 				cJSON_AddStringToObject(e, "time", when);
@@ -465,24 +502,28 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 		}
 		cJSON *rb = cJSON_GetObjectItemCaseSensitive(j->doc, "reboot");
 		cJSON_AddItemToObject(doc, "reboot",
-				      rb ? cJSON_Duplicate(rb, 1) : cJSON_CreateNull());
+		                      rb ? cJSON_Duplicate(rb, 1) : cJSON_CreateNull());
 		cJSON_AddNumberToObject(doc, "files_written", cJSON_GetArraySize(files));
 		print_json(out, doc);
 	} else if (gp_journal_is_empty(j)) {
-		fprintf(out->out, "gpuprov status: no install recorded under %s\n", s.c.root.dir);
+		fprintf(out->out, "gpuprov status: no install recorded under %s\n",
+		        s.c.root.dir);
 	} else {
 		fprintf(out->out, "gpuprov status: %s\n", s.c.root.dir);
 		fprintf(out->out, "profile: %s (sha256 %.12s)\n  from %s\n",
-			gp_json_string(prof, "name", "?"), gp_json_string(prof, "sha256", "?"),
-			gp_json_string(prof, "path", "?"));
+		        gp_json_string(prof, "name", "?"),
+		        gp_json_string(prof, "sha256", "?"),
+		        gp_json_string(prof, "path", "?"));
 		for (size_t i = 0; i < gp_stage_count; i++) {
 			const struct gp_stage *st = gp_stages[i];
-			const cJSON *rec = cJSON_GetObjectItemCaseSensitive(stages, st->name);
+			const cJSON *rec = cJSON_GetObjectItemCaseSensitive(stages,
+			                                                    st->name);
 			const char *state = gp_json_string(rec, "state", NULL);
 			if (!state)
-				state = gp_stage_implemented(st) ? "never run" : "not implemented";
+				state = gp_stage_implemented(st) ? "never run"
+				                                 : "not implemented";
 			fprintf(out->out, "  %-8s %-16s %s\n", st->name, state,
-				gp_json_string(rec, "time", ""));
+			        gp_json_string(rec, "time", ""));
 		}
 		fprintf(out->out, "files written: %d\n", cJSON_GetArraySize(files));
 		if (pending)

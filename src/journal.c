@@ -57,17 +57,18 @@ int gp_journal_load(const struct gp_root *r, struct gp_journal *j, struct gp_err
 		return 0;
 	}
 	if (rc < 0)
-		return gp_fail(err, GP_EXIT_INVALID_INPUT, "cannot read the journal %s: %s", host,
-			       strerror(-rc));
+		return gp_fail(err, GP_EXIT_INVALID_INPUT,
+		               "cannot read the journal %s: %s", host, strerror(-rc));
 	struct gp_err perr = { 0 };
 	cJSON *doc = gp_json_parse(host, text, len, &perr);
 	if (!doc || !cJSON_IsObject(doc) ||
 	    !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(doc, "gpuprov_state"))) {
 		cJSON_Delete(doc);
-		return gp_fail(err, GP_EXIT_INVALID_INPUT,
-			       "the journal %s is corrupt (%s); move it aside to start over "
-			       "(gpuprov then treats this root as never provisioned)",
-			       host, doc ? "not a gpuprov state document" : perr.msg);
+		return gp_fail(
+		    err, GP_EXIT_INVALID_INPUT,
+		    "the journal %s is corrupt (%s); move it aside to start over "
+		    "(gpuprov then treats this root as never provisioned)",
+		    host, doc ? "not a gpuprov state document" : perr.msg);
 	}
 	j->doc = doc;
 	return 0;
@@ -101,7 +102,7 @@ bool gp_journal_is_empty(const struct gp_journal *j)
 }
 
 void gp_journal_set_profile(struct gp_journal *j, const char *name, const char *path,
-			    const char *digest)
+                            const char *digest)
 {
 	cJSON *p = child_object(j->doc, "profile");
 	set_string(p, "name", name);
@@ -134,7 +135,7 @@ void gp_journal_set_stage(struct gp_journal *j, const char *stage, const char *s
 }
 
 void gp_journal_record_file(struct gp_journal *j, const char *path, const char *sha256,
-			    const char *stage, const char *backup)
+                            const char *stage, const char *backup)
 {
 	cJSON *f = child_object(child_object(j->doc, "files"), path);
 	set_string(f, "sha256", sha256);
@@ -180,31 +181,32 @@ int gp_lock_acquire(const struct gp_root *r, int *fdp, struct gp_err *err)
 	_cleanup_free_ char *host = gp_root_host_path(r, GP_LOCK_FILE);
 	int rc = gp_root_mkdir_p(r, GP_STATE_DIR, 0755);
 	if (rc < 0)
-		return gp_fail(err, GP_EXIT_APPLY_FAILED, "cannot create %s: %s", GP_STATE_DIR,
-			       strerror(-rc));
-	_cleanup_close_ int fd = gp_root_openat(r, GP_LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW,
-						0644);
+		return gp_fail(err, GP_EXIT_APPLY_FAILED, "cannot create %s: %s",
+		               GP_STATE_DIR, strerror(-rc));
+	_cleanup_close_ int fd = gp_root_openat(r, GP_LOCK_FILE,
+	                                        O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
 	if (fd < 0)
-		return gp_fail(err, GP_EXIT_APPLY_FAILED, "cannot open the lock %s: %s", host,
-			       strerror(-fd));
+		return gp_fail(err, GP_EXIT_APPLY_FAILED, "cannot open the lock %s: %s",
+		               host, strerror(-fd));
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (errno != EWOULDBLOCK)
-			return gp_fail(err, GP_EXIT_APPLY_FAILED, "cannot lock %s: %s", host,
-				       strerror(errno));
+			return gp_fail(err, GP_EXIT_APPLY_FAILED, "cannot lock %s: %s",
+			               host, strerror(errno));
 		char pid[32] = "";
 		ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
 		pid[n > 0 ? n : 0] = '\0';
 		pid[strcspn(pid, "\n")] = '\0';
-		return gp_fail(err, GP_EXIT_LOCKED,
-			       "another gpuprov run (pid %s) holds the lock %s; wait for it to "
-			       "finish, then run this command again",
-			       *pid ? pid : "unknown", host);
+		return gp_fail(
+		    err, GP_EXIT_LOCKED,
+		    "another gpuprov run (pid %s) holds the lock %s; wait for it to "
+		    "finish, then run this command again",
+		    *pid ? pid : "unknown", host);
 	}
 	char pid[32];
 	int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
 	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
-		return gp_fail(err, GP_EXIT_APPLY_FAILED, "cannot write the lock %s: %s", host,
-			       strerror(errno));
+		return gp_fail(err, GP_EXIT_APPLY_FAILED, "cannot write the lock %s: %s",
+		               host, strerror(errno));
 	*fdp = TAKE_FD(fd);
 	return 0;
 }

@@ -44,7 +44,8 @@ static bool blank_comments(char *s, size_t len, size_t *bad_off)
 			size_t start = i;
 			s[i++] = ' ';
 			s[i++] = ' ';
-			while (i < len && !(s[i] == '*' && i + 1 < len && s[i + 1] == '/')) {
+			while (i < len &&
+			       !(s[i] == '*' && i + 1 < len && s[i + 1] == '/')) {
 				if (s[i] != '\n')
 					s[i] = ' ';
 				i++;
@@ -126,8 +127,8 @@ static void scan_object(struct scanner *sc, const char *pointer)
 			int line, col;
 			position_of(sc->s, key_off, &line, &col);
 			gp_fail(sc->err, GP_EXIT_INVALID_INPUT,
-				"%s:%d:%d: duplicate key \"%s\"; keep one of them", sc->doc->file,
-				line, col, key);
+			        "%s:%d:%d: duplicate key \"%s\"; keep one of them",
+			        sc->doc->file, line, col, key);
 			sc->failed = 1;
 		}
 		gp_strv_push(&seen, key);
@@ -180,8 +181,8 @@ static void scan_value(struct scanner *sc, const char *pointer)
 	}
 }
 
-int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text, size_t len,
-		      struct gp_err *err)
+int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text,
+                      size_t len, struct gp_err *err)
 {
 	*d = (struct gp_json_doc){ .file = gp_xstrdup(file) };
 	const char *nul = memchr(text, '\0', len);
@@ -189,7 +190,8 @@ int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text,
 		int line, col;
 		position_of(text, (size_t)(nul - text), &line, &col);
 		return gp_fail(err, GP_EXIT_INVALID_INPUT,
-			       "%s:%d:%d: NUL byte: this is not a JSON text file", file, line, col);
+		               "%s:%d:%d: NUL byte: this is not a JSON text file", file,
+		               line, col);
 	}
 	_cleanup_free_ char *copy = gp_xstrndup(text, len);
 	size_t bad = 0;
@@ -197,7 +199,8 @@ int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text,
 		int line, col;
 		position_of(text, bad, &line, &col);
 		return gp_fail(err, GP_EXIT_INVALID_INPUT,
-			       "%s:%d:%d: comment opened with /* is never closed", file, line, col);
+		               "%s:%d:%d: comment opened with /* is never closed", file,
+		               line, col);
 	}
 	const char *end = NULL;
 	cJSON *json = cJSON_ParseWithOpts(copy, &end, 1);
@@ -205,13 +208,15 @@ int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text,
 		size_t off = end && end >= copy ? (size_t)(end - copy) : 0;
 		if (off > len)
 			off = len;
-		const char *what = off >= len ? "unexpected end of file"
-					      : "syntax error (or nesting deeper than 1000)";
+		const char *what = off >= len
+		                       ? "unexpected end of file"
+		                       : "syntax error (or nesting deeper than 1000)";
 		int line, col;
 		position_of(text, off, &line, &col);
-		return gp_fail(err, GP_EXIT_INVALID_INPUT,
-			       "%s:%d:%d: %s; check for a missing comma, quote or bracket", file,
-			       line, col, what);
+		return gp_fail(
+		    err, GP_EXIT_INVALID_INPUT,
+		    "%s:%d:%d: %s; check for a missing comma, quote or bracket", file,
+		    line, col, what);
 	}
 	struct scanner sc = { .s = copy, .len = len, .doc = d, .err = err };
 	scan_value(&sc, "");
@@ -233,7 +238,8 @@ void gp_json_doc_free(struct gp_json_doc *d)
 	*d = (struct gp_json_doc){ 0 };
 }
 
-void gp_json_doc_where(const struct gp_json_doc *d, const char *pointer, int *line, int *col)
+void gp_json_doc_where(const struct gp_json_doc *d, const char *pointer, int *line,
+                       int *col)
 {
 	*line = 1;
 	*col = 1;

@@ -17,36 +17,36 @@
 #endif
 
 static const char global_usage[] =
-	"usage: gpuprov [--root DIR] [--profile-dir DIR] [--json] [-q|-v] [--no-color]\n"
-	"               COMMAND [ARGS]\n"
-	"\n"
-	"Turns a Linux server into a verified GPU machine for deep learning.\n"
-	"\n"
-	"commands:\n"
-	"  install --profile NAME|PATH [--dry-run] [--only S,..] [--skip S,..]\n"
-	"                        make the target match the profile\n"
-	"  plan --profile NAME|PATH [--only S,..] [--skip S,..]\n"
-	"                        show what install would do (same as install --dry-run)\n"
-	"  verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
-	"                        check that the installed stack works\n"
-	"  status                show the journal: profile, stages, pending reboot\n"
-	"  profiles list         list the profiles in the search path\n"
-	"  profiles show NAME    print a profile after inheritance\n"
-	"\n"
-	"global options:\n"
-	"  --root DIR            operate on the system mounted at DIR (default /)\n"
-	"  --profile-dir DIR     search DIR for profiles first\n"
-	"  --json                print results as one JSON document\n"
-	"  -q, --quiet           print only errors\n"
-	"  -v, --verbose         print more detail\n"
-	"  --no-color            never colour the output\n"
-	"  -h, --help            show help (also after a command)\n"
-	"  --version             print the version\n"
-	"\n"
-	"stages, in order: nouveau, driver, cuda, cudnn, pytorch, env\n"
-	"exit codes: 0 done, 1 apply failed, 2 usage, 3 verify failed, 4 blocked,\n"
-	"            5 reboot required, 6 locked by another run, 65 invalid input\n"
-	"See gpuprov(8).\n";
+    "usage: gpuprov [--root DIR] [--profile-dir DIR] [--json] [-q|-v] [--no-color]\n"
+    "               COMMAND [ARGS]\n"
+    "\n"
+    "Turns a Linux server into a verified GPU machine for deep learning.\n"
+    "\n"
+    "commands:\n"
+    "  install --profile NAME|PATH [--dry-run] [--only S,..] [--skip S,..]\n"
+    "                        make the target match the profile\n"
+    "  plan --profile NAME|PATH [--only S,..] [--skip S,..]\n"
+    "                        show what install would do (same as install --dry-run)\n"
+    "  verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
+    "                        check that the installed stack works\n"
+    "  status                show the journal: profile, stages, pending reboot\n"
+    "  profiles list         list the profiles in the search path\n"
+    "  profiles show NAME    print a profile after inheritance\n"
+    "\n"
+    "global options:\n"
+    "  --root DIR            operate on the system mounted at DIR (default /)\n"
+    "  --profile-dir DIR     search DIR for profiles first\n"
+    "  --json                print results as one JSON document\n"
+    "  -q, --quiet           print only errors\n"
+    "  -v, --verbose         print more detail\n"
+    "  --no-color            never colour the output\n"
+    "  -h, --help            show help (also after a command)\n"
+    "  --version             print the version\n"
+    "\n"
+    "stages, in order: nouveau, driver, cuda, cudnn, pytorch, env\n"
+    "exit codes: 0 done, 1 apply failed, 2 usage, 3 verify failed, 4 blocked,\n"
+    "            5 reboot required, 6 locked by another run, 65 invalid input\n"
+    "See gpuprov(8).\n";
 
 struct command {
 	const char *name;
@@ -62,7 +62,8 @@ enum {
 
 static const struct command commands[] = {
 	{ "install",
-	  "usage: gpuprov install --profile NAME|PATH [--dry-run] [--only S,..] [--skip S,..]\n"
+	  "usage: gpuprov install --profile NAME|PATH [--dry-run] [--only S,..] [--skip "
+	  "S,..]\n"
 	  "\n"
 	  "Runs the profile's stages in order: each is checked, and changed only when\n"
 	  "needed. --dry-run prints the exact plan (file diffs, commands, reboots) and\n"
@@ -78,13 +79,15 @@ static const struct command commands[] = {
 	{ "verify",
 	  "usage: gpuprov verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
 	  "\n"
-	  "Checks, read-only, that every stage's result works. The profile defaults to the\n"
+	  "Checks, read-only, that every stage's result works. The profile defaults to "
+	  "the\n"
 	  "one the last install recorded. Exits 3 when a check fails.\n",
 	  OPT_PROFILE | OPT_SELECT },
 	{ "status",
 	  "usage: gpuprov status\n"
 	  "\n"
-	  "Shows the journal: installed profile and digest, each stage's state and time,\n"
+	  "Shows the journal: installed profile and digest, each stage's state and "
+	  "time,\n"
 	  "files written and any pending reboot.\n",
 	  0 },
 	{ "profiles",
@@ -200,14 +203,16 @@ int main(int argc, char **argv)
 			break;
 		}
 		case ':':
-			rc = usage_error(NULL, "option '%s' needs an argument", argv[optind - 1]);
+			rc = usage_error(NULL, "option '%s' needs an argument",
+			                 argv[optind - 1]);
 			goto out;
 		default:
 			rc = usage_error(NULL, "unknown option '%s'", argv[optind - 1]);
 			goto out;
 		}
 	}
-	out.color = !no_color && !getenv("NO_COLOR") && isatty(fileno(stdout)) && !out.json;
+	out.color = !no_color && !getenv("NO_COLOR") && isatty(fileno(stdout)) &&
+	            !out.json;
 
 	if (optind >= argc) {
 		if (help) {
@@ -228,9 +233,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (used & ~cmd->allowed) {
-		const char *which = (used & ~cmd->allowed & OPT_PROFILE)   ? bad_used
-				    : (used & ~cmd->allowed & OPT_DRY_RUN) ? "--dry-run"
-									   : "--only/--skip";
+		const char *which = (used & ~cmd->allowed & OPT_PROFILE) ? bad_used
+		                    : (used & ~cmd->allowed & OPT_DRY_RUN)
+		                        ? "--dry-run"
+		                        : "--only/--skip";
 		rc = usage_error(cmd, "option %s does not apply to this command", which);
 		goto out;
 	}

@@ -44,15 +44,15 @@ const char *gp_stage_state_id(enum gp_stage_state s)
 const char *gp_effect_kind_name(enum gp_effect_kind k)
 {
 	static const char *const names[] = {
-		[GP_EFFECT_WRITE] = "write",   [GP_EFFECT_REMOVE] = "remove",
+		[GP_EFFECT_WRITE] = "write",     [GP_EFFECT_REMOVE] = "remove",
 		[GP_EFFECT_SYMLINK] = "symlink", [GP_EFFECT_MKDIR] = "mkdir",
-		[GP_EFFECT_RUN] = "run",       [GP_EFFECT_REBOOT] = "reboot",
+		[GP_EFFECT_RUN] = "run",         [GP_EFFECT_REBOOT] = "reboot",
 	};
 	return (unsigned)k < ARRAY_SIZE(names) ? names[k] : "?";
 }
 
-struct gp_plan *gp_plan_new(const char *profile_name, const char *digest, const char *root,
-			    bool dry_run)
+struct gp_plan *gp_plan_new(const char *profile_name, const char *digest,
+                            const char *root, bool dry_run)
 {
 	struct gp_plan *p = gp_xcalloc(1, sizeof *p);
 	p->profile_name = gp_xstrdup(profile_name);
@@ -94,16 +94,17 @@ void gp_plan_free(struct gp_plan *p)
 }
 
 struct gp_stage_plan *gp_plan_add_stage(struct gp_plan *p, const char *name,
-					const char *summary)
+                                        const char *summary)
 {
 	p->stages = gp_xrealloc(p->stages, (p->n_stages + 1) * sizeof *p->stages);
 	struct gp_stage_plan *sp = &p->stages[p->n_stages++];
-	*sp = (struct gp_stage_plan){ .name = gp_xstrdup(name), .summary = gp_xstrdup(summary) };
+	*sp = (struct gp_stage_plan){ .name = gp_xstrdup(name),
+		                      .summary = gp_xstrdup(summary) };
 	return sp;
 }
 
 void gp_stage_plan_set(struct gp_stage_plan *sp, enum gp_stage_state state,
-		       const char *reason_fmt, ...)
+                       const char *reason_fmt, ...)
 {
 	sp->state = state;
 	free(sp->reason);
@@ -113,7 +114,8 @@ void gp_stage_plan_set(struct gp_stage_plan *sp, enum gp_stage_state state,
 	va_end(ap);
 }
 
-struct gp_effect *gp_stage_plan_add_effect(struct gp_stage_plan *sp, enum gp_effect_kind k)
+struct gp_effect *gp_stage_plan_add_effect(struct gp_stage_plan *sp,
+                                           enum gp_effect_kind k)
 {
 	sp->effects = gp_xrealloc(sp->effects, (sp->n_effects + 1) * sizeof *sp->effects);
 	struct gp_effect *e = &sp->effects[sp->n_effects++];
@@ -134,7 +136,7 @@ bool gp_plan_reboot_required(const struct gp_plan *p)
 }
 
 bool gp_plan_lookup_file(const struct gp_plan *p, const char *path, bool *exists,
-			 const char **data, size_t *len)
+                         const char **data, size_t *len)
 {
 	bool found = false;
 	for (size_t i = 0; p && i < p->n_stages; i++) {
@@ -163,9 +165,10 @@ static void append_quoted(struct gp_buf *b, const char *arg)
 {
 	bool plain = *arg != '\0';
 	for (const char *c = arg; *c; c++)
-		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-			    "-_./=:,+@%",
-			    *c))
+		if (!strchr(
+		        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+		        "-_./=:,+@%",
+		        *c))
 			plain = false;
 	if (plain) {
 		gp_buf_puts(b, arg);
@@ -208,12 +211,12 @@ static char *effect_diff(const struct gp_effect *e)
 		if (new)
 			gp_sha256_hex(new, new_len, sha);
 		return gp_xasprintf("binary content, %zu bytes%s%s\n", new_len,
-				    new ? ", sha256 " : "", sha);
+		                    new ? ", sha256 " : "", sha);
 	}
-	_cleanup_free_ char *old_label =
-		gp_xasprintf("%s%s", e->path, e->old_exists ? "" : " (absent)");
+	_cleanup_free_ char *old_label = gp_xasprintf("%s%s", e->path,
+	                                              e->old_exists ? "" : " (absent)");
 	_cleanup_free_ char *new_label = gp_xasprintf(
-		"%s%s", e->path, e->kind == GP_EFFECT_WRITE ? " (planned)" : " (removed)");
+	    "%s%s", e->path, e->kind == GP_EFFECT_WRITE ? " (planned)" : " (removed)");
 	return gp_unified_diff(old_label, old, old_len, new_label, new, new_len);
 }
 
@@ -225,9 +228,9 @@ static void render_effect(const struct gp_effect *e, FILE *f, bool color)
 	case GP_EFFECT_REMOVE: {
 		if (e->kind == GP_EFFECT_WRITE)
 			fprintf(f, "%s%s %s (%s, mode %04o)\n", indent,
-				e->old_exists ? "replace" : "create", e->path,
-				e->old_exists ? "backed up first" : "new file",
-				(unsigned)e->mode & 07777);
+			        e->old_exists ? "replace" : "create", e->path,
+			        e->old_exists ? "backed up first" : "new file",
+			        (unsigned)e->mode & 07777);
 		else
 			fprintf(f, "%sremove %s (backed up first)\n", indent, e->path);
 		_cleanup_free_ char *diff = effect_diff(e);
@@ -236,9 +239,11 @@ static void render_effect(const struct gp_effect *e, FILE *f, bool color)
 			int n = next ? (int)(next - line) : (int)strlen(line);
 			const char *col = "";
 			if (color && (line[0] == '+' || line[0] == '-' || line[0] == '@'))
-				col = line[0] == '+' ? "\033[32m" : line[0] == '-' ? "\033[31m"
-										     : "\033[36m";
-			fprintf(f, "%s  %s%.*s%s\n", indent, col, n, line, *col ? "\033[0m" : "");
+				col = line[0] == '+'   ? "\033[32m"
+				      : line[0] == '-' ? "\033[31m"
+				                       : "\033[36m";
+			fprintf(f, "%s  %s%.*s%s\n", indent, col, n, line,
+			        *col ? "\033[0m" : "");
 			next = next ? next + 1 : NULL;
 		}
 		break;
@@ -247,7 +252,8 @@ static void render_effect(const struct gp_effect *e, FILE *f, bool color)
 		fprintf(f, "%ssymlink %s -> %s\n", indent, e->path, e->target);
 		break;
 	case GP_EFFECT_MKDIR:
-		fprintf(f, "%smkdir %s (mode %04o)\n", indent, e->path, (unsigned)e->mode & 07777);
+		fprintf(f, "%smkdir %s (mode %04o)\n", indent, e->path,
+		        (unsigned)e->mode & 07777);
 		break;
 	case GP_EFFECT_RUN: {
 		_cleanup_free_ char *cmd = argv_display(e->argv);
@@ -279,17 +285,17 @@ static const char *state_color(enum gp_stage_state s)
 
 void gp_plan_render_text(const struct gp_plan *p, FILE *f, bool color)
 {
-	fprintf(f, "gpuprov %s: profile %s (sha256 %.12s)\n", p->dry_run ? "plan" : "install",
-		p->profile_name, p->profile_digest);
+	fprintf(f, "gpuprov %s: profile %s (sha256 %.12s)\n",
+	        p->dry_run ? "plan" : "install", p->profile_name, p->profile_digest);
 	fprintf(f, "root: %s%s%s%s\n", p->root, p->os_pretty ? " (" : "",
-		p->os_pretty ? p->os_pretty : "", p->os_pretty ? ")" : "");
+	        p->os_pretty ? p->os_pretty : "", p->os_pretty ? ")" : "");
 	size_t counts[GP_STATE_FAILED + 1] = { 0 };
 	for (size_t i = 0; i < p->n_stages; i++) {
 		const struct gp_stage_plan *sp = &p->stages[i];
 		counts[sp->state]++;
 		fprintf(f, "\n[%zu/%zu] %s: %s%s%s", i + 1, p->n_stages, sp->name,
-			color ? state_color(sp->state) : "", gp_stage_state_name(sp->state),
-			color ? "\033[0m" : "");
+		        color ? state_color(sp->state) : "",
+		        gp_stage_state_name(sp->state), color ? "\033[0m" : "");
 		if (sp->reason && *sp->reason)
 			fprintf(f, " - %s", sp->reason);
 		fputc('\n', f);

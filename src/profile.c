@@ -26,11 +26,11 @@
 enum field_type {
 	F_STRING,
 	F_BOOL,
-	F_OBJECT,       /* with children */
+	F_OBJECT, /* with children */
 	F_STRING_ARRAY,
-	F_STRING_MAP,   /* object of string values */
-	F_STAGE,        /* object with children, or false */
-	F_STAGE_ANY,    /* object with any keys, or false: typed by a later stage */
+	F_STRING_MAP, /* object of string values */
+	F_STAGE, /* object with children, or false */
+	F_STAGE_ANY, /* object with any keys, or false: typed by a later stage */
 };
 
 struct field {
@@ -40,10 +40,8 @@ struct field {
 };
 
 static const struct field match_fields[] = {
-	{ "os_id", F_STRING, NULL },
-	{ "version_id", F_STRING, NULL },
-	{ "arch", F_STRING, NULL },
-	{ "gpus", F_STRING_ARRAY, NULL },
+	{ "os_id", F_STRING, NULL }, { "version_id", F_STRING, NULL },
+	{ "arch", F_STRING, NULL },  { "gpus", F_STRING_ARRAY, NULL },
 	{ NULL, 0, NULL },
 };
 
@@ -133,10 +131,10 @@ static char *known_keys_hint(const struct field *fields, const char *key)
 	return gp_buf_steal(&b);
 }
 
-static int where_fail(const struct gp_json_doc *d, const char *pointer, struct gp_err *err,
-		      const char *fmt, ...) _printf_(4, 5);
-static int where_fail(const struct gp_json_doc *d, const char *pointer, struct gp_err *err,
-		      const char *fmt, ...)
+static int where_fail(const struct gp_json_doc *d, const char *pointer,
+                      struct gp_err *err, const char *fmt, ...) _printf_(4, 5);
+static int where_fail(const struct gp_json_doc *d, const char *pointer,
+                      struct gp_err *err, const char *fmt, ...)
 {
 	int line, col;
 	gp_json_doc_where(d, pointer, &line, &col);
@@ -144,7 +142,8 @@ static int where_fail(const struct gp_json_doc *d, const char *pointer, struct g
 	va_start(ap, fmt);
 	_cleanup_free_ char *msg = gp_xvasprintf(fmt, ap);
 	va_end(ap);
-	return gp_fail(err, GP_EXIT_INVALID_INPUT, "%s:%d:%d: %s", d->file, line, col, msg);
+	return gp_fail(err, GP_EXIT_INVALID_INPUT, "%s:%d:%d: %s", d->file, line, col,
+	               msg);
 }
 
 static const char *type_name(enum field_type t)
@@ -167,11 +166,12 @@ static const char *type_name(enum field_type t)
 	return "?";
 }
 
-static int validate_object(const struct gp_json_doc *d, const cJSON *obj, const char *pointer,
-			   const struct field *fields, struct gp_err *err);
+static int validate_object(const struct gp_json_doc *d, const cJSON *obj,
+                           const char *pointer, const struct field *fields,
+                           struct gp_err *err);
 
-static int validate_value(const struct gp_json_doc *d, const cJSON *v, const char *pointer,
-			  const struct field *f, struct gp_err *err)
+static int validate_value(const struct gp_json_doc *d, const cJSON *v,
+                          const char *pointer, const struct field *f, struct gp_err *err)
 {
 	bool ok = false;
 	switch (f->type) {
@@ -197,23 +197,26 @@ static int validate_value(const struct gp_json_doc *d, const cJSON *v, const cha
 		for (const cJSON *item = v->child; item; item = item->next, i++) {
 			if (cJSON_IsString(item))
 				continue;
-			_cleanup_free_ char *p =
-				f->type == F_STRING_ARRAY
-					? gp_xasprintf("%s/%zu", pointer, i)
-					: gp_xasprintf("%s/%s", pointer, item->string);
-			return where_fail(d, p, err, "\"%s\" must hold only strings", f->key);
+			_cleanup_free_ char *p = f->type == F_STRING_ARRAY
+			                             ? gp_xasprintf("%s/%zu", pointer, i)
+			                             : gp_xasprintf("%s/%s", pointer,
+			                                            item->string);
+			return where_fail(d, p, err, "\"%s\" must hold only strings",
+			                  f->key);
 		}
 		break;
 	}
 	if (!ok)
-		return where_fail(d, pointer, err, "\"%s\" must be %s", f->key, type_name(f->type));
+		return where_fail(d, pointer, err, "\"%s\" must be %s", f->key,
+		                  type_name(f->type));
 	if (f->children && cJSON_IsObject(v))
 		return validate_object(d, v, pointer, f->children, err);
 	return 0;
 }
 
-static int validate_object(const struct gp_json_doc *d, const cJSON *obj, const char *pointer,
-			   const struct field *fields, struct gp_err *err)
+static int validate_object(const struct gp_json_doc *d, const cJSON *obj,
+                           const char *pointer, const struct field *fields,
+                           struct gp_err *err)
 {
 	for (const cJSON *item = obj->child; item; item = item->next) {
 		_cleanup_free_ char *p = gp_xasprintf("%s/%s", pointer, item->string);
@@ -222,7 +225,8 @@ static int validate_object(const struct gp_json_doc *d, const cJSON *obj, const 
 			f++;
 		if (!f->key) {
 			_cleanup_free_ char *hint = known_keys_hint(fields, item->string);
-			return where_fail(d, p, err, "unknown key \"%s\"; %s", item->string, hint);
+			return where_fail(d, p, err, "unknown key \"%s\"; %s",
+			                  item->string, hint);
 		}
 		if (validate_value(d, item, p, f, err) < 0)
 			return -1;
@@ -263,9 +267,10 @@ static char *find_profile(const char *name, char *const *search, struct gp_err *
 {
 	if (!valid_profile_name(name) || strstr(name, "..")) {
 		gp_fail(err, GP_EXIT_INVALID_INPUT,
-			"profile name \"%s\" is not valid: use lowercase letters, digits, '.', "
-			"'_' and '-' (or give a path to a .json file)",
-			name);
+		        "profile name \"%s\" is not valid: use lowercase letters, "
+		        "digits, '.', "
+		        "'_' and '-' (or give a path to a .json file)",
+		        name);
 		return NULL;
 	}
 	struct gp_buf tried = { 0 };
@@ -278,10 +283,11 @@ static char *find_profile(const char *name, char *const *search, struct gp_err *
 		gp_buf_printf(&tried, "%s%s", i ? ", " : "", search[i]);
 		free(path);
 	}
-	gp_fail(err, GP_EXIT_INVALID_INPUT,
-		"profile \"%s\" not found; searched %s; 'gpuprov profiles list' shows the "
-		"available ones, --profile-dir adds a directory",
-		name, tried.data ? tried.data : "(no directories)");
+	gp_fail(
+	    err, GP_EXIT_INVALID_INPUT,
+	    "profile \"%s\" not found; searched %s; 'gpuprov profiles list' shows the "
+	    "available ones, --profile-dir adds a directory",
+	    name, tried.data ? tried.data : "(no directories)");
 	gp_buf_free(&tried);
 	return NULL;
 }
@@ -312,19 +318,21 @@ static void merge_into(cJSON *base, const cJSON *child)
 }
 
 static cJSON *load_chain(const char *path, char *const *search, char ***chain, int depth,
-			 struct gp_err *err)
+                         struct gp_err *err)
 {
 	_cleanup_free_ char *abs = realpath(path, NULL);
 	if (!abs) {
 		gp_fail(err, GP_EXIT_INVALID_INPUT, "cannot open profile %s: %s", path,
-			strerror(errno));
+		        strerror(errno));
 		return NULL;
 	}
 	if (gp_strv_contains(*chain, abs) || depth > MAX_EXTENDS_DEPTH) {
 		gp_strv_push(chain, abs);
 		_cleanup_free_ char *names = gp_strv_join(*chain, " -> ");
-		gp_fail(err, GP_EXIT_INVALID_INPUT, "%s: \"extends\" forms a cycle: %s; remove "
-			"one of these links", path, names);
+		gp_fail(err, GP_EXIT_INVALID_INPUT,
+		        "%s: \"extends\" forms a cycle: %s; remove "
+		        "one of these links",
+		        path, names);
 		return NULL;
 	}
 	gp_strv_push(chain, abs);
@@ -334,7 +342,7 @@ static cJSON *load_chain(const char *path, char *const *search, char ***chain, i
 	int rc = read_host_file(abs, &text, &len);
 	if (rc < 0) {
 		gp_fail(err, GP_EXIT_INVALID_INPUT, "cannot read profile %s: %s", path,
-			strerror(-rc));
+		        strerror(-rc));
 		return NULL;
 	}
 	struct gp_json_doc d;
@@ -354,12 +362,14 @@ static cJSON *load_chain(const char *path, char *const *search, char ***chain, i
 	cJSON *doc = TAKE_PTR(d.json);
 	const cJSON *ext = cJSON_GetObjectItemCaseSensitive(doc, "extends");
 	if (cJSON_IsString(ext)) {
-		_cleanup_free_ char *parent_path = find_profile(ext->valuestring, search, err);
+		_cleanup_free_ char *parent_path = find_profile(ext->valuestring, search,
+		                                                err);
 		if (!parent_path) {
 			int line, col;
 			gp_json_doc_where(&d, "/extends", &line, &col);
 			_cleanup_free_ char *why = gp_xstrdup(err->msg);
-			gp_fail(err, GP_EXIT_INVALID_INPUT, "%s:%d:%d: %s", path, line, col, why);
+			gp_fail(err, GP_EXIT_INVALID_INPUT, "%s:%d:%d: %s", path, line,
+			        col, why);
 			cJSON_Delete(doc);
 			gp_json_doc_free(&d);
 			return NULL;
@@ -382,12 +392,12 @@ static cJSON *load_chain(const char *path, char *const *search, char ***chain, i
 	return doc;
 }
 
-int gp_profile_load(const char *name_or_path, char *const *search, struct gp_profile **out,
-		    struct gp_err *err)
+int gp_profile_load(const char *name_or_path, char *const *search,
+                    struct gp_profile **out, struct gp_err *err)
 {
 	_cleanup_free_ char *path = is_path(name_or_path)
-					    ? gp_xstrdup(name_or_path)
-					    : find_profile(name_or_path, search, err);
+	                                ? gp_xstrdup(name_or_path)
+	                                : find_profile(name_or_path, search, err);
 	if (!path)
 		return -1;
 	char **chain = gp_xcalloc(1, sizeof(char *));
@@ -398,10 +408,11 @@ int gp_profile_load(const char *name_or_path, char *const *search, struct gp_pro
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(doc, "name");
 	if (!cJSON_IsString(name) || !valid_profile_name(name->valuestring)) {
 		cJSON_Delete(doc);
-		return gp_fail(err, GP_EXIT_INVALID_INPUT,
-			       "%s: the profile needs a \"name\" of lowercase letters, digits, "
-			       "'.', '_' and '-'",
-			       path);
+		return gp_fail(
+		    err, GP_EXIT_INVALID_INPUT,
+		    "%s: the profile needs a \"name\" of lowercase letters, digits, "
+		    "'.', '_' and '-'",
+		    path);
 	}
 	struct gp_profile *p = gp_xcalloc(1, sizeof *p);
 	p->name = gp_xstrdup(name->valuestring);

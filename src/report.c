@@ -40,7 +40,7 @@ void gp_report_free(struct gp_report *r)
 }
 
 void gp_report_add(struct gp_report *r, const char *stage, enum gp_level level,
-		   const char *check, const char *hint, const char *evidence_fmt, ...)
+                   const char *check, const char *hint, const char *evidence_fmt, ...)
 {
 	r->findings = gp_xrealloc(r->findings, (r->n + 1) * sizeof *r->findings);
 	va_list ap;
@@ -80,7 +80,8 @@ static const char *level_color(enum gp_level l)
 
 void gp_report_render_text(const struct gp_report *r, FILE *f, bool color)
 {
-	fprintf(f, "gpuprov verify: profile %s\n", r->profile_name ? r->profile_name : "?");
+	fprintf(f, "gpuprov verify: profile %s\n",
+	        r->profile_name ? r->profile_name : "?");
 	const char *last_stage = NULL;
 	for (size_t i = 0; i < r->n; i++) {
 		const struct gp_finding *x = &r->findings[i];
@@ -89,13 +90,14 @@ void gp_report_render_text(const struct gp_report *r, FILE *f, bool color)
 			last_stage = x->stage;
 		}
 		fprintf(f, "  %s%-4s%s  %s: %s\n", color ? level_color(x->level) : "",
-			gp_level_name(x->level), color ? "\033[0m" : "", x->check, x->evidence);
+		        gp_level_name(x->level), color ? "\033[0m" : "", x->check,
+		        x->evidence);
 		if (x->hint)
 			fprintf(f, "        hint: %s\n", x->hint);
 	}
 	fprintf(f, "\n%zu passed, %zu warnings, %zu failed, %zu skipped\n",
-		gp_report_count(r, GP_PASS), gp_report_count(r, GP_WARN),
-		gp_report_count(r, GP_FAIL), gp_report_count(r, GP_SKIP));
+	        gp_report_count(r, GP_PASS), gp_report_count(r, GP_WARN),
+	        gp_report_count(r, GP_FAIL), gp_report_count(r, GP_SKIP));
 }
 
 cJSON *gp_report_to_json(const struct gp_report *r)
@@ -120,6 +122,7 @@ cJSON *gp_report_to_json(const struct gp_report *r)
 	}
 	cJSON *counts = cJSON_AddObjectToObject(root, "counts");
 	for (enum gp_level l = GP_PASS; l <= GP_SKIP; l++)
-		cJSON_AddNumberToObject(counts, gp_level_name(l), (double)gp_report_count(r, l));
+		cJSON_AddNumberToObject(counts, gp_level_name(l),
+		                        (double)gp_report_count(r, l));
 	return root;
 }

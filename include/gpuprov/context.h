@@ -22,10 +22,10 @@ struct gp_ctx {
 	struct gp_journal journal;
 	struct gp_plan *plan;
 	struct gp_stage_plan *stage; /* the stage whose effects are being made */
-	int log_fd;                  /* run log, -1 when none (dry-run) */
+	int log_fd; /* run log, -1 when none (dry-run) */
 	int cmd_timeout_ms;
-	bool reboot_requested;       /* by a stage in this run */
-	struct gp_err *err;          /* where effects report failures */
+	bool reboot_requested; /* by a stage in this run */
+	struct gp_err *err; /* where effects report failures */
 };
 
 /* Reads a file as the target will look once the effects planned so far in
@@ -40,7 +40,7 @@ void gp_log(struct gp_ctx *c, const char *fmt, ...) __attribute__((format(printf
 /* Each returns 0, or -1 with c->err set (exit code 1). A write whose
  * content is already there is not an effect. */
 int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t len,
-		    mode_t mode);
+                    mode_t mode);
 int gp_effect_remove(struct gp_ctx *c, const char *path);
 int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path);
 int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode);

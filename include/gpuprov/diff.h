@@ -5,4 +5,4 @@
 #include <stddef.h>
 
 char *gp_unified_diff(const char *old_label, const char *old_text, size_t old_len,
-		      const char *new_label, const char *new_text, size_t new_len);
+                      const char *new_label, const char *new_text, size_t new_len);

@@ -7,11 +7,11 @@
 #include "gpuprov/output.h"
 
 struct gp_options {
-	const char *root;        /* default "/" */
+	const char *root; /* default "/" */
 	const char *profile_dir; /* --profile-dir, may be NULL */
-	const char *profile;     /* --profile NAME|PATH, may be NULL */
-	char **only;             /* --only, NULL-terminated or NULL */
-	char **skip;             /* --skip */
+	const char *profile; /* --profile NAME|PATH, may be NULL */
+	char **only; /* --only, NULL-terminated or NULL */
+	char **skip; /* --skip */
 	bool dry_run;
 	int cmd_timeout_ms;
 };
@@ -20,4 +20,5 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out);
 int gp_engine_verify(const struct gp_options *o, struct gp_out *out);
 int gp_engine_status(const struct gp_options *o, struct gp_out *out);
 int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out);
-int gp_engine_profiles_show(const struct gp_options *o, const char *name, struct gp_out *out);
+int gp_engine_profiles_show(const struct gp_options *o, const char *name,
+                            struct gp_out *out);

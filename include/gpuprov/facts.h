@@ -9,9 +9,9 @@
 #include "gpuprov/root.h"
 
 struct gp_os_release {
-	char *id;          /* "ubuntu" */
-	char *id_like;     /* "debian", may be NULL */
-	char *version_id;  /* "22.04" */
+	char *id; /* "ubuntu" */
+	char *id_like; /* "debian", may be NULL */
+	char *version_id; /* "22.04" */
 	char *pretty_name; /* "Ubuntu 22.04.4 LTS" */
 };
 /* Parses etc/os-release, falling back to usr/lib/os-release only when the
@@ -31,7 +31,7 @@ const char *gp_tristate_name(enum gp_tristate t);
  * A missing file is not an error: 0 with available=false and no names. */
 struct gp_module_list {
 	bool available; /* false when proc/modules is missing */
-	char **names;   /* NULL-terminated */
+	char **names; /* NULL-terminated */
 };
 int gp_modules_read(const struct gp_root *r, struct gp_module_list *ml);
 int gp_modules_parse(const char *text, struct gp_module_list *ml);
@@ -44,11 +44,11 @@ enum gp_tristate gp_module_loaded(const struct gp_root *r, const char *name);
 
 /* PCI devices from <root>/sys/bus/pci/devices. */
 struct gp_pci_device {
-	char *address;        /* "0000:17:00.0" */
-	unsigned vendor;      /* 0x10de */
-	unsigned device;      /* 0x20b0 */
-	unsigned class_code;  /* 0x030200 (24 bits) */
-	char *driver;         /* basename of the driver link, NULL when unbound */
+	char *address; /* "0000:17:00.0" */
+	unsigned vendor; /* 0x10de */
+	unsigned device; /* 0x20b0 */
+	unsigned class_code; /* 0x030200 (24 bits) */
+	char *driver; /* basename of the driver link, NULL when unbound */
 };
 struct gp_pci_list {
 	struct gp_pci_device *devs;
@@ -78,10 +78,11 @@ struct gp_modprobe_facts {
 	bool blacklisted;
 	char *options; /* all "options <module> ..." values joined by ' ', or NULL */
 };
-int gp_modprobe_query(const struct gp_root *r, const char *module, struct gp_modprobe_facts *f);
+int gp_modprobe_query(const struct gp_root *r, const char *module,
+                      struct gp_modprobe_facts *f);
 void gp_modprobe_facts_free(struct gp_modprobe_facts *f);
 /* Is "key=value" among the options (last one for key wins, like the kernel;
  * key names compare with '-' and '_' equal; double quotes around the value
  * are dropped)? */
 bool gp_modprobe_option_is(const struct gp_modprobe_facts *f, const char *key,
-			   const char *value);
+                           const char *value);

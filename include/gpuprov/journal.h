@@ -28,14 +28,14 @@ void gp_journal_free(struct gp_journal *j);
 bool gp_journal_is_empty(const struct gp_journal *j);
 
 void gp_journal_set_profile(struct gp_journal *j, const char *name, const char *path,
-			    const char *digest);
+                            const char *digest);
 const char *gp_journal_profile_name(const struct gp_journal *j);
 const char *gp_journal_profile_path(const struct gp_journal *j);
 void gp_journal_set_stage(struct gp_journal *j, const char *stage, const char *state);
 /* A stage's free-form record ("stages"."<name>"); created when missing. */
 cJSON *gp_journal_stage(struct gp_journal *j, const char *stage);
 void gp_journal_record_file(struct gp_journal *j, const char *path, const char *sha256,
-			    const char *stage, const char *backup);
+                            const char *stage, const char *backup);
 /* The sha256 gpuprov recorded for a file it wrote, or NULL. */
 const char *gp_journal_file_sha256(const struct gp_journal *j, const char *path);
 void gp_journal_set_reboot(struct gp_journal *j, const char *reason, const char *boot_id);

@@ -21,11 +21,12 @@ struct gp_json_doc {
 };
 
 /* Exit code 65 and "FILE:LINE:COL: message" on any error. */
-int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text, size_t len,
-		      struct gp_err *err);
+int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text,
+                      size_t len, struct gp_err *err);
 void gp_json_doc_free(struct gp_json_doc *d);
 /* Position of the value at pointer ("" is the document); 1:1 when unknown. */
-void gp_json_doc_where(const struct gp_json_doc *d, const char *pointer, int *line, int *col);
+void gp_json_doc_where(const struct gp_json_doc *d, const char *pointer, int *line,
+                       int *col);
 /* Parse and drop the positions. */
 cJSON *gp_json_parse(const char *file, const char *text, size_t len, struct gp_err *err);
 

@@ -8,10 +8,10 @@
 #include "gpuprov/util.h"
 
 struct gp_out {
-	FILE *out;      /* results: plans, reports, JSON */
-	FILE *err;      /* diagnostics */
-	bool json;      /* results as one JSON document on out */
-	int verbosity;  /* -1 quiet, 0 normal, 1 verbose */
+	FILE *out; /* results: plans, reports, JSON */
+	FILE *err; /* diagnostics */
+	bool json; /* results as one JSON document on out */
+	int verbosity; /* -1 quiet, 0 normal, 1 verbose */
 	bool color;
 };
 

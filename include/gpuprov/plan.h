@@ -11,42 +11,42 @@
 #include <cjson/cJSON.h>
 
 enum gp_stage_state {
-	GP_STATE_SATISFIED,       /* nothing to do */
-	GP_STATE_NEEDED,          /* changes planned (or made) */
-	GP_STATE_REBOOT_PENDING,  /* done, takes effect after a reboot */
-	GP_STATE_WAITING_REBOOT,  /* needs the state after a pending reboot */
-	GP_STATE_BLOCKED,         /* a precondition is not met */
+	GP_STATE_SATISFIED, /* nothing to do */
+	GP_STATE_NEEDED, /* changes planned (or made) */
+	GP_STATE_REBOOT_PENDING, /* done, takes effect after a reboot */
+	GP_STATE_WAITING_REBOOT, /* needs the state after a pending reboot */
+	GP_STATE_BLOCKED, /* a precondition is not met */
 	GP_STATE_NOT_IMPLEMENTED, /* stage not built yet: never applied */
-	GP_STATE_DISABLED,        /* absent from the profile or set to false */
-	GP_STATE_SKIPPED,         /* excluded with --only/--skip */
-	GP_STATE_FAILED,          /* apply failed */
+	GP_STATE_DISABLED, /* absent from the profile or set to false */
+	GP_STATE_SKIPPED, /* excluded with --only/--skip */
+	GP_STATE_FAILED, /* apply failed */
 };
 /* For people ("reboot pending") and for machines ("reboot_pending"). */
 const char *gp_stage_state_name(enum gp_stage_state s);
 const char *gp_stage_state_id(enum gp_stage_state s);
 
 enum gp_effect_kind {
-	GP_EFFECT_WRITE,   /* create or replace a file */
-	GP_EFFECT_REMOVE,  /* remove a file */
+	GP_EFFECT_WRITE, /* create or replace a file */
+	GP_EFFECT_REMOVE, /* remove a file */
 	GP_EFFECT_SYMLINK, /* create or replace a symlink */
-	GP_EFFECT_MKDIR,   /* create a directory */
-	GP_EFFECT_RUN,     /* run a mutating command */
-	GP_EFFECT_REBOOT,  /* a reboot is needed for changes to take effect */
+	GP_EFFECT_MKDIR, /* create a directory */
+	GP_EFFECT_RUN, /* run a mutating command */
+	GP_EFFECT_REBOOT, /* a reboot is needed for changes to take effect */
 };
 const char *gp_effect_kind_name(enum gp_effect_kind k);
 
 struct gp_effect {
 	enum gp_effect_kind kind;
-	char *path;        /* WRITE, REMOVE, SYMLINK, MKDIR */
-	bool old_exists;   /* WRITE, REMOVE: what was there */
-	char *old_data;    /* WRITE, REMOVE */
+	char *path; /* WRITE, REMOVE, SYMLINK, MKDIR */
+	bool old_exists; /* WRITE, REMOVE: what was there */
+	char *old_data; /* WRITE, REMOVE */
 	size_t old_len;
-	char *new_data;    /* WRITE */
+	char *new_data; /* WRITE */
 	size_t new_len;
-	mode_t mode;       /* WRITE, MKDIR */
-	char *target;      /* SYMLINK */
-	char **argv;       /* RUN */
-	char *reason;      /* REBOOT */
+	mode_t mode; /* WRITE, MKDIR */
+	char *target; /* SYMLINK */
+	char **argv; /* RUN */
+	char *reason; /* REBOOT */
 };
 
 struct gp_stage_plan {
@@ -62,27 +62,28 @@ struct gp_plan {
 	char *profile_name;
 	char *profile_digest;
 	char *root;
-	char *os_pretty;   /* may be NULL */
+	char *os_pretty; /* may be NULL */
 	bool dry_run;
 	struct gp_stage_plan *stages;
 	size_t n_stages;
 };
 
-struct gp_plan *gp_plan_new(const char *profile_name, const char *digest, const char *root,
-			    bool dry_run);
+struct gp_plan *gp_plan_new(const char *profile_name, const char *digest,
+                            const char *root, bool dry_run);
 void gp_plan_free(struct gp_plan *p);
 struct gp_stage_plan *gp_plan_add_stage(struct gp_plan *p, const char *name,
-					const char *summary);
+                                        const char *summary);
 void gp_stage_plan_set(struct gp_stage_plan *sp, enum gp_stage_state state,
-		       const char *reason_fmt, ...) __attribute__((format(printf, 3, 4)));
+                       const char *reason_fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Appends an effect (the plan takes ownership of its fields). */
-struct gp_effect *gp_stage_plan_add_effect(struct gp_stage_plan *sp, enum gp_effect_kind k);
+struct gp_effect *gp_stage_plan_add_effect(struct gp_stage_plan *sp,
+                                           enum gp_effect_kind k);
 bool gp_plan_reboot_required(const struct gp_plan *p);
 /* Latest planned content of path across the plan (for reads that must see
  * earlier planned writes). Returns true when the plan writes or removes it;
  * *exists tells which. */
 bool gp_plan_lookup_file(const struct gp_plan *p, const char *path, bool *exists,
-			 const char **data, size_t *len);
+                         const char **data, size_t *len);
 
 /* Text rendering; color from the output object. */
 void gp_plan_render_text(const struct gp_plan *p, FILE *f, bool color);

@@ -11,9 +11,9 @@
 #include "gpuprov/util.h"
 
 struct gp_profile {
-	char *name;   /* the profile's "name" */
-	char *path;   /* file it was loaded from */
-	cJSON *doc;   /* resolved (after extends) */
+	char *name; /* the profile's "name" */
+	char *path; /* file it was loaded from */
+	cJSON *doc; /* resolved (after extends) */
 	char digest[65]; /* sha256 of the resolved document, printed unformatted */
 };
 
@@ -23,12 +23,11 @@ char **gp_profile_search_path(const char *dir_override);
 
 /* name_or_path: contains '/' or ends in .json -> a file; else a name looked
  * up as NAME.json in each search directory. Exit code 65 on any error. */
-int gp_profile_load(const char *name_or_path, char *const *search, struct gp_profile **out,
-		    struct gp_err *err);
+int gp_profile_load(const char *name_or_path, char *const *search,
+                    struct gp_profile **out, struct gp_err *err);
 void gp_profile_free(struct gp_profile *p);
 
 /* A stage's settings: an object, or NULL when absent or false (disabled). */
 const cJSON *gp_profile_stage(const struct gp_profile *p, const char *stage);
 /* A string under the profile's "distro" object, or NULL. */
 const char *gp_profile_distro_string(const struct gp_profile *p, const char *key);
-

@@ -14,9 +14,9 @@ const char *gp_level_name(enum gp_level l);
 struct gp_finding {
 	char *stage;
 	enum gp_level level;
-	char *check;    /* what was checked, short */
+	char *check; /* what was checked, short */
 	char *evidence; /* what was seen */
-	char *hint;     /* what to do (fail/warn), may be NULL */
+	char *hint; /* what to do (fail/warn), may be NULL */
 };
 
 struct gp_report {
@@ -28,8 +28,8 @@ struct gp_report {
 void gp_report_init(struct gp_report *r, const char *profile_name);
 void gp_report_free(struct gp_report *r);
 void gp_report_add(struct gp_report *r, const char *stage, enum gp_level level,
-		   const char *check, const char *hint, const char *evidence_fmt, ...)
-	__attribute__((format(printf, 6, 7)));
+                   const char *check, const char *hint, const char *evidence_fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 size_t gp_report_count(const struct gp_report *r, enum gp_level level);
 void gp_report_render_text(const struct gp_report *r, FILE *f, bool color);
 cJSON *gp_report_to_json(const struct gp_report *r);

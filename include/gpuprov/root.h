@@ -11,7 +11,7 @@
 
 struct gp_root {
 	char *dir; /* absolute, no trailing slash; "/" for the host */
-	int fd;    /* O_PATH|O_DIRECTORY fd of dir */
+	int fd; /* O_PATH|O_DIRECTORY fd of dir */
 };
 
 /* Opens dir as the root. -ENOENT, -ENOTDIR, ... on failure. */
@@ -37,7 +37,7 @@ int gp_root_readlink(const struct gp_root *r, const char *path, char **target);
 /* Writes data to path atomically: a temp file in the same directory,
  * fchmod/fchown, fsync, rename, fsync of the directory. */
 int gp_root_write_atomic(const struct gp_root *r, const char *path, const void *data,
-			 size_t len, mode_t mode, uid_t uid, gid_t gid);
+                         size_t len, mode_t mode, uid_t uid, gid_t gid);
 /* mkdir -p inside the root; existing directories are fine. */
 int gp_root_mkdir_p(const struct gp_root *r, const char *path, mode_t mode);
 int gp_root_unlink(const struct gp_root *r, const char *path);

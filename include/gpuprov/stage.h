@@ -17,10 +17,10 @@
 
 struct gp_check {
 	enum gp_stage_state state; /* SATISFIED, NEEDED, REBOOT_PENDING or BLOCKED */
-	char *reason;              /* one line: why */
+	char *reason; /* one line: why */
 };
 void gp_check_set(struct gp_check *ck, enum gp_stage_state state, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 struct gp_stage {
 	const char *name;
@@ -47,5 +47,7 @@ extern const struct gp_stage gp_stage_env;
 /* Marks in the journal that tie a follow-up command to the input it ran
  * for (the initramfs rebuilt for this blacklist, ldconfig run for this
  * ld.so.conf.d file), so an interrupted run redoes exactly what is missing. */
-bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key, const char *value);
-void gp_stage_mark_set(struct gp_ctx *c, const char *stage, const char *key, const char *value);
+bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key,
+                      const char *value);
+void gp_stage_mark_set(struct gp_ctx *c, const char *stage, const char *key,
+                       const char *value);

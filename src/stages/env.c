@@ -21,9 +21,9 @@
 /* Settings resolved from the profile with defaults. */
 struct env_settings {
 	const char *cuda_home;
-	char **path;            /* prepended to PATH */
+	char **path; /* prepended to PATH */
 	char **ld_library_path; /* prepended to LD_LIBRARY_PATH, and ld.so.conf.d */
-	const cJSON *vars;      /* object of strings, may be NULL */
+	const cJSON *vars; /* object of strings, may be NULL */
 };
 
 static void env_settings_free(struct env_settings *s)
@@ -37,7 +37,9 @@ static bool valid_var_name(const char *s)
 	if (!*s || (*s >= '0' && *s <= '9'))
 		return false;
 	for (; *s; s++)
-		if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_", *s))
+		if (!strchr(
+		        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_",
+		        *s))
 			return false;
 	return true;
 }
@@ -74,26 +76,30 @@ static int settings(struct gp_ctx *c, const cJSON *cfg, struct env_settings *s)
 	for (size_t i = 0; !bad && s->ld_library_path[i]; i++)
 		bad = valid_dir(s->ld_library_path[i]) ? NULL : s->ld_library_path[i];
 	if (bad)
-		return gp_fail(c->err, GP_EXIT_INVALID_INPUT,
-			       "%s: stages.env: \"%s\" must be an absolute directory without ':' "
-			       "or control characters",
-			       c->profile->path, bad);
+		return gp_fail(
+		    c->err, GP_EXIT_INVALID_INPUT,
+		    "%s: stages.env: \"%s\" must be an absolute directory without ':' "
+		    "or control characters",
+		    c->profile->path, bad);
 	for (const cJSON *v = s->vars ? s->vars->child : NULL; v; v = v->next) {
-		static const char *const own[] = { "PATH", "LD_LIBRARY_PATH", "CUDA_HOME" };
+		static const char *const own[] = { "PATH", "LD_LIBRARY_PATH",
+			                           "CUDA_HOME" };
 		bool reserved = false;
 		for (size_t i = 0; i < ARRAY_SIZE(own); i++)
 			reserved |= strcmp(v->string, own[i]) == 0;
 		if (!valid_var_name(v->string) || reserved)
-			return gp_fail(c->err, GP_EXIT_INVALID_INPUT,
-				       "%s: stages.env.vars: \"%s\" %s", c->profile->path,
-				       v->string,
-				       reserved ? "is set from cuda_home, path and ld_library_path; "
-						  "use those keys"
-						: "is not a valid variable name (letters, digits, _)");
+			return gp_fail(
+			    c->err, GP_EXIT_INVALID_INPUT,
+			    "%s: stages.env.vars: \"%s\" %s", c->profile->path, v->string,
+			    reserved
+			        ? "is set from cuda_home, path and ld_library_path; "
+			          "use those keys"
+			        : "is not a valid variable name (letters, digits, _)");
 		if (strpbrk(v->valuestring, "\n\r"))
-			return gp_fail(c->err, GP_EXIT_INVALID_INPUT,
-				       "%s: stages.env.vars.%s: the value must be one line",
-				       c->profile->path, v->string);
+			return gp_fail(
+			    c->err, GP_EXIT_INVALID_INPUT,
+			    "%s: stages.env.vars.%s: the value must be one line",
+			    c->profile->path, v->string);
 	}
 	return 0;
 }
@@ -128,11 +134,12 @@ static void append_prepend(struct gp_buf *b, const char *var, char *const *dirs)
 static char *render_script(const struct gp_ctx *c, const struct env_settings *s)
 {
 	struct gp_buf b = { 0 };
-	gp_buf_printf(&b,
-		      "# Written by gpuprov (stage env) from profile %s; gpuprov replaces\n"
-		      "# this file, so change the profile instead. POSIX sh, safe to source\n"
-		      "# more than once.\n",
-		      c->profile->name);
+	gp_buf_printf(
+	    &b,
+	    "# Written by gpuprov (stage env) from profile %s; gpuprov replaces\n"
+	    "# this file, so change the profile instead. POSIX sh, safe to source\n"
+	    "# more than once.\n",
+	    c->profile->name);
 	gp_buf_puts(&b, "CUDA_HOME=");
 	append_sh_quoted(&b, s->cuda_home);
 	gp_buf_puts(&b, "\nexport CUDA_HOME\n");
@@ -150,7 +157,7 @@ static char *render_ld_conf(const struct gp_ctx *c, const struct env_settings *s
 {
 	struct gp_buf b = { 0 };
 	gp_buf_printf(&b, "# Written by gpuprov (stage env) from profile %s.\n",
-		      c->profile->name);
+	              c->profile->name);
 	for (size_t i = 0; s->ld_library_path[i]; i++)
 		gp_buf_printf(&b, "%s\n", s->ld_library_path[i]);
 	return gp_buf_steal(&b);
@@ -184,17 +191,18 @@ static int env_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	bool ld_ok = file_is(c, LD_CONF, ld_conf);
 	bool ldconfig_ok = gp_stage_mark_is(c, "env", MARK_LDCONFIG, sha);
 	if (script_ok && ld_ok && ldconfig_ok)
-		gp_check_set(ck, GP_STATE_SATISFIED, "%s and %s up to date", PROFILE_SCRIPT,
-			     LD_CONF);
+		gp_check_set(ck, GP_STATE_SATISFIED, "%s and %s up to date",
+		             PROFILE_SCRIPT, LD_CONF);
 	else {
 		struct gp_buf why = { 0 };
 		if (!script_ok)
 			gp_buf_puts(&why, PROFILE_SCRIPT " differs from the profile");
 		if (!ld_ok)
 			gp_buf_printf(&why, "%s" LD_CONF " differs from the profile",
-				      why.len ? "; " : "");
+			              why.len ? "; " : "");
 		else if (!ldconfig_ok)
-			gp_buf_printf(&why, "%sldconfig not run for " LD_CONF, why.len ? "; " : "");
+			gp_buf_printf(&why, "%sldconfig not run for " LD_CONF,
+			              why.len ? "; " : "");
 		gp_check_set(ck, GP_STATE_NEEDED, "%s", why.data);
 		gp_buf_free(&why);
 	}
@@ -236,7 +244,7 @@ static const char *env_value(char *const *lines, const char *name)
 }
 
 static void verify_list(struct gp_report *rep, char *const *env, const char *var,
-			char *const *dirs)
+                        char *const *dirs)
 {
 	const char *value = env_value(env, var);
 	_cleanup_strv_ char **items = gp_strv_split(value ? value : "", ':');
@@ -246,12 +254,14 @@ static void verify_list(struct gp_report *rep, char *const *env, const char *var
 			count += strcmp(items[j], dirs[i]) == 0;
 		_cleanup_free_ char *check = gp_xasprintf("%s has %s", var, dirs[i]);
 		if (count == 1)
-			gp_report_add(rep, "env", GP_PASS, check, NULL, "once, after sourcing twice");
+			gp_report_add(rep, "env", GP_PASS, check, NULL,
+			              "once, after sourcing twice");
 		else
 			gp_report_add(rep, "env", GP_FAIL, check,
-				      "rerun 'gpuprov install --only env' to rewrite " PROFILE_SCRIPT,
-				      "%zu times after sourcing twice: %s=%s", count, var,
-				      value ? value : "");
+			              "rerun 'gpuprov install --only env' to "
+			              "rewrite " PROFILE_SCRIPT,
+			              "%zu times after sourcing twice: %s=%s", count, var,
+			              value ? value : "");
 	}
 }
 
@@ -261,12 +271,14 @@ static void verify_dirs(struct gp_ctx *c, struct gp_report *rep, char *const *di
 		struct stat st;
 		_cleanup_free_ char *check = gp_xasprintf("%s exists", dirs[i]);
 		if (gp_root_stat(&c->root, dirs[i], &st) == 0 && S_ISDIR(st.st_mode))
-			gp_report_add(rep, "env", GP_PASS, check, NULL, "directory present");
+			gp_report_add(rep, "env", GP_PASS, check, NULL,
+			              "directory present");
 		else
-			gp_report_add(rep, "env", GP_FAIL, check,
-				      "install the CUDA toolkit (stage cuda) or correct the "
-				      "profile's stages.env paths",
-				      "no such directory in %s", c->root.dir);
+			gp_report_add(
+			    rep, "env", GP_FAIL, check,
+			    "install the CUDA toolkit (stage cuda) or correct the "
+			    "profile's stages.env paths",
+			    "no such directory in %s", c->root.dir);
 	}
 }
 
@@ -279,20 +291,24 @@ static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 	}
 	_cleanup_free_ char *ld_conf = render_ld_conf(c, &s);
 	gp_report_add(rep, "env", file_is(c, LD_CONF, ld_conf) ? GP_PASS : GP_FAIL,
-		      "linker configuration", "run 'gpuprov install --only env'", "%s %s", LD_CONF,
-		      file_is(c, LD_CONF, ld_conf) ? "matches the profile" : "is missing or differs");
+	              "linker configuration", "run 'gpuprov install --only env'", "%s %s",
+	              LD_CONF,
+	              file_is(c, LD_CONF, ld_conf) ? "matches the profile"
+	                                           : "is missing or differs");
 	/* The script path is an argument, not part of the (fixed) shell program. */
-	char *const argv[] = { "sh", "-c", ". \"$1\" && . \"$1\" && env", "sh", PROFILE_SCRIPT,
-			       NULL };
+	char *const argv[] = { "sh", "-c",           ". \"$1\" && . \"$1\" && env",
+		               "sh", PROFILE_SCRIPT, NULL };
 	struct gp_run_result res = { 0 };
 	int rc = gp_ctx_run_readonly(c, argv, &res);
 	if (rc < 0 || !gp_run_succeeded(&res)) {
-		_cleanup_free_ char *how = rc < 0 ? gp_xstrdup(strerror(-rc))
-						  : gp_run_describe(&res, c->cmd_timeout_ms);
-		gp_report_add(rep, "env", GP_FAIL, "profile script",
-			      "run 'gpuprov install --only env'; check that the root has /bin/sh",
-			      "sourcing %s in the root's sh failed: %s%s%s", PROFILE_SCRIPT, how,
-			      res.output_len ? ": " : "", res.output_len ? res.output : "");
+		_cleanup_free_ char *how = rc < 0
+		                               ? gp_xstrdup(strerror(-rc))
+		                               : gp_run_describe(&res, c->cmd_timeout_ms);
+		gp_report_add(
+		    rep, "env", GP_FAIL, "profile script",
+		    "run 'gpuprov install --only env'; check that the root has /bin/sh",
+		    "sourcing %s in the root's sh failed: %s%s%s", PROFILE_SCRIPT, how,
+		    res.output_len ? ": " : "", res.output_len ? res.output : "");
 		gp_run_result_free(&res);
 		env_settings_free(&s);
 		return 0;
@@ -303,8 +319,9 @@ static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 	if (gp_streq(home, s.cuda_home))
 		gp_report_add(rep, "env", GP_PASS, "CUDA_HOME", NULL, "%s", home);
 	else
-		gp_report_add(rep, "env", GP_FAIL, "CUDA_HOME", "run 'gpuprov install --only env'",
-			      "expected %s, got %s", s.cuda_home, home ? home : "(unset)");
+		gp_report_add(rep, "env", GP_FAIL, "CUDA_HOME",
+		              "run 'gpuprov install --only env'", "expected %s, got %s",
+		              s.cuda_home, home ? home : "(unset)");
 	verify_list(rep, env, "PATH", s.path);
 	verify_list(rep, env, "LD_LIBRARY_PATH", s.ld_library_path);
 	for (const cJSON *v = s.vars ? s.vars->child : NULL; v; v = v->next) {
@@ -313,8 +330,9 @@ static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 			gp_report_add(rep, "env", GP_PASS, v->string, NULL, "%s", got);
 		else
 			gp_report_add(rep, "env", GP_FAIL, v->string,
-				      "run 'gpuprov install --only env'", "expected %s, got %s",
-				      v->valuestring, got ? got : "(unset)");
+			              "run 'gpuprov install --only env'",
+			              "expected %s, got %s", v->valuestring,
+			              got ? got : "(unset)");
 	}
 	char *const home_dir[] = { (char *)s.cuda_home, NULL };
 	verify_dirs(c, rep, home_dir);

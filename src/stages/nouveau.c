@@ -18,30 +18,27 @@
 #define MARK_INITRAMFS "initramfs_rebuilt_for"
 
 static const char blacklist_text[] =
-	"# Written by gpuprov (stage nouveau): keeps nouveau and nova_core off NVIDIA\n"
-	"# GPUs so the NVIDIA driver can bind them. modeset=0 also stops a nouveau\n"
-	"# that is loaded anyway (blacklist only stops loading by alias).\n"
-	"blacklist nouveau\n"
-	"options nouveau modeset=0\n"
-	"blacklist nova_core\n";
+    "# Written by gpuprov (stage nouveau): keeps nouveau and nova_core off NVIDIA\n"
+    "# GPUs so the NVIDIA driver can bind them. modeset=0 also stops a nouveau\n"
+    "# that is loaded anyway (blacklist only stops loading by alias).\n"
+    "blacklist nouveau\n"
+    "options nouveau modeset=0\n"
+    "blacklist nova_core\n";
 
 /* Directories whose *.conf files make up the modprobe configuration. */
 static const char *const modprobe_dirs[] = {
-	"/etc/modprobe.d",
-	"/run/modprobe.d",
-	"/usr/local/lib/modprobe.d",
-	"/lib/modprobe.d",
-	"/usr/lib/modprobe.d",
+	"/etc/modprobe.d", "/run/modprobe.d",     "/usr/local/lib/modprobe.d",
+	"/lib/modprobe.d", "/usr/lib/modprobe.d",
 };
 
 struct nouveau_facts {
-	bool blacklisted;            /* blacklist nouveau + modeset=0 */
+	bool blacklisted; /* blacklist nouveau + modeset=0 */
 	bool nova_blacklisted;
 	bool initramfs_current;
-	char fingerprint[65];        /* of the nouveau-related modprobe config */
+	char fingerprint[65]; /* of the nouveau-related modprobe config */
 	enum gp_tristate nouveau_loaded;
 	enum gp_tristate nova_loaded;
-	char *bound;                 /* "0000:17:00.0 (nouveau)", or NULL */
+	char *bound; /* "0000:17:00.0 (nouveau)", or NULL */
 };
 
 static void nouveau_facts_free(struct nouveau_facts *f)
@@ -59,8 +56,9 @@ static char **initramfs_command(struct gp_ctx *c, const cJSON *cfg)
 	char **argv = gp_json_strv(cfg, "initramfs");
 	if (!argv || !argv[0]) {
 		gp_strv_free(argv);
-		argv = gp_json_strv(cJSON_GetObjectItemCaseSensitive(c->profile->doc, "distro"),
-				    "initramfs");
+		argv = gp_json_strv(
+		    cJSON_GetObjectItemCaseSensitive(c->profile->doc, "distro"),
+		    "initramfs");
 	}
 	if (argv && !argv[0]) {
 		gp_strv_free(argv);
@@ -113,9 +111,10 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct nouveau_facts *f)
 	struct gp_modprobe_facts mp = { 0 };
 	int rc = gp_modprobe_query(&c->root, "nouveau", &mp);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
-			       "nouveau: cannot read the modprobe configuration under %s: %s",
-			       c->root.dir, strerror(-rc));
+		return gp_fail(
+		    c->err, GP_EXIT_APPLY_FAILED,
+		    "nouveau: cannot read the modprobe configuration under %s: %s",
+		    c->root.dir, strerror(-rc));
 	f->blacklisted = mp.blacklisted && gp_modprobe_option_is(&mp, "modeset", "0");
 	gp_modprobe_facts_free(&mp);
 	rc = gp_modprobe_query(&c->root, "nova_core", &mp);
@@ -123,7 +122,8 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct nouveau_facts *f)
 	gp_modprobe_facts_free(&mp);
 
 	config_fingerprint(c, blacklist_file(cfg), f->fingerprint);
-	f->initramfs_current = gp_stage_mark_is(c, "nouveau", MARK_INITRAMFS, f->fingerprint);
+	f->initramfs_current = gp_stage_mark_is(c, "nouveau", MARK_INITRAMFS,
+	                                        f->fingerprint);
 	f->nouveau_loaded = gp_module_loaded(&c->root, "nouveau");
 	f->nova_loaded = gp_module_loaded(&c->root, "nova_core");
 
@@ -134,10 +134,12 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct nouveau_facts *f)
 			const struct gp_pci_device *d = &pci.devs[i];
 			if (d->vendor != 0x10de || !d->driver)
 				continue;
-			if (strcmp(d->driver, "nouveau") && strcmp(d->driver, "nova_core") &&
+			if (strcmp(d->driver, "nouveau") &&
+			    strcmp(d->driver, "nova_core") &&
 			    strcmp(d->driver, "nova-core"))
 				continue;
-			gp_buf_printf(&b, "%s%s (%s)", b.len ? ", " : "", d->address, d->driver);
+			gp_buf_printf(&b, "%s%s (%s)", b.len ? ", " : "", d->address,
+			              d->driver);
 		}
 		f->bound = b.len ? gp_buf_steal(&b) : NULL;
 		gp_buf_free(&b);
@@ -155,7 +157,8 @@ static bool in_use(const struct nouveau_facts *f)
  * use, its own blacklist line is required too. */
 static bool config_done(const struct nouveau_facts *f)
 {
-	bool nova_in_use = f->nova_loaded == GP_YES || (f->bound && strstr(f->bound, "nova"));
+	bool nova_in_use = f->nova_loaded == GP_YES ||
+	                   (f->bound && strstr(f->bound, "nova"));
 	return f->blacklisted && (f->nova_blacklisted || !nova_in_use);
 }
 
@@ -182,25 +185,28 @@ static int nouveau_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck
 		if (!config_done(&f))
 			gp_buf_puts(&why, "nouveau is not blacklisted with modeset=0");
 		if (!f.initramfs_current)
-			gp_buf_printf(&why, "%sinitramfs not rebuilt for the current blacklist",
-				      why.len ? "; " : "");
+			gp_buf_printf(&why,
+			              "%sinitramfs not rebuilt for the current blacklist",
+			              why.len ? "; " : "");
 		if (in_use(&f))
 			gp_buf_printf(&why, "; %s (a reboot will follow)", use);
 		gp_check_set(ck, GP_STATE_NEEDED, "%s", why.data);
 		gp_buf_free(&why);
 	} else if (in_use(&f)) {
-		gp_check_set(ck, GP_STATE_REBOOT_PENDING,
-			     "blacklist in place and initramfs rebuilt, but %s; reboot to "
-			     "unload it",
-			     use);
+		gp_check_set(
+		    ck, GP_STATE_REBOOT_PENDING,
+		    "blacklist in place and initramfs rebuilt, but %s; reboot to "
+		    "unload it",
+		    use);
 	} else if (f.nouveau_loaded == GP_UNKNOWN) {
-		gp_check_set(ck, GP_STATE_SATISFIED,
-			     "blacklisted with modeset=0, initramfs rebuilt; whether nouveau is "
-			     "loaded is unknown (no %s/proc/modules)",
-			     gp_root_is_host(&c->root) ? "" : c->root.dir);
+		gp_check_set(
+		    ck, GP_STATE_SATISFIED,
+		    "blacklisted with modeset=0, initramfs rebuilt; whether nouveau is "
+		    "loaded is unknown (no %s/proc/modules)",
+		    gp_root_is_host(&c->root) ? "" : c->root.dir);
 	} else {
 		gp_check_set(ck, GP_STATE_SATISFIED,
-			     "blacklisted with modeset=0, initramfs rebuilt, not loaded");
+		             "blacklisted with modeset=0, initramfs rebuilt, not loaded");
 	}
 	nouveau_facts_free(&f);
 	return 0;
@@ -215,20 +221,20 @@ static int nouveau_apply(struct gp_ctx *c, const cJSON *cfg)
 	int rc = 0;
 	if (!initramfs) {
 		rc = gp_fail(c->err, GP_EXIT_INVALID_INPUT,
-			     "%s: stage nouveau needs an initramfs command: set "
-			     "\"distro\": {\"initramfs\": [...]} (update-initramfs -u on "
-			     "Debian/Ubuntu, dracut --force on RHEL)",
-			     c->profile->path);
+		             "%s: stage nouveau needs an initramfs command: set "
+		             "\"distro\": {\"initramfs\": [...]} (update-initramfs -u on "
+		             "Debian/Ubuntu, dracut --force on RHEL)",
+		             c->profile->path);
 		goto out;
 	}
 	if (!config_done(&f)) {
 		rc = gp_effect_write(c, blacklist_file(cfg), blacklist_text,
-				     sizeof blacklist_text - 1, 0644);
+		                     sizeof blacklist_text - 1, 0644);
 		if (rc < 0)
 			goto out;
 		config_fingerprint(c, blacklist_file(cfg), f.fingerprint);
 		f.initramfs_current = gp_stage_mark_is(c, "nouveau", MARK_INITRAMFS,
-						       f.fingerprint);
+		                                       f.fingerprint);
 	}
 	if (!f.initramfs_current) {
 		rc = gp_effect_run(c, initramfs);
@@ -239,7 +245,7 @@ static int nouveau_apply(struct gp_ctx *c, const cJSON *cfg)
 	if (in_use(&f)) {
 		_cleanup_free_ char *use = in_use_text(&f);
 		_cleanup_free_ char *why = gp_xasprintf(
-			"%s; the blacklist takes effect at the next boot", use);
+		    "%s; the blacklist takes effect at the next boot", use);
 		gp_effect_reboot(c, why);
 	}
 out:
@@ -248,22 +254,25 @@ out:
 }
 
 static void verify_loaded(struct gp_ctx *c, struct gp_report *rep, const char *module,
-			  enum gp_tristate loaded)
+                          enum gp_tristate loaded)
 {
 	_cleanup_free_ char *check = gp_xasprintf("%s not loaded", module);
 	if (loaded == GP_NO)
-		gp_report_add(rep, "nouveau", GP_PASS, check, NULL, "%s is not loaded", module);
+		gp_report_add(rep, "nouveau", GP_PASS, check, NULL, "%s is not loaded",
+		              module);
 	else if (loaded == GP_YES)
-		gp_report_add(rep, "nouveau", GP_FAIL, check,
-			      "reboot; if it is still loaded after the reboot, check that the "
-			      "initramfs was rebuilt and that the kernel command line does not "
-			      "load it",
-			      "%s is loaded", module);
+		gp_report_add(
+		    rep, "nouveau", GP_FAIL, check,
+		    "reboot; if it is still loaded after the reboot, check that the "
+		    "initramfs was rebuilt and that the kernel command line does not "
+		    "load it",
+		    "%s is loaded", module);
 	else
-		gp_report_add(rep, "nouveau", GP_WARN, check,
-			      "run verify on the live system (not an image) to see loaded modules",
-			      "unknown: %s/proc/modules is missing",
-			      gp_root_is_host(&c->root) ? "" : c->root.dir);
+		gp_report_add(
+		    rep, "nouveau", GP_WARN, check,
+		    "run verify on the live system (not an image) to see loaded modules",
+		    "unknown: %s/proc/modules is missing",
+		    gp_root_is_host(&c->root) ? "" : c->root.dir);
 }
 
 static int nouveau_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
@@ -273,31 +282,34 @@ static int nouveau_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *
 		return -1;
 	if (f.blacklisted)
 		gp_report_add(rep, "nouveau", GP_PASS, "blacklist", NULL,
-			      "libkmod reads \"blacklist nouveau\" and \"options nouveau "
-			      "modeset=0\"");
+		              "libkmod reads \"blacklist nouveau\" and \"options nouveau "
+		              "modeset=0\"");
 	else
-		gp_report_add(rep, "nouveau", GP_FAIL, "blacklist",
-			      "run 'gpuprov install --only nouveau' to write the blacklist",
-			      "nouveau is %s in the modprobe configuration",
-			      "not blacklisted with modeset=0");
+		gp_report_add(
+		    rep, "nouveau", GP_FAIL, "blacklist",
+		    "run 'gpuprov install --only nouveau' to write the blacklist",
+		    "nouveau is %s in the modprobe configuration",
+		    "not blacklisted with modeset=0");
 	if (f.initramfs_current)
 		gp_report_add(rep, "nouveau", GP_PASS, "initramfs", NULL,
-			      "rebuilt after the blacklist was written");
+		              "rebuilt after the blacklist was written");
 	else
-		gp_report_add(rep, "nouveau", GP_FAIL, "initramfs",
-			      "run 'gpuprov install --only nouveau' to rebuild it; otherwise the "
-			      "initramfs may still load nouveau at boot",
-			      "not rebuilt by gpuprov since the modprobe configuration changed");
+		gp_report_add(
+		    rep, "nouveau", GP_FAIL, "initramfs",
+		    "run 'gpuprov install --only nouveau' to rebuild it; otherwise the "
+		    "initramfs may still load nouveau at boot",
+		    "not rebuilt by gpuprov since the modprobe configuration changed");
 	verify_loaded(c, rep, "nouveau", f.nouveau_loaded);
 	verify_loaded(c, rep, "nova_core", f.nova_loaded);
 	if (f.bound)
-		gp_report_add(rep, "nouveau", GP_FAIL, "GPU binding",
-			      "reboot so the blacklist takes effect; then the NVIDIA driver "
-			      "can bind the GPU",
-			      "NVIDIA GPUs bound to the wrong driver: %s", f.bound);
+		gp_report_add(
+		    rep, "nouveau", GP_FAIL, "GPU binding",
+		    "reboot so the blacklist takes effect; then the NVIDIA driver "
+		    "can bind the GPU",
+		    "NVIDIA GPUs bound to the wrong driver: %s", f.bound);
 	else
 		gp_report_add(rep, "nouveau", GP_PASS, "GPU binding", NULL,
-			      "no NVIDIA GPU is bound to nouveau or nova_core");
+		              "no NVIDIA GPU is bound to nouveau or nova_core");
 	nouveau_facts_free(&f);
 	return 0;
 }

@@ -13,14 +13,15 @@ static const struct gp_stage stage_driver = {
 };
 static const struct gp_stage stage_cuda = { .name = "cuda", .summary = "CUDA toolkit" };
 static const struct gp_stage stage_cudnn = { .name = "cudnn",
-					     .summary = "cuDNN libraries and headers" };
+	                                     .summary = "cuDNN libraries and headers" };
 static const struct gp_stage stage_pytorch = {
 	.name = "pytorch",
 	.summary = "conda or venv environment with PyTorch",
 };
 
 const struct gp_stage *const gp_stages[] = {
-	&gp_stage_nouveau, &stage_driver, &stage_cuda, &stage_cudnn, &stage_pytorch, &gp_stage_env,
+	&gp_stage_nouveau, &stage_driver,  &stage_cuda,
+	&stage_cudnn,      &stage_pytorch, &gp_stage_env,
 };
 const size_t gp_stage_count = ARRAY_SIZE(gp_stages);
 
@@ -47,13 +48,16 @@ void gp_check_set(struct gp_check *ck, enum gp_stage_state state, const char *fm
 	va_end(ap);
 }
 
-bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key, const char *value)
+bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key,
+                      const char *value)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(gp_journal_stage(&c->journal, stage), key);
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+	    gp_journal_stage(&c->journal, stage), key);
 	return cJSON_IsString(v) && gp_streq(v->valuestring, value);
 }
 
-void gp_stage_mark_set(struct gp_ctx *c, const char *stage, const char *key, const char *value)
+void gp_stage_mark_set(struct gp_ctx *c, const char *stage, const char *key,
+                       const char *value)
 {
 	cJSON *s = gp_journal_stage(&c->journal, stage);
 	cJSON_DeleteItemFromObjectCaseSensitive(s, key);

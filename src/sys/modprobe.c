@@ -25,13 +25,13 @@ static void kmod_config_iter_freep(struct kmod_config_iter **it)
 		kmod_config_iter_free_iter(*it);
 }
 
-#define _cleanup_kmod_ctx_  _cleanup_(kmod_unrefp)
+#define _cleanup_kmod_ctx_ _cleanup_(kmod_unrefp)
 #define _cleanup_kmod_iter_ _cleanup_(kmod_config_iter_freep)
 
 static void log_nothing(_unused_ void *data, _unused_ int priority,
-			_unused_ const char *file, _unused_ int line,
-			_unused_ const char *fn, _unused_ const char *format,
-			_unused_ va_list args)
+                        _unused_ const char *file, _unused_ int line,
+                        _unused_ const char *fn, _unused_ const char *format,
+                        _unused_ va_list args)
 {
 }
 
@@ -84,7 +84,7 @@ static void hits_free(struct hits *h)
 }
 
 static int collect(const char *moddir, const char *const *paths, const char *module,
-		   struct hits *h)
+                   struct hits *h)
 {
 	*h = (struct hits){ .options = gp_xcalloc(1, sizeof(char *)) };
 
@@ -120,22 +120,22 @@ static int collect(const char *moddir, const char *const *paths, const char *mod
 static void drop_cmdline(struct hits *all, const struct hits *cmdline)
 {
 	all->blacklists = all->blacklists > cmdline->blacklists
-				  ? all->blacklists - cmdline->blacklists
-				  : 0;
+	                      ? all->blacklists - cmdline->blacklists
+	                      : 0;
 	for (size_t i = gp_strv_len(cmdline->options); i-- > 0;) {
 		for (size_t j = gp_strv_len(all->options); j-- > 0;) {
 			if (strcmp(all->options[j], cmdline->options[i]) != 0)
 				continue;
 			free(all->options[j]);
 			memmove(&all->options[j], &all->options[j + 1],
-				(gp_strv_len(all->options + j + 1) + 1) * sizeof(char *));
+			        (gp_strv_len(all->options + j + 1) + 1) * sizeof(char *));
 			break;
 		}
 	}
 }
 
 int gp_modprobe_query(const struct gp_root *r, const char *module,
-		      struct gp_modprobe_facts *f)
+                      struct gp_modprobe_facts *f)
 {
 	/* Search order and precedence of kmod's defaults: a file in an earlier
 	 * directory hides one with the same name in a later one. */
@@ -161,8 +161,8 @@ int gp_modprobe_query(const struct gp_root *r, const char *module,
 		free(kver);
 		kver = NULL;
 	}
-	_cleanup_free_ char *moddir_rel =
-		gp_xasprintf("/lib/modules/%s", kver ? kver : "0");
+	_cleanup_free_ char *moddir_rel = gp_xasprintf("/lib/modules/%s",
+	                                               kver ? kver : "0");
 	_cleanup_free_ char *moddir = gp_root_host_path(r, moddir_rel);
 	for (size_t i = 0; i < ARRAY_SIZE(conf_dirs); i++)
 		paths[i] = gp_root_host_path(r, conf_dirs[i]);
@@ -195,7 +195,7 @@ void gp_modprobe_facts_free(struct gp_modprobe_facts *f)
 }
 
 bool gp_modprobe_option_is(const struct gp_modprobe_facts *f, const char *key,
-			   const char *value)
+                           const char *value)
 {
 	static const char blanks[] = " \t\n";
 	bool match = false;

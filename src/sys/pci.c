@@ -12,7 +12,7 @@
 
 /* Reads a sysfs attribute holding one hex number ("0x10de\n"). */
 static int read_hex(const struct gp_root *r, const char *dev, const char *attr,
-		    unsigned *out)
+                    unsigned *out)
 {
 	_cleanup_free_ char *path = gp_xasprintf(PCI_DEVICES "/%s/%s", dev, attr);
 	_cleanup_free_ char *text = NULL;

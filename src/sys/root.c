@@ -152,9 +152,10 @@ int gp_root_readlink(const struct gp_root *r, const char *path, char **target)
 static int open_temp(int dfd, const char *base, char **name)
 {
 	for (int attempt = 0; attempt < 100; attempt++) {
-		char *tmp = gp_xasprintf(".#%s.gpuprov%d.%d", base, (int)getpid(), attempt);
-		int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-				0600);
+		char *tmp = gp_xasprintf(".#%s.gpuprov%d.%d", base, (int)getpid(),
+		                         attempt);
+		int fd = openat(
+		    dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (fd >= 0) {
 			*name = tmp;
 			return fd;
@@ -184,7 +185,7 @@ static int write_all(int fd, const void *data, size_t len)
 }
 
 int gp_root_write_atomic(const struct gp_root *r, const char *path, const void *data,
-			 size_t len, mode_t mode, uid_t uid, gid_t gid)
+                         size_t len, mode_t mode, uid_t uid, gid_t gid)
 {
 	const char *base;
 	_cleanup_close_ int dfd = gp_root_open_parent(r, path, &base);
@@ -313,7 +314,8 @@ void gp_sha256_hex(const void *data, size_t len, char out[65])
 	unsigned int mdlen = 0;
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
-	    EVP_DigestUpdate(ctx, data, len) != 1 || EVP_DigestFinal_ex(ctx, md, &mdlen) != 1)
+	    EVP_DigestUpdate(ctx, data, len) != 1 ||
+	    EVP_DigestFinal_ex(ctx, md, &mdlen) != 1)
 		abort();
 	EVP_MD_CTX_free(ctx);
 	for (unsigned i = 0; i < mdlen && i < 32; i++)

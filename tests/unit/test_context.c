@@ -66,7 +66,8 @@ static void test_dry_run_records_only(void **state)
 	struct fixture *f = *state;
 	f->c.dry_run = true;
 	assert_int_equal(gp_effect_write(&f->c, "/etc/new.conf", "new\n", 4, 0644), 0);
-	assert_int_equal(gp_effect_write(&f->c, "/etc/existing.conf", "changed\n", 8, 0644), 0);
+	assert_int_equal(
+	    gp_effect_write(&f->c, "/etc/existing.conf", "changed\n", 8, 0644), 0);
 	assert_int_equal(gp_effect_remove(&f->c, "/etc/existing.conf"), 0);
 	assert_int_equal(gp_effect_symlink(&f->c, "cuda-11.8", "/usr/local/cuda"), 0);
 	assert_int_equal(gp_effect_mkdir(&f->c, "/opt/conda", 0755), 0);
@@ -115,7 +116,8 @@ static void test_real_write_backs_up_and_journals(void **state)
 {
 	struct fixture *f = *state;
 	f->c.dry_run = false;
-	assert_int_equal(gp_effect_write(&f->c, "/etc/existing.conf", "gpuprov's\n", 10, 0600), 0);
+	assert_int_equal(
+	    gp_effect_write(&f->c, "/etc/existing.conf", "gpuprov's\n", 10, 0600), 0);
 	char *text = slurp(f->dir, "etc/existing.conf");
 	assert_string_equal(text, "gpuprov's\n");
 	free(text);
@@ -128,16 +130,20 @@ static void test_real_write_backs_up_and_journals(void **state)
 	assert_int_equal(st.st_mode & 07777, 0600);
 	char sha[65];
 	gp_sha256_hex("gpuprov's\n", 10, sha);
-	assert_string_equal(gp_journal_file_sha256(&f->c.journal, "/etc/existing.conf"), sha);
+	assert_string_equal(gp_journal_file_sha256(&f->c.journal, "/etc/existing.conf"),
+	                    sha);
 	/* The journal on disk says the same (saved after each effect). */
 	text = slurp(f->dir, "var/lib/gpuprov/state.json");
 	assert_non_null(strstr(text, sha));
 	free(text);
 	/* Rewriting gpuprov's own file takes no second backup. */
-	assert_int_equal(gp_effect_write(&f->c, "/etc/existing.conf", "again\n", 6, 0600), 0);
-	assert_false(gp_root_exists(&f->c.root, "/var/lib/gpuprov/backup/etc/existing.conf.1"));
+	assert_int_equal(gp_effect_write(&f->c, "/etc/existing.conf", "again\n", 6, 0600),
+	                 0);
+	assert_false(
+	    gp_root_exists(&f->c.root, "/var/lib/gpuprov/backup/etc/existing.conf.1"));
 	/* A write into a missing directory creates it. */
-	assert_int_equal(gp_effect_write(&f->c, "/etc/profile.d/x.sh", "x\n", 2, 0644), 0);
+	assert_int_equal(gp_effect_write(&f->c, "/etc/profile.d/x.sh", "x\n", 2, 0644),
+	                 0);
 	assert_true(gp_root_exists(&f->c.root, "/etc/profile.d/x.sh"));
 }
 
@@ -185,7 +191,8 @@ static void test_real_run_failure_message(void **state)
 {
 	struct fixture *f = *state;
 	f->c.dry_run = false;
-	make_runnable(f, "failing", "#!/bin/sh\necho line one\necho 'it broke' >&2\nexit 3\n");
+	make_runnable(f, "failing",
+	              "#!/bin/sh\necho line one\necho 'it broke' >&2\nexit 3\n");
 	char *const argv[] = { "failing", "-u", NULL };
 	assert_int_equal(gp_effect_run(&f->c, argv), -1);
 	assert_int_equal(f->err.exit_code, GP_EXIT_APPLY_FAILED);
@@ -220,12 +227,16 @@ static void test_real_run_logs(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_dry_run_records_only, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_reads_see_planned_writes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_real_write_backs_up_and_journals, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_real_remove_backs_up, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_real_run_failure_message, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dry_run_records_only, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_reads_see_planned_writes, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_real_write_backs_up_and_journals,
+		                                setup, teardown),
+		cmocka_unit_test_setup_teardown(test_real_remove_backs_up, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_real_run_failure_message, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(test_real_run_logs, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

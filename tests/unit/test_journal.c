@@ -52,8 +52,10 @@ static void test_roundtrip(void **state)
 	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
 	gp_journal_set_profile(&j, "a100-ubuntu2204", "/p/a100.json", "abc");
 	gp_journal_set_stage(&j, "nouveau", "done");
-	gp_journal_record_file(&j, "/etc/x.conf", "1111", "nouveau", "/var/lib/gpuprov/backup/etc/x.conf");
-	gp_journal_record_file(&j, "/etc/x.conf", "2222", "nouveau", "/var/lib/gpuprov/backup/etc/x.conf.1");
+	gp_journal_record_file(&j, "/etc/x.conf", "1111", "nouveau",
+	                       "/var/lib/gpuprov/backup/etc/x.conf");
+	gp_journal_record_file(&j, "/etc/x.conf", "2222", "nouveau",
+	                       "/var/lib/gpuprov/backup/etc/x.conf.1");
 	gp_journal_set_reboot(&j, "nouveau is loaded", "boot-1");
 	assert_int_equal(gp_journal_save(&f->root, &j), 0);
 	gp_journal_free(&j);
@@ -68,8 +70,9 @@ static void test_roundtrip(void **state)
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(j.doc, "files");
 	const cJSON *x = cJSON_GetObjectItemCaseSensitive(files, "/etc/x.conf");
 	assert_string_equal(cJSON_GetObjectItemCaseSensitive(x, "backup")->valuestring,
-			    "/var/lib/gpuprov/backup/etc/x.conf");
-	const cJSON *st = cJSON_GetObjectItemCaseSensitive(gp_journal_stage(&j, "nouveau"), "state");
+	                    "/var/lib/gpuprov/backup/etc/x.conf");
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(
+	    gp_journal_stage(&j, "nouveau"), "state");
 	assert_string_equal(st->valuestring, "done");
 	assert_string_equal(gp_journal_reboot_reason(&j), "nouveau is loaded");
 	assert_string_equal(gp_journal_reboot_boot_id(&j), "boot-1");
@@ -94,7 +97,8 @@ static void test_corrupt(void **state)
 {
 	struct fixture *f = *state;
 	expect_corrupt(f, "{\"gpuprov_state\": 1, \"profile\": ");
-	expect_corrupt(f, "\x7f" "ELF\x01\x02garbage");
+	expect_corrupt(f, "\x7f"
+	                  "ELF\x01\x02garbage");
 	expect_corrupt(f, "[1, 2, 3]");
 	expect_corrupt(f, "{\"something\": \"else\"}");
 	expect_corrupt(f, "");

@@ -7,7 +7,8 @@
 
 static struct gp_plan *sample_plan(void)
 {
-	struct gp_plan *p = gp_plan_new("a100-ubuntu2204", "0123456789abcdef0123", "/srv/root", true);
+	struct gp_plan *p = gp_plan_new("a100-ubuntu2204", "0123456789abcdef0123",
+	                                "/srv/root", true);
 	p->os_pretty = gp_xstrdup("Ubuntu 22.04.4 LTS");
 	struct gp_stage_plan *sp = gp_plan_add_stage(p, "nouveau", "blacklist nouveau");
 	gp_stage_plan_set(sp, GP_STATE_NEEDED, "nouveau is not blacklisted");
@@ -46,25 +47,27 @@ static void test_text(void **state)
 	struct gp_plan *p = sample_plan();
 	char *text = render(p, false);
 	const char *expected =
-		"gpuprov plan: profile a100-ubuntu2204 (sha256 0123456789ab)\n"
-		"root: /srv/root (Ubuntu 22.04.4 LTS)\n"
-		"\n"
-		"[1/3] nouveau: needed - nouveau is not blacklisted\n"
-		"      replace /etc/modprobe.d/blacklist-nouveau.conf (backed up first, mode 0644)\n"
-		"        --- /etc/modprobe.d/blacklist-nouveau.conf\n"
-		"        +++ /etc/modprobe.d/blacklist-nouveau.conf (planned)\n"
-		"        @@ -1 +1,2 @@\n"
-		"         blacklist nouveau\n"
-		"        +options nouveau modeset=0\n"
-		"      run update-initramfs -u 'it'\\''s a test'\n"
-		"      reboot required: nouveau is loaded\n"
-		"\n"
-		"[2/3] driver: not implemented - not implemented\n"
-		"\n"
-		"[3/3] env: satisfied - up to date\n"
-		"\n"
-		"summary: 1 satisfied, 1 needed, 1 not implemented; a reboot is required after this "
-		"run\n";
+	    "gpuprov plan: profile a100-ubuntu2204 (sha256 0123456789ab)\n"
+	    "root: /srv/root (Ubuntu 22.04.4 LTS)\n"
+	    "\n"
+	    "[1/3] nouveau: needed - nouveau is not blacklisted\n"
+	    "      replace /etc/modprobe.d/blacklist-nouveau.conf (backed up first, mode "
+	    "0644)\n"
+	    "        --- /etc/modprobe.d/blacklist-nouveau.conf\n"
+	    "        +++ /etc/modprobe.d/blacklist-nouveau.conf (planned)\n"
+	    "        @@ -1 +1,2 @@\n"
+	    "         blacklist nouveau\n"
+	    "        +options nouveau modeset=0\n"
+	    "      run update-initramfs -u 'it'\\''s a test'\n"
+	    "      reboot required: nouveau is loaded\n"
+	    "\n"
+	    "[2/3] driver: not implemented - not implemented\n"
+	    "\n"
+	    "[3/3] env: satisfied - up to date\n"
+	    "\n"
+	    "summary: 1 satisfied, 1 needed, 1 not implemented; a reboot is required "
+	    "after this "
+	    "run\n";
 	assert_string_equal(text, expected);
 	/* Stable: the same plan renders the same bytes. */
 	char *again = render(p, false);
@@ -100,28 +103,35 @@ static void test_json(void **state)
 {
 	struct gp_plan *p = sample_plan();
 	cJSON *doc = gp_plan_to_json(p);
-	assert_int_equal(cJSON_GetObjectItemCaseSensitive(doc, "gpuprov_plan")->valueint, 1);
+	assert_int_equal(cJSON_GetObjectItemCaseSensitive(doc, "gpuprov_plan")->valueint,
+	                 1);
 	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "dry_run")));
-	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "reboot_required")));
+	assert_true(
+	    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "reboot_required")));
 	const cJSON *stages = cJSON_GetObjectItemCaseSensitive(doc, "stages");
 	assert_int_equal(cJSON_GetArraySize(stages), 3);
 	const cJSON *s0 = cJSON_GetArrayItem(stages, 0);
-	assert_string_equal(cJSON_GetObjectItemCaseSensitive(s0, "name")->valuestring, "nouveau");
-	assert_string_equal(cJSON_GetObjectItemCaseSensitive(s0, "state")->valuestring, "needed");
+	assert_string_equal(cJSON_GetObjectItemCaseSensitive(s0, "name")->valuestring,
+	                    "nouveau");
+	assert_string_equal(cJSON_GetObjectItemCaseSensitive(s0, "state")->valuestring,
+	                    "needed");
 	const cJSON *effects = cJSON_GetObjectItemCaseSensitive(s0, "effects");
 	const cJSON *w = cJSON_GetArrayItem(effects, 0);
-	assert_string_equal(cJSON_GetObjectItemCaseSensitive(w, "type")->valuestring, "write");
-	assert_string_equal(cJSON_GetObjectItemCaseSensitive(w, "mode")->valuestring, "0644");
+	assert_string_equal(cJSON_GetObjectItemCaseSensitive(w, "type")->valuestring,
+	                    "write");
+	assert_string_equal(cJSON_GetObjectItemCaseSensitive(w, "mode")->valuestring,
+	                    "0644");
 	assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(w, "diff")->valuestring,
-			       "+options nouveau modeset=0\n"));
-	assert_int_equal(strlen(cJSON_GetObjectItemCaseSensitive(w, "sha256")->valuestring), 64);
+	                       "+options nouveau modeset=0\n"));
+	assert_int_equal(
+	    strlen(cJSON_GetObjectItemCaseSensitive(w, "sha256")->valuestring), 64);
 	const cJSON *r = cJSON_GetArrayItem(effects, 1);
 	const cJSON *argv = cJSON_GetObjectItemCaseSensitive(r, "argv");
 	assert_int_equal(cJSON_GetArraySize(argv), 3);
 	assert_string_equal(cJSON_GetArrayItem(argv, 2)->valuestring, "it's a test");
 	const cJSON *s1 = cJSON_GetArrayItem(stages, 1);
 	assert_string_equal(cJSON_GetObjectItemCaseSensitive(s1, "state")->valuestring,
-			    "not_implemented");
+	                    "not_implemented");
 	cJSON_Delete(doc);
 	gp_plan_free(p);
 }
@@ -132,8 +142,8 @@ static void test_lookup_file(void **state)
 	bool exists = false;
 	const char *data = NULL;
 	size_t len = 0;
-	assert_true(gp_plan_lookup_file(p, "/etc/modprobe.d/blacklist-nouveau.conf", &exists,
-					&data, &len));
+	assert_true(gp_plan_lookup_file(p, "/etc/modprobe.d/blacklist-nouveau.conf",
+	                                &exists, &data, &len));
 	assert_true(exists);
 	assert_int_equal(len, strlen("blacklist nouveau\noptions nouveau modeset=0\n"));
 	assert_false(gp_plan_lookup_file(p, "/etc/other", &exists, &data, &len));

@@ -45,10 +45,12 @@ static void test_write_atomic_and_read(void **state)
 	struct gp_root r;
 	open_root(&r, dir);
 	assert_int_equal(gp_root_mkdir_p(&r, "/etc/modprobe.d", 0755), 0);
-	assert_int_equal(gp_root_write_atomic(&r, "/etc/modprobe.d/a.conf", "one\n", 4, 0640, 0, 0),
-			 0);
-	assert_int_equal(gp_root_write_atomic(&r, "/etc/modprobe.d/a.conf", "two\n", 4, 0644, 0, 0),
-			 0);
+	assert_int_equal(
+	    gp_root_write_atomic(&r, "/etc/modprobe.d/a.conf", "one\n", 4, 0640, 0, 0),
+	    0);
+	assert_int_equal(
+	    gp_root_write_atomic(&r, "/etc/modprobe.d/a.conf", "two\n", 4, 0644, 0, 0),
+	    0);
 	char *data = NULL;
 	size_t len = 0;
 	assert_int_equal(gp_root_read(&r, "/etc/modprobe.d/a.conf", &data, &len), 0);
@@ -76,7 +78,8 @@ static void test_write_missing_parent(void **state)
 	char *dir = tu_tmpdir();
 	struct gp_root r;
 	open_root(&r, dir);
-	assert_int_equal(gp_root_write_atomic(&r, "/no/such/dir/f", "x", 1, 0644, 0, 0), -ENOENT);
+	assert_int_equal(gp_root_write_atomic(&r, "/no/such/dir/f", "x", 1, 0644, 0, 0),
+	                 -ENOENT);
 	gp_root_close(&r);
 	tu_rmrf(dir);
 	free(dir);
@@ -95,14 +98,15 @@ static void test_symlink_stays_in_root(void **state)
 	struct gp_root r;
 	open_root(&r, dir);
 	/* /etc -> <outside> is looked up as <root><outside>, which does not exist. */
-	assert_int_equal(gp_root_write_atomic(&r, "/etc/passwd", "x", 1, 0644, 0, 0), -ENOENT);
+	assert_int_equal(gp_root_write_atomic(&r, "/etc/passwd", "x", 1, 0644, 0, 0),
+	                 -ENOENT);
 	char probe[512];
 	snprintf(probe, sizeof probe, "%s/passwd", outside);
 	assert_int_equal(access(probe, F_OK), -1);
 	/* ".." cannot climb out of the root either. */
 	assert_int_equal(gp_root_mkdir_p(&r, "/inside", 0755), 0);
-	assert_int_equal(gp_root_write_atomic(&r, "/inside/../../../escaped", "x", 1, 0644, 0, 0),
-			 0);
+	assert_int_equal(
+	    gp_root_write_atomic(&r, "/inside/../../../escaped", "x", 1, 0644, 0, 0), 0);
 	char escaped[512];
 	snprintf(escaped, sizeof escaped, "%s/escaped", dir);
 	assert_int_equal(access(escaped, F_OK), 0);
@@ -155,11 +159,11 @@ static void test_sha256(void **state)
 {
 	char out[65];
 	gp_sha256_hex("abc", 3, out);
-	assert_string_equal(out,
-			    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	assert_string_equal(
+	    out, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 	gp_sha256_hex("", 0, out);
-	assert_string_equal(out,
-			    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	assert_string_equal(
+	    out, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
 int main(void)

@@ -27,6 +27,14 @@ ALL_CPPFLAGS = -Iinclude -D_GNU_SOURCE -DGP_VERSION='"$(VERSION)"' \
 ALL_CFLAGS = -std=gnu11 $(WARNINGS) $(CFLAGS)
 VERSION := 0.1.0
 
+# Rebuild everything when the flags change (PREFIX, SANITIZE, CFLAGS...):
+# the stamp holds the flags of the last build in this build directory.
+FLAGS_NOW := $(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) $(LDFLAGS)
+ifneq ($(FLAGS_NOW),$(file <$(BUILD)/flags.stamp))
+$(shell mkdir -p $(BUILD))
+$(file >$(BUILD)/flags.stamp,$(FLAGS_NOW))
+endif
+
 LIB_SRCS := $(sort $(wildcard src/*.c src/sys/*.c src/stages/*.c src/nv/*.c))
 LIB_SRCS := $(filter-out src/main.c,$(LIB_SRCS))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
@@ -52,11 +60,11 @@ $(BUILD)/libgpuprov.a: $(LIB_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/%.o: %.c $(wildcard include/gpuprov/*.h)
+$(BUILD)/%.o: %.c $(wildcard include/gpuprov/*.h) $(BUILD)/flags.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h $(BUILD)/libgpuprov.a
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h $(BUILD)/libgpuprov.a $(BUILD)/flags.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(BUILD)/libgpuprov.a \
 		$(LDFLAGS) $(PKG_LIBS) -lcmocka
@@ -73,7 +81,7 @@ check: deps
 check-asan: deps
 	$(MAKE) BUILD=build-asan SANITIZE=1 test-run
 
-test-run: all $(UNIT_BINS)
+test-run: $(BUILD)/gpuprov $(UNIT_BINS)
 	GPUPROV=$(CURDIR)/$(BUILD)/gpuprov UNIT_BINS="$(UNIT_BINS)" sh tests/run.sh
 
 demo: deps-build

@@ -42,6 +42,13 @@ bool gp_ctx_exists(struct gp_ctx *c, const char *path)
 
 void gp_log(struct gp_ctx *c, const char *fmt, ...)
 {
+	va_list ap;
+	va_start(ap, fmt);
+	_cleanup_free_ char *msg = gp_xvasprintf(fmt, ap);
+	va_end(ap);
+	const char *stage = c->stage ? c->stage->name : NULL;
+	if (c->out)
+		gp_debug(c->out, "%s%s%s", stage ? stage : "", stage ? ": " : "", msg);
 	if (c->log_fd < 0)
 		return;
 	char when[32];
@@ -49,13 +56,8 @@ void gp_log(struct gp_ctx *c, const char *fmt, ...)
 	struct tm tm;
 	gmtime_r(&t, &tm);
 	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	va_list ap;
-	va_start(ap, fmt);
-	_cleanup_free_ char *msg = gp_xvasprintf(fmt, ap);
-	va_end(ap);
 	_cleanup_free_ char *line = gp_xasprintf("%s [%d] %s%s%s\n", when, (int)getpid(),
-	                                         c->stage ? c->stage->name : "",
-	                                         c->stage ? ": " : "", msg);
+						 stage ? stage : "", stage ? ": " : "", msg);
 	if (write(c->log_fd, line, strlen(line)) < 0) {
 		/* The log is best effort; the journal is the record that matters. */
 	}

@@ -220,13 +220,14 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 		    ck.reason, st->name);
 	gp_stage_plan_set(sp, ck.state, "%s", ck.reason);
 	free(ck.reason);
+	gp_log(c, "check: %s (%s)", gp_stage_state_name(sp->state), sp->reason);
 	if (sp->state != GP_STATE_NEEDED) {
 		if (!c->dry_run)
 			gp_journal_set_stage(&c->journal, st->name,
 			                     gp_stage_state_id(sp->state));
 		return 0;
 	}
-	gp_log(c, "apply: %s", sp->reason);
+	gp_log(c, "apply");
 	if (st->apply(c, cfg) < 0) {
 		gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
 		if (!c->dry_run) {

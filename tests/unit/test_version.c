@@ -23,7 +23,7 @@ static const struct cmp_case cmp_cases[] = {
 	{ "12", "12.0", 0 },
 	{ "11.8", "12.0", -1 },
 	{ "12.10", "12.9", 1 }, /* not decimal fractions */
-	{ "9", "10", -1 },	/* not text */
+	{ "9", "10", -1 }, /* not text */
 	{ "0", "0.0.0", 0 },
 	{ "000", "0", 0 },
 	{ "", "0", 0 },
@@ -50,12 +50,12 @@ static void test_compare_table(void **state)
 		int sgn = (got > 0) - (got < 0);
 		if (sgn != t->want)
 			fail_msg("compare(\"%s\", \"%s\") = %d, want %d", t->a, t->b, got,
-				 t->want);
+			         t->want);
 		/* Antisymmetric. */
 		int rev = gp_version_compare(t->b, t->a);
 		if ((rev > 0) - (rev < 0) != -t->want)
 			fail_msg("compare(\"%s\", \"%s\") = %d, want %d", t->b, t->a, rev,
-				 -t->want);
+			         -t->want);
 	}
 }
 
@@ -74,18 +74,18 @@ static void test_is_valid(void **state)
 		"0", "535", "535.104.05", "570.26", "11.8", "007.1",
 	};
 	static const char *const bad[] = {
-		"",		/* nothing */
-		".",		/* no digits */
-		"535.",		/* empty last part */
-		".535",		/* empty first part */
-		"535..104",	/* empty middle part */
-		"v535",		/* prefix */
-		"535.x",	/* letters */
-		"535 ",		/* trailing blank */
-		" 535",		/* leading blank */
+		"", /* nothing */
+		".", /* no digits */
+		"535.", /* empty last part */
+		".535", /* empty first part */
+		"535..104", /* empty middle part */
+		"v535", /* prefix */
+		"535.x", /* letters */
+		"535 ", /* trailing blank */
+		" 535", /* leading blank */
 		"535.104.05-1", /* package revision */
-		"12,4",		/* wrong separator */
-		"-1",		/* sign */
+		"12,4", /* wrong separator */
+		"-1", /* sign */
 	};
 	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
 		if (!gp_version_is_valid(good[i]))

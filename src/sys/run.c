@@ -1,6 +1,6 @@
-/* The command runner. gp_run resolves the program inside the root (symlinks and ".."
- * resolved as the chrooted child will see them), builds a fresh environment, forks,
- * and in the child only: own process group, stdin from /dev/null, stdout+stderr into
+/* The command runner. gp_run resolves the program inside the root (links and ".."
+ * resolved as the chrooted child will see them, through root.c), builds a fresh
+ * environment, forks, and in the child only: own process group, stdin from /dev/null, stdout+stderr into
  * one pipe, chroot + chdir, every other fd closed, execve. Between fork and exec the
  * child makes async-signal-safe calls only and reports a failure through a CLOEXEC
  * pipe. The parent reads the output with poll, waits for exit through a pidfd, and
@@ -18,14 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpuprov/root.h"
 #include "gpuprov/run.h"
 #include "gpuprov/util.h"
 
 #define DEFAULT_KILL_GRACE_MS 2000
 /* Without a pidfd, how often the parent looks whether the child has exited. */
 #define EXIT_POLL_MS 50
-/* As the kernel allows when resolving a path. */
-#define MAX_SYMLINKS 40
 
 /* Passed through when the caller has them. Uppercase HTTP_PROXY is left out on
  * purpose (httpoxy: CGI sets it from a request header; curl ignores it too). */
@@ -33,11 +32,6 @@ static const char *const proxy_vars[] = {
 	"http_proxy", "https_proxy", "ftp_proxy", "no_proxy",  "HTTPS_PROXY",
 	"FTP_PROXY",  "NO_PROXY",    "all_proxy", "ALL_PROXY",
 };
-
-static void strv_freep(char ***v)
-{
-	gp_strv_free(*v);
-}
 
 static void safe_close(int *fd)
 {
@@ -51,110 +45,30 @@ static bool is_host_root(const char *root)
 	return !root || !*root || strcmp(root, "/") == 0;
 }
 
-/* Resolves path the way the chrooted child will, as a path relative to rootfd with
- * no symlinks left in it: links are followed by hand so that absolute targets and
- * ".." stay inside the root. (openat2's RESOLVE_IN_ROOT does this too, but only
- * from Linux 5.6; RHEL 8 and Ubuntu 20.04 hosts are older.) A check, not a
- * security boundary: the exec itself happens inside the chroot. */
-static int resolve_in_root(int rootfd, const char *path, char **ret)
+/* Checks that path (absolute, in-root) names an executable regular file.
+ * The lookup resolves links and ".." inside the root, as the chrooted
+ * child will see them. */
+static int check_program(const struct gp_root *root, const char *path)
 {
-	_cleanup_free_ char *todo = gp_xstrdup(path);
-	struct gp_buf done = { 0 };
-	const char *p = todo;
-	int links = 0, r = 0;
-
-	gp_buf_puts(&done, ".");
-	for (;;) {
-		char target[PATH_MAX], *next;
-		struct stat st;
-		size_t n, mark;
-		ssize_t len;
-
-		p += strspn(p, "/");
-		if (!*p)
-			break;
-		n = strcspn(p, "/");
-		if (n == 1 && p[0] == '.') {
-			p += n;
-			continue;
-		}
-		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			/* done holds no symlinks, so ".." is lexical; "." is the root. */
-			char *slash = strrchr(done.data, '/');
-
-			if (slash) {
-				*slash = '\0';
-				done.len = (size_t)(slash - done.data);
-			}
-			p += n;
-			continue;
-		}
-		mark = done.len;
-		gp_buf_puts(&done, "/");
-		gp_buf_append(&done, p, n);
-		p += n;
-		if (fstatat(rootfd, done.data, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			r = -errno;
-			break;
-		}
-		if (!S_ISLNK(st.st_mode)) {
-			if (!S_ISDIR(st.st_mode) && *p == '/') {
-				r = -ENOTDIR;
-				break;
-			}
-			continue;
-		}
-		if (++links > MAX_SYMLINKS) {
-			r = -ELOOP;
-			break;
-		}
-		len = readlinkat(rootfd, done.data, target, sizeof(target));
-		if (len < 0 || (size_t)len >= sizeof(target)) {
-			r = len < 0 ? -errno : -ENAMETOOLONG;
-			break;
-		}
-		target[len] = '\0';
-		/* Absolute targets restart from the root, relative ones from the link's
-		 * directory; what is left of the path follows the target. */
-		done.len = target[0] == '/' ? 1 : mark;
-		done.data[done.len] = '\0';
-		next = gp_xasprintf("%s%s", target, p); /* p is "" or "/..." */
-		free(todo);
-		todo = next;
-		p = todo;
-	}
-	if (r < 0) {
-		gp_buf_free(&done);
-		return r;
-	}
-	*ret = gp_buf_steal(&done);
-	return 0;
-}
-
-/* Checks that path (absolute, in-root) names an executable regular file. */
-static int check_program(int rootfd, const char *path)
-{
-	_cleanup_free_ char *rel = NULL;
+	_cleanup_close_ int fd = gp_root_openat(root, path, O_PATH, 0);
 	struct stat st;
-	int r;
 
-	r = resolve_in_root(rootfd, path, &rel);
-	if (r < 0)
-		return r;
-	if (fstatat(rootfd, rel, &st, 0) < 0)
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
 		return -EACCES;
 	/* The kernel's answer: honours ACLs and noexec mounts; root needs one x bit. */
-	if (faccessat(rootfd, rel, X_OK, AT_EACCESS) < 0)
+	if (faccessat(fd, "", X_OK, AT_EACCESS | AT_EMPTY_PATH) < 0)
 		return -errno;
 	return 0;
 }
 
 int gp_run_resolve(const char *root, const char *argv0, char **path)
 {
-	_cleanup_close_ int rootfd = -1;
-	_cleanup_(strv_freep) char **dirs = NULL;
+	_cleanup_(gp_root_close) struct gp_root rootdir = { .fd = -1 };
+	_cleanup_strv_ char **dirs = NULL;
 	int r;
 
 	*path = NULL;
@@ -164,12 +78,12 @@ int gp_run_resolve(const char *root, const char *argv0, char **path)
 	if (argv0[0] != '/' && strchr(argv0, '/'))
 		return -EINVAL;
 
-	rootfd = open(is_host_root(root) ? "/" : root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (rootfd < 0)
-		return -errno;
+	r = gp_root_open(&rootdir, is_host_root(root) ? "/" : root);
+	if (r < 0)
+		return r;
 
 	if (argv0[0] == '/') {
-		r = check_program(rootfd, argv0);
+		r = check_program(&rootdir, argv0);
 		if (r < 0)
 			return r;
 		*path = gp_xstrdup(argv0);
@@ -182,7 +96,7 @@ int gp_run_resolve(const char *root, const char *argv0, char **path)
 	dirs = gp_strv_split(GP_RUN_PATH, ':');
 	for (size_t i = 0; dirs[i]; i++) {
 		_cleanup_free_ char *p = gp_xasprintf("%s/%s", dirs[i], argv0);
-		int k = check_program(rootfd, p);
+		int k = check_program(&rootdir, p);
 
 		if (k == 0) {
 			*path = TAKE_PTR(p);
@@ -217,7 +131,7 @@ static int env_set(char ***env, const char *kv)
 
 static int build_env(char *const *extra, char ***ret)
 {
-	_cleanup_(strv_freep) char **env = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **env = gp_xcalloc(1, sizeof(char *));
 	int r;
 
 	gp_strv_push(&env, "PATH=" GP_RUN_PATH);
@@ -441,7 +355,7 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 {
 	static const struct gp_run_opts defaults = { 0 };
 	_cleanup_free_ char *path = NULL;
-	_cleanup_(strv_freep) char **envp = NULL;
+	_cleanup_strv_ char **envp = NULL;
 	_cleanup_close_ int nullfd = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1;
 	struct collector c = { .pidfd = -1, .outfd = -1 };
 	struct child_setup s;

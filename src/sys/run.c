@@ -1,10 +1,10 @@
 /* The command runner. gp_run resolves the program inside the root (links and ".."
  * resolved as the chrooted child will see them, through root.c), builds a fresh
- * environment, forks, and in the child only: own process group, stdin from /dev/null, stdout+stderr into
- * one pipe, chroot + chdir, every other fd closed, execve. Between fork and exec the
- * child makes async-signal-safe calls only and reports a failure through a CLOEXEC
- * pipe. The parent reads the output with poll, waits for exit through a pidfd, and
- * on timeout kills the whole group (TERM, grace, KILL). */
+ * environment, forks, and in the child only: own process group, stdin from /dev/null,
+ * stdout+stderr into one pipe, chroot + chdir, every other fd closed, execve. Between
+ * fork and exec the child makes async-signal-safe calls only and reports a failure
+ * through a CLOEXEC pipe. The parent reads the output with poll, waits for exit
+ * through a pidfd, and on timeout kills the whole group (TERM, grace, KILL). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

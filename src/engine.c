@@ -25,6 +25,7 @@ struct session {
 	struct gp_profile *profile;
 	char **search;
 	int lock_fd;
+	bool reboot_ineffective; /* a stage still waits for a reboot that happened */
 };
 
 static void session_close(struct session *s)
@@ -211,13 +212,15 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 		gp_stage_plan_set(sp, GP_STATE_FAILED, "check failed");
 		return report_err(s);
 	}
-	if (ck.state == GP_STATE_REBOOT_PENDING && reboot_did_not_help(s))
+	if (ck.state == GP_STATE_REBOOT_PENDING && reboot_did_not_help(s)) {
+		s->reboot_ineffective = true;
 		gp_check_set(
 		    &ck, GP_STATE_BLOCKED,
 		    "%s - but the machine has rebooted since gpuprov asked for it, so "
 		    "the change did not take effect; 'gpuprov verify --only %s' has "
 		    "hints",
 		    ck.reason, st->name);
+	}
 	gp_stage_plan_set(sp, ck.state, "%s", ck.reason);
 	free(ck.reason);
 	gp_log(c, "check: %s (%s)", gp_stage_state_name(sp->state), sp->reason);
@@ -267,6 +270,8 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 static void record_reboot(struct session *s, const struct gp_plan *plan)
 {
 	struct gp_ctx *c = &s->c;
+	if (s->reboot_ineffective)
+		return; /* keep the record: it says when the reboot was asked for */
 	if (!gp_plan_reboot_required(plan)) {
 		gp_journal_clear_reboot(&c->journal);
 		return;
@@ -307,53 +312,15 @@ static int plan_exit_code(const struct gp_plan *p)
 	return code;
 }
 
-int gp_engine_install(const struct gp_options *o, struct gp_out *out)
+/* One pass over the stage table into a fresh c->plan: a plan when
+ * c->dry_run, the real thing otherwise. Returns true when a stage failed. */
+static bool run_pass(struct session *s, const struct gp_options *o)
 {
-	struct session s;
-	int code = session_open(&s, o, out);
-	if (!code)
-		code = check_stage_names(o, out);
-	if (!code)
-		code = session_profile(&s, o, o->dry_run ? "plan" : "install");
-	if (code) {
-		session_close(&s);
-		return code;
-	}
-	struct gp_ctx *c = &s.c;
-	if (!c->dry_run) {
-		_cleanup_free_ char *missing = unimplemented_selected(o, s.profile);
-		if (missing) {
-			gp_error(
-			    out,
-			    "install: stages not implemented yet: %s; nothing was "
-			    "changed; "
-			    "exclude them with --skip %s (or pick stages with --only)",
-			    missing, missing);
-			session_close(&s);
-			return GP_EXIT_BLOCKED;
-		}
-		if (!gp_root_writable(&c->root)) {
-			gp_error(
-			    out,
-			    "install: the root %s is not writable; run as root or use "
-			    "--dry-run",
-			    c->root.dir);
-			session_close(&s);
-			return GP_EXIT_BLOCKED;
-		}
-		if (gp_lock_acquire(&c->root, &s.lock_fd, &s.err) < 0 ||
-		    open_run_log(&s) < 0) {
-			code = report_err(&s);
-			session_close(&s);
-			return code;
-		}
-		gp_log(c, "install: profile %s (%s, sha256 %s)", s.profile->name,
-		       s.profile->path, s.profile->digest);
-		gp_journal_set_profile(&c->journal, s.profile->name, s.profile->path,
-		                       s.profile->digest);
-	}
-	c->plan = gp_plan_new(s.profile->name, s.profile->digest, c->root.dir,
+	struct gp_ctx *c = &s->c;
+	gp_plan_free(c->plan);
+	c->plan = gp_plan_new(s->profile->name, s->profile->digest, c->root.dir,
 	                      c->dry_run);
+	c->reboot_requested = false;
 	struct gp_os_release osr = { 0 };
 	if (gp_os_release_read(&c->root, &osr) == 0 && osr.pretty_name)
 		c->plan->os_pretty = gp_xstrdup(osr.pretty_name);
@@ -365,7 +332,7 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		struct gp_stage_plan *sp = gp_plan_add_stage(c->plan, st->name,
 		                                             st->summary);
 		const char *reason;
-		enum gp_stage_state disp = stage_disposition(o, s.profile, st, &reason);
+		enum gp_stage_state disp = stage_disposition(o, s->profile, st, &reason);
 		if (disp != GP_STATE_NEEDED) {
 			gp_stage_plan_set(sp, disp, "%s", reason);
 			continue;
@@ -377,11 +344,101 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		}
 		bool outstanding = c->reboot_requested ||
 		                   gp_plan_reboot_required(c->plan);
-		if (run_stage(&s, st, gp_profile_stage(s.profile, st->name), sp,
+		if (run_stage(s, st, gp_profile_stage(s->profile, st->name), sp,
 		              outstanding))
 			failed = true;
 		c->stage = NULL;
 	}
+	return failed;
+}
+
+static void render_plan(const struct session *s, struct gp_out *out)
+{
+	if (out->json)
+		print_json(out, gp_plan_to_json(s->c.plan));
+	else if (s->c.dry_run || out->verbosity >= 0)
+		gp_plan_render_text(s->c.plan, out->out, out->color);
+}
+
+/* "nouveau: reason; env: reason" for the stages in state st. */
+static char *stages_in_state(const struct gp_plan *p, enum gp_stage_state st)
+{
+	struct gp_buf b = { 0 };
+	for (size_t i = 0; i < p->n_stages; i++)
+		if (p->stages[i].state == st)
+			gp_buf_printf(&b, "%s%s: %s", b.len ? "; " : "", p->stages[i].name,
+			              p->stages[i].reason);
+	return gp_buf_steal(&b);
+}
+
+/* Everything before the first change: the stages exist, the root is
+ * writable, the lock is ours, and a full plan shows nothing blocked or
+ * invalid. Returns 0 or the exit code to stop with. */
+static int preflight(struct session *s, const struct gp_options *o, struct gp_out *out)
+{
+	struct gp_ctx *c = &s->c;
+	_cleanup_free_ char *missing = unimplemented_selected(o, s->profile);
+	if (missing) {
+		gp_error(out,
+		         "install: stages not implemented yet: %s; nothing was changed; "
+		         "exclude them with --skip %s (or pick stages with --only)",
+		         missing, missing);
+		return GP_EXIT_BLOCKED;
+	}
+	if (!gp_root_writable(&c->root)) {
+		gp_error(out,
+		         "install: the root %s is not writable; run as root or use "
+		         "--dry-run",
+		         c->root.dir);
+		return GP_EXIT_BLOCKED;
+	}
+	if (gp_lock_acquire(&c->root, &s->lock_fd, &s->err) < 0)
+		return report_err(s);
+	c->dry_run = true;
+	bool failed = run_pass(s, o);
+	int code = failed ? (s->err.exit_code ? s->err.exit_code : GP_EXIT_APPLY_FAILED)
+	                  : plan_exit_code(c->plan);
+	if (code == GP_EXIT_BLOCKED) {
+		render_plan(s, out);
+		_cleanup_free_ char *why = stages_in_state(c->plan, GP_STATE_BLOCKED);
+		gp_error(out, "install: nothing was changed: %s", why);
+		return code;
+	}
+	if (failed) /* the error was reported; nothing was changed */
+		return code;
+	/* The plan pass may have noted marks in the in-memory journal: start
+	 * the real pass from what is on disk. */
+	c->dry_run = false;
+	gp_journal_free(&c->journal);
+	if (gp_journal_load(&c->root, &c->journal, &s->err) < 0)
+		return report_err(s);
+	return 0;
+}
+
+int gp_engine_install(const struct gp_options *o, struct gp_out *out)
+{
+	struct session s;
+	int code = session_open(&s, o, out);
+	if (!code)
+		code = check_stage_names(o, out);
+	if (!code)
+		code = session_profile(&s, o, o->dry_run ? "plan" : "install");
+	if (!code && !o->dry_run)
+		code = preflight(&s, o, out);
+	if (!code && !o->dry_run && open_run_log(&s) < 0)
+		code = report_err(&s);
+	if (code) {
+		session_close(&s);
+		return code;
+	}
+	struct gp_ctx *c = &s.c;
+	if (!c->dry_run) {
+		gp_log(c, "install: profile %s (%s, sha256 %s)", s.profile->name,
+		       s.profile->path, s.profile->digest);
+		gp_journal_set_profile(&c->journal, s.profile->name, s.profile->path,
+		                       s.profile->digest);
+	}
+	bool failed = run_pass(&s, o);
 	if (!c->dry_run) {
 		record_reboot(&s, c->plan);
 		if (gp_journal_save(&c->root, &c->journal) < 0) {
@@ -390,22 +447,17 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		}
 		gp_log(c, "install: finished");
 	}
-	if (out->json)
-		print_json(out, gp_plan_to_json(c->plan));
-	else if (c->dry_run || out->verbosity >= 0)
-		gp_plan_render_text(c->plan, out->out, out->color);
+	render_plan(&s, out);
 	code = failed ? (s.err.exit_code ? s.err.exit_code : GP_EXIT_APPLY_FAILED)
 	              : plan_exit_code(c->plan);
 	if (code == GP_EXIT_REBOOT && !c->dry_run)
-		gp_error(out,
-		         "reboot required (%s); reboot, then run 'gpuprov install "
-		         "--profile %s' "
-		         "again to continue",
-		         gp_journal_reboot_reason(&c->journal), s.profile->name);
-	if (code == GP_EXIT_BLOCKED && !c->dry_run)
-		gp_error(
-		    out,
-		    "install blocked: a stage's precondition is not met (see above)");
+		gp_error(out, "reboot required (%s); reboot, then run '%s' again to continue",
+		         gp_journal_reboot_reason(&c->journal),
+		         o->rerun ? o->rerun : "gpuprov install");
+	if (code == GP_EXIT_BLOCKED && !c->dry_run) {
+		_cleanup_free_ char *why = stages_in_state(c->plan, GP_STATE_BLOCKED);
+		gp_error(out, "install blocked: %s", why);
+	}
 	session_close(&s);
 	return code;
 }
@@ -447,7 +499,8 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 	const char *pending = gp_journal_reboot_reason(&c->journal);
 	if (pending)
 		gp_report_add(&rep, "gpuprov", GP_WARN, "pending reboot",
-		              "reboot, then run 'gpuprov install' again", "%s", pending);
+		              "reboot, then run the same 'gpuprov install' again", "%s",
+		              pending);
 	if (!code) {
 		if (out->json)
 			print_json(out, gp_report_to_json(&rep));

@@ -157,6 +157,9 @@ int main(int argc, char **argv)
 	const char *bad_used = NULL;
 	int rc = GP_EXIT_OK;
 
+	/* Before getopt permutes argv: the command to repeat after a reboot. */
+	_cleanup_free_ char *args_text = gp_argv_display(argv + 1);
+	_cleanup_free_ char *rerun = gp_xasprintf("gpuprov %s", args_text);
 	opterr = 0;
 	int opt;
 	while ((opt = getopt_long(argc, argv, ":qvh", longopts, NULL)) != -1) {
@@ -253,6 +256,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		o.dry_run |= strcmp(name, "plan") == 0;
+		o.rerun = rerun;
 		rc = gp_engine_install(&o, &out);
 	} else if (strcmp(name, "verify") == 0) {
 		rc = gp_engine_verify(&o, &out);

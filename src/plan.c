@@ -106,12 +106,14 @@ struct gp_stage_plan *gp_plan_add_stage(struct gp_plan *p, const char *name,
 void gp_stage_plan_set(struct gp_stage_plan *sp, enum gp_stage_state state,
                        const char *reason_fmt, ...)
 {
-	sp->state = state;
-	free(sp->reason);
 	va_list ap;
 	va_start(ap, reason_fmt);
-	sp->reason = gp_xvasprintf(reason_fmt, ap);
+	/* Format before freeing: the old reason may be one of the arguments. */
+	char *reason = gp_xvasprintf(reason_fmt, ap);
 	va_end(ap);
+	free(sp->reason);
+	sp->reason = reason;
+	sp->state = state;
 }
 
 struct gp_effect *gp_stage_plan_add_effect(struct gp_stage_plan *sp,
@@ -158,41 +160,6 @@ bool gp_plan_lookup_file(const struct gp_plan *p, const char *path, bool *exists
 		}
 	}
 	return found;
-}
-
-/* Quotes an argument for display the way a shell user would type it. */
-static void append_quoted(struct gp_buf *b, const char *arg)
-{
-	bool plain = *arg != '\0';
-	for (const char *c = arg; *c; c++)
-		if (!strchr(
-		        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-		        "-_./=:,+@%",
-		        *c))
-			plain = false;
-	if (plain) {
-		gp_buf_puts(b, arg);
-		return;
-	}
-	gp_buf_puts(b, "'");
-	for (const char *c = arg; *c; c++) {
-		if (*c == '\'')
-			gp_buf_puts(b, "'\\''");
-		else
-			gp_buf_append(b, c, 1);
-	}
-	gp_buf_puts(b, "'");
-}
-
-static char *argv_display(char *const *argv)
-{
-	struct gp_buf b = { 0 };
-	for (size_t i = 0; argv && argv[i]; i++) {
-		if (i)
-			gp_buf_puts(&b, " ");
-		append_quoted(&b, argv[i]);
-	}
-	return gp_buf_steal(&b);
 }
 
 static bool is_binary(const char *data, size_t len)
@@ -256,7 +223,7 @@ static void render_effect(const struct gp_effect *e, FILE *f, bool color)
 		        (unsigned)e->mode & 07777);
 		break;
 	case GP_EFFECT_RUN: {
-		_cleanup_free_ char *cmd = argv_display(e->argv);
+		_cleanup_free_ char *cmd = gp_argv_display(e->argv);
 		fprintf(f, "%srun %s\n", indent, cmd);
 		break;
 	}

@@ -209,3 +209,33 @@ int gp_fail(struct gp_err *err, int exit_code, const char *fmt, ...)
 	}
 	return -1;
 }
+
+/* Quotes an argument for display the way a shell user would type it. */
+static void append_quoted(struct gp_buf *b, const char *arg)
+{
+	static const char plain_chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+					  "0123456789-_./=:,+@%";
+	if (*arg && strspn(arg, plain_chars) == strlen(arg)) {
+		gp_buf_puts(b, arg);
+		return;
+	}
+	gp_buf_puts(b, "'");
+	for (const char *c = arg; *c; c++) {
+		if (*c == '\'')
+			gp_buf_puts(b, "'\\''");
+		else
+			gp_buf_append(b, c, 1);
+	}
+	gp_buf_puts(b, "'");
+}
+
+char *gp_argv_display(char *const *argv)
+{
+	struct gp_buf b = { 0 };
+	for (size_t i = 0; argv && argv[i]; i++) {
+		if (i)
+			gp_buf_puts(&b, " ");
+		append_quoted(&b, argv[i]);
+	}
+	return gp_buf_steal(&b);
+}

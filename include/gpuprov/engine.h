@@ -14,6 +14,7 @@ struct gp_options {
 	char **skip; /* --skip */
 	bool dry_run;
 	int cmd_timeout_ms;
+	const char *rerun;       /* the command line to repeat after a reboot */
 };
 
 int gp_engine_install(const struct gp_options *o, struct gp_out *out);

@@ -81,6 +81,8 @@ void gp_strv_push(char ***v, const char *s); /* copies s */
 bool gp_strv_contains(char *const *v, const char *s);
 void gp_strv_free(char **v);
 char *gp_strv_join(char *const *v, const char *sep);
+/* argv as a shell user would type it: arguments quoted only where needed. */
+char *gp_argv_display(char *const *argv);
 /* Split on sep, dropping empty items ("a,,b" -> a, b). */
 char **gp_strv_split(const char *s, char sep);
 static inline void gp_strv_freep(char ***v)

@@ -12,6 +12,7 @@
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/facts.h"
 #include "gpuprov/json.h"
+#include "gpuprov/run.h"
 #include "gpuprov/stage.h"
 
 #define DEFAULT_BLACKLIST_FILE "/etc/modprobe.d/blacklist-nouveau.conf"
@@ -174,13 +175,41 @@ static char *in_use_text(const struct nouveau_facts *f)
 	return gp_buf_steal(&b);
 }
 
+/* The initramfs command, resolved in the root. -1 with c->err set when the
+ * profile names none (exit 65); *missing set when the root lacks it. */
+static int initramfs_tool(struct gp_ctx *c, const cJSON *cfg, char ***argv, bool *missing)
+{
+	*argv = initramfs_command(c, cfg);
+	if (!*argv)
+		return gp_fail(c->err, GP_EXIT_INVALID_INPUT,
+		               "%s: stage nouveau needs an initramfs command: set "
+		               "\"distro\": {\"initramfs\": [...]} (update-initramfs -u "
+		               "on Debian/Ubuntu, dracut --force on RHEL)",
+		               c->profile->path);
+	_cleanup_free_ char *resolved = NULL;
+	*missing = gp_run_resolve(c->root.dir, (*argv)[0], &resolved) < 0;
+	return 0;
+}
+
 static int nouveau_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 {
 	struct nouveau_facts f;
 	if (gather(c, cfg, &f) < 0)
 		return -1;
+	_cleanup_strv_ char **initramfs = NULL;
+	bool tool_missing = false;
+	if (initramfs_tool(c, cfg, &initramfs, &tool_missing) < 0) {
+		nouveau_facts_free(&f);
+		return -1;
+	}
 	_cleanup_free_ char *use = in_use_text(&f);
-	if (!config_done(&f) || !f.initramfs_current) {
+	if ((!config_done(&f) || !f.initramfs_current) && tool_missing) {
+		gp_check_set(ck, GP_STATE_BLOCKED,
+		             "the initramfs must be rebuilt but %s is not installed in %s; "
+		             "install it (initramfs-tools on Debian/Ubuntu, dracut on RHEL) "
+		             "or set distro.initramfs in the profile",
+		             initramfs[0], c->root.dir);
+	} else if (!config_done(&f) || !f.initramfs_current) {
 		struct gp_buf why = { 0 };
 		if (!config_done(&f))
 			gp_buf_puts(&why, "nouveau is not blacklisted with modeset=0");
@@ -190,6 +219,9 @@ static int nouveau_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck
 			              why.len ? "; " : "");
 		if (in_use(&f))
 			gp_buf_printf(&why, "; %s (a reboot will follow)", use);
+		else if (f.nouveau_loaded == GP_UNKNOWN)
+			gp_buf_puts(&why, "; whether nouveau is loaded is unknown "
+			                  "(no proc/modules in the root)");
 		gp_check_set(ck, GP_STATE_NEEDED, "%s", why.data);
 		gp_buf_free(&why);
 	} else if (in_use(&f)) {
@@ -217,16 +249,11 @@ static int nouveau_apply(struct gp_ctx *c, const cJSON *cfg)
 	struct nouveau_facts f;
 	if (gather(c, cfg, &f) < 0)
 		return -1;
-	_cleanup_strv_ char **initramfs = initramfs_command(c, cfg);
-	int rc = 0;
-	if (!initramfs) {
-		rc = gp_fail(c->err, GP_EXIT_INVALID_INPUT,
-		             "%s: stage nouveau needs an initramfs command: set "
-		             "\"distro\": {\"initramfs\": [...]} (update-initramfs -u on "
-		             "Debian/Ubuntu, dracut --force on RHEL)",
-		             c->profile->path);
+	_cleanup_strv_ char **initramfs = NULL;
+	bool tool_missing;
+	int rc = initramfs_tool(c, cfg, &initramfs, &tool_missing);
+	if (rc < 0)
 		goto out;
-	}
 	if (!config_done(&f)) {
 		rc = gp_effect_write(c, blacklist_file(cfg), blacklist_text,
 		                     sizeof blacklist_text - 1, 0644);

@@ -40,12 +40,14 @@ bool gp_stage_implemented(const struct gp_stage *s)
 
 void gp_check_set(struct gp_check *ck, enum gp_stage_state state, const char *fmt, ...)
 {
-	ck->state = state;
-	free(ck->reason);
 	va_list ap;
 	va_start(ap, fmt);
-	ck->reason = gp_xvasprintf(fmt, ap);
+	/* Format before freeing: the old reason may be one of the arguments. */
+	char *reason = gp_xvasprintf(fmt, ap);
 	va_end(ap);
+	free(ck->reason);
+	ck->reason = reason;
+	ck->state = state;
 }
 
 bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key,

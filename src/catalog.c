@@ -13,26 +13,39 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Profile names (without .json) in the search path, first one wins, sorted. */
+/* Adds the NAME.json profiles in dir (as prefix + NAME) to names, and those
+ * one directory level down when prefix is empty (distro/ubuntu2204). */
+static void add_names(char ***names, const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (!gp_str_ends_with(de->d_name, ".json")) {
+			_cleanup_free_ char *sub = gp_xasprintf("%s/%s", dir, de->d_name);
+			_cleanup_free_ char *sub_prefix = gp_xasprintf("%s/", de->d_name);
+			if (!*prefix && de->d_type == DT_DIR)
+				add_names(names, sub, sub_prefix);
+			continue;
+		}
+		_cleanup_free_ char *name =
+		    gp_xasprintf("%s%.*s", prefix, (int)(strlen(de->d_name) - strlen(".json")),
+		                 de->d_name);
+		if (!gp_strv_contains(*names, name))
+			gp_strv_push(names, name);
+	}
+	closedir(d);
+}
+
+/* Profile names in the search path, first one wins, sorted. */
 static char **collect_names(char *const *search)
 {
 	char **names = gp_xcalloc(1, sizeof(char *));
-	for (size_t i = 0; search[i]; i++) {
-		DIR *d = opendir(search[i]);
-		if (!d)
-			continue;
-		struct dirent *de;
-		while ((de = readdir(d))) {
-			if (de->d_name[0] == '.' ||
-			    !gp_str_ends_with(de->d_name, ".json"))
-				continue;
-			_cleanup_free_ char *name = gp_xstrndup(
-			    de->d_name, strlen(de->d_name) - strlen(".json"));
-			if (!gp_strv_contains(names, name))
-				gp_strv_push(&names, name);
-		}
-		closedir(d);
-	}
+	for (size_t i = 0; search[i]; i++)
+		add_names(&names, search[i], "");
 	qsort(names, gp_strv_len(names), sizeof(char *), cmp_str);
 	return names;
 }

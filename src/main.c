@@ -23,9 +23,9 @@ static const char global_usage[] =
     "Turns a Linux server into a verified GPU machine for deep learning.\n"
     "\n"
     "commands:\n"
-    "  install --profile NAME|PATH [--dry-run] [--only S,..] [--skip S,..]\n"
+    "  install --profile NAME|PATH [--dry-run] [--force] [--only S,..] [--skip S,..]\n"
     "                        make the target match the profile\n"
-    "  plan --profile NAME|PATH [--only S,..] [--skip S,..]\n"
+    "  plan --profile NAME|PATH [--force] [--only S,..] [--skip S,..]\n"
     "                        show what install would do (same as install --dry-run)\n"
     "  verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
     "                        check that the installed stack works\n"
@@ -58,37 +58,38 @@ enum {
 	OPT_PROFILE = 1u << 0,
 	OPT_DRY_RUN = 1u << 1,
 	OPT_SELECT = 1u << 2, /* --only, --skip */
+	OPT_FORCE = 1u << 3,
 };
 
 static const struct command commands[] = {
 	{ "install",
-	  "usage: gpuprov install --profile NAME|PATH [--dry-run] [--only S,..] [--skip "
-	  "S,..]\n"
+	  "usage: gpuprov install --profile NAME|PATH [--dry-run] [--force]\n"
+	  "                       [--only S,..] [--skip S,..]\n"
 	  "\n"
 	  "Runs the profile's stages in order: each is checked, and changed only when\n"
-	  "needed. --dry-run prints the exact plan (file diffs, commands, reboots) and\n"
-	  "changes nothing. Exits 5 when a reboot is needed: reboot, then run the same\n"
-	  "command again to continue.\n",
-	  OPT_PROFILE | OPT_DRY_RUN | OPT_SELECT },
+	  "needed. A full plan is made first; a blocked stage stops the run before any\n"
+	  "change. --dry-run prints the exact plan (file diffs, commands, reboots) and\n"
+	  "changes nothing. --force goes ahead on a host that does not match the\n"
+	  "profile's match section. Exits 5 when a reboot is needed: reboot, then run\n"
+	  "the same command again to continue.\n",
+	  OPT_PROFILE | OPT_DRY_RUN | OPT_SELECT | OPT_FORCE },
 	{ "plan",
-	  "usage: gpuprov plan --profile NAME|PATH [--only S,..] [--skip S,..]\n"
+	  "usage: gpuprov plan --profile NAME|PATH [--force] [--only S,..] [--skip S,..]\n"
 	  "\n"
-	  "Prints what 'install' would do, planning later stages as if the earlier ones\n"
-	  "had run, and changes nothing. The same as 'install --dry-run'.\n",
-	  OPT_PROFILE | OPT_SELECT },
+	  "Prints what 'install' would do, planning later stages as if the earlier\n"
+	  "ones had run, and changes nothing. The same as 'install --dry-run'.\n",
+	  OPT_PROFILE | OPT_SELECT | OPT_FORCE },
 	{ "verify",
 	  "usage: gpuprov verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
 	  "\n"
-	  "Checks, read-only, that every stage's result works. The profile defaults to "
-	  "the\n"
-	  "one the last install recorded. Exits 3 when a check fails.\n",
+	  "Checks, read-only, that every stage's result works. The profile defaults\n"
+	  "to the one the last install recorded. Exits 3 when a check fails.\n",
 	  OPT_PROFILE | OPT_SELECT },
 	{ "status",
 	  "usage: gpuprov status\n"
 	  "\n"
-	  "Shows the journal: installed profile and digest, each stage's state and "
-	  "time,\n"
-	  "files written and any pending reboot.\n",
+	  "Shows the journal: installed profile and digest, each stage's state and\n"
+	  "time, files written and any pending reboot.\n",
 	  0 },
 	{ "profiles",
 	  "usage: gpuprov profiles list\n"
@@ -97,6 +98,17 @@ static const struct command commands[] = {
 	  "Profile search path: --profile-dir, /etc/gpuprov/profiles, the installed\n"
 	  "share directory, then the source tree's profiles/.\n",
 	  0 },
+};
+
+/* The option behind each OPT_* bit, for "does not apply" errors. */
+static const struct {
+	unsigned bit;
+	const char *name;
+} option_names[] = {
+	{ OPT_PROFILE, "--profile" },
+	{ OPT_DRY_RUN, "--dry-run" },
+	{ OPT_SELECT, "--only/--skip" },
+	{ OPT_FORCE, "--force" },
 };
 
 static const struct command *find_command(const char *name)
@@ -130,6 +142,7 @@ enum long_only {
 	L_DRY_RUN,
 	L_ONLY,
 	L_SKIP,
+	L_FORCE,
 };
 
 int main(int argc, char **argv)
@@ -147,6 +160,7 @@ int main(int argc, char **argv)
 		{ "dry-run", no_argument, NULL, L_DRY_RUN },
 		{ "only", required_argument, NULL, L_ONLY },
 		{ "skip", required_argument, NULL, L_SKIP },
+		{ "force", no_argument, NULL, L_FORCE },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct gp_options o = { .root = "/" };
@@ -154,7 +168,6 @@ int main(int argc, char **argv)
 	gp_out_init(&out, stdout, stderr);
 	bool help = false, no_color = false;
 	unsigned used = 0;
-	const char *bad_used = NULL;
 	int rc = GP_EXIT_OK;
 
 	/* Before getopt permutes argv: the command to repeat after a reboot. */
@@ -191,7 +204,10 @@ int main(int argc, char **argv)
 		case L_PROFILE:
 			o.profile = optarg;
 			used |= OPT_PROFILE;
-			bad_used = "--profile";
+			break;
+		case L_FORCE:
+			o.force = true;
+			used |= OPT_FORCE;
 			break;
 		case L_DRY_RUN:
 			o.dry_run = true;
@@ -235,13 +251,12 @@ int main(int argc, char **argv)
 		fputs(cmd->usage, stdout);
 		goto out;
 	}
-	if (used & ~cmd->allowed) {
-		const char *which = (used & ~cmd->allowed & OPT_PROFILE) ? bad_used
-		                    : (used & ~cmd->allowed & OPT_DRY_RUN)
-		                        ? "--dry-run"
-		                        : "--only/--skip";
-		rc = usage_error(cmd, "option %s does not apply to this command", which);
-		goto out;
+	for (size_t i = 0; i < ARRAY_SIZE(option_names); i++) {
+		if (used & ~cmd->allowed & option_names[i].bit) {
+			rc = usage_error(cmd, "option %s does not apply to this command",
+			                 option_names[i].name);
+			goto out;
+		}
 	}
 	char **args = argv + optind + 1;
 	int nargs = argc - optind - 1;

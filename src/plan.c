@@ -90,6 +90,7 @@ void gp_plan_free(struct gp_plan *p)
 	free(p->profile_digest);
 	free(p->root);
 	free(p->os_pretty);
+	free(p->mismatch);
 	free(p);
 }
 
@@ -254,6 +255,9 @@ void gp_plan_render_text(const struct gp_plan *p, FILE *f, bool color)
 {
 	fprintf(f, "gpuprov %s: profile %s (sha256 %.12s)\n",
 	        p->dry_run ? "plan" : "install", p->profile_name, p->profile_digest);
+	if (p->mismatch)
+		fprintf(f, "%sWARNING: forced: this host does not match the profile: %s%s\n",
+		        color ? "\033[31m" : "", p->mismatch, color ? "\033[0m" : "");
 	fprintf(f, "root: %s%s%s%s\n", p->root, p->os_pretty ? " (" : "",
 	        p->os_pretty ? p->os_pretty : "", p->os_pretty ? ")" : "");
 	size_t counts[GP_STATE_FAILED + 1] = { 0 };
@@ -347,6 +351,10 @@ cJSON *gp_plan_to_json(const struct gp_plan *p)
 		cJSON_AddStringToObject(root, "os", p->os_pretty);
 	else
 		cJSON_AddNullToObject(root, "os");
+	if (p->mismatch)
+		cJSON_AddStringToObject(root, "forced_mismatch", p->mismatch);
+	else
+		cJSON_AddNullToObject(root, "forced_mismatch");
 	cJSON *stages = cJSON_AddArrayToObject(root, "stages");
 	for (size_t i = 0; i < p->n_stages; i++) {
 		const struct gp_stage_plan *sp = &p->stages[i];

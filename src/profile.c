@@ -33,57 +33,129 @@ enum field_type {
 	F_STAGE_ANY, /* object with any keys, or false: typed by a later stage */
 };
 
+/* A value check beyond the type: returns NULL when fine, else why not
+ * (allocated), phrased to follow the key's name. */
+typedef char *(*value_check)(const cJSON *v);
+
 struct field {
 	const char *key;
 	enum field_type type;
 	const struct field *children; /* NULL-key terminated */
+	value_check check;            /* each string, array item or map entry */
 };
 
+static bool valid_profile_name(const char *s);
+
+static char *check_profile_name(const cJSON *v)
+{
+	if (valid_profile_name(v->valuestring))
+		return NULL;
+	return gp_xasprintf("must be lowercase letters, digits, '.', '_', '-' and '/' "
+	                    "(got \"%s\")",
+	                    v->valuestring);
+}
+
+/* Directories end up in PATH-like lists and ld.so.conf lines. */
+static char *check_directory(const cJSON *v)
+{
+	const char *s = v->valuestring;
+	if (s[0] == '/' && !strpbrk(s, ":\n\r\t") && !strstr(s, "/../") &&
+	    !gp_str_ends_with(s, "/.."))
+		return NULL;
+	return gp_xasprintf("must be an absolute path without ':', '..' or control "
+	                    "characters (got \"%s\")",
+	                    s);
+}
+
+static char *check_modprobe_file(const cJSON *v)
+{
+	const char *s = v->valuestring;
+	static const char *const dirs[] = { "/etc/modprobe.d/", "/usr/lib/modprobe.d/",
+		                            "/lib/modprobe.d/" };
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		const char *base = s + strlen(dirs[i]);
+		if (gp_str_starts_with(s, dirs[i]) && !strchr(base, '/') &&
+		    gp_str_ends_with(base, ".conf") && strcmp(base, ".conf") != 0)
+			return NULL;
+	}
+	return gp_xasprintf("must be a .conf file directly in /etc/modprobe.d (or "
+	                    "/usr/lib/modprobe.d), where modprobe reads it (got \"%s\")",
+	                    s);
+}
+
+static bool valid_var_name(const char *s)
+{
+	if (!*s || (*s >= '0' && *s <= '9'))
+		return false;
+	return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
+	       strlen(s);
+}
+
+/* Environment variables (one map entry): names a shell accepts; PATH,
+ * LD_LIBRARY_PATH and CUDA_HOME come from their own keys; values are
+ * single lines. */
+static char *check_env_var(const cJSON *item)
+{
+	static const char *const own[] = { "PATH", "LD_LIBRARY_PATH", "CUDA_HOME" };
+	for (size_t i = 0; i < ARRAY_SIZE(own); i++)
+		if (strcmp(item->string, own[i]) == 0)
+			return gp_xasprintf("must not set %s: it comes from cuda_home, path "
+			                    "and ld_library_path",
+			                    own[i]);
+	if (!valid_var_name(item->string))
+		return gp_xasprintf("has \"%s\", which is not a variable name (letters, "
+		                    "digits and _, not starting with a digit)",
+		                    item->string);
+	if (strpbrk(item->valuestring, "\n\r"))
+		return gp_xasprintf("has a value for %s that spans lines", item->string);
+	return NULL;
+}
+
 static const struct field match_fields[] = {
-	{ "os_id", F_STRING, NULL }, { "version_id", F_STRING, NULL },
-	{ "arch", F_STRING, NULL },  { "gpus", F_STRING_ARRAY, NULL },
-	{ NULL, 0, NULL },
+	{ "os_id", F_STRING, NULL, NULL }, { "version_id", F_STRING, NULL, NULL },
+	{ "arch", F_STRING, NULL, NULL },  { "gpus", F_STRING_ARRAY, NULL, NULL },
+	{ NULL, 0, NULL, NULL },
 };
 
 static const struct field distro_fields[] = {
-	{ "id", F_STRING, NULL },
-	{ "package_manager", F_STRING, NULL },
-	{ "initramfs", F_STRING_ARRAY, NULL },
-	{ NULL, 0, NULL },
+	{ "id", F_STRING, NULL, NULL },
+	{ "package_manager", F_STRING, NULL, NULL },
+	{ "initramfs", F_STRING_ARRAY, NULL, NULL },
+	{ NULL, 0, NULL, NULL },
 };
 
 static const struct field nouveau_fields[] = {
-	{ "blacklist_file", F_STRING, NULL },
-	{ "initramfs", F_STRING_ARRAY, NULL },
-	{ NULL, 0, NULL },
+	{ "blacklist_file", F_STRING, NULL, check_modprobe_file },
+	{ "initramfs", F_STRING_ARRAY, NULL, NULL },
+	{ NULL, 0, NULL, NULL },
 };
 
 static const struct field env_fields[] = {
-	{ "cuda_home", F_STRING, NULL },
-	{ "path", F_STRING_ARRAY, NULL },
-	{ "ld_library_path", F_STRING_ARRAY, NULL },
-	{ "vars", F_STRING_MAP, NULL },
-	{ NULL, 0, NULL },
+	{ "cuda_home", F_STRING, NULL, check_directory },
+	{ "path", F_STRING_ARRAY, NULL, check_directory },
+	{ "ld_library_path", F_STRING_ARRAY, NULL, check_directory },
+	{ "vars", F_STRING_MAP, NULL, check_env_var },
+	{ NULL, 0, NULL, NULL },
 };
 
 static const struct field stage_fields[] = {
-	{ "nouveau", F_STAGE, nouveau_fields },
-	{ "driver", F_STAGE_ANY, NULL },
-	{ "cuda", F_STAGE_ANY, NULL },
-	{ "cudnn", F_STAGE_ANY, NULL },
-	{ "pytorch", F_STAGE_ANY, NULL },
-	{ "env", F_STAGE, env_fields },
-	{ NULL, 0, NULL },
+	{ "nouveau", F_STAGE, nouveau_fields, NULL },
+	{ "driver", F_STAGE_ANY, NULL, NULL },
+	{ "cuda", F_STAGE_ANY, NULL, NULL },
+	{ "cudnn", F_STAGE_ANY, NULL, NULL },
+	{ "pytorch", F_STAGE_ANY, NULL, NULL },
+	{ "env", F_STAGE, env_fields, NULL },
+	{ NULL, 0, NULL, NULL },
 };
 
 static const struct field profile_fields[] = {
-	{ "name", F_STRING, NULL },
-	{ "description", F_STRING, NULL },
-	{ "extends", F_STRING, NULL },
-	{ "match", F_OBJECT, match_fields },
-	{ "distro", F_OBJECT, distro_fields },
-	{ "stages", F_OBJECT, stage_fields },
-	{ NULL, 0, NULL },
+	{ "name", F_STRING, NULL, check_profile_name },
+	{ "description", F_STRING, NULL, NULL },
+	{ "extends", F_STRING, NULL, check_profile_name },
+	{ "match", F_OBJECT, match_fields, NULL },
+	{ "distro", F_OBJECT, distro_fields, NULL },
+	{ "stages", F_OBJECT, stage_fields, NULL },
+	{ NULL, 0, NULL, NULL },
 };
 
 static size_t edit_distance(const char *a, const char *b)
@@ -170,6 +242,15 @@ static int validate_object(const struct gp_json_doc *d, const cJSON *obj,
                            const char *pointer, const struct field *fields,
                            struct gp_err *err);
 
+static int check_at(const struct gp_json_doc *d, const cJSON *v, const char *pointer,
+                    const struct field *f, struct gp_err *err)
+{
+	_cleanup_free_ char *why = f->check(v);
+	if (!why)
+		return 0;
+	return where_fail(d, pointer, err, "\"%s\" %s", f->key, why);
+}
+
 static int validate_value(const struct gp_json_doc *d, const cJSON *v,
                           const char *pointer, const struct field *f, struct gp_err *err)
 {
@@ -209,6 +290,16 @@ static int validate_value(const struct gp_json_doc *d, const cJSON *v,
 	if (!ok)
 		return where_fail(d, pointer, err, "\"%s\" must be %s", f->key,
 		                  type_name(f->type));
+	if (f->check && f->type == F_STRING)
+		return check_at(d, v, pointer, f, err);
+	size_t i = 0;
+	for (const cJSON *item = v->child; f->check && item; item = item->next, i++) {
+		_cleanup_free_ char *p = f->type == F_STRING_ARRAY
+		                             ? gp_xasprintf("%s/%zu", pointer, i)
+		                             : gp_xasprintf("%s/%s", pointer, item->string);
+		if (check_at(d, item, p, f, err) < 0)
+			return -1;
+	}
 	if (f->children && cJSON_IsObject(v))
 		return validate_object(d, v, pointer, f->children, err);
 	return 0;
@@ -257,9 +348,11 @@ char **gp_profile_search_path(const char *dir_override)
 	return v;
 }
 
+/* "./x.json", "/etc/x.json", "x.json" are files; "distro/ubuntu2204" is a name. */
 static bool is_path(const char *s)
 {
-	return strchr(s, '/') || gp_str_ends_with(s, ".json");
+	return s[0] == '/' || gp_str_starts_with(s, "./") || gp_str_starts_with(s, "../") ||
+	       gp_str_ends_with(s, ".json");
 }
 
 /* Finds NAME.json in the search path; the error lists every directory tried. */
@@ -326,15 +419,6 @@ static cJSON *load_chain(const char *path, char *const *search, char ***chain, i
 		        strerror(errno));
 		return NULL;
 	}
-	if (gp_strv_contains(*chain, abs) || depth > MAX_EXTENDS_DEPTH) {
-		gp_strv_push(chain, abs);
-		_cleanup_free_ char *names = gp_strv_join(*chain, " -> ");
-		gp_fail(err, GP_EXIT_INVALID_INPUT,
-		        "%s: \"extends\" forms a cycle: %s; remove "
-		        "one of these links",
-		        path, names);
-		return NULL;
-	}
 	gp_strv_push(chain, abs);
 
 	_cleanup_free_ char *text = NULL;
@@ -374,6 +458,19 @@ static cJSON *load_chain(const char *path, char *const *search, char ***chain, i
 			gp_json_doc_free(&d);
 			return NULL;
 		}
+		_cleanup_free_ char *parent_abs = realpath(parent_path, NULL);
+		if (parent_abs && (gp_strv_contains(*chain, parent_abs) ||
+		                   depth + 1 > MAX_EXTENDS_DEPTH)) {
+			gp_strv_push(chain, parent_abs);
+			_cleanup_free_ char *names = gp_strv_join(*chain, " -> ");
+			where_fail(&d, "/extends", err,
+			           "\"extends\" forms a cycle (or a chain deeper than %d): "
+			           "%s; remove one of these links",
+			           MAX_EXTENDS_DEPTH, names);
+			cJSON_Delete(doc);
+			gp_json_doc_free(&d);
+			return NULL;
+		}
 		cJSON *parent = load_chain(parent_path, search, chain, depth + 1, err);
 		if (!parent) {
 			cJSON_Delete(doc);
@@ -406,13 +503,12 @@ int gp_profile_load(const char *name_or_path, char *const *search,
 	if (!doc)
 		return -1;
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(doc, "name");
-	if (!cJSON_IsString(name) || !valid_profile_name(name->valuestring)) {
+	if (!cJSON_IsString(name)) { /* a present name was checked with its position */
 		cJSON_Delete(doc);
-		return gp_fail(
-		    err, GP_EXIT_INVALID_INPUT,
-		    "%s: the profile needs a \"name\" of lowercase letters, digits, "
-		    "'.', '_' and '-'",
-		    path);
+		return gp_fail(err, GP_EXIT_INVALID_INPUT,
+		               "%s:1:1: the profile has no \"name\"; add one (lowercase "
+		               "letters, digits, '.', '_', '-')",
+		               path);
 	}
 	struct gp_profile *p = gp_xcalloc(1, sizeof *p);
 	p->name = gp_xstrdup(name->valuestring);

@@ -13,6 +13,7 @@ struct gp_options {
 	char **only; /* --only, NULL-terminated or NULL */
 	char **skip; /* --skip */
 	bool dry_run;
+	bool force;              /* go ahead although the profile's match does not fit */
 	int cmd_timeout_ms;
 	const char *rerun;       /* the command line to repeat after a reboot */
 };

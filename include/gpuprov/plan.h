@@ -64,6 +64,7 @@ struct gp_plan {
 	char *root;
 	char *os_pretty; /* may be NULL */
 	bool dry_run;
+	char *mismatch; /* how the host differs from the profile's match (forced) */
 	struct gp_stage_plan *stages;
 	size_t n_stages;
 };

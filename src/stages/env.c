@@ -32,76 +32,25 @@ static void env_settings_free(struct env_settings *s)
 	gp_strv_free(s->ld_library_path);
 }
 
-static bool valid_var_name(const char *s)
-{
-	if (!*s || (*s >= '0' && *s <= '9'))
-		return false;
-	for (; *s; s++)
-		if (!strchr(
-		        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_",
-		        *s))
-			return false;
-	return true;
-}
-
-/* Characters that could not survive a colon-separated list or a line of
- * ld.so.conf. */
-static bool valid_dir(const char *s)
-{
-	return s[0] == '/' && !strpbrk(s, ":\n\r\t");
-}
-
-static int settings(struct gp_ctx *c, const cJSON *cfg, struct env_settings *s)
+/* Settings with their defaults. The profile loader has already checked
+ * the directories and variable names (with line:column errors). */
+static void settings(const cJSON *cfg, struct env_settings *s)
 {
 	*s = (struct env_settings){ 0 };
 	s->cuda_home = gp_json_string(cfg, "cuda_home", DEFAULT_CUDA_HOME);
 	s->path = gp_json_strv(cfg, "path");
 	if (!s->path) {
 		s->path = gp_xcalloc(1, sizeof(char *));
-		char *d = gp_xasprintf("%s/bin", s->cuda_home);
+		_cleanup_free_ char *d = gp_xasprintf("%s/bin", s->cuda_home);
 		gp_strv_push(&s->path, d);
-		free(d);
 	}
 	s->ld_library_path = gp_json_strv(cfg, "ld_library_path");
 	if (!s->ld_library_path) {
 		s->ld_library_path = gp_xcalloc(1, sizeof(char *));
-		char *d = gp_xasprintf("%s/lib64", s->cuda_home);
+		_cleanup_free_ char *d = gp_xasprintf("%s/lib64", s->cuda_home);
 		gp_strv_push(&s->ld_library_path, d);
-		free(d);
 	}
 	s->vars = cJSON_GetObjectItemCaseSensitive(cfg, "vars");
-	const char *bad = valid_dir(s->cuda_home) ? NULL : s->cuda_home;
-	for (size_t i = 0; !bad && s->path[i]; i++)
-		bad = valid_dir(s->path[i]) ? NULL : s->path[i];
-	for (size_t i = 0; !bad && s->ld_library_path[i]; i++)
-		bad = valid_dir(s->ld_library_path[i]) ? NULL : s->ld_library_path[i];
-	if (bad)
-		return gp_fail(
-		    c->err, GP_EXIT_INVALID_INPUT,
-		    "%s: stages.env: \"%s\" must be an absolute directory without ':' "
-		    "or control characters",
-		    c->profile->path, bad);
-	for (const cJSON *v = s->vars ? s->vars->child : NULL; v; v = v->next) {
-		static const char *const own[] = { "PATH", "LD_LIBRARY_PATH",
-			                           "CUDA_HOME" };
-		bool reserved = false;
-		for (size_t i = 0; i < ARRAY_SIZE(own); i++)
-			reserved |= strcmp(v->string, own[i]) == 0;
-		if (!valid_var_name(v->string) || reserved)
-			return gp_fail(
-			    c->err, GP_EXIT_INVALID_INPUT,
-			    "%s: stages.env.vars: \"%s\" %s", c->profile->path, v->string,
-			    reserved
-			        ? "is set from cuda_home, path and ld_library_path; "
-			          "use those keys"
-			        : "is not a valid variable name (letters, digits, _)");
-		if (strpbrk(v->valuestring, "\n\r"))
-			return gp_fail(
-			    c->err, GP_EXIT_INVALID_INPUT,
-			    "%s: stages.env.vars.%s: the value must be one line",
-			    c->profile->path, v->string);
-	}
-	return 0;
 }
 
 static void append_sh_quoted(struct gp_buf *b, const char *s)
@@ -179,10 +128,7 @@ static void sha_of(const char *s, char out[65])
 static int env_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 {
 	struct env_settings s;
-	if (settings(c, cfg, &s) < 0) {
-		env_settings_free(&s);
-		return -1;
-	}
+	settings(cfg, &s);
 	_cleanup_free_ char *script = render_script(c, &s);
 	_cleanup_free_ char *ld_conf = render_ld_conf(c, &s);
 	char sha[65];
@@ -213,21 +159,19 @@ static int env_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 static int env_apply(struct gp_ctx *c, const cJSON *cfg)
 {
 	struct env_settings s;
-	int rc = settings(c, cfg, &s);
-	if (rc == 0) {
-		_cleanup_free_ char *script = render_script(c, &s);
-		_cleanup_free_ char *ld_conf = render_ld_conf(c, &s);
-		char sha[65];
-		sha_of(ld_conf, sha);
-		rc = gp_effect_write(c, PROFILE_SCRIPT, script, strlen(script), 0644);
+	settings(cfg, &s);
+	_cleanup_free_ char *script = render_script(c, &s);
+	_cleanup_free_ char *ld_conf = render_ld_conf(c, &s);
+	char sha[65];
+	sha_of(ld_conf, sha);
+	int rc = gp_effect_write(c, PROFILE_SCRIPT, script, strlen(script), 0644);
+	if (rc == 0)
+		rc = gp_effect_write(c, LD_CONF, ld_conf, strlen(ld_conf), 0644);
+	if (rc == 0 && !gp_stage_mark_is(c, "env", MARK_LDCONFIG, sha)) {
+		char *const ldconfig[] = { "ldconfig", NULL };
+		rc = gp_effect_run(c, ldconfig);
 		if (rc == 0)
-			rc = gp_effect_write(c, LD_CONF, ld_conf, strlen(ld_conf), 0644);
-		if (rc == 0 && !gp_stage_mark_is(c, "env", MARK_LDCONFIG, sha)) {
-			char *const ldconfig[] = { "ldconfig", NULL };
-			rc = gp_effect_run(c, ldconfig);
-			if (rc == 0)
-				gp_stage_mark_set(c, "env", MARK_LDCONFIG, sha);
-		}
+			gp_stage_mark_set(c, "env", MARK_LDCONFIG, sha);
 	}
 	env_settings_free(&s);
 	return rc;
@@ -285,10 +229,7 @@ static void verify_dirs(struct gp_ctx *c, struct gp_report *rep, char *const *di
 static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 {
 	struct env_settings s;
-	if (settings(c, cfg, &s) < 0) {
-		env_settings_free(&s);
-		return -1;
-	}
+	settings(cfg, &s);
 	_cleanup_free_ char *ld_conf = render_ld_conf(c, &s);
 	gp_report_add(rep, "env", file_is(c, LD_CONF, ld_conf) ? GP_PASS : GP_FAIL,
 	              "linker configuration", "run 'gpuprov install --only env'", "%s %s",

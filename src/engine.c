@@ -275,7 +275,16 @@ static void record_reboot(struct session *s, const struct gp_plan *plan)
 	if (s->reboot_ineffective)
 		return; /* keep the record: it says when the reboot was asked for */
 	if (!gp_plan_reboot_required(plan)) {
-		gp_journal_clear_reboot(&c->journal);
+		/* Stages left out of this run may still wait for the reboot. */
+		bool waiting = false;
+		for (size_t i = 0; i < plan->n_stages; i++) {
+			const cJSON *rec = gp_journal_stage_get(&c->journal,
+			                                        plan->stages[i].name);
+			waiting |= gp_streq(gp_json_string(rec, "state", NULL),
+			                    gp_stage_state_id(GP_STATE_REBOOT_PENDING));
+		}
+		if (!waiting)
+			gp_journal_clear_reboot(&c->journal);
 		return;
 	}
 	struct gp_buf why = { 0 };

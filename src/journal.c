@@ -125,6 +125,12 @@ cJSON *gp_journal_stage(struct gp_journal *j, const char *stage)
 	return child_object(child_object(j->doc, "stages"), stage);
 }
 
+const cJSON *gp_journal_stage_get(const struct gp_journal *j, const char *stage)
+{
+	return cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(j->doc, "stages"), stage);
+}
+
 void gp_journal_set_stage(struct gp_journal *j, const char *stage, const char *state)
 {
 	cJSON *s = gp_journal_stage(j, stage);

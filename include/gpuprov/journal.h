@@ -34,6 +34,8 @@ const char *gp_journal_profile_path(const struct gp_journal *j);
 void gp_journal_set_stage(struct gp_journal *j, const char *stage, const char *state);
 /* A stage's free-form record ("stages"."<name>"); created when missing. */
 cJSON *gp_journal_stage(struct gp_journal *j, const char *stage);
+/* The same record for reading: NULL when the stage has none. */
+const cJSON *gp_journal_stage_get(const struct gp_journal *j, const char *stage);
 void gp_journal_record_file(struct gp_journal *j, const char *path, const char *sha256,
                             const char *stage, const char *backup);
 /* The sha256 gpuprov recorded for a file it wrote, or NULL. */

@@ -54,7 +54,7 @@ bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key,
                       const char *value)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(
-	    gp_journal_stage(&c->journal, stage), key);
+	    gp_journal_stage_get(&c->journal, stage), key);
 	return cJSON_IsString(v) && gp_streq(v->valuestring, value);
 }
 

@@ -69,30 +69,83 @@ struct scanner {
 	int failed;
 };
 
+/* Whitespace as cJSON sees it: every byte up to and including space. The
+ * scanner must skip exactly what cJSON skipped to stay in step with it. */
 static void skip_ws(struct scanner *sc)
 {
-	while (sc->i < sc->len && strchr(" \t\r\n", sc->s[sc->i]))
+	while (sc->i < sc->len && (unsigned char)sc->s[sc->i] <= ' ')
 		sc->i++;
 }
 
-/* Reads a string token; returns its decoded-enough text (escapes kept
- * except \" and \\, which is all keys need). */
+static unsigned hex4(const char *p)
+{
+	unsigned v = 0;
+	for (int i = 0; i < 4; i++) {
+		char c = p[i];
+		v = v * 16 + (unsigned)(c >= 'a' ? c - 'a' + 10 : c >= 'A' ? c - 'A' + 10 : c - '0');
+	}
+	return v;
+}
+
+static void append_utf8(struct gp_buf *b, unsigned cp)
+{
+	char out[4];
+	size_t n;
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		n = 1;
+	} else if (cp < 0x800) {
+		out[0] = (char)(0xc0 | cp >> 6);
+		out[1] = (char)(0x80 | (cp & 0x3f));
+		n = 2;
+	} else if (cp < 0x10000) {
+		out[0] = (char)(0xe0 | cp >> 12);
+		out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		out[2] = (char)(0x80 | (cp & 0x3f));
+		n = 3;
+	} else {
+		out[0] = (char)(0xf0 | cp >> 18);
+		out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+		out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		out[3] = (char)(0x80 | (cp & 0x3f));
+		n = 4;
+	}
+	gp_buf_append(b, out, n);
+}
+
+/* Reads a string token (already validated by cJSON) and decodes it, so
+ * "a\u0062" and "ab" are the same key. */
 static char *scan_string(struct scanner *sc)
 {
+	static const char simple_from[] = "\"\\/bfnrt";
+	static const char simple_to[] = "\"\\/\b\f\n\r\t";
 	struct gp_buf b = { 0 };
 	sc->i++; /* opening quote */
 	while (sc->i < sc->len && sc->s[sc->i] != '"') {
-		if (sc->s[sc->i] == '\\' && sc->i + 1 < sc->len) {
-			char c = sc->s[sc->i + 1];
-			if (c == '"' || c == '\\' || c == '/')
-				gp_buf_append(&b, &c, 1);
-			else
-				gp_buf_append(&b, sc->s + sc->i, 2);
-			sc->i += 2;
+		const char *p = sc->s + sc->i;
+		if (*p != '\\' || sc->i + 1 >= sc->len) {
+			gp_buf_append(&b, p, 1);
+			sc->i++;
 			continue;
 		}
-		gp_buf_append(&b, sc->s + sc->i, 1);
-		sc->i++;
+		const char *simple = strchr(simple_from, p[1]);
+		if (simple && p[1]) {
+			gp_buf_append(&b, &simple_to[simple - simple_from], 1);
+			sc->i += 2;
+		} else if (p[1] == 'u' && sc->i + 6 <= sc->len) {
+			unsigned cp = hex4(p + 2);
+			sc->i += 6;
+			if (cp >= 0xd800 && cp < 0xdc00 && sc->i + 6 <= sc->len &&
+			    sc->s[sc->i] == '\\' && sc->s[sc->i + 1] == 'u') {
+				unsigned lo = hex4(sc->s + sc->i + 2);
+				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+				sc->i += 6;
+			}
+			append_utf8(&b, cp);
+		} else {
+			gp_buf_append(&b, p, 2);
+			sc->i += 2;
+		}
 	}
 	sc->i++; /* closing quote */
 	return gp_buf_steal(&b);
@@ -135,7 +188,7 @@ static void scan_object(struct scanner *sc, const char *pointer)
 		skip_ws(sc);
 		sc->i++; /* ':' */
 		skip_ws(sc);
-		_cleanup_free_ char *child = gp_xasprintf("%s/%s", pointer, key);
+		_cleanup_free_ char *child = gp_json_pointer_append(pointer, key);
 		scan_value(sc, child);
 	}
 	sc->i++;
@@ -185,6 +238,11 @@ int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text,
                       size_t len, struct gp_err *err)
 {
 	*d = (struct gp_json_doc){ .file = gp_xstrdup(file) };
+	/* A UTF-8 byte order mark is not part of the text editors show. */
+	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
+		text += 3;
+		len -= 3;
+	}
 	const char *nul = memchr(text, '\0', len);
 	if (nul) {
 		int line, col;
@@ -280,4 +338,19 @@ char **gp_json_strv(const cJSON *obj, const char *key)
 		if (cJSON_IsString(item))
 			gp_strv_push(&v, item->valuestring);
 	return v;
+}
+
+char *gp_json_pointer_append(const char *pointer, const char *key)
+{
+	struct gp_buf b = { 0 };
+	gp_buf_printf(&b, "%s/", pointer);
+	for (const char *c = key; *c; c++) {
+		if (*c == '~')
+			gp_buf_puts(&b, "~0");
+		else if (*c == '/')
+			gp_buf_puts(&b, "~1");
+		else
+			gp_buf_append(&b, c, 1);
+	}
+	return gp_buf_steal(&b);
 }

@@ -296,7 +296,7 @@ static int validate_value(const struct gp_json_doc *d, const cJSON *v,
 	for (const cJSON *item = v->child; f->check && item; item = item->next, i++) {
 		_cleanup_free_ char *p = f->type == F_STRING_ARRAY
 		                             ? gp_xasprintf("%s/%zu", pointer, i)
-		                             : gp_xasprintf("%s/%s", pointer, item->string);
+		                             : gp_json_pointer_append(pointer, item->string);
 		if (check_at(d, item, p, f, err) < 0)
 			return -1;
 	}
@@ -310,7 +310,7 @@ static int validate_object(const struct gp_json_doc *d, const cJSON *obj,
                            struct gp_err *err)
 {
 	for (const cJSON *item = obj->child; item; item = item->next) {
-		_cleanup_free_ char *p = gp_xasprintf("%s/%s", pointer, item->string);
+		_cleanup_free_ char *p = gp_json_pointer_append(pointer, item->string);
 		const struct field *f = fields;
 		while (f->key && strcmp(f->key, item->string) != 0)
 			f++;

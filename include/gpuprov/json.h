@@ -27,6 +27,8 @@ void gp_json_doc_free(struct gp_json_doc *d);
 /* Position of the value at pointer ("" is the document); 1:1 when unknown. */
 void gp_json_doc_where(const struct gp_json_doc *d, const char *pointer, int *line,
                        int *col);
+/* pointer + "/" + key with '~' and '/' escaped as JSON Pointer (RFC 6901) does. */
+char *gp_json_pointer_append(const char *pointer, const char *key);
 /* Parse and drop the positions. */
 cJSON *gp_json_parse(const char *file, const char *text, size_t len, struct gp_err *err);
 

@@ -1,0 +1,816 @@
+/* Profiles: loading by path and by name through the search path, name
+ * checks, schema validation with FILE:LINE:COL and did-you-mean, `extends`
+ * (merge, chains, cycles, missing parents), the digest, and the shipped
+ * profile from the source tree. Profiles are written to temp directories. */
+#include "testutil.h"
+
+#include "gpuprov/exitcodes.h"
+#include "gpuprov/profile.h"
+#include "gpuprov/util.h"
+
+struct fixture {
+	char *dir; /* realpath'd temp dir */
+	char *d1, *d2; /* two search directories, d1 first */
+	char *search[3]; /* { d1, d2, NULL } */
+};
+
+static int fx_setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof *fx);
+	assert_non_null(fx);
+	char *tmp = tu_tmpdir();
+	fx->dir = realpath(tmp, NULL);
+	assert_non_null(fx->dir);
+	free(tmp);
+	tu_mkdir(fx->dir, "d1");
+	tu_mkdir(fx->dir, "d2");
+	fx->d1 = gp_xasprintf("%s/d1", fx->dir);
+	fx->d2 = gp_xasprintf("%s/d2", fx->dir);
+	fx->search[0] = fx->d1;
+	fx->search[1] = fx->d2;
+	*state = fx;
+	return 0;
+}
+
+static int fx_teardown(void **state)
+{
+	struct fixture *fx = *state;
+	tu_rmrf(fx->dir);
+	free(fx->dir);
+	free(fx->d1);
+	free(fx->d2);
+	free(fx);
+	return 0;
+}
+
+/* Writes fx->dir/rel; returns the full path (caller frees). */
+static char *fx_write(struct fixture *fx, const char *rel, const char *text)
+{
+	tu_write(fx->dir, rel, text);
+	return gp_xasprintf("%s/%s", fx->dir, rel);
+}
+
+static struct gp_profile *load_ok(struct fixture *fx, const char *name_or_path)
+{
+	struct gp_profile *p = NULL;
+	struct gp_err err = { 0 };
+	if (gp_profile_load(name_or_path, fx->search, &p, &err) < 0)
+		fail_msg("loading %s: %s", name_or_path, err.msg);
+	assert_non_null(p);
+	return p;
+}
+
+/* Loading must fail with exit code 65 and exactly this message. */
+static void expect_load_error(struct fixture *fx, const char *name_or_path,
+                              const char *want)
+{
+	struct gp_profile *p = NULL;
+	struct gp_err err = { 0 };
+	int rc = gp_profile_load(name_or_path, fx->search, &p, &err);
+	if (rc == 0) {
+		gp_profile_free(p);
+		fail_msg("%s loaded; want the error: %s", name_or_path, want);
+	}
+	assert_int_equal(rc, -1);
+	assert_null(p);
+	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_string_equal(err.msg, want);
+}
+
+/* Loading must fail with exit code 65 and a message holding every fragment
+ * (NULL-terminated). */
+static void expect_load_error_has(struct fixture *fx, const char *name_or_path, ...)
+{
+	struct gp_profile *p = NULL;
+	struct gp_err err = { 0 };
+	int rc = gp_profile_load(name_or_path, fx->search, &p, &err);
+	if (rc == 0) {
+		gp_profile_free(p);
+		fail_msg("%s loaded; want an error", name_or_path);
+	}
+	assert_int_equal(rc, -1);
+	assert_null(p);
+	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	va_list ap;
+	va_start(ap, name_or_path);
+	for (const char *frag; (frag = va_arg(ap, const char *));) {
+		if (!strstr(err.msg, frag)) {
+			va_end(ap);
+			fail_msg("message \"%s\" lacks \"%s\"", err.msg, frag);
+		}
+	}
+	va_end(ap);
+}
+
+/* Loading must fail with exit code 65, a message starting with prefix (a
+ * "FILE:LINE:COL: " or just "FILE") and holding every fragment
+ * (NULL-terminated). */
+static void expect_load_error_at(struct fixture *fx, const char *name_or_path,
+                                 const char *prefix, ...)
+{
+	struct gp_profile *p = NULL;
+	struct gp_err err = { 0 };
+	int rc = gp_profile_load(name_or_path, fx->search, &p, &err);
+	if (rc == 0) {
+		gp_profile_free(p);
+		fail_msg("%s loaded; want an error starting %s", name_or_path, prefix);
+	}
+	assert_int_equal(rc, -1);
+	assert_null(p);
+	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	if (!gp_str_starts_with(err.msg, prefix))
+		fail_msg("message \"%s\" does not start \"%s\"", err.msg, prefix);
+	va_list ap;
+	va_start(ap, prefix);
+	for (const char *frag; (frag = va_arg(ap, const char *));) {
+		if (!strstr(err.msg, frag)) {
+			va_end(ap);
+			fail_msg("message \"%s\" lacks \"%s\"", err.msg, frag);
+		}
+	}
+	va_end(ap);
+}
+
+static const cJSON *at(const cJSON *j, const char *a, const char *b, const char *c)
+{
+	j = cJSON_GetObjectItemCaseSensitive(j, a);
+	if (b)
+		j = cJSON_GetObjectItemCaseSensitive(j, b);
+	if (c)
+		j = cJSON_GetObjectItemCaseSensitive(j, c);
+	return j;
+}
+
+static const char *str_at(const cJSON *j, const char *a, const char *b, const char *c)
+{
+	const cJSON *v = at(j, a, b, c);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The array's strings joined with ",", for compact comparisons. */
+static char *join_at(const cJSON *j, const char *a, const char *b, const char *c)
+{
+	const cJSON *v = at(j, a, b, c);
+	assert_true(cJSON_IsArray(v));
+	struct gp_buf buf = { 0 };
+	for (const cJSON *i = v->child; i; i = i->next)
+		gp_buf_printf(&buf, "%s%s", i == v->child ? "" : ",", i->valuestring);
+	return gp_buf_steal(&buf);
+}
+
+static void assert_join(const cJSON *j, const char *a, const char *b, const char *c,
+                        const char *want)
+{
+	char *got = join_at(j, a, b, c);
+	assert_string_equal(got, want);
+	free(got);
+}
+
+/* ---- loading ------------------------------------------------------------- */
+
+static void test_load_by_path(void **state)
+{
+	struct fixture *fx = *state;
+	char *path = fx_write(
+	    fx, "elsewhere/my.json",
+	    "// a comment\n"
+	    "{\n"
+	    "  \"name\": \"mine\",\n"
+	    "  \"description\": \"test\",\n"
+	    "  \"stages\": { \"env\": { \"cuda_home\": \"/usr/local/cuda\" } }\n"
+	    "}\n");
+	struct gp_profile *p = load_ok(fx, path);
+	assert_string_equal(p->name, "mine");
+	assert_string_equal(p->path, path);
+	assert_int_equal(strlen(p->digest), 64);
+	assert_int_equal(strspn(p->digest, "0123456789abcdef"), 64);
+	assert_string_equal(str_at(p->doc, "description", NULL, NULL), "test");
+	gp_profile_free(p);
+
+	/* A relative path (contains '/') and a bare "x.json" are paths too. */
+	char *cwd = getcwd(NULL, 0);
+	assert_int_equal(chdir(fx->dir), 0);
+	p = load_ok(fx, "./elsewhere/my.json");
+	assert_string_equal(p->path, path);
+	gp_profile_free(p);
+	assert_int_equal(chdir("elsewhere"), 0);
+	p = load_ok(fx, "my.json");
+	assert_string_equal(p->path, path);
+	gp_profile_free(p);
+	assert_int_equal(chdir(cwd), 0);
+	free(cwd);
+
+	/* A path that does not exist. */
+	char *missing = gp_xasprintf("%s/none.json", fx->dir);
+	char *want = gp_xasprintf("cannot open profile %s: No such file or directory",
+	                          missing);
+	expect_load_error(fx, missing, want);
+	free(want);
+	free(missing);
+	free(path);
+}
+
+static void test_load_by_name_first_dir_wins(void **state)
+{
+	struct fixture *fx = *state;
+	free(fx_write(fx, "d1/both.json",
+	              "{\"name\": \"both\", \"description\": \"first\"}"));
+	free(fx_write(fx, "d2/both.json",
+	              "{\"name\": \"both\", \"description\": \"second\"}"));
+	free(fx_write(fx, "d2/only2.json", "{\"name\": \"only2\"}"));
+	free(fx_write(fx, "d2/sub/nested.json", "{\"name\": \"sub/nested\"}"));
+
+	struct gp_profile *p = load_ok(fx, "both");
+	assert_string_equal(str_at(p->doc, "description", NULL, NULL), "first");
+	char *want = gp_xasprintf("%s/both.json", fx->d1);
+	assert_string_equal(p->path, want);
+	free(want);
+	gp_profile_free(p);
+
+	p = load_ok(fx, "only2");
+	want = gp_xasprintf("%s/only2.json", fx->d2);
+	assert_string_equal(p->path, want);
+	free(want);
+	gp_profile_free(p);
+
+	/* `extends` names may have a directory part, as the shipped distro/
+	 * bases do (given to gp_profile_load, "sub/nested" is a path). */
+	free(fx_write(fx, "d1/usesub.json",
+	              "{\"name\": \"usesub\", \"extends\": \"sub/nested\"}"));
+	p = load_ok(fx, "usesub");
+	assert_string_equal(p->name, "usesub");
+	gp_profile_free(p);
+}
+
+static void test_not_found_lists_dirs(void **state)
+{
+	struct fixture *fx = *state;
+	char *want = gp_xasprintf(
+	    "profile \"nope\" not found; searched %s, %s; 'gpuprov profiles "
+	    "list' shows the available ones, --profile-dir adds a directory",
+	    fx->d1, fx->d2);
+	expect_load_error(fx, "nope", want);
+	free(want);
+
+	/* No search path at all. */
+	struct gp_profile *p = NULL;
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_profile_load("nope", NULL, &p, &err), -1);
+	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_non_null(strstr(err.msg, "searched (no directories)"));
+}
+
+static void test_invalid_names(void **state)
+{
+	struct fixture *fx = *state;
+	/* Would-be files that must not be found by name. */
+	free(fx_write(fx, "d1/UPPER.json", "{\"name\": \"upper\"}"));
+	free(fx_write(fx, "d1/.hidden.json", "{\"name\": \"hidden\"}"));
+	free(fx_write(fx, "x.json", "{\"name\": \"x\"}"));
+	static const char *const bad[] = { "UPPER", ".hidden", "-x", "a b", "a..b", "" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		char *want = gp_xasprintf(
+		    "profile name \"%s\" is not valid: use lowercase letters, "
+		    "digits, '.', '_' and '-' (or give a path to a .json "
+		    "file)",
+		    bad[i]);
+		expect_load_error(fx, bad[i], want);
+		free(want);
+	}
+
+	/* "../x" as `extends` is a name and must not climb out of the search
+	 * directories (d1/../x.json exists): refused at the "extends" value. */
+	char *child = fx_write(fx, "d1/child.json",
+	                       "{\n  \"name\": \"child\",\n"
+	                       "  \"extends\": \"../x\"\n}");
+	char *prefix = gp_xasprintf("%s:3:14: ", child);
+	expect_load_error_at(fx, child, prefix, "\"../x\"", NULL);
+	free(prefix);
+	free(child);
+	child = fx_write(fx, "d1/child2.json",
+	                 "{\"name\": \"child2\", \"extends\": \"sub/../../x\"}");
+	prefix = gp_xasprintf("%s:1:31: ", child);
+	expect_load_error_at(fx, child, prefix, "\"sub/../../x\"", NULL);
+	free(prefix);
+	free(child);
+}
+
+/* ---- schema -------------------------------------------------------------- */
+
+static void test_unknown_top_level_key(void **state)
+{
+	struct fixture *fx = *state;
+	char *path = fx_write(fx, "p.json",
+	                      "{\n"
+	                      "  \"name\": \"p\",\n"
+	                      "  \"stage\": {}\n"
+	                      "}\n");
+	char *want = gp_xasprintf(
+	    "%s:3:12: unknown key \"stage\"; did you mean \"stages\"?", path);
+	expect_load_error(fx, path, want);
+	free(want);
+	free(path);
+
+	/* Nothing close: the known keys are listed. */
+	path = fx_write(fx, "q.json", "{\"name\": \"q\", \"zzzzzzzz\": 1}");
+	want = gp_xasprintf(
+	    "%s:1:27: unknown key \"zzzzzzzz\"; known keys: name description "
+	    "extends match distro stages",
+	    path);
+	expect_load_error(fx, path, want);
+	free(want);
+	free(path);
+}
+
+static void test_unknown_key_deep(void **state)
+{
+	struct fixture *fx = *state;
+	char *path = fx_write(fx, "p.json",
+	                      "{\n"
+	                      "  \"name\": \"p\",\n"
+	                      "  \"stages\": {\n"
+	                      "    \"env\": {\n"
+	                      "      \"cuda_home\": \"/usr/local/cuda\",\n"
+	                      "      \"var\": { \"A\": \"1\" }\n"
+	                      "    }\n"
+	                      "  }\n"
+	                      "}\n");
+	char *want = gp_xasprintf("%s:6:14: unknown key \"var\"; did you mean \"vars\"?",
+	                          path);
+	expect_load_error(fx, path, want);
+	free(want);
+	free(path);
+
+	/* Under match and distro, and a stage name typo. */
+	path = fx_write(fx, "m.json",
+	                "{\"name\": \"m\",\n \"match\": {\"os\": \"ubuntu\"}}");
+	expect_load_error_has(fx, path, ":2:18: unknown key \"os\"", NULL);
+	free(path);
+	path = fx_write(fx, "s.json",
+	                "{\"name\": \"s\",\n \"stages\": {\"nouvea\": {}}}");
+	expect_load_error_has(
+	    fx, path, ":2:23: unknown key \"nouvea\"; did you mean \"nouveau\"?", NULL);
+	free(path);
+	/* Stages typed later accept any keys. */
+	path = fx_write(
+	    fx, "d.json",
+	    "{\"name\": \"d\", \"stages\": {\"driver\": {\"anything\": [1]}}}");
+	gp_profile_free(load_ok(fx, path));
+	free(path);
+}
+
+static void test_wrong_types(void **state)
+{
+	struct fixture *fx = *state;
+	char *path = fx_write(fx, "n.json", "{\n  \"name\": 5\n}");
+	char *want = gp_xasprintf("%s:2:11: \"name\" must be a string", path);
+	expect_load_error(fx, path, want);
+	free(want);
+	free(path);
+
+	path = fx_write(fx, "p.json",
+	                "{\n"
+	                "  \"name\": \"p\",\n"
+	                "  \"stages\": {\n"
+	                "    \"env\": { \"path\": \"x\" }\n"
+	                "  }\n"
+	                "}");
+	want = gp_xasprintf("%s:4:22: \"path\" must be an array of strings", path);
+	expect_load_error(fx, path, want);
+	free(want);
+	free(path);
+
+	/* The bad value's own line, not the object's. */
+	path = fx_write(fx, "v.json",
+	                "{\n"
+	                "  \"name\": \"v\",\n"
+	                "  \"stages\": { \"env\": { \"vars\": {\n"
+	                "    \"A\": \"1\",\n"
+	                "    \"B\": 2\n"
+	                "  } } }\n"
+	                "}");
+	want = gp_xasprintf("%s:5:10: \"vars\" must hold only strings", path);
+	expect_load_error(fx, path, want);
+	free(want);
+	free(path);
+
+	/* An array element. */
+	path = fx_write(fx, "a.json",
+	                "{\"name\": \"a\", \"distro\": {\"initramfs\": [\"x\",\n"
+	                "  true]}}");
+	want = gp_xasprintf("%s:2:3: \"initramfs\" must hold only strings", path);
+	expect_load_error(fx, path, want);
+	free(want);
+	free(path);
+
+	/* A stage must be an object or false; true is neither. */
+	path = fx_write(fx, "t.json",
+	                "{\"name\": \"t\", \"stages\": {\"nouveau\": true}}");
+	expect_load_error_has(
+	    fx, path,
+	    ":1:37: \"nouveau\" must be an object, or false to disable the stage", NULL);
+	free(path);
+	path = fx_write(fx, "e.json", "{\"name\": \"e\", \"extends\": 5}");
+	expect_load_error_has(fx, path, ":1:26: \"extends\" must be a string", NULL);
+	free(path);
+	path = fx_write(fx, "o.json", "{\"name\": \"o\", \"match\": []}");
+	expect_load_error_has(fx, path, ":1:24: \"match\" must be an object", NULL);
+	free(path);
+
+	/* Not an object at all; JSON errors keep their position. */
+	path = fx_write(fx, "arr.json", "\n[1]");
+	want = gp_xasprintf("%s:2:1: a profile must be a JSON object", path);
+	expect_load_error(fx, path, want);
+	free(want);
+	free(path);
+	path = fx_write(fx, "syn.json", "{\"name\": \"s\"\n \"stages\": {}}");
+	want = gp_xasprintf("%s:2:2: syntax error", path);
+	expect_load_error_has(fx, path, want, NULL);
+	free(want);
+	free(path);
+}
+
+static void test_stage_false(void **state)
+{
+	struct fixture *fx = *state;
+	char *path = fx_write(fx, "p.json",
+	                      "{\"name\": \"p\", \"stages\": {\"nouveau\": false,"
+	                      " \"env\": {}, \"driver\": {\"branch\": \"535\"}}}");
+	struct gp_profile *p = load_ok(fx, path);
+	assert_null(gp_profile_stage(p, "nouveau"));
+	assert_non_null(gp_profile_stage(p, "env"));
+	assert_true(cJSON_IsObject(gp_profile_stage(p, "env")));
+	assert_string_equal(str_at(gp_profile_stage(p, "driver"), "branch", NULL, NULL),
+	                    "535");
+	assert_null(gp_profile_stage(p, "cuda"));
+	assert_null(gp_profile_stage(p, "nonsense"));
+	gp_profile_free(p);
+
+	/* No stages object at all. */
+	path = (free(path), fx_write(fx, "q.json", "{\"name\": \"q\"}"));
+	p = load_ok(fx, path);
+	assert_null(gp_profile_stage(p, "env"));
+	gp_profile_free(p);
+	free(path);
+}
+
+/* ---- extends ------------------------------------------------------------- */
+
+static const char base_profile[] =
+    "{\n"
+    "  \"name\": \"base\",\n"
+    "  \"description\": \"the base\",\n"
+    "  \"match\": { \"os_id\": \"ubuntu\", \"gpus\": [\"a\", \"b\"] },\n"
+    "  \"distro\": { \"id\": \"u\", \"package_manager\": \"apt\",\n"
+    "              \"initramfs\": [\"update-initramfs\", \"-u\"] },\n"
+    "  \"stages\": {\n"
+    "    \"nouveau\": { \"blacklist_file\": \"/etc/modprobe.d/b.conf\" },\n"
+    "    \"driver\": { \"branch\": \"535\", \"hold\": true },\n"
+    "    \"env\": { \"cuda_home\": \"/old\", \"path\": [\"/p1\", \"/p2\"],\n"
+    "             \"vars\": { \"A\": \"1\", \"B\": \"2\" } }\n"
+    "  }\n"
+    "}\n";
+
+static void test_extends_merge(void **state)
+{
+	struct fixture *fx = *state;
+	free(fx_write(fx, "d2/base.json", base_profile));
+	char *path = fx_write(
+	    fx, "d1/child.json",
+	    "{\n"
+	    "  \"name\": \"child\",\n"
+	    "  \"extends\": \"base\",\n"
+	    "  \"match\": { \"gpus\": [\"c\"] },\n"
+	    "  \"distro\": { \"package_manager\": \"dnf\" },\n"
+	    "  \"stages\": {\n"
+	    "    \"driver\": { \"branch\": \"550\" },\n"
+	    "    \"env\": { \"cuda_home\": \"/new\", \"path\": [\"/q\"],\n"
+	    "             \"vars\": { \"B\": \"3\", \"C\": \"4\" } }\n"
+	    "  }\n"
+	    "}\n");
+	struct gp_profile *p = load_ok(fx, "child");
+	const cJSON *d = p->doc;
+	assert_string_equal(p->name, "child");
+	assert_string_equal(p->path, path);
+	assert_string_equal(str_at(d, "name", NULL, NULL), "child");
+	/* Not inherited: the parent's name and description; removed: extends. */
+	assert_null(at(d, "description", NULL, NULL));
+	assert_null(at(d, "extends", NULL, NULL));
+	/* Objects merge key by key, scalars override, arrays replace. */
+	assert_string_equal(str_at(d, "match", "os_id", NULL), "ubuntu");
+	assert_join(d, "match", "gpus", NULL, "c");
+	assert_string_equal(str_at(d, "distro", "id", NULL), "u");
+	assert_string_equal(str_at(d, "distro", "package_manager", NULL), "dnf");
+	assert_join(d, "distro", "initramfs", NULL, "update-initramfs,-u");
+	assert_string_equal(gp_profile_distro_string(p, "package_manager"), "dnf");
+	/* The parent's nouveau stage is kept when the child sets only others. */
+	const cJSON *nouveau = gp_profile_stage(p, "nouveau");
+	assert_non_null(nouveau);
+	assert_string_equal(str_at(nouveau, "blacklist_file", NULL, NULL),
+	                    "/etc/modprobe.d/b.conf");
+	const cJSON *driver = gp_profile_stage(p, "driver");
+	assert_string_equal(str_at(driver, "branch", NULL, NULL), "550");
+	assert_true(cJSON_IsTrue(at(driver, "hold", NULL, NULL)));
+	const cJSON *env = gp_profile_stage(p, "env");
+	assert_string_equal(str_at(env, "cuda_home", NULL, NULL), "/new");
+	assert_join(env, "path", NULL, NULL, "/q");
+	assert_string_equal(str_at(env, "vars", "A", NULL), "1");
+	assert_string_equal(str_at(env, "vars", "B", NULL), "3");
+	assert_string_equal(str_at(env, "vars", "C", NULL), "4");
+	gp_profile_free(p);
+	free(path);
+}
+
+static void test_extends_child_description_and_disable(void **state)
+{
+	struct fixture *fx = *state;
+	free(fx_write(fx, "d1/base.json", base_profile));
+	free(fx_write(
+	    fx, "d1/child.json",
+	    "{\"name\": \"child\", \"description\": \"mine\", \"extends\": \"base\",\n"
+	    " \"stages\": {\"nouveau\": false, \"env\": {\"path\": []}}}"));
+	struct gp_profile *p = load_ok(fx, "child");
+	assert_string_equal(str_at(p->doc, "description", NULL, NULL), "mine");
+	/* false replaces the parent's object: the stage is disabled. */
+	assert_null(gp_profile_stage(p, "nouveau"));
+	/* An empty array replaces too. */
+	assert_join(gp_profile_stage(p, "env"), "path", NULL, NULL, "");
+	assert_string_equal(str_at(gp_profile_stage(p, "env"), "cuda_home", NULL, NULL),
+	                    "/old");
+	gp_profile_free(p);
+
+	/* And a child may turn a disabled stage back into an object. */
+	free(fx_write(fx, "d1/off.json",
+	              "{\"name\": \"off\", \"stages\": {\"nouveau\": false}}"));
+	free(fx_write(fx, "d1/on.json",
+	              "{\"name\": \"on\", \"extends\": \"off\","
+	              " \"stages\": {\"nouveau\": {\"initramfs\": [\"x\"]}}}"));
+	p = load_ok(fx, "on");
+	assert_non_null(gp_profile_stage(p, "nouveau"));
+	assert_join(gp_profile_stage(p, "nouveau"), "initramfs", NULL, NULL, "x");
+	gp_profile_free(p);
+}
+
+static void test_extends_chains(void **state)
+{
+	struct fixture *fx = *state;
+	free(fx_write(
+	    fx, "d2/a.json",
+	    "{\"name\": \"a\", \"description\": \"A\",\n"
+	    " \"distro\": {\"id\": \"a-id\", \"package_manager\": \"apt\"},\n"
+	    " \"stages\": {\"nouveau\": {\"blacklist_file\": "
+	    "\"/etc/modprobe.d/a.conf\"},\n"
+	    "            \"env\": {\"cuda_home\": \"/a\", \"path\": [\"/a\"]}}}"));
+	free(fx_write(fx, "d2/b.json",
+	              "{\"name\": \"b\", \"extends\": \"a\",\n"
+	              " \"distro\": {\"id\": \"b-id\"},\n"
+	              " \"stages\": {\"env\": {\"cuda_home\": \"/b\"}}}"));
+	free(fx_write(fx, "d1/c.json",
+	              "{\"name\": \"c\", \"extends\": \"b\",\n"
+	              " \"stages\": {\"env\": {\"path\": [\"/c\"]}}}"));
+
+	/* Two levels. */
+	struct gp_profile *p = load_ok(fx, "b");
+	assert_string_equal(p->name, "b");
+	assert_string_equal(gp_profile_distro_string(p, "id"), "b-id");
+	assert_string_equal(gp_profile_distro_string(p, "package_manager"), "apt");
+	assert_string_equal(str_at(gp_profile_stage(p, "env"), "cuda_home", NULL, NULL),
+	                    "/b");
+	assert_join(gp_profile_stage(p, "env"), "path", NULL, NULL, "/a");
+	gp_profile_free(p);
+
+	/* Three levels: the nearest setting wins at every level. */
+	p = load_ok(fx, "c");
+	const cJSON *d = p->doc;
+	assert_string_equal(p->name, "c");
+	assert_null(at(d, "extends", NULL, NULL));
+	assert_null(at(d, "description", NULL, NULL));
+	assert_string_equal(gp_profile_distro_string(p, "id"), "b-id");
+	assert_string_equal(gp_profile_distro_string(p, "package_manager"), "apt");
+	assert_string_equal(
+	    str_at(gp_profile_stage(p, "nouveau"), "blacklist_file", NULL, NULL),
+	    "/etc/modprobe.d/a.conf");
+	assert_string_equal(str_at(gp_profile_stage(p, "env"), "cuda_home", NULL, NULL),
+	                    "/b");
+	assert_join(gp_profile_stage(p, "env"), "path", NULL, NULL, "/c");
+	gp_profile_free(p);
+}
+
+static void test_extends_cycle(void **state)
+{
+	struct fixture *fx = *state;
+	char *a = fx_write(fx, "d1/a.json", "{\"name\": \"a\", \"extends\": \"b\"}");
+	char *b = fx_write(fx, "d1/b.json", "{\"name\": \"b\", \"extends\": \"a\"}");
+	/* The error names the whole chain, in the order it was followed. */
+	char *chain = gp_xasprintf("%s -> %s -> %s", a, b, a);
+	expect_load_error_at(fx, "a", "/", "\"extends\" forms a cycle", chain,
+	                     "remove one of these links", NULL);
+	free(chain);
+	/* Starting from the other end names the chain from there. */
+	chain = gp_xasprintf("%s -> %s -> %s", b, a, b);
+	expect_load_error_at(fx, b, "/", "\"extends\" forms a cycle", chain, NULL);
+	free(chain);
+
+	/* A profile extending itself. */
+	char *self = fx_write(fx, "d1/self.json",
+	                      "{\"name\": \"self\", \"extends\": \"self\"}");
+	chain = gp_xasprintf("%s -> %s", self, self);
+	expect_load_error_at(fx, "self", self, "\"extends\" forms a cycle", chain, NULL);
+	free(chain);
+	free(self);
+	free(a);
+	free(b);
+}
+
+static void test_extends_missing_parent(void **state)
+{
+	struct fixture *fx = *state;
+	char *path = fx_write(fx, "d1/child.json",
+	                      "{\n"
+	                      "  \"name\": \"child\",\n"
+	                      "  \"extends\": \"ghost\"\n"
+	                      "}\n");
+	char *want = gp_xasprintf(
+	    "%s:3:14: profile \"ghost\" not found; searched %s, %s; "
+	    "'gpuprov profiles list' shows the available ones, "
+	    "--profile-dir adds a directory",
+	    path, fx->d1, fx->d2);
+	expect_load_error(fx, "child", want);
+	free(want);
+	free(path);
+
+	/* An error in the parent names the parent's file and position. */
+	char *parent = fx_write(fx, "d2/bad.json",
+	                        "{\"name\": \"bad\",\n \"stagez\": {}}");
+	free(fx_write(fx, "d1/c2.json", "{\"name\": \"c2\", \"extends\": \"bad\"}"));
+	want = gp_xasprintf("%s:2:12: unknown key \"stagez\"; did you mean \"stages\"?",
+	                    parent);
+	expect_load_error(fx, "c2", want);
+	free(want);
+	free(parent);
+}
+
+static void test_missing_name(void **state)
+{
+	struct fixture *fx = *state;
+	char *path = fx_write(fx, "p.json", "{\"description\": \"no name\"}");
+	expect_load_error_at(fx, path, path, "\"name\"", NULL);
+	free(path);
+
+	/* The parent's name is not inherited, so a nameless child fails. */
+	free(fx_write(fx, "d1/base.json", base_profile));
+	path = fx_write(fx, "d1/child.json", "{\"extends\": \"base\"}");
+	expect_load_error_at(fx, "child", path, "\"name\"", NULL);
+	free(path);
+
+	/* An invalid name. */
+	path = fx_write(fx, "q.json", "{\"name\": \"Has Space\"}");
+	expect_load_error_at(fx, path, path, "\"name\"", NULL);
+	free(path);
+}
+
+/* ---- digest and accessors ------------------------------------------------ */
+
+static void test_digest(void **state)
+{
+	struct fixture *fx = *state;
+	char *p1 = fx_write(fx, "one.json",
+	                    "{\"name\": \"x\", \"distro\": {\"id\": \"u\"}}");
+	/* Same content, other layout and comments. */
+	char *p2 = fx_write(fx, "two.json",
+	                    "// comment\n{\n  \"name\": \"x\",\n  \"distro\": { \"id\": "
+	                    "\"u\" } /* c */\n}\n");
+	char *p3 = fx_write(fx, "three.json",
+	                    "{\"name\": \"x\", \"distro\": {\"id\": \"v\"}}");
+	struct gp_profile *a = load_ok(fx, p1);
+	struct gp_profile *a2 = load_ok(fx, p1);
+	struct gp_profile *b = load_ok(fx, p2);
+	struct gp_profile *c = load_ok(fx, p3);
+	assert_string_equal(a->digest, a2->digest);
+	assert_string_equal(a->digest, b->digest);
+	assert_string_not_equal(a->digest, c->digest);
+	gp_profile_free(a);
+	gp_profile_free(a2);
+	gp_profile_free(b);
+	gp_profile_free(c);
+	free(p1);
+	free(p2);
+	free(p3);
+
+	/* A change in a parent changes the child's digest. */
+	free(fx_write(fx, "d1/base.json", base_profile));
+	free(fx_write(fx, "d1/child.json",
+	              "{\"name\": \"child\", \"extends\": \"base\"}"));
+	a = load_ok(fx, "child");
+	free(fx_write(fx, "d1/base.json",
+	              "{\"name\": \"base\", \"distro\": {\"id\": \"other\"}}"));
+	b = load_ok(fx, "child");
+	assert_string_not_equal(a->digest, b->digest);
+	gp_profile_free(a);
+	gp_profile_free(b);
+}
+
+static void test_distro_string(void **state)
+{
+	struct fixture *fx = *state;
+	char *path = fx_write(fx, "p.json",
+	                      "{\"name\": \"p\", \"distro\": {\"id\": \"rhel9\","
+	                      " \"package_manager\": \"dnf\","
+	                      " \"initramfs\": [\"dracut\", \"--force\"]}}");
+	struct gp_profile *p = load_ok(fx, path);
+	assert_string_equal(gp_profile_distro_string(p, "id"), "rhel9");
+	assert_string_equal(gp_profile_distro_string(p, "package_manager"), "dnf");
+	assert_null(gp_profile_distro_string(p, "initramfs"));
+	assert_null(gp_profile_distro_string(p, "missing"));
+	gp_profile_free(p);
+	free(path);
+
+	path = fx_write(fx, "q.json", "{\"name\": \"q\"}");
+	p = load_ok(fx, path);
+	assert_null(gp_profile_distro_string(p, "id"));
+	gp_profile_free(p);
+	free(path);
+}
+
+/* ---- shipped profiles ---------------------------------------------------- */
+
+static void test_search_path(void **state)
+{
+	(void)state;
+	char **v = gp_profile_search_path("/opt/mine");
+	assert_int_equal(gp_strv_len(v), 4);
+	assert_string_equal(v[0], "/opt/mine");
+	assert_string_equal(v[1], "/etc/gpuprov/profiles");
+	assert_string_equal(v[3], GP_SRCDIR "/profiles");
+	gp_strv_free(v);
+	v = gp_profile_search_path(NULL);
+	assert_int_equal(gp_strv_len(v), 3);
+	assert_string_equal(v[0], "/etc/gpuprov/profiles");
+	assert_string_equal(v[2], GP_SRCDIR "/profiles");
+	gp_strv_free(v);
+}
+
+static void test_shipped_a100(void **state)
+{
+	(void)state;
+	char **search = gp_profile_search_path(NULL);
+	struct gp_profile *p = NULL;
+	struct gp_err err = { 0 };
+	if (gp_profile_load("a100-ubuntu2204", search, &p, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(p->name, "a100-ubuntu2204");
+	assert_true(gp_str_ends_with(p->path, "/profiles/a100-ubuntu2204.json"));
+	assert_true(cJSON_IsObject(gp_profile_stage(p, "nouveau")));
+	assert_true(cJSON_IsObject(gp_profile_stage(p, "env")));
+	assert_true(cJSON_IsObject(gp_profile_stage(p, "driver")));
+	assert_null(cJSON_GetObjectItemCaseSensitive(p->doc, "extends"));
+	/* From the distro/ubuntu2204 base. */
+	assert_string_equal(gp_profile_distro_string(p, "id"), "ubuntu2204");
+	assert_string_equal(gp_profile_distro_string(p, "package_manager"), "apt");
+	assert_string_equal(str_at(p->doc, "match", "os_id", NULL), "ubuntu");
+	/* Its own description, not the base's. */
+	assert_true(
+	    gp_str_starts_with(str_at(p->doc, "description", NULL, NULL), "A100"));
+	assert_int_equal(strlen(p->digest), 64);
+	gp_profile_free(p);
+
+	/* Every shipped profile loads by path. */
+	static const char *const shipped[] = { "a100-ubuntu2204.json",
+		                               "distro/ubuntu2204.json",
+		                               "distro/rocky9.json" };
+	for (size_t i = 0; i < ARRAY_SIZE(shipped); i++) {
+		char *path = gp_xasprintf("%s/profiles/%s", GP_SRCDIR, shipped[i]);
+		if (gp_profile_load(path, search, &p, &err) < 0)
+			fail_msg("%s", err.msg);
+		gp_profile_free(p);
+		free(path);
+	}
+	gp_strv_free(search);
+}
+
+#define FX_TEST(t) cmocka_unit_test_setup_teardown(t, fx_setup, fx_teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		FX_TEST(test_load_by_path),
+		FX_TEST(test_load_by_name_first_dir_wins),
+		FX_TEST(test_not_found_lists_dirs),
+		FX_TEST(test_invalid_names),
+		FX_TEST(test_unknown_top_level_key),
+		FX_TEST(test_unknown_key_deep),
+		FX_TEST(test_wrong_types),
+		FX_TEST(test_stage_false),
+		FX_TEST(test_extends_merge),
+		FX_TEST(test_extends_child_description_and_disable),
+		FX_TEST(test_extends_chains),
+		FX_TEST(test_extends_cycle),
+		FX_TEST(test_extends_missing_parent),
+		FX_TEST(test_missing_name),
+		FX_TEST(test_digest),
+		FX_TEST(test_distro_string),
+		cmocka_unit_test(test_search_path),
+		cmocka_unit_test(test_shipped_a100),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -418,11 +418,14 @@ static bool run_pass(struct session *s, const struct gp_options *o)
 	return failed;
 }
 
-static void render_plan(const struct session *s, struct gp_out *out)
+/* The plan is the result of a plan command; for install it is a report
+ * that -q hides. */
+static void render_plan(const struct session *s, const struct gp_options *o,
+                        struct gp_out *out)
 {
 	if (out->json)
 		print_json(out, gp_plan_to_json(s->c.plan));
-	else if (s->c.dry_run || out->verbosity >= 0)
+	else if (o->dry_run || out->verbosity >= 0)
 		gp_plan_render_text(s->c.plan, out->out, out->color);
 }
 
@@ -465,7 +468,7 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 	int code = failed ? (s->err.exit_code ? s->err.exit_code : GP_EXIT_APPLY_FAILED)
 	                  : plan_exit_code(c->plan);
 	if (code == GP_EXIT_BLOCKED) {
-		render_plan(s, out);
+		render_plan(s, o, out);
 		_cleanup_free_ char *why = stages_in_state(c->plan, GP_STATE_BLOCKED);
 		gp_error(out, "install: nothing was changed: %s", why);
 		return code;
@@ -522,7 +525,7 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		}
 		gp_log(c, "install: finished");
 	}
-	render_plan(&s, out);
+	render_plan(&s, o, out);
 	code = failed ? (s.err.exit_code ? s.err.exit_code : GP_EXIT_APPLY_FAILED)
 	              : plan_exit_code(c->plan);
 	if (code == GP_EXIT_REBOOT && !c->dry_run)

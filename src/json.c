@@ -189,7 +189,10 @@ static void scan_object(struct scanner *sc, const char *pointer)
 		sc->i++; /* ':' */
 		skip_ws(sc);
 		_cleanup_free_ char *child = gp_json_pointer_append(pointer, key);
+		size_t entry = sc->doc->n_pos;
 		scan_value(sc, child);
+		struct gp_json_pos *pos = &sc->doc->pos[entry];
+		position_of(sc->s, key_off, &pos->key_line, &pos->key_col);
 	}
 	sc->i++;
 	gp_strv_free(seen);
@@ -296,17 +299,30 @@ void gp_json_doc_free(struct gp_json_doc *d)
 	*d = (struct gp_json_doc){ 0 };
 }
 
-void gp_json_doc_where(const struct gp_json_doc *d, const char *pointer, int *line,
-                       int *col)
+static const struct gp_json_pos *find_pos(const struct gp_json_doc *d, const char *pointer)
 {
-	*line = 1;
-	*col = 1;
-	for (size_t i = 0; i < d->n_pos; i++) {
-		if (strcmp(d->pos[i].pointer, pointer) == 0) {
-			*line = d->pos[i].line;
-			*col = d->pos[i].col;
-			return;
-		}
+	for (size_t i = 0; i < d->n_pos; i++)
+		if (strcmp(d->pos[i].pointer, pointer) == 0)
+			return &d->pos[i];
+	return NULL;
+}
+
+void gp_json_doc_where(const struct gp_json_doc *d, const char *pointer, int *line, int *col)
+{
+	const struct gp_json_pos *p = find_pos(d, pointer);
+	*line = p ? p->line : 1;
+	*col = p ? p->col : 1;
+}
+
+void gp_json_doc_where_key(const struct gp_json_doc *d, const char *pointer, int *line,
+                           int *col)
+{
+	const struct gp_json_pos *p = find_pos(d, pointer);
+	if (p && p->key_line) {
+		*line = p->key_line;
+		*col = p->key_col;
+	} else {
+		gp_json_doc_where(d, pointer, line, col);
 	}
 }
 

@@ -203,13 +203,17 @@ static char *known_keys_hint(const struct field *fields, const char *key)
 	return gp_buf_steal(&b);
 }
 
-static int where_fail(const struct gp_json_doc *d, const char *pointer,
-                      struct gp_err *err, const char *fmt, ...) _printf_(4, 5);
-static int where_fail(const struct gp_json_doc *d, const char *pointer,
+/* A FILE:LINE:COL error at the value at pointer, or at its key when at_key. */
+static int where_fail(const struct gp_json_doc *d, const char *pointer, bool at_key,
+                      struct gp_err *err, const char *fmt, ...) _printf_(5, 6);
+static int where_fail(const struct gp_json_doc *d, const char *pointer, bool at_key,
                       struct gp_err *err, const char *fmt, ...)
 {
 	int line, col;
-	gp_json_doc_where(d, pointer, &line, &col);
+	if (at_key)
+		gp_json_doc_where_key(d, pointer, &line, &col);
+	else
+		gp_json_doc_where(d, pointer, &line, &col);
 	va_list ap;
 	va_start(ap, fmt);
 	_cleanup_free_ char *msg = gp_xvasprintf(fmt, ap);
@@ -248,7 +252,7 @@ static int check_at(const struct gp_json_doc *d, const cJSON *v, const char *poi
 	_cleanup_free_ char *why = f->check(v);
 	if (!why)
 		return 0;
-	return where_fail(d, pointer, err, "\"%s\" %s", f->key, why);
+	return where_fail(d, pointer, false, err, "\"%s\" %s", f->key, why);
 }
 
 static int validate_value(const struct gp_json_doc *d, const cJSON *v,
@@ -282,13 +286,13 @@ static int validate_value(const struct gp_json_doc *d, const cJSON *v,
 			                             ? gp_xasprintf("%s/%zu", pointer, i)
 			                             : gp_xasprintf("%s/%s", pointer,
 			                                            item->string);
-			return where_fail(d, p, err, "\"%s\" must hold only strings",
+			return where_fail(d, p, false, err, "\"%s\" must hold only strings",
 			                  f->key);
 		}
 		break;
 	}
 	if (!ok)
-		return where_fail(d, pointer, err, "\"%s\" must be %s", f->key,
+		return where_fail(d, pointer, false, err, "\"%s\" must be %s", f->key,
 		                  type_name(f->type));
 	if (f->check && f->type == F_STRING)
 		return check_at(d, v, pointer, f, err);
@@ -316,7 +320,7 @@ static int validate_object(const struct gp_json_doc *d, const cJSON *obj,
 			f++;
 		if (!f->key) {
 			_cleanup_free_ char *hint = known_keys_hint(fields, item->string);
-			return where_fail(d, p, err, "unknown key \"%s\"; %s",
+			return where_fail(d, p, true, err, "unknown key \"%s\"; %s",
 			                  item->string, hint);
 		}
 		if (validate_value(d, item, p, f, err) < 0)
@@ -435,7 +439,7 @@ static cJSON *load_chain(const char *path, char *const *search, char ***chain, i
 		return NULL;
 	}
 	if (!cJSON_IsObject(d.json)) {
-		where_fail(&d, "", err, "a profile must be a JSON object");
+		where_fail(&d, "", false, err, "a profile must be a JSON object");
 		gp_json_doc_free(&d);
 		return NULL;
 	}
@@ -463,7 +467,7 @@ static cJSON *load_chain(const char *path, char *const *search, char ***chain, i
 		                   depth + 1 > MAX_EXTENDS_DEPTH)) {
 			gp_strv_push(chain, parent_abs);
 			_cleanup_free_ char *names = gp_strv_join(*chain, " -> ");
-			where_fail(&d, "/extends", err,
+			where_fail(&d, "/extends", false, err,
 			           "\"extends\" forms a cycle (or a chain deeper than %d): "
 			           "%s; remove one of these links",
 			           MAX_EXTENDS_DEPTH, names);

@@ -10,7 +10,8 @@
 
 struct gp_json_pos {
 	char *pointer;
-	int line, col;
+	int line, col;         /* the value */
+	int key_line, key_col; /* its key, for object members; else 0 */
 };
 
 struct gp_json_doc {
@@ -27,6 +28,9 @@ void gp_json_doc_free(struct gp_json_doc *d);
 /* Position of the value at pointer ("" is the document); 1:1 when unknown. */
 void gp_json_doc_where(const struct gp_json_doc *d, const char *pointer, int *line,
                        int *col);
+/* Position of the key of the member at pointer (the value's when it has no key). */
+void gp_json_doc_where_key(const struct gp_json_doc *d, const char *pointer, int *line,
+                           int *col);
 /* pointer + "/" + key with '~' and '/' escaped as JSON Pointer (RFC 6901) does. */
 char *gp_json_pointer_append(const char *pointer, const char *key);
 /* Parse and drop the positions. */

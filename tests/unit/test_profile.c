@@ -306,7 +306,7 @@ static void test_unknown_top_level_key(void **state)
 	                      "  \"stage\": {}\n"
 	                      "}\n");
 	char *want = gp_xasprintf(
-	    "%s:3:12: unknown key \"stage\"; did you mean \"stages\"?", path);
+	    "%s:3:3: unknown key \"stage\"; did you mean \"stages\"?", path);
 	expect_load_error(fx, path, want);
 	free(want);
 	free(path);
@@ -314,7 +314,7 @@ static void test_unknown_top_level_key(void **state)
 	/* Nothing close: the known keys are listed. */
 	path = fx_write(fx, "q.json", "{\"name\": \"q\", \"zzzzzzzz\": 1}");
 	want = gp_xasprintf(
-	    "%s:1:27: unknown key \"zzzzzzzz\"; known keys: name description "
+	    "%s:1:15: unknown key \"zzzzzzzz\"; known keys: name description "
 	    "extends match distro stages",
 	    path);
 	expect_load_error(fx, path, want);
@@ -335,7 +335,7 @@ static void test_unknown_key_deep(void **state)
 	                      "    }\n"
 	                      "  }\n"
 	                      "}\n");
-	char *want = gp_xasprintf("%s:6:14: unknown key \"var\"; did you mean \"vars\"?",
+	char *want = gp_xasprintf("%s:6:7: unknown key \"var\"; did you mean \"vars\"?",
 	                          path);
 	expect_load_error(fx, path, want);
 	free(want);
@@ -344,12 +344,12 @@ static void test_unknown_key_deep(void **state)
 	/* Under match and distro, and a stage name typo. */
 	path = fx_write(fx, "m.json",
 	                "{\"name\": \"m\",\n \"match\": {\"os\": \"ubuntu\"}}");
-	expect_load_error_has(fx, path, ":2:18: unknown key \"os\"", NULL);
+	expect_load_error_has(fx, path, ":2:12: unknown key \"os\"", NULL);
 	free(path);
 	path = fx_write(fx, "s.json",
 	                "{\"name\": \"s\",\n \"stages\": {\"nouvea\": {}}}");
 	expect_load_error_has(
-	    fx, path, ":2:23: unknown key \"nouvea\"; did you mean \"nouveau\"?", NULL);
+	    fx, path, ":2:13: unknown key \"nouvea\"; did you mean \"nouveau\"?", NULL);
 	free(path);
 	/* Stages typed later accept any keys. */
 	path = fx_write(
@@ -643,7 +643,7 @@ static void test_extends_missing_parent(void **state)
 	char *parent = fx_write(fx, "d2/bad.json",
 	                        "{\"name\": \"bad\",\n \"stagez\": {}}");
 	free(fx_write(fx, "d1/c2.json", "{\"name\": \"c2\", \"extends\": \"bad\"}"));
-	want = gp_xasprintf("%s:2:12: unknown key \"stagez\"; did you mean \"stages\"?",
+	want = gp_xasprintf("%s:2:2: unknown key \"stagez\"; did you mean \"stages\"?",
 	                    parent);
 	expect_load_error(fx, "c2", want);
 	free(want);

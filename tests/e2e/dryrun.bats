@@ -1,0 +1,192 @@
+#!/usr/bin/env bats
+# DRY-RUN INVARIANT: for every fixture, `install --dry-run` and `plan` (text
+# and --json) leave the tree byte-identical, run no command and create no
+# journal or run log. Plus the shape of the text and JSON plans.
+
+load helpers
+
+setup() {
+	require_root
+	R=$BATS_TEST_TMPDIR/root
+}
+
+# A --json plan is one JSON document; only a run refused before planning
+# (4, blocked: the profile does not fit) may print none, with its reason on
+# stderr.
+assert_json_plan() {
+	assert_documented_status
+	if [ -z "$output" ] && [ "$status" -eq 4 ] && [ -n "$stderr" ]; then
+		return 0
+	fi
+	printf '%s\n' "$output" | "$PYTHON" -m json.tool > /dev/null ||
+		fail "the --json plan is not JSON (exit $status):" "$output" "--- stderr:" "$stderr"
+}
+
+# dry_runs ROOT PROFILE-ARGS...: every read-only planning command, with and
+# without --only; the tree must not change and nothing may run.
+dry_runs() {
+	local root=$1
+	shift
+	snapshot "$root" before
+	local had_log=no
+	[ -e "$root/var/log/stub-commands.log" ] && had_log=yes
+	local sel
+	for sel in "--only $ONLY" "--skip driver,cuda,cudnn,pytorch" ""; do
+		# shellcheck disable=SC2086 # $sel is two words or none
+		gp --root "$root" install --dry-run "$@" $sel
+		assert_documented_status
+		local dry_status=$status dry_out=$output
+		case $status in
+		1 | 2 | 65) fail "install --dry-run $* $sel failed" ;;
+		esac
+		# shellcheck disable=SC2086
+		gp --root "$root" plan "$@" $sel
+		assert_documented_status
+		[ "$status" -eq "$dry_status" ] ||
+			fail "plan exits $status but install --dry-run exits $dry_status ($sel)"
+		[ "$output" = "${dry_out/gpuprov install:/gpuprov plan:}" ] || [ "$output" = "$dry_out" ] ||
+			fail "plan and install --dry-run print different plans ($sel)" \
+				"--- install --dry-run:" "$dry_out" "--- plan:" "$output"
+		# shellcheck disable=SC2086
+		gp --root "$root" --json plan "$@" $sel
+		assert_json_plan
+		# shellcheck disable=SC2086
+		gp --root "$root" --json install --dry-run "$@" $sel
+		assert_json_plan
+		assert_unchanged "$root" before
+	done
+	if [ "$had_log" = no ]; then
+		assert_untouched_by_gpuprov "$root"
+	fi
+}
+
+@test "dry-run: ubuntu, nouveau loaded: tree unchanged, nothing run" {
+	mkroot "$R" --cuda
+	dry_runs "$R" --profile "$PROFILE"
+}
+
+@test "dry-run: ubuntu, nouveau unloaded: tree unchanged, nothing run" {
+	mkroot "$R" --cuda --nouveau unloaded
+	dry_runs "$R" --profile "$PROFILE"
+}
+
+@test "dry-run: ubuntu, no /proc/modules: tree unchanged, nothing run" {
+	mkroot "$R" --cuda --no-proc-modules --nouveau unloaded
+	dry_runs "$R" --profile "$PROFILE"
+	# A missing /proc/modules is "unknown", never "not loaded".
+	gp --root "$R" plan --profile "$PROFILE" --only "$ONLY"
+	refute_stdout_has "not loaded"
+}
+
+@test "dry-run: ubuntu, no GPU: tree unchanged, nothing run" {
+	mkroot "$R" --cuda --no-gpu
+	dry_runs "$R" --profile "$PROFILE"
+	# Planned anyway (when the tool can be told to go ahead on a host that
+	# does not match the profile).
+	if "$GPUPROV" --help | grep -q -- '--force'; then
+		dry_runs "$R" --profile "$PROFILE" --force
+	fi
+}
+
+@test "dry-run: rocky9: tree unchanged, nothing run; the plan uses dracut --force" {
+	mkroot "$R" --cuda --distro rocky9
+	dry_runs "$R" --profile-dir "$FIXTURE_PROFILES" --profile a100-rocky9
+	gp --root "$R" --profile-dir "$FIXTURE_PROFILES" plan --profile a100-rocky9
+	assert_stdout_has "run dracut --force"
+	refute_stdout_has "update-initramfs"
+}
+
+@test "dry-run: already-installed root (reboot pending): tree unchanged, nothing run" {
+	mkroot "$R" --cuda
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 5
+	dry_runs "$R" --profile "$PROFILE"
+}
+
+@test "dry-run: already-installed root (done): tree unchanged, nothing run, all satisfied" {
+	mkroot "$R" --cuda --nouveau unloaded
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	dry_runs "$R" --profile "$PROFILE"
+	gp --root "$R" plan --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	assert_stdout_has "nouveau: satisfied"
+	assert_stdout_has "env: satisfied"
+	refute_stdout_has "run "
+	refute_stdout_has "+++ "
+}
+
+@test "dry-run: root with a foreign file in place: tree unchanged; the plan diffs against it" {
+	mkroot "$R" --cuda
+	printf 'export PATH=/opt/other/bin:$PATH\n' > "$R/etc/profile.d/gpuprov-cuda.sh"
+	dry_runs "$R" --profile "$PROFILE"
+	gp --root "$R" plan --profile "$PROFILE" --only "$ONLY"
+	assert_stdout_has "replace /etc/profile.d/gpuprov-cuda.sh (backed up first"
+	assert_stdout_has "--- /etc/profile.d/gpuprov-cuda.sh"
+	assert_stdout_has '-export PATH=/opt/other/bin:$PATH'
+	assert_stdout_has "+CUDA_HOME='/usr/local/cuda-11.8'"
+	[ ! -e "$R/var/lib/gpuprov/backup" ] || fail "the dry run made a backup"
+}
+
+@test "plan (text): shows the unified diff, the commands and the reboot" {
+	mkroot "$R" --cuda
+	gp --root "$R" plan --profile "$PROFILE" --only "$ONLY"
+	assert_documented_status
+	assert_stdout_has "create /etc/modprobe.d/blacklist-nouveau.conf"
+	assert_stdout_has "--- /etc/modprobe.d/blacklist-nouveau.conf (absent)"
+	assert_stdout_has "+++ /etc/modprobe.d/blacklist-nouveau.conf (planned)"
+	assert_stdout_has "@@ -0,0 +1,6 @@"
+	assert_stdout_has "+blacklist nouveau"
+	assert_stdout_has "+options nouveau modeset=0"
+	assert_stdout_has "+++ /etc/profile.d/gpuprov-cuda.sh (planned)"
+	assert_stdout_has "+++ /etc/ld.so.conf.d/gpuprov-cuda.conf (planned)"
+	assert_stdout_has "run update-initramfs -u"
+	assert_stdout_has "run ldconfig"
+	assert_stdout_has "reboot required"
+	# The diff is against the real file: every line of the expected file
+	# appears as an added line.
+	while IFS= read -r line; do
+		assert_stdout_has "+$line"
+	done < "$EXPECTED/ubuntu2204/blacklist-nouveau.conf"
+	# Stages in order.
+	order=$(printf '%s\n' "$output" | sed -n 's/^\[[0-9]*\/[0-9]*\] \([a-z]*\):.*/\1/p' | tr '\n' ' ')
+	[ "$order" = "$STAGES " ] || fail "stage order: $order"
+}
+
+@test "plan --json: parses, stages in order with their states and effects" {
+	mkroot "$R" --cuda
+	gp --root "$R" --json plan --profile "$PROFILE" --only "$ONLY"
+	assert_documented_status
+	j=$BATS_TEST_TMPDIR/plan.json
+	printf '%s\n' "$output" > "$j"
+	"$PYTHON" -c 'import json,sys; json.load(open(sys.argv[1]))' "$j" || fail "not JSON: $output"
+	[ "$(json_get "$j" '[s["name"] for s in d["stages"]]')" = \
+		'["nouveau", "driver", "cuda", "cudnn", "pytorch", "env"]' ]
+	[ "$(json_get "$j" '[s["state"].replace("_", " ") for s in d["stages"]]')" = \
+		'["needed", "skipped", "skipped", "skipped", "skipped", "needed"]' ]
+	[ "$(json_get "$j" 'd["dry_run"]')" = true ]
+	[ "$(json_get "$j" 'd["reboot_required"]')" = true ]
+	[ "$(json_get "$j" 'd["profile"]["name"]')" = "$PROFILE" ]
+	[ "$(json_get "$j" '[e["type"] for e in d["stages"][0]["effects"]]')" = \
+		'["write", "run", "reboot"]' ]
+	[ "$(json_get "$j" 'd["stages"][0]["effects"][0]["path"]')" = \
+		/etc/modprobe.d/blacklist-nouveau.conf ]
+	[ "$(json_get "$j" 'd["stages"][0]["effects"][1]["argv"]')" = '["update-initramfs", "-u"]' ]
+	want=$(sha256sum < "$EXPECTED/ubuntu2204/blacklist-nouveau.conf" | cut -d' ' -f1)
+	[ "$(json_get "$j" 'd["stages"][0]["effects"][0]["sha256"]')" = "$want" ]
+	json_get "$j" 'd["stages"][0]["effects"][0]["diff"]' | grep -qx '+blacklist nouveau'
+	[ "$(json_get "$j" '[e["type"] for e in d["stages"][5]["effects"]]')" = \
+		'["write", "write", "run"]' ]
+	[ "$(json_get "$j" 'd["stages"][5]["effects"][2]["argv"]')" = '["ldconfig"]' ]
+}
+
+@test "plan --json without --only: the unbuilt stages are \"not implemented\"" {
+	mkroot "$R" --cuda --nouveau unloaded
+	gp --root "$R" --json plan --profile "$PROFILE"
+	assert_status 4
+	j=$BATS_TEST_TMPDIR/plan.json
+	printf '%s\n' "$output" > "$j"
+	[ "$(json_get "$j" '[s["state"].replace("_", " ") for s in d["stages"]]')" = \
+		'["needed", "not implemented", "not implemented", "not implemented", "not implemented", "needed"]' ]
+	assert_untouched_by_gpuprov "$R"
+}

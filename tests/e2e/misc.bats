@@ -1,0 +1,246 @@
+#!/usr/bin/env bats
+# Lock contention, backups of replaced files, the RHEL-family (dracut) path
+# and stages that are not implemented yet.
+
+load helpers
+
+# A lock test that goes wrong must not hang the suite.
+BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-60}
+
+setup() {
+	require_root
+	R=$BATS_TEST_TMPDIR/root
+	HOLDER_PID=
+	GP_PID=
+}
+
+teardown() {
+	# A lock holder still waiting (the test failed half-way): let it go.
+	if [ -n "${RELEASE_FIFO:-}" ] && [ -p "$RELEASE_FIFO" ]; then
+		release "$RELEASE_FIFO" $HOLDER_PID $GP_PID || true
+	fi
+}
+
+# release FIFO PID...: tells the process(es) waiting on FIFO to go on and
+# waits for them. The fifo stays open (read-write) until they have exited,
+# so the line is never lost when the reader opens the fifo only later.
+release() {
+	local fifo=$1 pid rc=0
+	shift
+	exec 8<> "$fifo"
+	echo go >&8
+	for pid in "$@"; do
+		wait "$pid" || rc=$?
+	done
+	exec 8>&-
+	return "$rc"
+}
+
+# alive PID: the process runs (an ended one stays a zombie until reaped).
+alive() {
+	local st
+	st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
+# read_fifo FIFO PID: one line from FIFO, written by process PID. The fifo
+# is opened read-write (which never blocks on Linux) and read with a timeout;
+# it fails at once when PID has ended without writing.
+read_fifo() {
+	local fifo=$1 pid=$2 line i
+	exec 7<> "$fifo"
+	for ((i = 0; i < 30; i++)); do
+		if read -r -t 1 -u 7 line; then
+			exec 7<&-
+			printf '%s\n' "$line"
+			return 0
+		fi
+		alive "$pid" || break
+	done
+	exec 7<&-
+	fail "nothing arrived on $fifo from pid $pid (it ended, or 30 s passed)"
+}
+
+@test "lock: a run holding the lock (flock) makes install exit 6 naming the holder's pid" {
+	mkroot "$R" --cuda --nouveau unloaded
+	mkdir -p "$R/var/lib/gpuprov"
+	lock=$R/var/lib/gpuprov/lock
+	ready=$BATS_TEST_TMPDIR/ready
+	RELEASE_FIFO=$BATS_TEST_TMPDIR/release
+	mkfifo "$ready" "$RELEASE_FIFO"
+	# The holder takes the lock, writes its pid into it as gpuprov does, says
+	# so, and keeps the lock until told to go.
+	flock -n "$lock" sh -c 'echo $$ > "$1"; echo "locked $$" > "$2"; read -r _ < "$3"' \
+		holder "$lock" "$ready" "$RELEASE_FIFO" 3>&- > /dev/null 2>&1 &
+	HOLDER_PID=$!
+	msg=$(read_fifo "$ready" "$HOLDER_PID")
+	holder=${msg#locked }
+	[ "$msg" = "locked $holder" ] || fail "holder said: $msg"
+	snapshot "$R" locked
+
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 6
+	assert_stderr_has "another gpuprov run"
+	assert_stderr_has "pid $holder"
+	assert_stderr_has "$lock"
+	assert_one_stderr_line
+	# It stopped at once: nothing ran, nothing changed (the holder's pid is
+	# still in the lock file).
+	assert_unchanged "$R" locked
+	[ ! -e "$R/var/log/stub-commands.log" ] || fail "a command ran while locked out"
+
+	# The dry run takes no lock: it still works while another run holds it.
+	gp --root "$R" plan --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	assert_unchanged "$R" locked
+
+	release "$RELEASE_FIFO" "$HOLDER_PID"
+	HOLDER_PID=
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+}
+
+@test "lock: a second install while a real install runs exits 6 naming its pid" {
+	mkroot "$R" --cuda --nouveau unloaded
+	# An update-initramfs that waits (inside the chroot) until the test lets
+	# it go, so the first gpuprov holds the lock meanwhile.
+	mkfifo "$R/tmp/started" "$R/tmp/continue"
+	RELEASE_FIFO=$R/tmp/continue
+	cp -p "$R/usr/sbin/update-initramfs" "$BATS_TEST_TMPDIR/update-initramfs.orig"
+	cat > "$R/usr/sbin/update-initramfs" <<-'EOF'
+	#!/bin/sh
+	echo "$0 $*" >> /var/log/stub-commands.log
+	echo started > /tmp/started
+	read -r _ < /tmp/continue
+	EOF
+	"$GPUPROV" --root "$R" install --profile "$PROFILE" --only "$ONLY" \
+		3>&- > "$BATS_TEST_TMPDIR/first.out" 2>&1 &
+	GP_PID=$!
+	msg=$(read_fifo "$R/tmp/started" "$GP_PID") ||
+		fail "the first install did not reach update-initramfs:" \
+			"$(cat "$BATS_TEST_TMPDIR/first.out")"
+	[ "$msg" = started ]
+	snapshot "$R" running
+
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 6
+	assert_stderr_has "another gpuprov run (pid $GP_PID)"
+	assert_stderr_has "$R/var/lib/gpuprov/lock"
+	assert_unchanged "$R" running
+	# status and verify only read: they are not locked out.
+	gp --root "$R" status
+	assert_status 0
+
+	rc=0
+	release "$RELEASE_FIFO" "$GP_PID" || rc=$?
+	GP_PID=
+	[ "$rc" -eq 0 ] || fail "the first install exited $rc:" "$(cat "$BATS_TEST_TMPDIR/first.out")"
+	# The lock is free again and holds no stale pid.
+	[ ! -s "$R/var/lib/gpuprov/lock" ] || fail "stale pid in the lock: $(cat "$R/var/lib/gpuprov/lock")"
+	cp -p "$BATS_TEST_TMPDIR/update-initramfs.orig" "$R/usr/sbin/update-initramfs"
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+}
+
+@test "backup: a replaced file is backed up and the journal names the backup" {
+	mkroot "$R" --cuda --nouveau unloaded
+	printf '# the operator'"'"'s own settings\nexport PATH=/opt/other/bin:$PATH\n' \
+		> "$R/etc/profile.d/gpuprov-cuda.sh"
+	chmod 0640 "$R/etc/profile.d/gpuprov-cuda.sh"
+	cp -p "$R/etc/profile.d/gpuprov-cuda.sh" "$BATS_TEST_TMPDIR/original"
+
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	backup=$R/var/lib/gpuprov/backup/etc/profile.d/gpuprov-cuda.sh
+	assert_same_file "$BATS_TEST_TMPDIR/original" "$backup"
+	[ "$(stat -c %a "$backup")" = 640 ] || fail "backup mode $(stat -c %a "$backup"), want 640"
+	assert_same_file "$EXPECTED/ubuntu2204/gpuprov-cuda.sh" "$R/etc/profile.d/gpuprov-cuda.sh"
+	[ "$(stat -c %a "$R/etc/profile.d/gpuprov-cuda.sh")" = 644 ]
+	j=$R/var/lib/gpuprov/state.json
+	[ "$(json_get "$j" 'd["files"]["/etc/profile.d/gpuprov-cuda.sh"].get("backup")')" = \
+		/var/lib/gpuprov/backup/etc/profile.d/gpuprov-cuda.sh ] ||
+		fail "journal: $(cat "$j")"
+	# Files that did not exist were not "backed up".
+	[ "$(json_get "$j" 'd["files"]["/etc/ld.so.conf.d/gpuprov-cuda.conf"].get("backup")')" = null ]
+	[ ! -e "$R/var/lib/gpuprov/backup/etc/ld.so.conf.d" ]
+	grep -q 'backed up /etc/profile.d/gpuprov-cuda.sh' "$R/var/log/gpuprov.log"
+
+	# Changed again by hand: the next install backs the new version up too,
+	# without overwriting the first backup.
+	echo 'export FOO=1' > "$R/etc/profile.d/gpuprov-cuda.sh"
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	assert_same_file "$BATS_TEST_TMPDIR/original" "$backup"
+	grep -rqx 'export FOO=1' "$R/var/lib/gpuprov/backup/etc/profile.d" ||
+		fail "the second hand-edited version was not backed up:" \
+			"$(ls -la "$R/var/lib/gpuprov/backup/etc/profile.d")"
+	assert_same_file "$EXPECTED/ubuntu2204/gpuprov-cuda.sh" "$R/etc/profile.d/gpuprov-cuda.sh"
+}
+
+@test "rocky9: the RHEL-family fixture rebuilds the initramfs with dracut --force" {
+	mkroot "$R" --cuda --distro rocky9
+	gp --root "$R" --profile-dir "$FIXTURE_PROFILES" install --profile a100-rocky9
+	assert_status 5
+	assert_one_stderr_line
+	assert_same_file "$EXPECTED/rocky9/stub-commands.log" "$R/var/log/stub-commands.log"
+	assert_same_file "$EXPECTED/rocky9/initramfs.img" \
+		"$R/boot/initramfs-5.14.0-362.8.1.el9_3.x86_64.img"
+	assert_same_file "$EXPECTED/ubuntu2204/blacklist-nouveau.conf" \
+		"$R/etc/modprobe.d/blacklist-nouveau.conf"
+	assert_same_file "$EXPECTED/rocky9/gpuprov-cuda.sh" "$R/etc/profile.d/gpuprov-cuda.sh"
+	[ ! -e "$R/usr/sbin/update-initramfs" ]
+	assert_stdout_has "run dracut --force"
+	refute_stdout_has "update-initramfs"
+	# The profile was found through --profile-dir and inherits distro/rocky9.
+	gp --root "$R" status
+	assert_stdout_has "profile: a100-rocky9"
+	assert_stdout_has "$FIXTURE_PROFILES/a100-rocky9.json"
+	# The fixture profile directory is clean and the inheritance resolves.
+	gp --profile-dir "$FIXTURE_PROFILES" profiles list
+	assert_status 0
+	assert_stderr_empty
+	assert_stdout_has "a100-rocky9"
+	gp --profile-dir "$FIXTURE_PROFILES" profiles show a100-rocky9
+	assert_status 0
+	assert_stdout_has '"dracut"'
+}
+
+@test "not implemented: install without --only exits 4 naming the stages, changes nothing" {
+	mkroot "$R" --cuda
+	snapshot "$R" before
+	gp --root "$R" install --profile "$PROFILE"
+	assert_status 4
+	assert_stderr_has "driver,cuda,cudnn,pytorch"
+	assert_stderr_has "not implemented"
+	assert_unchanged "$R" before
+	assert_untouched_by_gpuprov "$R"
+	# Excluding just some of them still refuses, naming the rest.
+	gp --root "$R" install --profile "$PROFILE" --skip driver,cuda
+	assert_status 4
+	assert_stderr_has "cudnn,pytorch"
+	refute_stderr_has "driver"
+	assert_unchanged "$R" before
+	assert_untouched_by_gpuprov "$R"
+}
+
+@test "not implemented: plan shows the unbuilt stages as \"not implemented\"" {
+	mkroot "$R" --cuda
+	gp --root "$R" plan --profile "$PROFILE"
+	assert_status 4
+	for s in driver cuda cudnn pytorch; do
+		printf '%s\n' "$output" | grep -Eq "^\[[0-9]/6\] $s: not implemented" ||
+			fail "plan does not show $s as not implemented:" "$output"
+	done
+	assert_stdout_has "nouveau: needed"
+	assert_stdout_has "env: needed"
+	assert_untouched_by_gpuprov "$R"
+	# status before any install also lists them.
+	gp --root "$R" status
+	assert_status 0
+	assert_untouched_by_gpuprov "$R"
+	# verify cannot verify them either, and says so (never a fake pass).
+	gp --root "$R" verify --profile "$PROFILE" --skip nouveau,env
+	assert_status 4
+	refute_stdout_has "  pass  "
+	assert_untouched_by_gpuprov "$R"
+}

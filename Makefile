@@ -46,7 +46,7 @@ BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-de
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
 	clang-format cppcheck
 
-.PHONY: all check check-asan test-run lint install uninstall clean deps deps-build demo
+.PHONY: all check check-asan test-run lint install uninstall clean deps deps-demo demo
 
 all: gpuprov
 
@@ -72,8 +72,9 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h $(BUILD)/libgpuprov.a $(B
 # Installs missing build and test packages (Debian/Ubuntu).
 deps:
 	@sh tests/deps.sh $(BUILD_DEPS) $(TEST_DEPS)
-deps-build:
-	@sh tests/deps.sh $(BUILD_DEPS)
+# The demo builds a sandbox root with busybox-static as its shell.
+deps-demo:
+	@sh tests/deps.sh $(BUILD_DEPS) busybox-static
 
 check: deps
 	$(MAKE) test-run
@@ -84,7 +85,7 @@ check-asan: deps
 test-run: $(BUILD)/gpuprov $(UNIT_BINS)
 	GPUPROV=$(CURDIR)/$(BUILD)/gpuprov UNIT_BINS="$(UNIT_BINS)" sh tests/run.sh
 
-demo: deps-build
+demo: deps-demo
 	$(MAKE) all
 	@sh tests/demo.sh ./gpuprov
 

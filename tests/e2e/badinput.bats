@@ -142,16 +142,22 @@ assert_tree_unchanged() {
 	as_nobody test -x "$R" ||
 		skip "the unprivileged user cannot reach $BATS_TEST_TMPDIR (a parent directory is closed)"
 	! as_nobody test -w "$R" || fail "nobody can write the root; the test needs it read-only"
-	as_nobody test -x "$GPUPROV" || skip "the unprivileged user cannot run $GPUPROV"
+	# The build tree may sit in a private directory (a fresh clone under
+	# mktemp): give nobody its own copy of the binary and the profiles.
+	cp "$GPUPROV" "$BATS_TEST_TMPDIR/gpuprov"
+	cp -R "$REPO_ROOT/profiles" "$BATS_TEST_TMPDIR/profiles"
+	chmod -R o+rX "$BATS_TEST_TMPDIR/gpuprov" "$BATS_TEST_TMPDIR/profiles"
+	nobody_gp() { as_nobody "$BATS_TEST_TMPDIR/gpuprov" --profile-dir "$BATS_TEST_TMPDIR/profiles" "$@"; }
+	as_nobody test -x "$BATS_TEST_TMPDIR/gpuprov" || fail "nobody cannot run its copy of gpuprov"
 	snapshot "$R" before
 
-	run --separate-stderr as_nobody "$GPUPROV" --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	run --separate-stderr nobody_gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
 	assert_status 4
 	assert_stderr_has "not writable"
 	assert_stderr_has "$R"
 	assert_tree_unchanged
 	# The dry run still works for the unprivileged user.
-	run --separate-stderr as_nobody "$GPUPROV" --root "$R" plan --profile "$PROFILE" --only "$ONLY"
+	run --separate-stderr nobody_gp --root "$R" plan --profile "$PROFILE" --only "$ONLY"
 	assert_documented_status
 	[ "$status" -eq 5 ] || [ "$status" -eq 0 ] || fail "plan as nobody exited $status: $stderr"
 	assert_tree_unchanged

@@ -484,14 +484,23 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 	return 0;
 }
 
-int gp_engine_install(const struct gp_options *o, struct gp_out *out)
+/* What install, plan and verify start with: the root, the journal, valid
+ * stage names and the profile. Returns 0 or an exit code. */
+static int session_start(struct session *s, const struct gp_options *o, struct gp_out *out,
+                         const char *command)
 {
-	struct session s;
-	int code = session_open(&s, o, out);
+	int code = session_open(s, o, out);
 	if (!code)
 		code = check_stage_names(o, out);
 	if (!code)
-		code = session_profile(&s, o, o->dry_run ? "plan" : "install");
+		code = session_profile(s, o, command);
+	return code;
+}
+
+int gp_engine_install(const struct gp_options *o, struct gp_out *out)
+{
+	struct session s;
+	int code = session_start(&s, o, out, o->dry_run ? "plan" : "install");
 	_cleanup_free_ char *mismatch = code ? NULL : host_mismatch(&s);
 	if (mismatch && !o->force) {
 		gp_error(out,
@@ -543,11 +552,7 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 {
 	struct session s;
-	int code = session_open(&s, o, out);
-	if (!code)
-		code = check_stage_names(o, out);
-	if (!code)
-		code = session_profile(&s, o, "verify");
+	int code = session_start(&s, o, out, "verify");
 	if (code) {
 		session_close(&s);
 		return code;

@@ -9,36 +9,30 @@
 #include "gpuprov/root.h"
 #include "gpuprov/util.h"
 
+/* Each state's words for people and identifier for machines. */
+static const struct {
+	const char *name;
+	const char *id;
+} state_names[] = {
+	[GP_STATE_SATISFIED] = { "satisfied", "satisfied" },
+	[GP_STATE_NEEDED] = { "needed", "needed" },
+	[GP_STATE_REBOOT_PENDING] = { "reboot pending", "reboot_pending" },
+	[GP_STATE_WAITING_REBOOT] = { "waiting for reboot", "waiting_reboot" },
+	[GP_STATE_BLOCKED] = { "blocked", "blocked" },
+	[GP_STATE_NOT_IMPLEMENTED] = { "not implemented", "not_implemented" },
+	[GP_STATE_DISABLED] = { "disabled", "disabled" },
+	[GP_STATE_SKIPPED] = { "skipped", "skipped" },
+	[GP_STATE_FAILED] = { "failed", "failed" },
+};
+
 const char *gp_stage_state_name(enum gp_stage_state s)
 {
-	static const char *const names[] = {
-		[GP_STATE_SATISFIED] = "satisfied",
-		[GP_STATE_NEEDED] = "needed",
-		[GP_STATE_REBOOT_PENDING] = "reboot pending",
-		[GP_STATE_WAITING_REBOOT] = "waiting for reboot",
-		[GP_STATE_BLOCKED] = "blocked",
-		[GP_STATE_NOT_IMPLEMENTED] = "not implemented",
-		[GP_STATE_DISABLED] = "disabled",
-		[GP_STATE_SKIPPED] = "skipped",
-		[GP_STATE_FAILED] = "failed",
-	};
-	return (unsigned)s < ARRAY_SIZE(names) ? names[s] : "?";
+	return (unsigned)s < ARRAY_SIZE(state_names) ? state_names[s].name : "?";
 }
 
 const char *gp_stage_state_id(enum gp_stage_state s)
 {
-	static const char *const ids[] = {
-		[GP_STATE_SATISFIED] = "satisfied",
-		[GP_STATE_NEEDED] = "needed",
-		[GP_STATE_REBOOT_PENDING] = "reboot_pending",
-		[GP_STATE_WAITING_REBOOT] = "waiting_reboot",
-		[GP_STATE_BLOCKED] = "blocked",
-		[GP_STATE_NOT_IMPLEMENTED] = "not_implemented",
-		[GP_STATE_DISABLED] = "disabled",
-		[GP_STATE_SKIPPED] = "skipped",
-		[GP_STATE_FAILED] = "failed",
-	};
-	return (unsigned)s < ARRAY_SIZE(ids) ? ids[s] : "?";
+	return (unsigned)s < ARRAY_SIZE(state_names) ? state_names[s].id : "?";
 }
 
 const char *gp_effect_kind_name(enum gp_effect_kind k)

@@ -25,28 +25,27 @@ count_tap() {
 	skipped=$((skipped + s))
 }
 
-for bin in ${UNIT_BINS:-}; do
-	name=$(basename "$bin")
-	CMOCKA_MESSAGE_OUTPUT=TAP "$bin" > "$out" 2>&1
+# Runs one TAP-producing command, prefixes its lines with [label], counts
+# them. A crash before any TAP line still counts as a failure.
+run_tap() {
+	label=$1
+	shift
+	"$@" > "$out" 2>&1
 	rc=$?
-	sed "s/^/[$name] /" "$out"
+	sed "s/^/[$label] /" "$out"
 	count_tap "$out"
-	# A crash before any TAP line must still count as a failure.
 	if [ "$rc" -ne 0 ] && ! grep -q '^not ok ' "$out"; then
-		echo "[$name] exited with status $rc"
+		echo "[$label] exited with status $rc"
 		failed=$((failed + 1))
 	fi
-done
+}
 
-if [ -d "$here/e2e" ] && ls "$here"/e2e/*.bats >/dev/null 2>&1; then
-	bats --tap "$here"/e2e > "$out" 2>&1
-	rc=$?
-	sed "s/^/[e2e] /" "$out"
-	count_tap "$out"
-	if [ "$rc" -ne 0 ] && ! grep -q '^not ok ' "$out"; then
-		echo "[e2e] bats exited with status $rc"
-		failed=$((failed + 1))
-	fi
+export CMOCKA_MESSAGE_OUTPUT=TAP
+for bin in ${UNIT_BINS:-}; do
+	run_tap "$(basename "$bin")" "$bin"
+done
+if ls "$here"/e2e/*.bats > /dev/null 2>&1; then
+	run_tap e2e bats --tap "$here"/e2e
 fi
 
 echo "$passed passed, $failed failed, $skipped skipped"

@@ -1,0 +1,38 @@
+/* The compatibility preflight: the whole tuple a profile pins (driver,
+ * CUDA, cuDNN, PyTorch wheel, module flavour, the GPUs it matches) checked
+ * before anything touches a host. Each rule has a stable id that an
+ * explicit profile override can name. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+/* Rule ids. */
+#define GP_RULE_DRIVER_CUDA "driver-cuda"     /* driver >= CUDA toolkit's minimum */
+#define GP_RULE_GPU_CUDA "gpu-cuda"           /* CUDA can target every matched GPU */
+#define GP_RULE_CUDNN_CUDA "cudnn-cuda"       /* cuDNN built for the toolkit's major */
+#define GP_RULE_TORCH_DRIVER "torch-driver"   /* wheel's CUDA tag runs on the driver */
+#define GP_RULE_MODULE_FLAVOR "module-flavor" /* open/proprietary vs GPU generation */
+
+struct gp_compat_issue {
+	const char *rule;   /* one of the ids above */
+	char *message;      /* names both sides and the fix */
+	char *override;     /* the profile's reason when overridden, else NULL */
+};
+
+struct gp_compat_report {
+	struct gp_compat_issue *issues;
+	size_t n;
+};
+
+/* Checks a resolved profile document. GPUs are the profile's match.gpus
+ * ("10de:20b0"); unknown ids are skipped by the GPU rules. Overrides from
+ * the profile's "override" are applied (the issue is kept, marked). */
+void gp_compat_check(const cJSON *profile, struct gp_compat_report *rep);
+/* Issues not overridden. */
+size_t gp_compat_blocking(const struct gp_compat_report *rep);
+void gp_compat_report_free(struct gp_compat_report *rep);
+/* Is id one of the rule ids (for validating "override")? */
+bool gp_compat_rule_known(const char *id);

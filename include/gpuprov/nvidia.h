@@ -1,0 +1,35 @@
+/* NVIDIA knowledge: GPUs by PCI device id, CUDA toolkit -> minimum driver,
+ * which compute capabilities a CUDA release can target, and PyTorch wheel
+ * tags. Data from ../shared/reference/nvidia.md; pure lookups, no I/O. */
+#pragma once
+
+#include <stdbool.h>
+
+struct gp_gpu_info {
+	unsigned device;        /* PCI device id, vendor 0x10de */
+	const char *name;       /* "A100 SXM4 80GB" */
+	const char *arch;       /* "Ampere", "Hopper", "Blackwell", ... */
+	unsigned cc_major;      /* compute capability */
+	unsigned cc_minor;
+	const char *first_cuda; /* first CUDA release that supports it: "11.0" */
+};
+
+/* NULL for an id gpuprov does not know (never guessed). */
+const struct gp_gpu_info *gp_gpu_lookup(unsigned device);
+/* Module flavours the GPU can use. */
+bool gp_gpu_needs_open_modules(const struct gp_gpu_info *g);   /* Blackwell, Grace Hopper */
+bool gp_gpu_needs_proprietary(const struct gp_gpu_info *g);    /* Volta and older */
+
+/* Minimum driver for a CUDA toolkit "X.Y" (GA release) or "X.Y.Z" (update
+ * releases where the table has them), NULL when unknown. */
+const char *gp_cuda_min_driver(const char *cuda_version);
+/* The weaker minor-version-compatibility floor for CUDA major X ("450.80.02"
+ * for 11, "525.60.13" for 12, "580" for 13), NULL when unknown. */
+const char *gp_cuda_minor_compat_driver(const char *cuda_version);
+/* Can CUDA cuda_version build for and run on compute capability cc? (Not
+ * before the arch's first CUDA; CUDA 13 dropped Volta and older.) */
+bool gp_cuda_supports_cc(const char *cuda_version, const struct gp_gpu_info *g);
+
+/* CUDA version of a PyTorch wheel tag or index URL ("cu118" or
+ * ".../whl/cu118" -> "11.8"; "cpu" -> NULL with *cpu set). */
+const char *gp_torch_tag_cuda(const char *tag_or_url, bool *cpu, char buf[16]);

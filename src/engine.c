@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "gpuprov/engine.h"
@@ -323,60 +322,6 @@ static int plan_exit_code(const struct gp_plan *p)
 	return code;
 }
 
-/* Does the root fit the profile's "match"? NULL when it does, else what
- * was expected and what was found. Unknown facts count as a mismatch:
- * provisioning a machine we cannot identify needs --force. */
-static char *host_mismatch(struct session *s)
-{
-	const cJSON *match = cJSON_GetObjectItemCaseSensitive(s->profile->doc, "match");
-	if (!match)
-		return NULL;
-	struct gp_buf b = { 0 };
-	const char *want_id = gp_json_string(match, "os_id", NULL);
-	const char *want_ver = gp_json_string(match, "version_id", NULL);
-	const char *want_arch = gp_json_string(match, "arch", NULL);
-	struct gp_os_release osr = { 0 };
-	bool have_os = gp_os_release_read(&s->c.root, &osr) == 0;
-	const char *ver = have_os ? osr.version_id : NULL;
-	/* "9" matches "9.3": a major version names the whole series. */
-	bool ver_ok = !want_ver || (ver && (strcmp(ver, want_ver) == 0 ||
-	                                    (gp_str_starts_with(ver, want_ver) &&
-	                                     ver[strlen(want_ver)] == '.')));
-	if ((want_id && (!have_os || !gp_streq(osr.id, want_id))) || !ver_ok)
-		gp_buf_printf(&b, "expected %s %s, found %s %s", want_id ? want_id : "any OS",
-		              want_ver ? want_ver : "", have_os ? osr.id : "no os-release",
-		              ver ? ver : "");
-	gp_os_release_free(&osr);
-	struct utsname u;
-	if (want_arch && uname(&u) == 0 && strcmp(u.machine, want_arch) != 0)
-		gp_buf_printf(&b, "%sexpected architecture %s, found %s", b.len ? "; " : "",
-		              want_arch, u.machine);
-	_cleanup_strv_ char **gpus = gp_json_strv(match, "gpus");
-	if (gpus && gpus[0]) {
-		struct gp_pci_list pci = { 0 };
-		struct gp_buf found = { 0 };
-		bool hit = false;
-		int rc = gp_pci_scan(&s->c.root, &pci);
-		for (size_t i = 0; rc == 0 && i < pci.n; i++) {
-			if (!gp_pci_is_nvidia_gpu(&pci.devs[i]))
-				continue;
-			_cleanup_free_ char *id = gp_xasprintf("%04x:%04x", pci.devs[i].vendor,
-			                                       pci.devs[i].device);
-			hit |= gp_strv_contains(gpus, id);
-			gp_buf_printf(&found, "%s%s", found.len ? ", " : "", id);
-		}
-		if (!hit)
-			gp_buf_printf(&b, "%sno GPU of the profile's match.gpus; found %s",
-			              b.len ? "; " : "",
-			              rc < 0 ? "no sys/bus/pci/devices in the root"
-			              : found.len ? found.data
-			                          : "no NVIDIA GPU");
-		gp_buf_free(&found);
-		gp_pci_list_free(&pci);
-	}
-	return b.len ? gp_buf_steal(&b) : NULL;
-}
-
 /* One pass over the stage table into a fresh c->plan: a plan when
  * c->dry_run, the real thing otherwise. Returns true when a stage failed. */
 static bool run_pass(struct session *s, const struct gp_options *o)
@@ -501,7 +446,7 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 {
 	struct session s;
 	int code = session_start(&s, o, out, o->dry_run ? "plan" : "install");
-	_cleanup_free_ char *mismatch = code ? NULL : host_mismatch(&s);
+	_cleanup_free_ char *mismatch = code ? NULL : gp_profile_mismatch(s.profile, &s.c.root);
 	if (mismatch && !o->force) {
 		gp_error(out,
 		         "profile %s does not fit this host: %s; nothing was changed; use "

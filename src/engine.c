@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpuprov/compat.h"
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/facts.h"
@@ -27,6 +28,7 @@ struct session {
 	int lock_fd;
 	bool reboot_ineffective; /* a stage still waits for a reboot that happened */
 	const char *forced_mismatch; /* shown at the top of plans */
+	char **overrides; /* compatibility rules the profile overrides */
 };
 
 static void session_close(struct session *s)
@@ -39,6 +41,7 @@ static void session_close(struct session *s)
 	gp_root_close(&s->c.root);
 	gp_profile_free(s->profile);
 	gp_strv_free(s->search);
+	gp_strv_free(s->overrides);
 }
 
 static int report_err(struct session *s)
@@ -332,6 +335,7 @@ static bool run_pass(struct session *s, const struct gp_options *o)
 	                      c->dry_run);
 	c->reboot_requested = false;
 	c->plan->mismatch = gp_xstrdup(s->forced_mismatch);
+	c->plan->overrides = gp_strv_copy(s->overrides);
 	struct gp_os_release osr = { 0 };
 	if (gp_os_release_read(&c->root, &osr) == 0 && osr.pretty_name)
 		c->plan->os_pretty = gp_xstrdup(osr.pretty_name);
@@ -380,8 +384,8 @@ static char *stages_in_state(const struct gp_plan *p, enum gp_stage_state st)
 	struct gp_buf b = { 0 };
 	for (size_t i = 0; i < p->n_stages; i++)
 		if (p->stages[i].state == st)
-			gp_buf_printf(&b, "%s%s: %s", b.len ? "; " : "", p->stages[i].name,
-			              p->stages[i].reason);
+			gp_buf_printf(&b, "%s%s: %s", b.len ? "; " : "",
+			              p->stages[i].name, p->stages[i].reason);
 	return gp_buf_steal(&b);
 }
 
@@ -431,8 +435,8 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 
 /* What install, plan and verify start with: the root, the journal, valid
  * stage names and the profile. Returns 0 or an exit code. */
-static int session_start(struct session *s, const struct gp_options *o, struct gp_out *out,
-                         const char *command)
+static int session_start(struct session *s, const struct gp_options *o,
+                         struct gp_out *out, const char *command)
 {
 	int code = session_open(s, o, out);
 	if (!code)
@@ -442,16 +446,49 @@ static int session_start(struct session *s, const struct gp_options *o, struct g
 	return code;
 }
 
+/* The compatibility preflight: every blocking issue is reported and the
+ * run stops (exit 4) before anything else; overridden ones go into the
+ * plan and the journal. */
+static int check_compat(struct session *s, struct gp_out *out)
+{
+	struct gp_compat_report rep;
+	gp_compat_check(s->profile->doc, &rep);
+	s->overrides = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; i < rep.n; i++) {
+		const struct gp_compat_issue *x = &rep.issues[i];
+		if (x->override) {
+			_cleanup_free_ char *line = gp_xasprintf(
+			    "%s overridden by the profile (%s): %s", x->rule, x->override,
+			    x->message);
+			gp_strv_push(&s->overrides, line);
+		} else {
+			gp_error(out, "profile %s: compatibility rule %s: %s",
+			         s->profile->name, x->rule, x->message);
+		}
+	}
+	size_t blocking = gp_compat_blocking(&rep);
+	gp_compat_report_free(&rep);
+	if (!blocking)
+		return 0;
+	gp_error(out, "nothing was changed: fix the profile, or override a rule you have "
+	              "checked with \"override\": {\"rule\": ID, \"reason\": TEXT}");
+	return GP_EXIT_BLOCKED;
+}
+
 int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 {
 	struct session s;
 	int code = session_start(&s, o, out, o->dry_run ? "plan" : "install");
-	_cleanup_free_ char *mismatch = code ? NULL : gp_profile_mismatch(s.profile, &s.c.root);
+	if (!code)
+		code = check_compat(&s, out);
+	_cleanup_free_ char *mismatch = code ? NULL
+	                                     : gp_profile_mismatch(s.profile, &s.c.root);
 	if (mismatch && !o->force) {
-		gp_error(out,
-		         "profile %s does not fit this host: %s; nothing was changed; use "
-		         "another profile, or --force if you are sure",
-		         s.profile->name, mismatch);
+		gp_error(
+		    out,
+		    "profile %s does not fit this host: %s; nothing was changed; use "
+		    "another profile, or --force if you are sure",
+		    s.profile->name, mismatch);
 		code = GP_EXIT_BLOCKED;
 	}
 	s.forced_mismatch = mismatch;
@@ -469,6 +506,7 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		       s.profile->path, s.profile->digest);
 		gp_journal_set_profile(&c->journal, s.profile->name, s.profile->path,
 		                       s.profile->digest);
+		gp_journal_set_overrides(&c->journal, s.overrides);
 	}
 	bool failed = run_pass(&s, o);
 	if (!c->dry_run) {
@@ -483,7 +521,8 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 	code = failed ? (s.err.exit_code ? s.err.exit_code : GP_EXIT_APPLY_FAILED)
 	              : plan_exit_code(c->plan);
 	if (code == GP_EXIT_REBOOT && !c->dry_run)
-		gp_error(out, "reboot required (%s); reboot, then run '%s' again to continue",
+		gp_error(out,
+		         "reboot required (%s); reboot, then run '%s' again to continue",
 		         gp_journal_reboot_reason(&c->journal),
 		         o->rerun ? o->rerun : "gpuprov install");
 	if (code == GP_EXIT_BLOCKED && !c->dry_run) {
@@ -607,6 +646,11 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 			fprintf(out->out, "  %-8s %-16s %s\n", st->name, state,
 			        gp_json_string(rec, "time", ""));
 		}
+		const cJSON *ov = cJSON_GetObjectItemCaseSensitive(prof, "overrides");
+		for (const cJSON *x = ov ? ov->child : NULL; x; x = x->next)
+			if (cJSON_IsString(x))
+				fprintf(out->out, "override: compatibility rule %s\n",
+				        x->valuestring);
 		fprintf(out->out, "files written: %d\n", cJSON_GetArraySize(files));
 		if (pending)
 			fprintf(out->out, "reboot pending: %s\n", pending);

@@ -110,6 +110,15 @@ void gp_journal_set_profile(struct gp_journal *j, const char *name, const char *
 	set_string(p, "sha256", digest);
 }
 
+void gp_journal_set_overrides(struct gp_journal *j, char *const *overrides)
+{
+	cJSON *p = child_object(j->doc, "profile");
+	cJSON_DeleteItemFromObjectCaseSensitive(p, "overrides");
+	cJSON *arr = cJSON_AddArrayToObject(p, "overrides");
+	for (size_t i = 0; overrides && overrides[i]; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateString(overrides[i]));
+}
+
 const char *gp_journal_profile_name(const struct gp_journal *j)
 {
 	return get_string(cJSON_GetObjectItemCaseSensitive(j->doc, "profile"), "name");

@@ -85,6 +85,7 @@ void gp_plan_free(struct gp_plan *p)
 	free(p->root);
 	free(p->os_pretty);
 	free(p->mismatch);
+	gp_strv_free(p->overrides);
 	free(p);
 }
 
@@ -250,8 +251,11 @@ void gp_plan_render_text(const struct gp_plan *p, FILE *f, bool color)
 	fprintf(f, "gpuprov %s: profile %s (sha256 %.12s)\n",
 	        p->dry_run ? "plan" : "install", p->profile_name, p->profile_digest);
 	if (p->mismatch)
-		fprintf(f, "%sWARNING: forced: this host does not match the profile: %s%s\n",
+		fprintf(f,
+		        "%sWARNING: forced: this host does not match the profile: %s%s\n",
 		        color ? "\033[31m" : "", p->mismatch, color ? "\033[0m" : "");
+	for (size_t i = 0; p->overrides && p->overrides[i]; i++)
+		fprintf(f, "override: compatibility rule %s\n", p->overrides[i]);
 	fprintf(f, "root: %s%s%s%s\n", p->root, p->os_pretty ? " (" : "",
 	        p->os_pretty ? p->os_pretty : "", p->os_pretty ? ")" : "");
 	size_t counts[GP_STATE_FAILED + 1] = { 0 };
@@ -349,6 +353,9 @@ cJSON *gp_plan_to_json(const struct gp_plan *p)
 		cJSON_AddStringToObject(root, "forced_mismatch", p->mismatch);
 	else
 		cJSON_AddNullToObject(root, "forced_mismatch");
+	cJSON *overrides = cJSON_AddArrayToObject(root, "overrides");
+	for (size_t i = 0; p->overrides && p->overrides[i]; i++)
+		cJSON_AddItemToArray(overrides, cJSON_CreateString(p->overrides[i]));
 	cJSON *stages = cJSON_AddArrayToObject(root, "stages");
 	for (size_t i = 0; i < p->n_stages; i++) {
 		const struct gp_stage_plan *sp = &p->stages[i];

@@ -29,6 +29,8 @@ bool gp_journal_is_empty(const struct gp_journal *j);
 
 void gp_journal_set_profile(struct gp_journal *j, const char *name, const char *path,
                             const char *digest);
+/* The compatibility overrides in force for the recorded profile. */
+void gp_journal_set_overrides(struct gp_journal *j, char *const *overrides);
 const char *gp_journal_profile_name(const struct gp_journal *j);
 const char *gp_journal_profile_path(const struct gp_journal *j);
 void gp_journal_set_stage(struct gp_journal *j, const char *stage, const char *state);

@@ -65,6 +65,7 @@ struct gp_plan {
 	char *os_pretty; /* may be NULL */
 	bool dry_run;
 	char *mismatch; /* how the host differs from the profile's match (forced) */
+	char **overrides; /* "rule: reason" for each compatibility rule overridden */
 	struct gp_stage_plan *stages;
 	size_t n_stages;
 };

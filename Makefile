@@ -46,7 +46,7 @@ BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-de
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
 	clang-format cppcheck
 
-.PHONY: all check check-asan test-run lint install uninstall clean deps deps-demo demo
+.PHONY: all check check-asan test-run fuzz lint install uninstall clean deps deps-demo demo
 
 all: gpuprov
 
@@ -89,6 +89,24 @@ demo: deps-demo
 	$(MAKE) all
 	@sh tests/demo.sh ./gpuprov
 
+# libFuzzer on the profile loader (clang, libclang-rt-14-dev). FUZZ_SECONDS
+# bounds the run; the seed corpus is the catalogue plus the broken profiles.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+FUZZ_LIB_SRCS := $(filter-out src/main.c,$(LIB_SRCS))
+build-fuzz/fuzz_profile: tests/fuzz/fuzz_profile.c $(FUZZ_LIB_SRCS) $(wildcard include/gpuprov/*.h)
+	@mkdir -p build-fuzz
+	$(FUZZ_CC) -std=gnu11 $(FUZZ_FLAGS) -Iinclude -D_GNU_SOURCE -DGP_SRCDIR='"$(CURDIR)"' \
+		-DGP_DATADIR='"$(DATADIR)"' -DGP_VERSION='"$(VERSION)"' $(PKG_CFLAGS) \
+		-o $@ tests/fuzz/fuzz_profile.c $(FUZZ_LIB_SRCS) $(PKG_LIBS)
+
+fuzz: build-fuzz/fuzz_profile
+	@rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus
+	@find profiles tests/fixtures -name '*.json' -exec cp --backup=numbered -t build-fuzz/corpus {} +
+	./build-fuzz/fuzz_profile -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+		-timeout=10 -rss_limit_mb=2048 build-fuzz/corpus
+
 lint:
 	clang-format --dry-run --Werror src/*.c src/*/*.c include/gpuprov/*.h tests/unit/*.c tests/unit/*.h
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
@@ -105,4 +123,4 @@ uninstall:
 	rm -rf $(DESTDIR)$(DATADIR)
 
 clean:
-	rm -rf build build-asan gpuprov
+	rm -rf build build-asan build-fuzz gpuprov

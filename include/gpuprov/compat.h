@@ -10,16 +10,16 @@
 #include <cjson/cJSON.h>
 
 /* Rule ids. */
-#define GP_RULE_DRIVER_CUDA "driver-cuda"     /* driver >= CUDA toolkit's minimum */
-#define GP_RULE_GPU_CUDA "gpu-cuda"           /* CUDA can target every matched GPU */
-#define GP_RULE_CUDNN_CUDA "cudnn-cuda"       /* cuDNN built for the toolkit's major */
-#define GP_RULE_TORCH_DRIVER "torch-driver"   /* wheel's CUDA tag runs on the driver */
+#define GP_RULE_DRIVER_CUDA "driver-cuda" /* driver >= CUDA toolkit's minimum */
+#define GP_RULE_GPU_CUDA "gpu-cuda" /* CUDA can target every matched GPU */
+#define GP_RULE_CUDNN_CUDA "cudnn-cuda" /* cuDNN built for the toolkit's major */
+#define GP_RULE_TORCH_DRIVER "torch-driver" /* wheel's CUDA tag runs on the driver */
 #define GP_RULE_MODULE_FLAVOR "module-flavor" /* open/proprietary vs GPU generation */
 
 struct gp_compat_issue {
-	const char *rule;   /* one of the ids above */
-	char *message;      /* names both sides and the fix */
-	char *override;     /* the profile's reason when overridden, else NULL */
+	const char *rule; /* one of the ids above */
+	char *message; /* names both sides and the fix */
+	char *override; /* the profile's reason when overridden, else NULL */
 };
 
 struct gp_compat_report {
@@ -28,8 +28,11 @@ struct gp_compat_report {
 };
 
 /* Checks a resolved profile document. GPUs are the profile's match.gpus
- * ("10de:20b0"); unknown ids are skipped by the GPU rules. Overrides from
- * the profile's "override" are applied (the issue is kept, marked). */
+ * ("10de:20b0"); unknown ids are skipped by the GPU rules. A rule runs only
+ * when both of its sides are set (a stage set to false or a missing key
+ * skips it). Issues come in the order of the ids above, then of match.gpus.
+ * Overrides from the profile's "override" (one {"rule", "reason"} object or
+ * an array of them) are applied: the issue is kept, with the reason. */
 void gp_compat_check(const cJSON *profile, struct gp_compat_report *rep);
 /* Issues not overridden. */
 size_t gp_compat_blocking(const struct gp_compat_report *rep);

@@ -6,10 +6,10 @@
 #include <stdbool.h>
 
 struct gp_gpu_info {
-	unsigned device;        /* PCI device id, vendor 0x10de */
-	const char *name;       /* "A100 SXM4 80GB" */
-	const char *arch;       /* "Ampere", "Hopper", "Blackwell", ... */
-	unsigned cc_major;      /* compute capability */
+	unsigned device; /* PCI device id, vendor 0x10de */
+	const char *name; /* "A100 SXM4 80GB" */
+	const char *arch; /* "Ampere", "Hopper", "Blackwell", ... */
+	unsigned cc_major; /* compute capability */
 	unsigned cc_minor;
 	const char *first_cuda; /* first CUDA release that supports it: "11.0" */
 };
@@ -17,11 +17,12 @@ struct gp_gpu_info {
 /* NULL for an id gpuprov does not know (never guessed). */
 const struct gp_gpu_info *gp_gpu_lookup(unsigned device);
 /* Module flavours the GPU can use. */
-bool gp_gpu_needs_open_modules(const struct gp_gpu_info *g);   /* Blackwell, Grace Hopper */
-bool gp_gpu_needs_proprietary(const struct gp_gpu_info *g);    /* Volta and older */
+bool gp_gpu_needs_open_modules(const struct gp_gpu_info *g); /* Blackwell, Grace Hopper */
+bool gp_gpu_needs_proprietary(const struct gp_gpu_info *g); /* Volta and older */
 
 /* Minimum driver for a CUDA toolkit "X.Y" (GA release) or "X.Y.Z" (update
- * releases where the table has them), NULL when unknown. */
+ * releases where the table has them: 12.2.2 is 12.2 Update 2; X.Y.0 and an
+ * X.Y.Z the table lacks read as X.Y GA), NULL when X.Y is unknown. */
 const char *gp_cuda_min_driver(const char *cuda_version);
 /* The weaker minor-version-compatibility floor for CUDA major X ("450.80.02"
  * for 11, "525.60.13" for 12, "580" for 13), NULL when unknown. */
@@ -31,5 +32,6 @@ const char *gp_cuda_minor_compat_driver(const char *cuda_version);
 bool gp_cuda_supports_cc(const char *cuda_version, const struct gp_gpu_info *g);
 
 /* CUDA version of a PyTorch wheel tag or index URL ("cu118" or
- * ".../whl/cu118" -> "11.8"; "cpu" -> NULL with *cpu set). */
+ * ".../whl/cu118/" -> "11.8", written into buf; "cpu" -> NULL with *cpu set;
+ * anything else -> NULL with *cpu cleared). */
 const char *gp_torch_tag_cuda(const char *tag_or_url, bool *cpu, char buf[16]);

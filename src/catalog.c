@@ -1,12 +1,19 @@
-/* `gpuprov profiles list|show`: the profiles the search path offers. A name
- * found in an earlier directory hides the same name later, as for loading. */
+/* `gpuprov profiles list|show|lint`: the profiles the search path offers. A
+ * name found in an earlier directory hides the same name later, as for
+ * loading. list shows what each profile is for (distro, GPU models); show
+ * prints a profile as written or resolved; lint checks files the way
+ * install would before touching a host (format, then compatibility). */
 #include <dirent.h>
+#include <errno.h>
 #include <string.h>
 
+#include "gpuprov/compat.h"
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
+#include "gpuprov/nvidia.h"
 #include "gpuprov/profile.h"
+#include "gpuprov/root.h"
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -31,17 +38,16 @@ static void add_names(char ***names, const char *dir, const char *prefix)
 				add_names(names, sub, sub_prefix);
 			continue;
 		}
-		_cleanup_free_ char *name =
-		    gp_xasprintf("%s%.*s", prefix, (int)(strlen(de->d_name) - strlen(".json")),
-		                 de->d_name);
+		_cleanup_free_ char *name = gp_xasprintf(
+		    "%s%.*s", prefix, (int)(strlen(de->d_name) - strlen(".json")),
+		    de->d_name);
 		if (!gp_strv_contains(*names, name))
 			gp_strv_push(names, name);
 	}
 	closedir(d);
 }
 
-/* Profile names in the search path, first one wins, sorted. */
-static char **collect_names(char *const *search)
+char **gp_catalog_names(char *const *search)
 {
 	char **names = gp_xcalloc(1, sizeof(char *));
 	for (size_t i = 0; search[i]; i++)
@@ -50,13 +56,93 @@ static char **collect_names(char *const *search)
 	return names;
 }
 
+static void print_json(struct gp_out *out, cJSON *doc)
+{
+	char *text = cJSON_Print(doc);
+	fprintf(out->out, "%s\n", text);
+	free(text);
+	cJSON_Delete(doc);
+}
+
+/* --- list --------------------------------------------------------------- */
+
+/* The model in a board name: "A100 SXM4 80GB" -> "A100", "H200 NVL" ->
+ * "H200", "RTX 3090 Ti" stays. Words from the first form factor or memory
+ * size on are dropped. */
+static char *gpu_model(const char *name)
+{
+	static const char *const form_factors[] = { "SXM", "PCIe", "NVL", "HGX" };
+	const char *cut = NULL;
+	for (const char *w = name; *w && !cut;
+	     w += strcspn(w, " "), w += strspn(w, " ")) {
+		size_t n = strcspn(w, " ");
+		for (size_t i = 0; i < ARRAY_SIZE(form_factors); i++)
+			if (strncmp(w, form_factors[i], strlen(form_factors[i])) == 0)
+				cut = w;
+		/* "80GB", "40GB" */
+		size_t digits = strspn(w, "0123456789");
+		if (digits && digits + 2 == n && strncmp(w + digits, "GB", 2) == 0)
+			cut = w;
+	}
+	if (!cut || cut == name)
+		return gp_xstrdup(name);
+	size_t len = (size_t)(cut - name);
+	while (len && name[len - 1] == ' ')
+		len--;
+	return gp_xstrndup(name, len);
+}
+
+/* Model names for match.gpus ("10de:20b0" -> "A100"), each once, in order;
+ * an id gpuprov does not know is shown as given. */
+static char **gpu_models(const cJSON *match)
+{
+	char **models = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **ids = gp_json_strv(match, "gpus");
+	for (size_t i = 0; ids && ids[i]; i++) {
+		unsigned vendor, device;
+		char end;
+		const struct gp_gpu_info *g = NULL;
+		if (sscanf(ids[i], "%4x:%4x%c", &vendor, &device, &end) == 2 &&
+		    vendor == 0x10de)
+			g = gp_gpu_lookup(device);
+		_cleanup_free_ char *model = g ? gpu_model(g->name) : gp_xstrdup(ids[i]);
+		if (!gp_strv_contains(models, model))
+			gp_strv_push(&models, model);
+	}
+	return models;
+}
+
+/* "ubuntu 22.04" from match.os_id and match.version_id; NULL when the
+ * profile names no distribution. */
+static char *match_distro(const cJSON *match)
+{
+	const char *id = gp_json_string(match, "os_id", NULL);
+	const char *ver = gp_json_string(match, "version_id", NULL);
+	if (!id)
+		return NULL;
+	return ver ? gp_xasprintf("%s %s", id, ver) : gp_xstrdup(id);
+}
+
+struct list_row {
+	char *name, *distro, *gpus, *description;
+};
+
+static void print_row(struct gp_out *out, const int w[3], const char *name,
+                      const char *distro, const char *gpus, const char *desc)
+{
+	fprintf(out->out, "%-*s  %-*s  %-*s  %s\n", w[0], name, w[1], distro, w[2], gpus,
+	        desc);
+}
+
 int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out)
 {
 	_cleanup_strv_ char **search = gp_profile_search_path(o->profile_dir);
-	_cleanup_strv_ char **names = collect_names(search);
+	_cleanup_strv_ char **names = gp_catalog_names(search);
+	size_t n = gp_strv_len(names), rows_n = 0;
+	struct list_row *rows = gp_xcalloc(n ? n : 1, sizeof *rows);
 	cJSON *arr = cJSON_CreateArray();
 	int code = GP_EXIT_OK;
-	for (size_t i = 0; names[i]; i++) {
+	for (size_t i = 0; i < n; i++) {
 		struct gp_profile *p = NULL;
 		struct gp_err err = { 0 };
 		if (gp_profile_load(names[i], search, &p, &err) < 0) {
@@ -64,28 +150,65 @@ int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out)
 			code = GP_EXIT_INVALID_INPUT;
 			continue;
 		}
+		const cJSON *match = cJSON_GetObjectItemCaseSensitive(p->doc, "match");
 		const char *desc = gp_json_string(p->doc, "description", "");
+		_cleanup_free_ char *distro = match_distro(match);
+		_cleanup_strv_ char **models = gpu_models(match);
 		if (out->json) {
 			cJSON *e = cJSON_CreateObject();
 			cJSON_AddStringToObject(e, "name", p->name);
+			if (distro)
+				cJSON_AddStringToObject(e, "distro", distro);
+			else
+				cJSON_AddNullToObject(e, "distro");
+			cJSON_AddItemToObject(
+			    e, "gpus",
+			    cJSON_CreateStringArray((const char *const *)models,
+			                            (int)gp_strv_len(models)));
 			cJSON_AddStringToObject(e, "description", desc);
 			cJSON_AddStringToObject(e, "path", p->path);
 			cJSON_AddItemToArray(arr, e);
 		} else {
-			fprintf(out->out, "%-24s %s\n", p->name, desc);
+			struct list_row *r = &rows[rows_n++];
+			r->name = gp_xstrdup(p->name);
+			r->distro = gp_xstrdup(distro ? distro : "-");
+			r->gpus = models[0] ? gp_strv_join(models, ", ")
+			                    : gp_xstrdup("-");
+			r->description = gp_xstrdup(desc);
 		}
 		gp_profile_free(p);
 	}
 	if (out->json) {
-		char *text = cJSON_Print(arr);
-		fprintf(out->out, "%s\n", text);
-		free(text);
+		print_json(out, arr);
+	} else {
+		cJSON_Delete(arr);
+		int w[3] = { (int)strlen("NAME"), (int)strlen("DISTRO"),
+			     (int)strlen("GPUS") };
+		for (size_t i = 0; i < rows_n; i++) {
+			const char *cols[3] = { rows[i].name, rows[i].distro,
+				                rows[i].gpus };
+			for (size_t c = 0; c < 3; c++)
+				if ((int)strlen(cols[c]) > w[c])
+					w[c] = (int)strlen(cols[c]);
+		}
+		print_row(out, w, "NAME", "DISTRO", "GPUS", "DESCRIPTION");
+		for (size_t i = 0; i < rows_n; i++)
+			print_row(out, w, rows[i].name, rows[i].distro, rows[i].gpus,
+			          rows[i].description);
 	}
-	cJSON_Delete(arr);
+	for (size_t i = 0; i < rows_n; i++) {
+		free(rows[i].name);
+		free(rows[i].distro);
+		free(rows[i].gpus);
+		free(rows[i].description);
+	}
+	free(rows);
 	return code;
 }
 
-int gp_engine_profiles_show(const struct gp_options *o, const char *name,
+/* --- show --------------------------------------------------------------- */
+
+int gp_engine_profiles_show(const struct gp_options *o, const char *name, bool resolved,
                             struct gp_out *out)
 {
 	_cleanup_strv_ char **search = gp_profile_search_path(o->profile_dir);
@@ -95,9 +218,130 @@ int gp_engine_profiles_show(const struct gp_options *o, const char *name,
 		gp_error(out, "%s", err.msg);
 		return err.exit_code;
 	}
-	char *text = cJSON_Print(p->doc);
-	fprintf(out->out, "%s\n", text);
-	free(text);
+	if (resolved) {
+		print_json(out, cJSON_Duplicate(p->doc, 1));
+		gp_profile_free(p);
+		return GP_EXIT_OK;
+	}
+	/* The file as written, comments and all: what an operator reviews. */
+	struct gp_root host = { .fd = -1 };
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	int rc = gp_root_open(&host, "/");
+	if (rc == 0)
+		rc = gp_root_read(&host, p->path, &text, &len);
+	gp_root_close(&host);
+	if (rc < 0) {
+		gp_error(out, "cannot read profile %s: %s", p->path, strerror(-rc));
+		gp_profile_free(p);
+		return GP_EXIT_INVALID_INPUT;
+	}
+	if (out->json) {
+		cJSON *doc = cJSON_CreateObject();
+		cJSON_AddStringToObject(doc, "name", p->name);
+		cJSON_AddStringToObject(doc, "path", p->path);
+		cJSON_AddStringToObject(doc, "text", text);
+		print_json(out, doc);
+	} else {
+		fwrite(text, 1, len, out->out);
+	}
 	gp_profile_free(p);
 	return GP_EXIT_OK;
+}
+
+/* --- lint --------------------------------------------------------------- */
+
+/* A file argument always names a file, even without ".json" or a slash. */
+static char *lint_path(const char *file)
+{
+	if (file[0] == '/' || gp_str_starts_with(file, "./") ||
+	    gp_str_starts_with(file, "../") || gp_str_ends_with(file, ".json"))
+		return gp_xstrdup(file);
+	return gp_xasprintf("./%s", file);
+}
+
+/* Lints one file: prints its lines (or adds its JSON entry) and returns
+ * its exit code. */
+static int lint_one(const char *file, char *const *search, struct gp_out *out,
+                    cJSON *files_json)
+{
+	_cleanup_free_ char *path = lint_path(file);
+	struct gp_profile *p = NULL;
+	struct gp_err err = { 0 };
+	cJSON *e = out->json ? cJSON_CreateObject() : NULL;
+	if (e) {
+		cJSON_AddStringToObject(e, "file", file);
+		cJSON_AddItemToArray(files_json, e);
+	}
+	if (gp_profile_load(path, search, &p, &err) < 0) {
+		/* Errors from the loader name their file (this one or a parent);
+		 * others ("cannot open ...") get it in front. */
+		bool named = gp_str_starts_with(err.msg, path) ||
+		             gp_str_starts_with(err.msg, file);
+		if (e) {
+			cJSON_AddStringToObject(e, "status", "invalid");
+			cJSON_AddStringToObject(e, "error", err.msg);
+			cJSON_AddItemToObject(e, "issues", cJSON_CreateArray());
+		} else if (named) {
+			fprintf(out->out, "%s\n", err.msg);
+		} else {
+			fprintf(out->out, "%s: %s\n", file, err.msg);
+		}
+		return GP_EXIT_INVALID_INPUT;
+	}
+	struct gp_compat_report rep;
+	gp_compat_check(p->doc, &rep);
+	size_t blocking = gp_compat_blocking(&rep);
+	cJSON *issues = e ? cJSON_CreateArray() : NULL;
+	for (size_t i = 0; i < rep.n; i++) {
+		const struct gp_compat_issue *is = &rep.issues[i];
+		if (issues) {
+			cJSON *ij = cJSON_CreateObject();
+			cJSON_AddStringToObject(ij, "rule", is->rule);
+			cJSON_AddStringToObject(ij, "message", is->message);
+			if (is->override)
+				cJSON_AddStringToObject(ij, "override", is->override);
+			else
+				cJSON_AddNullToObject(ij, "override");
+			cJSON_AddItemToArray(issues, ij);
+		} else if (is->override) {
+			fprintf(out->out, "%s: rule %s overridden: %s\n", file, is->rule,
+			        is->override);
+		} else {
+			fprintf(out->out, "%s: rule %s: %s\n", file, is->rule,
+			        is->message);
+		}
+	}
+	if (e) {
+		cJSON_AddStringToObject(e, "status", blocking ? "incompatible" : "ok");
+		cJSON_AddNullToObject(e, "error");
+		cJSON_AddItemToObject(e, "issues", issues);
+	} else if (!blocking && out->verbosity >= 0) {
+		fprintf(out->out, "%s: ok\n", file);
+	}
+	gp_compat_report_free(&rep);
+	gp_profile_free(p);
+	return blocking ? GP_EXIT_BLOCKED : GP_EXIT_OK;
+}
+
+int gp_engine_profiles_lint(const struct gp_options *o, char *const *files,
+                            struct gp_out *out)
+{
+	_cleanup_strv_ char **search = gp_profile_search_path(o->profile_dir);
+	cJSON *doc = out->json ? cJSON_CreateObject() : NULL;
+	cJSON *files_json = doc ? cJSON_AddArrayToObject(doc, "files") : NULL;
+	bool invalid = false, blocked = false;
+	for (size_t i = 0; files[i]; i++) {
+		int rc = lint_one(files[i], search, out, files_json);
+		invalid |= rc == GP_EXIT_INVALID_INPUT;
+		blocked |= rc == GP_EXIT_BLOCKED;
+	}
+	int code = invalid   ? GP_EXIT_INVALID_INPUT
+	           : blocked ? GP_EXIT_BLOCKED
+	                     : GP_EXIT_OK;
+	if (doc) {
+		cJSON_AddNumberToObject(doc, "exit_code", code);
+		print_json(out, doc);
+	}
+	return code;
 }

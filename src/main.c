@@ -30,8 +30,12 @@ static const char global_usage[] =
     "  verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
     "                        check that the installed stack works\n"
     "  status                show the journal: profile, stages, pending reboot\n"
-    "  profiles list         list the profiles in the search path\n"
-    "  profiles show NAME    print a profile after inheritance\n"
+    "  detect                show the OS, kernel, Secure Boot state and NVIDIA GPUs,\n"
+    "                        and the profiles that fit, best first\n"
+    "  profiles list         list the profiles: name, distro, GPUs, description\n"
+    "  profiles show NAME [--resolved]\n"
+    "                        print a profile as written, or after inheritance\n"
+    "  profiles lint FILE... check profile files: format and compatibility\n"
     "\n"
     "global options:\n"
     "  --root DIR            operate on the system mounted at DIR (default /)\n"
@@ -59,6 +63,7 @@ enum {
 	OPT_DRY_RUN = 1u << 1,
 	OPT_SELECT = 1u << 2, /* --only, --skip */
 	OPT_FORCE = 1u << 3,
+	OPT_RESOLVED = 1u << 4, /* profiles show */
 };
 
 static const struct command commands[] = {
@@ -74,7 +79,8 @@ static const struct command commands[] = {
 	  "the same command again to continue.\n",
 	  OPT_PROFILE | OPT_DRY_RUN | OPT_SELECT | OPT_FORCE },
 	{ "plan",
-	  "usage: gpuprov plan --profile NAME|PATH [--force] [--only S,..] [--skip S,..]\n"
+	  "usage: gpuprov plan --profile NAME|PATH [--force]\n"
+	  "                    [--only S,..] [--skip S,..]\n"
 	  "\n"
 	  "Prints what 'install' would do, planning later stages as if the earlier\n"
 	  "ones had run, and changes nothing. The same as 'install --dry-run'.\n",
@@ -91,13 +97,31 @@ static const struct command commands[] = {
 	  "Shows the journal: installed profile and digest, each stage's state and\n"
 	  "time, files written and any pending reboot.\n",
 	  0 },
+	{ "detect",
+	  "usage: gpuprov detect\n"
+	  "\n"
+	  "Shows what the root is: its OS, running kernel, Secure Boot state (on, off,\n"
+	  "not UEFI, unknown) and each NVIDIA GPU (PCI address, device id, name,\n"
+	  "architecture, compute capability, current kernel driver); a device id\n"
+	  "gpuprov does not know is shown as unknown, not guessed. Then the profiles\n"
+	  "whose match fits the root, best first: those naming its GPUs and distro,\n"
+	  "then those naming its distro only. Changes nothing; a root without an\n"
+	  "NVIDIA GPU is not an error.\n",
+	  0 },
 	{ "profiles",
 	  "usage: gpuprov profiles list\n"
-	  "       gpuprov profiles show NAME\n"
+	  "       gpuprov profiles show NAME [--resolved]\n"
+	  "       gpuprov profiles lint FILE...\n"
+	  "\n"
+	  "list shows each profile's name, distro, GPU models and description. show\n"
+	  "prints the profile file as written, or with --resolved the profile after\n"
+	  "inheritance as JSON. lint checks each file's format, then the\n"
+	  "compatibility of the versions it pins, and reports every problem of every\n"
+	  "file: exit 65 when a file is invalid, else 4 when one is incompatible.\n"
 	  "\n"
 	  "Profile search path: --profile-dir, /etc/gpuprov/profiles, the installed\n"
 	  "share directory, then the source tree's profiles/.\n",
-	  0 },
+	  OPT_RESOLVED },
 };
 
 /* The option behind each OPT_* bit, for "does not apply" errors. */
@@ -105,10 +129,9 @@ static const struct {
 	unsigned bit;
 	const char *name;
 } option_names[] = {
-	{ OPT_PROFILE, "--profile" },
-	{ OPT_DRY_RUN, "--dry-run" },
-	{ OPT_SELECT, "--only/--skip" },
-	{ OPT_FORCE, "--force" },
+	{ OPT_PROFILE, "--profile" },    { OPT_DRY_RUN, "--dry-run" },
+	{ OPT_SELECT, "--only/--skip" }, { OPT_FORCE, "--force" },
+	{ OPT_RESOLVED, "--resolved" },
 };
 
 static const struct command *find_command(const char *name)
@@ -143,6 +166,7 @@ enum long_only {
 	L_ONLY,
 	L_SKIP,
 	L_FORCE,
+	L_RESOLVED,
 };
 
 int main(int argc, char **argv)
@@ -161,12 +185,13 @@ int main(int argc, char **argv)
 		{ "only", required_argument, NULL, L_ONLY },
 		{ "skip", required_argument, NULL, L_SKIP },
 		{ "force", no_argument, NULL, L_FORCE },
+		{ "resolved", no_argument, NULL, L_RESOLVED },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct gp_options o = { .root = "/" };
 	struct gp_out out;
 	gp_out_init(&out, stdout, stderr);
-	bool help = false, no_color = false;
+	bool help = false, no_color = false, resolved = false;
 	unsigned used = 0;
 	int rc = GP_EXIT_OK;
 
@@ -208,6 +233,10 @@ int main(int argc, char **argv)
 		case L_FORCE:
 			o.force = true;
 			used |= OPT_FORCE;
+			break;
+		case L_RESOLVED:
+			resolved = true;
+			used |= OPT_RESOLVED;
 			break;
 		case L_DRY_RUN:
 			o.dry_run = true;
@@ -277,12 +306,22 @@ int main(int argc, char **argv)
 		rc = gp_engine_verify(&o, &out);
 	} else if (strcmp(name, "status") == 0) {
 		rc = gp_engine_status(&o, &out);
+	} else if (strcmp(name, "detect") == 0) {
+		rc = gp_engine_detect(&o, &out);
+	} else if (resolved && !(nargs >= 1 && strcmp(args[0], "show") == 0)) {
+		rc = usage_error(cmd,
+		                 "option --resolved applies to 'profiles show' only");
 	} else if (nargs == 1 && strcmp(args[0], "list") == 0) {
 		rc = gp_engine_profiles_list(&o, &out);
 	} else if (nargs == 2 && strcmp(args[0], "show") == 0) {
-		rc = gp_engine_profiles_show(&o, args[1], &out);
+		rc = gp_engine_profiles_show(&o, args[1], resolved, &out);
+	} else if (nargs >= 2 && strcmp(args[0], "lint") == 0) {
+		rc = gp_engine_profiles_lint(&o, args + 1, &out);
+	} else if (nargs == 1 && strcmp(args[0], "lint") == 0) {
+		rc = usage_error(cmd, "profiles lint: give one or more profile files");
 	} else {
-		rc = usage_error(cmd, "profiles: expected 'list' or 'show NAME'");
+		rc = usage_error(
+		    cmd, "profiles: expected 'list', 'show NAME' or 'lint FILE...'");
 	}
 out:
 	gp_strv_free(o.only);

@@ -13,14 +13,27 @@ struct gp_options {
 	char **only; /* --only, NULL-terminated or NULL */
 	char **skip; /* --skip */
 	bool dry_run;
-	bool force;              /* go ahead although the profile's match does not fit */
+	bool force; /* go ahead although the profile's match does not fit */
 	int cmd_timeout_ms;
-	const char *rerun;       /* the command line to repeat after a reboot */
+	const char *rerun; /* the command line to repeat after a reboot */
 };
 
 int gp_engine_install(const struct gp_options *o, struct gp_out *out);
 int gp_engine_verify(const struct gp_options *o, struct gp_out *out);
 int gp_engine_status(const struct gp_options *o, struct gp_out *out);
+/* `profiles list|show|lint` (catalog.c). show prints the file as written,
+ * or with resolved the document after inheritance. lint loads each file and
+ * runs the compatibility preflight on it, reporting every problem of every
+ * file: exit 65 when a file does not load, else 4 when an issue blocks. */
 int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out);
-int gp_engine_profiles_show(const struct gp_options *o, const char *name,
+int gp_engine_profiles_show(const struct gp_options *o, const char *name, bool resolved,
                             struct gp_out *out);
+int gp_engine_profiles_lint(const struct gp_options *o, char *const *files,
+                            struct gp_out *out);
+/* The profile names the search path offers, sorted; a name in an earlier
+ * directory hides the same name later. */
+char **gp_catalog_names(char *const *search);
+
+/* `detect` (detect.c): OS, running kernel, Secure Boot, NVIDIA GPUs of the
+ * root and the profiles whose match fits it, best first. Read-only. */
+int gp_engine_detect(const struct gp_options *o, struct gp_out *out);

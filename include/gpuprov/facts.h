@@ -86,3 +86,13 @@ void gp_modprobe_facts_free(struct gp_modprobe_facts *f);
  * are dropped)? */
 bool gp_modprobe_option_is(const struct gp_modprobe_facts *f, const char *key,
                            const char *value);
+
+/* Secure Boot as the firmware reports it: the SecureBoot EFI variable under
+ * <root>/sys/firmware/efi/efivars (a 4-byte attribute header, then the
+ * value; bit 0 of the last byte), or the legacy sysfs efivars' data file.
+ * NOT_UEFI when the root has no sys/firmware/efi (legacy BIOS boot);
+ * UNKNOWN when it has one but no readable, well-formed variable. */
+enum gp_secure_boot { GP_SB_UNKNOWN, GP_SB_NOT_UEFI, GP_SB_OFF, GP_SB_ON };
+enum gp_secure_boot gp_secure_boot_state(const struct gp_root *r);
+/* "on", "off", "not UEFI", "unknown". */
+const char *gp_secure_boot_name(enum gp_secure_boot s);

@@ -200,7 +200,7 @@ read_fifo() {
 	assert_status 0
 	assert_stderr_empty
 	assert_stdout_has "a100-rocky9"
-	gp --profile-dir "$FIXTURE_PROFILES" profiles show a100-rocky9
+	gp --profile-dir "$FIXTURE_PROFILES" profiles show a100-rocky9 --resolved
 	assert_status 0
 	assert_stdout_has '"dracut"'
 }

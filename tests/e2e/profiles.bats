@@ -1,0 +1,321 @@
+#!/usr/bin/env bats
+# `gpuprov profiles list|show|lint`: the columns and JSON of list, show as
+# written vs --resolved, and lint reporting every problem of every file with
+# the documented exit codes (65 invalid, 4 incompatible, 0 clean).
+
+load helpers
+
+setup() {
+	[ -x "$GPUPROV" ] ||
+		fail "no gpuprov binary at $GPUPROV (run make, or set GPUPROV)"
+	P=$BATS_TEST_TMPDIR/profiles
+	BAD=$REPO_ROOT/tests/fixtures/bad-profiles
+	JSON=$BATS_TEST_TMPDIR/out.json
+	mkdir -p "$P"
+	cat > "$P/t-base.json" <<'EOF'
+{
+  "name": "t-base",
+  "description": "test base",
+  "match": { "os_id": "ubuntu", "version_id": "22.04" }
+}
+EOF
+	cat > "$P/t-child.json" <<'EOF'
+// A child of t-base: the comment and layout are part of the file as written.
+{
+  "name": "t-child",
+  "description": "test child",
+  "extends": "t-base",
+  /* A100 SXM4 40GB, 80GB, PCIe 80GB and an H100: two models. */
+  "match": { "gpus": ["10de:20b0", "10de:20b2", "10de:20b5", "10de:2330"] }
+}
+EOF
+	cat > "$P/t-odd.json" <<'EOF'
+{ "name": "t-odd", "description": "no match, an unknown GPU id",
+  "match": { "gpus": ["10de:9999"] } }
+EOF
+	cat > "$P/t-nomatch.json" <<'EOF'
+{ "name": "t-nomatch", "description": "no match at all" }
+EOF
+}
+
+# jeq EXPR VALUE: EXPR (python, the document as d) on $JSON gives VALUE.
+jeq() {
+	local got
+	got=$(json_get "$JSON" "$1") || fail "cannot evaluate $1 on:" "$(cat "$JSON")"
+	[ "$got" = "$2" ] && return 0
+	fail "JSON $1: expected '$2', got '$got'"
+}
+
+# The line of stdout for profile NAME in `profiles list`.
+list_line() {
+	printf '%s\n' "$output" | grep -E "^$1 " || fail "no line for $1 in:" "$output"
+}
+
+save_json() {
+	printf '%s\n' "$output" > "$JSON"
+	"$PYTHON" -c 'import json,sys; json.load(open(sys.argv[1]))' "$JSON" ||
+		fail "not JSON:" "$output"
+}
+
+# --- list ------------------------------------------------------------------
+
+@test "profiles list: a header and one row per profile: name, distro, GPUs, description" {
+	gp --profile-dir "$P" profiles list
+	assert_status 0
+	assert_stderr_empty
+	[[ ${lines[0]} =~ ^NAME\ +DISTRO\ +GPUS\ +DESCRIPTION$ ]] ||
+		fail "header: ${lines[0]}"
+	# Inherited distro; models deduplicated, in match.gpus order.
+	local re='^t-child +ubuntu 22\.04 +A100, H100 +test child$'
+	[[ $(list_line t-child) =~ $re ]] ||
+		fail "t-child: $(list_line t-child)"
+	# A base: no GPUs.
+	[[ $(list_line t-base) =~ ^t-base\ +ubuntu\ 22\.04\ +-\ +test\ base$ ]] ||
+		fail "t-base: $(list_line t-base)"
+	# No distro; an id gpuprov does not know is shown as written.
+	[[ $(list_line t-odd) =~ ^t-odd\ +-\ +10de:9999\ +no\ match ]] ||
+		fail "t-odd: $(list_line t-odd)"
+	[[ $(list_line t-nomatch) =~ ^t-nomatch\ +-\ +-\ +no\ match\ at\ all$ ]] ||
+		fail "t-nomatch: $(list_line t-nomatch)"
+	# The columns line up: every row's description starts where the header's does.
+	local col=${lines[0]%%DESCRIPTION*}
+	local line
+	line=$(list_line t-child)
+	[ "${line:${#col}}" = "test child" ] ||
+		fail "misaligned: '$line' vs '${lines[0]}'"
+	# The catalogue is listed too, its distro bases with "-" for GPUs.
+	re='^a100-ubuntu2204 +ubuntu 22\.04 +A100 '
+	[[ $(list_line a100-ubuntu2204) =~ $re ]] ||
+		fail "a100-ubuntu2204: $(list_line a100-ubuntu2204)"
+	re='^distro/ubuntu2204 +ubuntu 22\.04 +- '
+	[[ $(list_line distro/ubuntu2204) =~ $re ]] ||
+		fail "distro/ubuntu2204: $(list_line distro/ubuntu2204)"
+}
+
+@test "profiles list --json: the same fields" {
+	gp --profile-dir "$P" --json profiles list
+	assert_status 0
+	save_json
+	"$PYTHON" - "$JSON" "$P" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+by = {p["name"]: p for p in d}
+for p in d:
+    for k in ("name", "distro", "gpus", "description", "path"):
+        assert k in p, (p["name"], k)
+c = by["t-child"]
+assert c["distro"] == "ubuntu 22.04", c
+assert c["gpus"] == ["A100", "H100"], c
+assert c["description"] == "test child", c
+assert c["path"] == sys.argv[2] + "/t-child.json", c
+assert by["t-base"]["gpus"] == [], by["t-base"]
+assert by["t-base"]["distro"] == "ubuntu 22.04"
+assert by["t-odd"]["distro"] is None and by["t-odd"]["gpus"] == ["10de:9999"]
+assert by["distro/ubuntu2204"]["gpus"] == []
+assert "A100" in by["a100-ubuntu2204"]["gpus"]
+names = [p["name"] for p in d]
+assert names == sorted(names), names
+PY
+}
+
+@test "profiles list: a broken profile is named on stderr, the rest listed, exit 65" {
+	cp "$BAD/syntax.json" "$P/t-syntax.json"
+	gp --profile-dir "$P" profiles list
+	assert_status 65
+	assert_stderr_has "t-syntax.json:5:5"
+	assert_stdout_has "t-child"
+}
+
+# --- show ------------------------------------------------------------------
+
+@test "profiles show: the file as written, comments and all" {
+	gp --profile-dir "$P" profiles show t-child
+	assert_status 0
+	assert_stderr_empty
+	[ "$output" = "$(cat "$P/t-child.json")" ] ||
+		fail "show differs from the file:" "$output"
+	# Exactly: byte for byte, final newline included.
+	"$GPUPROV" --profile-dir "$P" profiles show t-child > "$BATS_TEST_TMPDIR/shown"
+	assert_same_file "$P/t-child.json" "$BATS_TEST_TMPDIR/shown"
+	# A path works as well as a name.
+	gp --profile-dir "$P" profiles show "$P/t-child.json"
+	assert_status 0
+	assert_stdout_has "// A child of t-base"
+}
+
+@test "profiles show --resolved: JSON after inheritance" {
+	gp --profile-dir "$P" profiles show t-child --resolved
+	assert_status 0
+	assert_stderr_empty
+	save_json
+	refute_stdout_has "//"
+	jeq 'd["name"]' t-child
+	jeq 'd["description"]' "test child"
+	# Objects merge: the parent's os_id and version_id with the child's GPUs.
+	jeq 'd["match"]["os_id"]' ubuntu
+	jeq 'd["match"]["version_id"]' 22.04
+	jeq 'len(d["match"]["gpus"])' 4
+	jeq '"extends" in d' false
+	# The option may stand anywhere.
+	gp --resolved --profile-dir "$P" profiles show t-child
+	assert_status 0
+	save_json
+	jeq 'd["match"]["os_id"]' ubuntu
+}
+
+@test "profiles show --json: one document; --resolved elsewhere is a usage error" {
+	gp --profile-dir "$P" --json profiles show t-child
+	assert_status 0
+	save_json
+	jeq 'd["name"]' t-child
+	jeq 'd["path"]' "$P/t-child.json"
+	[ "$(json_get "$JSON" 'd["text"]')" = "$(cat "$P/t-child.json")" ]
+	gp --profile-dir "$P" profiles list --resolved
+	assert_status 2
+	assert_stderr_has "--resolved"
+	assert_usage_on_stderr
+	gp --root / status --resolved
+	assert_status 2
+	assert_stderr_has "--resolved"
+}
+
+@test "profiles show: a missing or broken profile -> exit 65" {
+	gp --profile-dir "$P" profiles show t-missing
+	assert_status 65
+	assert_stderr_has "not found"
+	gp profiles show "$BAD/syntax.json"
+	assert_status 65
+	assert_stderr_has "syntax.json:5:5"
+}
+
+# --- lint ------------------------------------------------------------------
+
+@test "profiles lint: clean files -> FILE: ok each, exit 0" {
+	gp --profile-dir "$P" profiles lint "$P/t-child.json" "$P/t-base.json"
+	assert_status 0
+	assert_stdout_has "$P/t-child.json: ok"
+	assert_stdout_has "$P/t-base.json: ok"
+	[ "${#lines[@]}" -eq 2 ] || fail "expected two lines:" "$output"
+}
+
+@test "profiles lint: a broken file -> exit 65 with FILE:LINE:COL" {
+	gp profiles lint "$BAD/syntax.json"
+	assert_status 65
+	assert_stdout_has "$BAD/syntax.json:5:5: "
+	refute_stdout_has ": ok"
+	gp profiles lint "$BAD/unknown-key.json"
+	assert_status 65
+	assert_stdout_has "$BAD/unknown-key.json:4:14: "
+	assert_stdout_has "did you mean"
+}
+
+@test "profiles lint: several files -> every problem of every file, clean ones ok" {
+	gp --profile-dir "$P" profiles lint "$P/t-child.json" "$BAD/syntax.json" \
+		"$BAD/unknown-key.json" "$BAD/duplicate.json" "$BAD/wrong-type.json" \
+		"$P/t-base.json" "$BATS_TEST_TMPDIR/missing.json"
+	assert_status 65
+	assert_stdout_has "$P/t-child.json: ok"
+	assert_stdout_has "$BAD/syntax.json:5:5: "
+	assert_stdout_has "$BAD/unknown-key.json:4:14: "
+	assert_stdout_has "$BAD/duplicate.json:5:5: "
+	assert_stdout_has "$BAD/wrong-type.json:6:15: "
+	assert_stdout_has "$P/t-base.json: ok"
+	assert_stdout_has "$BATS_TEST_TMPDIR/missing.json: "
+	[ "${#lines[@]}" -eq 7 ] || fail "expected one line per file:" "$output"
+	# In the order given.
+	[[ ${lines[0]} == "$P/t-child.json: ok" ]] || fail "first line: ${lines[0]}"
+	[[ ${lines[6]} == "$BATS_TEST_TMPDIR/missing.json: "* ]] ||
+		fail "last line: ${lines[6]}"
+}
+
+@test "profiles lint: a file named without .json or a slash is still a file" {
+	cp "$P/t-nomatch.json" "$BATS_TEST_TMPDIR/t-nomatch"
+	cd "$BATS_TEST_TMPDIR"
+	gp profiles lint t-nomatch
+	assert_status 0
+	assert_stdout_has "t-nomatch: ok"
+	gp profiles lint
+	assert_status 2
+	assert_usage_on_stderr
+}
+
+@test "profiles lint --json: one document per run, a status per file" {
+	gp --profile-dir "$P" --json profiles lint "$P/t-child.json" "$BAD/syntax.json"
+	assert_status 65
+	save_json
+	jeq 'd["files"][0]["file"]' "$P/t-child.json"
+	jeq 'd["files"][0]["status"]' ok
+	jeq 'd["files"][0]["error"]' null
+	jeq 'd["files"][1]["status"]' invalid
+	[[ $(json_get "$JSON" 'd["files"][1]["error"]') == "$BAD/syntax.json:5:5: "* ]]
+	jeq 'd["exit_code"]' 65
+}
+
+# The compatibility rules: CUDA 12.4 needs driver >= 550.54.14; branch 470
+# is far older.
+incompatible_profile() {
+	cat > "$1" <<'EOF'
+{
+  "name": "t-incompatible",
+  "description": "CUDA 12.4 on driver branch 470",
+  "match": { "os_id": "ubuntu", "version_id": "22.04", "gpus": ["10de:20b0"] },
+  "stages": {
+    "driver": { "method": "apt", "branch": "470", "flavor": "server",
+                "modules": "proprietary" },
+    "cuda": { "method": "repo", "version": "12.4" }
+  }
+}
+EOF
+}
+
+@test "profiles lint: an incompatible profile -> exit 4 naming the rule" {
+	incompatible_profile "$P/t-incompatible.json"
+	gp --profile-dir "$P" profiles lint "$P/t-incompatible.json"
+	assert_status 4
+	assert_stdout_has "$P/t-incompatible.json: rule driver-cuda: "
+	refute_stdout_has "t-incompatible.json: ok"
+	# Next to a clean file: both reported, still 4.
+	gp --profile-dir "$P" profiles lint "$P/t-incompatible.json" "$P/t-child.json"
+	assert_status 4
+	assert_stdout_has "$P/t-child.json: ok"
+	assert_stdout_has "rule driver-cuda: "
+	# Next to a broken file: 65 wins, both reported.
+	gp --profile-dir "$P" profiles lint "$BAD/syntax.json" "$P/t-incompatible.json"
+	assert_status 65
+	assert_stdout_has "$BAD/syntax.json:5:5: "
+	assert_stdout_has "$P/t-incompatible.json: rule driver-cuda: "
+	gp --profile-dir "$P" --json profiles lint "$P/t-incompatible.json"
+	assert_status 4
+	save_json
+	jeq 'd["files"][0]["status"]' incompatible
+	[ "$(json_get "$JSON" '[i["rule"] for i in d["files"][0]["issues"]]')" != "[]" ]
+	jeq 'd["files"][0]["issues"][0]["rule"]' driver-cuda
+}
+
+@test "profiles lint: an overridden rule is reported with its reason, exit 0" {
+	incompatible_profile "$P/t-overridden.json"
+	"$PYTHON" - "$P/t-overridden.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["name"] = "t-overridden"
+d["override"] = {"rule": "driver-cuda",
+                 "reason": "lab box, forward-compat package installed"}
+json.dump(d, open(sys.argv[1], "w"), indent=2)
+PY
+	gp --profile-dir "$P" profiles lint "$P/t-overridden.json"
+	assert_status 0
+	assert_stdout_has "$P/t-overridden.json: rule driver-cuda overridden: lab box, "\
+"forward-compat package installed"
+	assert_stdout_has "$P/t-overridden.json: ok"
+}
+
+@test "profiles lint: every catalogue profile is clean" {
+	local files
+	files=$(find "$REPO_ROOT/profiles" -name '*.json' | LC_ALL=C sort)
+	# shellcheck disable=SC2086
+	gp profiles lint $files
+	assert_status 0
+	refute_stdout_has "rule "
+	[ "${#lines[@]}" -eq "$(printf '%s\n' "$files" | wc -l)" ] ||
+		fail "one line per file:" "$output"
+}

@@ -209,3 +209,142 @@ simulate_reboot() {
 new_boot_id() {
 	echo 99999999-aaaa-4bbb-8ccc-dddddddddddd > "$1/proc/sys/kernel/random/boot_id"
 }
+
+# --- Processes, fifos and journals (kill.bats) ---
+
+# _proc_stat_field PID N: field N (3 = state, 4 = ppid, 5 = pgrp) of
+# /proc/PID/stat, read past the command name (which may hold spaces).
+_proc_stat_field() {
+	local line rest
+	local -a f
+	read -r line 2>/dev/null < "/proc/$1/stat" || return 1
+	rest=${line##*) }
+	f=($rest)
+	[ -n "${f[$2 - 3]:-}" ] || return 1
+	printf '%s\n' "${f[$2 - 3]}"
+}
+
+# proc_running PID: the process exists and has not ended (a zombie has).
+proc_running() {
+	local st
+	[ -n "$1" ] || return 1
+	st=$(_proc_stat_field "$1" 3) || return 1
+	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
+# proc_pgid PID: the process group of PID.
+proc_pgid() {
+	_proc_stat_field "$1" 5
+}
+
+# procs_in_root ROOT: the pids (one a line) of running processes chrooted
+# into ROOT, such as a stub command gpuprov started there.
+procs_in_root() {
+	local root p
+	[ -d "$1" ] || return 0
+	root=$(cd "$1" && pwd -P) || return 1
+	for p in /proc/[0-9]*; do
+		[ "$p/root" -ef "$root" ] || continue
+		proc_running "${p#/proc/}" && printf '%s\n' "${p#/proc/}"
+	done
+	return 0
+}
+
+# open_fifo_reader FIFO VAR: creates FIFO (unless it exists) and opens its
+# read end without blocking (through a read-write open held for a moment);
+# the fd goes into the variable VAR. A read on it then sees end-of-file once
+# no process holds the write end: with a process holding it, that tells the
+# moment the process has ended.
+open_fifo_reader() {
+	local fifo=$1 rw
+	[ -p "$fifo" ] || mkfifo "$fifo" || fail "mkfifo $fifo failed"
+	exec {rw}<> "$fifo"
+	eval "exec {$2}< \"\$fifo\""
+	exec {rw}>&-
+}
+
+# await_eof FD SECONDS: waits until nothing holds the write end of the fifo
+# open on FD (lines that arrive are skipped); fails after SECONDS.
+await_eof() {
+	local fd=$1 secs=$2 rc _line
+	while :; do
+		rc=0
+		read -r -t "$secs" -u "$fd" _line || rc=$?
+		[ "$rc" -eq 0 ] && continue
+		[ "$rc" -gt 128 ] && return 1
+		return 0
+	done
+}
+
+# read_fifo_line FIFO PID SECONDS: prints one line written to FIFO. The fifo
+# is opened read-write (never blocks on Linux) and read in one-second slices;
+# fails at once when process PID has ended, or after SECONDS.
+read_fifo_line() {
+	local fifo=$1 pid=$2 secs=$3 fd line i
+	exec {fd}<> "$fifo"
+	for ((i = 0; i < secs; i++)); do
+		if read -r -t 1 -u "$fd" line; then
+			exec {fd}<&-
+			printf '%s\n' "$line"
+			return 0
+		fi
+		proc_running "$pid" || break
+	done
+	exec {fd}<&-
+	fail "nothing arrived on $fifo (pid $pid ended, or $secs s passed)"
+}
+
+# temp_files ROOT: gpuprov's temporary files (".#NAME...") anywhere in ROOT.
+temp_files() {
+	find "$1" -name '.#*'
+}
+
+# journal_view FILE: the journal with every "time" left out, keys sorted:
+# what two runs that did the same work must agree on.
+journal_view() {
+	"$PYTHON" - "$1" <<'PY'
+import json, sys
+def strip(v):
+    if isinstance(v, dict):
+        return {k: strip(x) for k, x in v.items() if k != "time"}
+    if isinstance(v, list):
+        return [strip(x) for x in v]
+    return v
+with open(sys.argv[1]) as f:
+    print(json.dumps(strip(json.load(f)), indent=1, sort_keys=True))
+PY
+}
+
+# journal_files FILE: "PATH SHA256" for every file the journal records
+# (SHA256 "null" for a removal), sorted.
+journal_files() {
+	"$PYTHON" - "$1" <<'PY'
+import json, sys
+with open(sys.argv[1]) as f:
+    d = json.load(f)
+for p, rec in sorted(d.get("files", {}).items()):
+    print(p, rec.get("sha256") or "null")
+PY
+}
+
+# assert_journal_true ROOT: every file the journal of ROOT records is on disk
+# with the recorded sha256 (a removed one is absent): it claims nothing that
+# did not happen.
+assert_journal_true() {
+	local root=$1 path sha have
+	while read -r path sha; do
+		if [ "$sha" = null ]; then
+			[ ! -e "$root$path" ] ||
+				{ fail "journal: $path removed, but it exists"; return; }
+			continue
+		fi
+		[ -f "$root$path" ] ||
+			{ fail "journal: $path written (sha256 $sha), but it is missing"; return; }
+		have=$(sha256sum < "$root$path")
+		have=${have%% *}
+		[ "$have" = "$sha" ] || {
+			fail "journal: $path has sha256 $sha, but the file on disk has $have"
+			return
+		}
+	done < <(journal_files "$root/var/lib/gpuprov/state.json")
+}

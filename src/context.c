@@ -57,7 +57,8 @@ void gp_log(struct gp_ctx *c, const char *fmt, ...)
 	gmtime_r(&t, &tm);
 	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
 	_cleanup_free_ char *line = gp_xasprintf("%s [%d] %s%s%s\n", when, (int)getpid(),
-						 stage ? stage : "", stage ? ": " : "", msg);
+	                                         stage ? stage : "", stage ? ": " : "",
+	                                         msg);
 	if (write(c->log_fd, line, strlen(line)) < 0) {
 		/* The log is best effort; the journal is the record that matters. */
 	}
@@ -71,6 +72,20 @@ static const char *stage_name(const struct gp_ctx *c)
 static struct gp_effect *add_effect(struct gp_ctx *c, enum gp_effect_kind k)
 {
 	return gp_stage_plan_add_effect(c->stage, k);
+}
+
+/* After SIGTERM/SIGINT/SIGHUP no further change starts; what is done is in
+ * the journal, so the same command finishes the job later. */
+static int refuse_when_stopping(struct gp_ctx *c)
+{
+	if (!gp_run_stop_signal || c->dry_run)
+		return 0;
+	const char *d = sigdescr_np(gp_run_stop_signal);
+	return gp_fail(
+	    c->err, GP_EXIT_APPLY_FAILED,
+	    "%s: interrupted by signal %d (%s) before the next change; run the "
+	    "same command again to finish",
+	    stage_name(c), (int)gp_run_stop_signal, d ? d : "unknown signal");
 }
 
 /* Copies what is at path into the backup tree unless gpuprov wrote it
@@ -130,6 +145,8 @@ static int parent_dir(struct gp_ctx *c, const char *path)
 int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t len,
                     mode_t mode)
 {
+	if (refuse_when_stopping(c) < 0)
+		return -1;
 	_cleanup_free_ char *old = NULL;
 	size_t old_len = 0;
 	int rc = gp_ctx_read(c, path, &old, &old_len);
@@ -173,6 +190,8 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 
 int gp_effect_remove(struct gp_ctx *c, const char *path)
 {
+	if (refuse_when_stopping(c) < 0)
+		return -1;
 	_cleanup_free_ char *old = NULL;
 	size_t old_len = 0;
 	int rc = gp_ctx_read(c, path, &old, &old_len);
@@ -202,6 +221,8 @@ int gp_effect_remove(struct gp_ctx *c, const char *path)
 
 int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 {
+	if (refuse_when_stopping(c) < 0)
+		return -1;
 	_cleanup_free_ char *current = NULL;
 	if (gp_root_readlink(&c->root, path, &current) == 0 &&
 	    strcmp(current, target) == 0)
@@ -224,6 +245,8 @@ int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 
 int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode)
 {
+	if (refuse_when_stopping(c) < 0)
+		return -1;
 	struct stat st;
 	if (gp_root_stat(&c->root, path, &st) == 0 && S_ISDIR(st.st_mode))
 		return 0;
@@ -277,6 +300,8 @@ static int run_logged(struct gp_ctx *c, char *const argv[], struct gp_run_result
 
 int gp_effect_run(struct gp_ctx *c, char *const argv[])
 {
+	if (refuse_when_stopping(c) < 0)
+		return -1;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_RUN);
 	e->argv = gp_strv_copy(argv);
 	if (c->dry_run)

@@ -2,6 +2,7 @@
  * table, and maps everything to the documented exit codes. Options may
  * stand before or after the command. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
+#include "gpuprov/run.h"
 #include "gpuprov/util.h"
 
 #ifndef GP_VERSION
@@ -287,6 +289,9 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* SIGTERM, SIGINT and SIGHUP stop a running command's whole process group
+	 * and let the journal record where we were before gpuprov exits. */
+	gp_run_install_stop_handlers();
 	char **args = argv + optind + 1;
 	int nargs = argc - optind - 1;
 	bool profiles = strcmp(name, "profiles") == 0;
@@ -328,5 +333,12 @@ out:
 	gp_strv_free(o.skip);
 	if (fflush(stdout) != 0 && rc == GP_EXIT_OK)
 		rc = GP_EXIT_APPLY_FAILED;
+	if (gp_run_stop_signal) {
+		/* The journal is saved and the command stopped: now die of the
+		 * signal, so the caller sees what happened (exit 128+N). */
+		int sig = gp_run_stop_signal;
+		signal(sig, SIG_DFL);
+		raise(sig);
+	}
 	return rc;
 }

@@ -6,8 +6,17 @@
  * together. Never prints. */
 #pragma once
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+/* Set by the program's SIGTERM/SIGINT/SIGHUP handler to the signal number: a
+ * running command's process group is then stopped as on a timeout (TERM,
+ * grace, KILL) and waited for, so nothing outlives gpuprov's lock; no new
+ * command starts (-EINTR). */
+extern volatile sig_atomic_t gp_run_stop_signal;
+/* Installs that handler (no SA_RESTART, so waits wake up). */
+void gp_run_install_stop_handlers(void);
 
 #define GP_RUN_PATH "/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -22,6 +31,7 @@ struct gp_run_result {
 	int exit_code; /* when signal == 0; -1 when killed by a signal */
 	int signal; /* > 0 when killed by a signal */
 	bool timed_out; /* killed by us after timeout_ms (signal says which) */
+	int stopped_by; /* killed by us because gpuprov got this signal, else 0 */
 	char *output; /* stdout+stderr, NUL-terminated; NULL when gp_run failed */
 	size_t output_len;
 };

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -38,6 +39,32 @@ static void safe_close(int *fd)
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
+}
+
+volatile sig_atomic_t gp_run_stop_signal;
+
+static void on_stop_signal(int sig)
+{
+	gp_run_stop_signal = sig;
+}
+
+void gp_run_install_stop_handlers(void)
+{
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+	sigemptyset(&sa.sa_mask);
+	static const int sigs[] = { SIGTERM, SIGINT, SIGHUP };
+	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+/* The stop signals, blocked while the parent waits and let through only
+ * inside ppoll, so a signal can never slip in between the check and the wait. */
+static void stop_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
 }
 
 static bool is_host_root(const char *root)
@@ -180,6 +207,7 @@ struct child_setup {
 	int outfd;
 	int errfd;
 	int maxfd; /* for the close loop on kernels without close_range */
+	pid_t parent;
 };
 
 static void close_fds_except(int keep, int maxfd)
@@ -210,6 +238,14 @@ static _Noreturn void child_exec(const struct child_setup *s)
 
 	if (setpgid(0, 0) < 0)
 		goto fail;
+	/* If gpuprov dies without a chance to stop us (SIGKILL), stop too rather
+	 * than run on outside its lock; and if it is already gone, do not start. */
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
+		goto fail;
+	if (getppid() != s->parent) {
+		errno = ESRCH;
+		goto fail;
+	}
 	if (dup2(s->nullfd, STDIN_FILENO) < 0 || dup2(s->outfd, STDOUT_FILENO) < 0 ||
 	    dup2(s->outfd, STDERR_FILENO) < 0)
 		goto fail;
@@ -232,6 +268,8 @@ struct collector {
 	int outfd; /* -1 once at EOF */
 	bool exited;
 	struct gp_buf out;
+	bool stoppable; /* a stop signal ends the wait (not while already stopping) */
+	sigset_t wait_mask; /* the mask ppoll waits with: stop signals let through */
 };
 
 static int64_t now_ms(void)
@@ -292,6 +330,8 @@ static bool pump(struct collector *c, int64_t until, bool want_eof)
 		check_exited(c);
 		if (c->exited && (!want_eof || c->outfd < 0))
 			return true;
+		if (c->stoppable && gp_run_stop_signal)
+			return false;
 		if (until >= 0) {
 			int64_t left = until - now_ms();
 
@@ -305,7 +345,9 @@ static bool pump(struct collector *c, int64_t until, bool want_eof)
 			p[nfds++] = (struct pollfd){ .fd = c->outfd, .events = POLLIN };
 		if (!c->exited && c->pidfd >= 0)
 			p[nfds++] = (struct pollfd){ .fd = c->pidfd, .events = POLLIN };
-		poll(p, nfds, ms);
+		struct timespec ts = { .tv_sec = ms / 1000,
+			               .tv_nsec = (ms % 1000) * 1000000L };
+		ppoll(p, nfds, ms < 0 ? NULL : &ts, &c->wait_mask);
 	}
 }
 
@@ -317,12 +359,18 @@ static int collect(struct collector *c, const struct gp_run_opts *opts,
 	int64_t deadline = opts->timeout_ms > 0 ? now_ms() + opts->timeout_ms : -1;
 	int status = 0;
 
+	c->stoppable = true;
 	if (pump(c, deadline, false)) {
 		/* Done; a background child may still hold the pipe. Read on for a
 		 * while, but don't wait on a daemon forever. */
+		c->stoppable = false;
 		pump(c, now_ms() + grace, true);
 	} else {
-		res->timed_out = true;
+		c->stoppable = false;
+		if (gp_run_stop_signal)
+			res->stopped_by = gp_run_stop_signal;
+		else
+			res->timed_out = true;
 		kill(-c->pid, SIGTERM);
 		pump(c, now_ms() + grace, true);
 		/* Even when the leader is gone: group members may ignore TERM. */
@@ -370,6 +418,8 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 		opts = &defaults;
 	if (!argv || !argv[0])
 		return -EINVAL;
+	if (gp_run_stop_signal)
+		return -EINTR;
 
 	r = gp_run_resolve(opts->root, argv[0], &path);
 	if (r < 0)
@@ -407,6 +457,7 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 		.outfd = out_w,
 		.errfd = err_w,
 		.maxfd = maxfd > 0 && maxfd < (1 << 20) ? (int)maxfd : 1 << 20,
+		.parent = getpid(),
 	};
 
 	/* No handler of ours may run in the child before it resets them. */
@@ -439,11 +490,20 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 	}
 
 	c.pid = pid;
+	/* Stop signals stay blocked while we wait, except inside ppoll. */
+	sigset_t stops, before;
+	stop_signals(&stops);
+	pthread_sigmask(SIG_BLOCK, &stops, &before);
+	c.wait_mask = before;
+	sigdelset(&c.wait_mask, SIGTERM);
+	sigdelset(&c.wait_mask, SIGINT);
+	sigdelset(&c.wait_mask, SIGHUP);
 #ifdef SYS_pidfd_open
 	c.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 #endif
 	c.outfd = TAKE_FD(out_r);
 	r = collect(&c, opts, res);
+	pthread_sigmask(SIG_SETMASK, &before, NULL);
 	safe_close(&c.pidfd);
 	safe_close(&c.outfd);
 	return r;
@@ -451,11 +511,17 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 
 bool gp_run_succeeded(const struct gp_run_result *res)
 {
-	return !res->timed_out && res->signal == 0 && res->exit_code == 0;
+	return !res->timed_out && !res->stopped_by && res->signal == 0 &&
+	       res->exit_code == 0;
 }
 
 char *gp_run_describe(const struct gp_run_result *res, int timeout_ms)
 {
+	if (res->stopped_by) {
+		const char *d = sigdescr_np(res->stopped_by);
+		return gp_xasprintf("stopped because gpuprov received signal %d (%s)",
+		                    res->stopped_by, d ? d : "unknown signal");
+	}
 	if (res->timed_out) {
 		if (timeout_ms >= 1000)
 			return gp_xasprintf("timed out after %d s", timeout_ms / 1000);

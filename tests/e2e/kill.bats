@@ -394,3 +394,43 @@ assert_killed_in_ldconfig() {
 	finish_and_compare "run ldconfig"
 	expect_stub_log "$INITRAMFS_RUN" "$INITRAMFS_RUN" "$LDCONFIG_RUN" "$LDCONFIG_RUN"
 }
+
+# stopped_with SIGNAL: an install whose update-initramfs blocks gets SIGNAL
+# (gpuprov only); by the time gpuprov has ended, the stub must have ended
+# too: gpuprov stops its command's group (TERM/INT/HUP) or the kernel does
+# (parent-death signal, SIGKILL) instead of leaving it running unlocked.
+stopped_with() {
+	local sig=$1 line
+	block_stub "$INITRAMFS"
+	start_install
+	line=$(read_fifo_line "$R/tmp/kill-ready" "$GP_PID" 30) ||
+		fail "the install did not reach /$INITRAMFS:" "$(killed_output)"
+	STUB_PID=${line% *}
+	kill -s "$sig" "$GP_PID"
+	await_gpuprov_end "$sig"
+	# No kill from the test: the stub must end by itself, soon.
+	await_stub_end
+	STUB_PID=
+	restore_stub "$INITRAMFS"
+}
+
+@test "kill: SIGTERM stops the running command before gpuprov exits, and says so" {
+	stopped_with TERM
+	grep -q "update-initramfs -u' stopped because gpuprov received signal 15" \
+		"$BATS_TEST_TMPDIR/killed.out" || fail "no stop message:" "$(killed_output)"
+	assert_killed_in_initramfs
+	finish_and_compare "run update-initramfs -u"
+}
+
+@test "kill: SIGINT and SIGHUP stop the running command too" {
+	stopped_with INT
+	assert_killed_in_initramfs
+	stopped_with HUP
+	assert_killed_in_initramfs
+}
+
+@test "kill: after SIGKILL of gpuprov the running command gets its parent-death signal" {
+	stopped_with KILL
+	assert_killed_in_initramfs
+	finish_and_compare "run update-initramfs -u"
+}

@@ -686,6 +686,21 @@ static void test_describe(_unused_ void **state)
 	gp_run_result_free(NULL);
 }
 
+/* Once gpuprov has been asked to stop, no new command starts. */
+static void test_no_start_after_stop_signal(void **state)
+{
+	(void)state;
+	char *argv[] = { "/bin/true", NULL };
+	struct gp_run_result res;
+	gp_run_stop_signal = SIGTERM;
+	int rc = gp_run(NULL, argv, &res);
+	gp_run_stop_signal = 0;
+	assert_int_equal(rc, -EINTR);
+	assert_int_equal(gp_run(NULL, argv, &res), 0);
+	assert_true(gp_run_succeeded(&res));
+	gp_run_result_free(&res);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -712,6 +727,7 @@ int main(void)
 		cmocka_unit_test(test_no_fd_leak),
 		cmocka_unit_test(test_sigchld_ignored),
 		cmocka_unit_test(test_describe),
+		cmocka_unit_test(test_no_start_after_stop_signal),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,7 +44,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-dev \
 	libcjson-dev libssl-dev
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
-	clang-format cppcheck
+	python3-jsonschema clang-format cppcheck
 
 .PHONY: all check check-asan test-run fuzz lint install uninstall clean deps deps-demo demo
 
@@ -113,13 +113,16 @@ lint:
 		--suppress=missingIncludeSystem --inline-suppr -Iinclude -D_GNU_SOURCE src
 
 install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/profiles $(DESTDIR)$(MANDIR)/man8
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/profiles $(DESTDIR)$(MANDIR)/man8 \
+		$(DESTDIR)$(MANDIR)/man5
 	install -m 0755 gpuprov $(DESTDIR)$(BINDIR)/gpuprov
 	cp -R profiles/. $(DESTDIR)$(DATADIR)/profiles/
 	install -m 0644 docs/gpuprov.8 $(DESTDIR)$(MANDIR)/man8/gpuprov.8
+	install -m 0644 docs/gpuprov-profile.5 $(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/gpuprov $(DESTDIR)$(MANDIR)/man8/gpuprov.8
+	rm -f $(DESTDIR)$(BINDIR)/gpuprov $(DESTDIR)$(MANDIR)/man8/gpuprov.8 \
+		$(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5
 	rm -rf $(DESTDIR)$(DATADIR)
 
 clean:

@@ -1,12 +1,23 @@
 /* Profiles: load by name or path, validate each file against the schema
  * with FILE:LINE:COL errors, resolve `extends` (objects merge key by key,
- * everything else replaces), and digest the result. */
+ * everything else replaces), and digest the result.
+ *
+ * The schema is the tables below: every key a profile may hold, its JSON
+ * type and a check of its value. docs/profile.schema.json mirrors them for
+ * editors (tests/unit/test_profile_schema.c keeps the two in step) and
+ * docs/gpuprov-profile.5 describes them. Two checks look beyond a single
+ * value: an "override" names each rule at most once, and an http:// URL is
+ * refused unless the resolved profile (after `extends`) sets
+ * "allow_insecure_http": true. Everything else that relates two settings
+ * (driver against CUDA, cuDNN against CUDA, ...) is the compatibility
+ * preflight's job (compat.h), not the loader's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "gpuprov/compat.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 #include "gpuprov/profile.h"
@@ -30,133 +41,62 @@ enum field_type {
 	F_STRING_ARRAY,
 	F_STRING_MAP, /* object of string values */
 	F_STAGE, /* object with children, or false */
-	F_STAGE_ANY, /* object with any keys, or false: typed by a later stage */
+	F_OVERRIDE, /* object with children, or a non-empty array of such objects */
 };
 
 /* A value check beyond the type: returns NULL when fine, else why not
- * (allocated), phrased to follow the key's name. */
-typedef char *(*value_check)(const cJSON *v);
+ * (allocated), phrased to follow the key's name. index is the item's place
+ * in its array or map (0 for a single string). */
+typedef char *(*value_check)(const cJSON *v, size_t index);
 
 struct field {
 	const char *key;
 	enum field_type type;
 	const struct field *children; /* NULL-key terminated */
-	value_check check;            /* each string, array item or map entry */
+	value_check check; /* each string, array item or map entry */
+	const char *const *choices; /* F_STRING: the values allowed, NULL-terminated */
 };
 
-static bool valid_profile_name(const char *s);
+#define DIGITS "0123456789"
+#define LOWER "abcdefghijklmnopqrstuvwxyz"
+#define UPPER "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+#define ALNUM LOWER UPPER DIGITS
 
-static char *check_profile_name(const cJSON *v)
+static bool only(const char *s, const char *set)
 {
-	if (valid_profile_name(v->valuestring))
-		return NULL;
-	return gp_xasprintf("must be lowercase letters, digits, '.', '_', '-' and '/' "
-	                    "(got \"%s\")",
-	                    v->valuestring);
+	return strspn(s, set) == strlen(s);
 }
 
-/* Directories end up in PATH-like lists and ld.so.conf lines. */
-static char *check_directory(const cJSON *v)
+/* s quoted for a message: at most about 60 bytes of it, with quotes,
+ * backslashes and control characters escaped, so that a message stays one
+ * readable line whatever the input holds. */
+static char *quoted(const char *s)
 {
-	const char *s = v->valuestring;
-	if (s[0] == '/' && !strpbrk(s, ":\n\r\t") && !strstr(s, "/../") &&
-	    !gp_str_ends_with(s, "/.."))
-		return NULL;
-	return gp_xasprintf("must be an absolute path without ':', '..' or control "
-	                    "characters (got \"%s\")",
-	                    s);
-}
-
-static char *check_modprobe_file(const cJSON *v)
-{
-	const char *s = v->valuestring;
-	static const char *const dirs[] = { "/etc/modprobe.d/", "/usr/lib/modprobe.d/",
-		                            "/lib/modprobe.d/" };
-	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-		const char *base = s + strlen(dirs[i]);
-		if (gp_str_starts_with(s, dirs[i]) && !strchr(base, '/') &&
-		    gp_str_ends_with(base, ".conf") && strcmp(base, ".conf") != 0)
-			return NULL;
+	struct gp_buf b = { 0 };
+	gp_buf_puts(&b, "\"");
+	size_t n = 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++, n++) {
+		if (n >= 60 && (*p & 0xc0) != 0x80) {
+			gp_buf_puts(&b, "...");
+			break;
+		}
+		if (*p < 0x20 || *p == 0x7f)
+			gp_buf_printf(&b, "\\x%02x", *p);
+		else if (*p == '"' || *p == '\\')
+			gp_buf_printf(&b, "\\%c", *p);
+		else
+			gp_buf_append(&b, p, 1);
 	}
-	return gp_xasprintf("must be a .conf file directly in /etc/modprobe.d (or "
-	                    "/usr/lib/modprobe.d), where modprobe reads it (got \"%s\")",
-	                    s);
+	gp_buf_puts(&b, "\"");
+	return gp_buf_steal(&b);
 }
 
-static bool valid_var_name(const char *s)
+/* "must ... (got "VALUE")": the common shape of a value check's answer. */
+static char *why_got(const char *s, const char *why)
 {
-	if (!*s || (*s >= '0' && *s <= '9'))
-		return false;
-	return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
-	       strlen(s);
+	_cleanup_free_ char *q = quoted(s);
+	return gp_xasprintf("%s (got %s)", why, q);
 }
-
-/* Environment variables (one map entry): names a shell accepts; PATH,
- * LD_LIBRARY_PATH and CUDA_HOME come from their own keys; values are
- * single lines. */
-static char *check_env_var(const cJSON *item)
-{
-	static const char *const own[] = { "PATH", "LD_LIBRARY_PATH", "CUDA_HOME" };
-	for (size_t i = 0; i < ARRAY_SIZE(own); i++)
-		if (strcmp(item->string, own[i]) == 0)
-			return gp_xasprintf("must not set %s: it comes from cuda_home, path "
-			                    "and ld_library_path",
-			                    own[i]);
-	if (!valid_var_name(item->string))
-		return gp_xasprintf("has \"%s\", which is not a variable name (letters, "
-		                    "digits and _, not starting with a digit)",
-		                    item->string);
-	if (strpbrk(item->valuestring, "\n\r"))
-		return gp_xasprintf("has a value for %s that spans lines", item->string);
-	return NULL;
-}
-
-static const struct field match_fields[] = {
-	{ "os_id", F_STRING, NULL, NULL }, { "version_id", F_STRING, NULL, NULL },
-	{ "arch", F_STRING, NULL, NULL },  { "gpus", F_STRING_ARRAY, NULL, NULL },
-	{ NULL, 0, NULL, NULL },
-};
-
-static const struct field distro_fields[] = {
-	{ "id", F_STRING, NULL, NULL },
-	{ "package_manager", F_STRING, NULL, NULL },
-	{ "initramfs", F_STRING_ARRAY, NULL, NULL },
-	{ NULL, 0, NULL, NULL },
-};
-
-static const struct field nouveau_fields[] = {
-	{ "blacklist_file", F_STRING, NULL, check_modprobe_file },
-	{ "initramfs", F_STRING_ARRAY, NULL, NULL },
-	{ NULL, 0, NULL, NULL },
-};
-
-static const struct field env_fields[] = {
-	{ "cuda_home", F_STRING, NULL, check_directory },
-	{ "path", F_STRING_ARRAY, NULL, check_directory },
-	{ "ld_library_path", F_STRING_ARRAY, NULL, check_directory },
-	{ "vars", F_STRING_MAP, NULL, check_env_var },
-	{ NULL, 0, NULL, NULL },
-};
-
-static const struct field stage_fields[] = {
-	{ "nouveau", F_STAGE, nouveau_fields, NULL },
-	{ "driver", F_STAGE_ANY, NULL, NULL },
-	{ "cuda", F_STAGE_ANY, NULL, NULL },
-	{ "cudnn", F_STAGE_ANY, NULL, NULL },
-	{ "pytorch", F_STAGE_ANY, NULL, NULL },
-	{ "env", F_STAGE, env_fields, NULL },
-	{ NULL, 0, NULL, NULL },
-};
-
-static const struct field profile_fields[] = {
-	{ "name", F_STRING, NULL, check_profile_name },
-	{ "description", F_STRING, NULL, NULL },
-	{ "extends", F_STRING, NULL, check_profile_name },
-	{ "match", F_OBJECT, match_fields, NULL },
-	{ "distro", F_OBJECT, distro_fields, NULL },
-	{ "stages", F_OBJECT, stage_fields, NULL },
-	{ NULL, 0, NULL, NULL },
-};
 
 static size_t edit_distance(const char *a, const char *b)
 {
@@ -183,17 +123,554 @@ static size_t edit_distance(const char *a, const char *b)
 	return row[lb];
 }
 
+/* Keeps cand as *best when it is nearer to s than any before (and fewer
+ * than 3 edits away). */
+static void consider(const char *s, const char *cand, const char **best, size_t *best_d)
+{
+	size_t d = edit_distance(s, cand);
+	if (d < *best_d) {
+		*best_d = d;
+		*best = cand;
+	}
+}
+
+/* The nearest of a NULL-terminated list, or NULL. */
+static const char *closest(const char *s, const char *const *list)
+{
+	const char *best = NULL;
+	size_t best_d = 3;
+	for (; *list; list++)
+		consider(s, *list, &best, &best_d);
+	return best;
+}
+
+static bool valid_profile_name(const char *s);
+
+static char *check_profile_name(const cJSON *v, size_t i)
+{
+	if (valid_profile_name(v->valuestring))
+		return NULL;
+	return why_got(v->valuestring,
+	               "must be lowercase letters, digits, '.', '_', '-' and '/'");
+}
+
+/* Directories end up in PATH-like lists and ld.so.conf lines. */
+static char *check_directory(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (s[0] == '/' && !strpbrk(s, ":\n\r\t") && !strstr(s, "/../") &&
+	    !gp_str_ends_with(s, "/.."))
+		return NULL;
+	return why_got(s, "must be an absolute path without ':', '..' or control "
+	                  "characters");
+}
+
+static char *check_modprobe_file(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	static const char *const dirs[] = { "/etc/modprobe.d/", "/usr/lib/modprobe.d/",
+		                            "/lib/modprobe.d/" };
+	for (size_t k = 0; k < ARRAY_SIZE(dirs); k++) {
+		const char *base = s + strlen(dirs[k]);
+		if (gp_str_starts_with(s, dirs[k]) && !strchr(base, '/') &&
+		    gp_str_ends_with(base, ".conf") && strcmp(base, ".conf") != 0)
+			return NULL;
+	}
+	return why_got(s, "must be a .conf file directly in /etc/modprobe.d (or "
+	                  "/usr/lib/modprobe.d), where modprobe reads it");
+}
+
+static bool valid_var_name(const char *s)
+{
+	if (!*s || (*s >= '0' && *s <= '9'))
+		return false;
+	return only(s, ALNUM "_");
+}
+
+/* Environment variables (one map entry): names a shell accepts; PATH,
+ * LD_LIBRARY_PATH and CUDA_HOME come from their own keys; values are
+ * single lines. */
+static char *check_env_var(const cJSON *item, size_t i)
+{
+	static const char *const own[] = { "PATH", "LD_LIBRARY_PATH", "CUDA_HOME" };
+	for (size_t k = 0; k < ARRAY_SIZE(own); k++)
+		if (strcmp(item->string, own[k]) == 0)
+			return gp_xasprintf(
+			    "must not set %s: it comes from cuda_home, path "
+			    "and ld_library_path",
+			    own[k]);
+	if (!valid_var_name(item->string)) {
+		_cleanup_free_ char *q = quoted(item->string);
+		return gp_xasprintf("has %s, which is not a variable name (letters, "
+		                    "digits and _, not starting with a digit)",
+		                    q);
+	}
+	if (strpbrk(item->valuestring, "\n\r"))
+		return gp_xasprintf("has a value for %s that spans lines", item->string);
+	return NULL;
+}
+
+/* os-release(5): ID and VERSION_ID are lowercase letters, digits, '.', '_'
+ * and '-'. */
+static char *check_os_release_word(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (*s && only(s, LOWER DIGITS "._-"))
+		return NULL;
+	return why_got(s, "must be written as os-release writes it: lowercase "
+	                  "letters, digits, '.', '_' and '-'");
+}
+
+static char *check_pci_id(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (strlen(s) == 9 && gp_str_starts_with(s, "10de:") &&
+	    only(s + 5, DIGITS "abcdef"))
+		return NULL;
+	return why_got(s, "entries must be NVIDIA PCI ids \"10de:xxxx\" with 4 "
+	                  "lowercase hex digits, e.g. \"10de:20b0\"");
+}
+
+/* https:// (or http://, allowed later by allow_insecure_http) with a host
+ * and without credentials. A URL with credentials is never echoed. */
+static char *check_url(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	const char *sep = strstr(s, "://");
+	if (sep) {
+		const char *host = sep + 3;
+		size_t n = strcspn(host, "/?#");
+		if (memchr(host, '@', n))
+			return gp_xstrdup(
+			    "must not carry credentials (\"user:password@\" "
+			    "before the host): they would end up in plans, "
+			    "logs and the journal");
+	}
+	const char *rest = gp_str_starts_with(s, "https://")  ? s + 8
+	                   : gp_str_starts_with(s, "http://") ? s + 7
+	                                                      : NULL;
+	if (!rest)
+		return why_got(s, "must be an https:// URL");
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		if (*p <= ' ' || *p == 0x7f)
+			return why_got(s,
+			               "must not contain spaces or control characters");
+	if (strcspn(rest, "/?#") == 0)
+		return why_got(s, "must name a host after the scheme");
+	return NULL;
+}
+
+static char *check_sha256(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	size_t bad = strspn(s, DIGITS "abcdefABCDEF");
+	if (s[bad]) {
+		if ((unsigned char)s[bad] >= 0x80)
+			return gp_xasprintf(
+			    "must be 64 hex digits, as sha256sum prints them; "
+			    "character %zu is not even ASCII",
+			    bad + 1);
+		return gp_xasprintf("must be 64 hex digits, as sha256sum prints them; "
+		                    "character %zu ('%c') is not a hex digit",
+		                    bad + 1,
+		                    s[bad] >= ' ' && s[bad] != 0x7f ? s[bad] : '?');
+	}
+	if (bad != 64)
+		return gp_xasprintf("must be 64 hex digits, as sha256sum prints them "
+		                    "(got %zu digits)",
+		                    bad);
+	if (!only(s, DIGITS "abcdef"))
+		return gp_xstrdup("must be written in lowercase hex, as sha256sum "
+		                  "prints it");
+	return NULL;
+}
+
+/* No '.', '..' or empty components (so no "//" and no trailing '/'), no
+ * ':' (PATH-like lists) and no control characters. */
+static bool plain_absolute_path(const char *s)
+{
+	if (s[0] != '/' || strchr(s, ':'))
+		return false;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return false;
+	for (const char *c = s + 1;; c++) {
+		size_t n = strcspn(c, "/");
+		if (n == 0 || (n == 1 && c[0] == '.') ||
+		    (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		c += n;
+		if (!*c)
+			return true;
+	}
+}
+
+/* An argv: the first element is a bare command name (looked up in the
+ * root's /usr/sbin:/usr/bin:/sbin:/bin) or an absolute path. */
+static char *check_argv(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (i != 0)
+		return NULL;
+	if (s[0] == '/' ? plain_absolute_path(s)
+	                : *s && *s != '-' && *s != '.' && only(s, ALNUM "._+-"))
+		return NULL;
+	return why_got(s, "must start with a command: a bare name such as "
+	                  "\"update-initramfs\" or an absolute path");
+}
+
+/* A package name with {kernel} where the kernel release goes. */
+static char *check_headers_pattern(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	static const char mark[] = "{kernel}";
+	struct gp_buf rest = { 0 };
+	bool found = false;
+	for (const char *p = s; *p;) {
+		if (gp_str_starts_with(p, mark)) {
+			found = true;
+			gp_buf_puts(&rest, "x");
+			p += strlen(mark);
+		} else {
+			gp_buf_append(&rest, p, 1);
+			p++;
+		}
+	}
+	_cleanup_free_ char *r = gp_buf_steal(&rest);
+	if (found && strchr(ALNUM, r[0]) && only(r, ALNUM "._+-"))
+		return NULL;
+	return why_got(s, "must be a package name with \"{kernel}\" where the kernel "
+	                  "release goes, e.g. \"linux-headers-{kernel}\" or "
+	                  "\"kernel-devel-{kernel}\"");
+}
+
+/* min..max dot-separated runs of digits: "535.104.05". */
+static bool numeric_parts(const char *s, int min, int max)
+{
+	int parts = 0;
+	for (;;) {
+		size_t n = strspn(s, DIGITS);
+		if (n == 0)
+			return false;
+		parts++;
+		s += n;
+		if (!*s)
+			break;
+		if (*s != '.')
+			return false;
+		s++;
+	}
+	return parts >= min && parts <= max;
+}
+
+static char *check_branch(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	size_t n = strlen(s);
+	if (n >= 2 && n <= 3 && only(s, DIGITS))
+		return NULL;
+	return why_got(s, "must be a driver branch: 2 or 3 digits, e.g. \"535\"");
+}
+
+static char *check_driver_version(const cJSON *v, size_t i)
+{
+	if (numeric_parts(v->valuestring, 2, 3))
+		return NULL;
+	return why_got(v->valuestring, "must be a driver version: 2 or 3 numbers "
+	                               "separated by dots, e.g. \"535.104.05\"");
+}
+
+static char *check_cuda_version(const cJSON *v, size_t i)
+{
+	if (numeric_parts(v->valuestring, 2, 3))
+		return NULL;
+	return why_got(v->valuestring,
+	               "must be a CUDA version \"X.Y\" or \"X.Y.Z\", e.g. \"12.4\"");
+}
+
+static char *check_cudnn_version(const cJSON *v, size_t i)
+{
+	if (numeric_parts(v->valuestring, 3, 4))
+		return NULL;
+	return why_got(v->valuestring, "must be a cuDNN version: 3 or 4 numbers "
+	                               "separated by dots, e.g. \"8.9.7.29\"");
+}
+
+static char *check_python_version(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (gp_str_starts_with(s, "3.") && numeric_parts(s, 2, 3))
+		return NULL;
+	return why_got(s, "must be a Python version \"3.N\" or \"3.N.M\", e.g. "
+	                  "\"3.11\"");
+}
+
+static char *check_under(const char *s, const char *const *dirs, const char *names)
+{
+	if (s[0] != '/') {
+		_cleanup_free_ char *why = gp_xasprintf(
+		    "must be an absolute path under %s", names);
+		return why_got(s, why);
+	}
+	if (!plain_absolute_path(s))
+		return why_got(s, "must be a plain absolute path: no '.' or '..' "
+		                  "components, no '//' or trailing '/', no ':' or "
+		                  "control characters");
+	for (; *dirs; dirs++)
+		if (gp_str_starts_with(s, *dirs) && s[strlen(*dirs)])
+			return NULL;
+	_cleanup_free_ char *why = gp_xasprintf("must be under %s, where gpuprov "
+	                                        "installs software",
+	                                        names);
+	return why_got(s, why);
+}
+
+static char *check_install_dir(const cJSON *v, size_t i)
+{
+	static const char *const dirs[] = { "/usr/local/", "/opt/", NULL };
+	return check_under(v->valuestring, dirs, "/usr/local/ or /opt/");
+}
+
+static char *check_prefix_dir(const cJSON *v, size_t i)
+{
+	static const char *const dirs[] = { "/opt/", "/usr/local/", "/srv/", NULL };
+	return check_under(v->valuestring, dirs, "/opt/, /usr/local/ or /srv/");
+}
+
+static char *check_conda_env(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (*s && *s != '.' && *s != '-' && only(s, ALNUM "_.-"))
+		return NULL;
+	return why_got(s, "must be an environment name: letters, digits, '_', '.' "
+	                  "and '-', not starting with '.' or '-'");
+}
+
+/* "name==version": a PEP 508 name (letters, digits, '.', '_', '-', starting
+ * and ending with a letter or digit) pinned exactly; no other operator, no
+ * wildcard, extras or markers. */
+static char *check_pin(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	const char *eq = strstr(s, "==");
+	if (eq && eq > s) {
+		_cleanup_free_ char *name = gp_xstrndup(s, (size_t)(eq - s));
+		const char *ver = eq + 2;
+		size_t nl = strlen(name);
+		if (only(name, ALNUM "._-") && strchr(ALNUM, name[0]) &&
+		    strchr(ALNUM, name[nl - 1]) && *ver >= '0' && *ver <= '9' &&
+		    only(ver, ALNUM ".+!_-"))
+			return NULL;
+	}
+	return why_got(s, "entries must be exact pins \"name==version\", e.g. "
+	                  "\"torch==2.1.2\"");
+}
+
+/* A conda channel name, with an optional label path
+ * ("nvidia/label/cuda-12.4.1"); not a URL. */
+static char *check_channel(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	bool ok = strchr(ALNUM, s[0]) && only(s, ALNUM "_.-/") && !strstr(s, "//") &&
+	          !gp_str_ends_with(s, "/");
+	if (ok && *s)
+		return NULL;
+	return why_got(s, "entries must be channel names such as \"conda-forge\" or "
+	                  "\"nvidia/label/cuda-12.4.1\", not URLs");
+}
+
+/* The rule ids, for the did-you-mean; gp_compat_rule_known() decides. */
+static const char *const rule_ids[] = {
+	GP_RULE_DRIVER_CUDA,  GP_RULE_GPU_CUDA,      GP_RULE_CUDNN_CUDA,
+	GP_RULE_TORCH_DRIVER, GP_RULE_MODULE_FLAVOR, NULL,
+};
+
+static char *check_rule(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (gp_compat_rule_known(s))
+		return NULL;
+	_cleanup_free_ char *all = gp_strv_join((char **)rule_ids, ", ");
+	_cleanup_free_ char *q = quoted(s);
+	const char *near = closest(s, rule_ids);
+	if (near)
+		return gp_xasprintf("must be one of %s (got %s; did you mean \"%s\"?)",
+		                    all, q, near);
+	return gp_xasprintf("must be one of %s (got %s)", all, q);
+}
+
+static char *check_reason(const cJSON *v, size_t i)
+{
+	if (strspn(v->valuestring, " \t\r\n") < strlen(v->valuestring))
+		return NULL;
+	return gp_xstrdup("must say why the rule does not apply to this profile (got "
+	                  "an empty reason)");
+}
+
+static const char *const arches[] = { "x86_64", "aarch64", NULL };
+static const char *const distro_ids[] = { "ubuntu2204", "ubuntu2404", "debian12", "rhel9",
+	                                  NULL };
+static const char *const package_managers[] = { "apt", "dnf", NULL };
+static const char *const driver_methods[] = { "apt", "dnf", "runfile", NULL };
+static const char *const flavors[] = { "server", "desktop", NULL };
+static const char *const module_kinds[] = { "open", "proprietary", "auto", NULL };
+static const char *const cuda_methods[] = { "repo", "runfile", NULL };
+static const char *const cudnn_methods[] = { "tarball", "apt", NULL };
+static const char *const cuda_majors[] = { "11", "12", "13", NULL };
+static const char *const pytorch_methods[] = { "conda", "venv", NULL };
+
+#define STRING(k, chk)                                                                   \
+	{                                                                                \
+		.key = (k), .type = F_STRING, .check = (chk)                             \
+	}
+#define ENUM(k, list)                                                                    \
+	{                                                                                \
+		.key = (k), .type = F_STRING, .choices = (list)                          \
+	}
+#define BOOL(k)                                                                          \
+	{                                                                                \
+		.key = (k), .type = F_BOOL                                               \
+	}
+#define STRINGS(k, chk)                                                                  \
+	{                                                                                \
+		.key = (k), .type = F_STRING_ARRAY, .check = (chk)                       \
+	}
+#define NESTED(k, t, kids)                                                               \
+	{                                                                                \
+		.key = (k), .type = (t), .children = (kids)                              \
+	}
+#define END                                                                              \
+	{                                                                                \
+		.key = NULL                                                              \
+	}
+
+static const struct field match_fields[] = {
+	STRING("os_id", check_os_release_word),
+	STRING("version_id", check_os_release_word),
+	ENUM("arch", arches),
+	STRINGS("gpus", check_pci_id),
+	END,
+};
+
+static const struct field distro_fields[] = {
+	ENUM("id", distro_ids),
+	ENUM("package_manager", package_managers),
+	ENUM("nvidia_repo", distro_ids),
+	STRING("keyring_url", check_url),
+	STRING("keyring_sha256", check_sha256),
+	STRINGS("initramfs", check_argv),
+	STRING("kernel_headers", check_headers_pattern),
+	END,
+};
+
+static const struct field override_fields[] = {
+	STRING("rule", check_rule),
+	STRING("reason", check_reason),
+	END,
+};
+
+static const struct field nouveau_fields[] = {
+	STRING("blacklist_file", check_modprobe_file),
+	STRINGS("initramfs", check_argv),
+	END,
+};
+
+static const struct field driver_fields[] = {
+	ENUM("method", driver_methods),
+	STRING("branch", check_branch),
+	ENUM("flavor", flavors),
+	ENUM("modules", module_kinds),
+	STRING("version", check_driver_version),
+	BOOL("hold"),
+	STRING("url", check_url),
+	STRING("sha256", check_sha256),
+	END,
+};
+
+static const struct field cuda_fields[] = {
+	ENUM("method", cuda_methods),      STRING("version", check_cuda_version),
+	STRING("path", check_install_dir), STRING("url", check_url),
+	STRING("sha256", check_sha256),    END,
+};
+
+static const struct field cudnn_fields[] = {
+	ENUM("method", cudnn_methods),
+	STRING("version", check_cudnn_version),
+	ENUM("cuda", cuda_majors),
+	STRING("url", check_url),
+	STRING("sha256", check_sha256),
+	STRING("path", check_install_dir),
+	END,
+};
+
+static const struct field pytorch_fields[] = {
+	ENUM("method", pytorch_methods),
+	STRING("prefix", check_prefix_dir),
+	STRING("env", check_conda_env),
+	STRING("python", check_python_version),
+	STRINGS("packages", check_pin),
+	STRING("index_url", check_url),
+	STRING("installer_url", check_url),
+	STRING("installer_sha256", check_sha256),
+	STRINGS("channels", check_channel),
+	BOOL("defaults_tos_accepted"),
+	END,
+};
+
+static const struct field env_fields[] = {
+	STRING("cuda_home", check_directory),
+	STRINGS("path", check_directory),
+	STRINGS("ld_library_path", check_directory),
+	{ .key = "vars", .type = F_STRING_MAP, .check = check_env_var },
+	BOOL("conda_init"),
+	END,
+};
+
+static const struct field stage_fields[] = {
+	NESTED("nouveau", F_STAGE, nouveau_fields),
+	NESTED("driver", F_STAGE, driver_fields),
+	NESTED("cuda", F_STAGE, cuda_fields),
+	NESTED("cudnn", F_STAGE, cudnn_fields),
+	NESTED("pytorch", F_STAGE, pytorch_fields),
+	NESTED("env", F_STAGE, env_fields),
+	END,
+};
+
+static const struct field profile_fields[] = {
+	STRING("name", check_profile_name),
+	STRING("description", NULL),
+	STRING("extends", check_profile_name),
+	NESTED("match", F_OBJECT, match_fields),
+	NESTED("distro", F_OBJECT, distro_fields),
+	BOOL("allow_insecure_http"),
+	NESTED("override", F_OVERRIDE, override_fields),
+	NESTED("stages", F_OBJECT, stage_fields),
+	END,
+};
+
+static void push_keys(char ***v, const char *pointer, const struct field *fields)
+{
+	for (const struct field *f = fields; f->key; f++) {
+		_cleanup_free_ char *p = gp_json_pointer_append(pointer, f->key);
+		gp_strv_push(v, p);
+		if (f->children)
+			push_keys(v, p, f->children);
+	}
+}
+
+char **gp_profile_schema_keys(void)
+{
+	char **v = gp_xcalloc(1, sizeof(char *));
+	push_keys(&v, "", profile_fields);
+	return v;
+}
+
 static char *known_keys_hint(const struct field *fields, const char *key)
 {
 	const char *best = NULL;
 	size_t best_d = 3;
-	for (const struct field *f = fields; f->key; f++) {
-		size_t d = edit_distance(key, f->key);
-		if (d < best_d) {
-			best_d = d;
-			best = f->key;
-		}
-	}
+	for (const struct field *f = fields; f->key; f++)
+		consider(key, f->key, &best, &best_d);
 	if (best)
 		return gp_xasprintf("did you mean \"%s\"?", best);
 	struct gp_buf b = { 0 };
@@ -236,27 +713,170 @@ static const char *type_name(enum field_type t)
 	case F_STRING_MAP:
 		return "an object of strings";
 	case F_STAGE:
-	case F_STAGE_ANY:
 		return "an object, or false to disable the stage";
+	case F_OVERRIDE:
+		return "an object {\"rule\": ..., \"reason\": ...} or a non-empty array "
+		       "of them";
 	}
 	return "?";
 }
 
-static int validate_object(const struct gp_json_doc *d, const cJSON *obj,
-                           const char *pointer, const struct field *fields,
-                           struct gp_err *err);
-
-static int check_at(const struct gp_json_doc *d, const cJSON *v, const char *pointer,
-                    const struct field *f, struct gp_err *err)
+/* What a value of the wrong type is, for "(got ...)". */
+static char *describe(const cJSON *v)
 {
-	_cleanup_free_ char *why = f->check(v);
-	if (!why)
-		return 0;
-	return where_fail(d, pointer, false, err, "\"%s\" %s", f->key, why);
+	if (cJSON_IsString(v))
+		return quoted(v->valuestring);
+	if (cJSON_IsNumber(v)) {
+		char *s = cJSON_PrintUnformatted(v);
+		return s ? s : gp_xstrdup("a number");
+	}
+	if (cJSON_IsBool(v))
+		return gp_xstrdup(cJSON_IsTrue(v) ? "true" : "false");
+	if (cJSON_IsNull(v))
+		return gp_xstrdup("null");
+	if (cJSON_IsArray(v))
+		return gp_xstrdup(v->child ? "an array" : "[]");
+	return gp_xstrdup(v->child ? "an object" : "{}");
 }
 
-static int validate_value(const struct gp_json_doc *d, const cJSON *v,
-                          const char *pointer, const struct field *f, struct gp_err *err)
+/* An http:// URL seen in one file of a chain; refused after the merge
+ * unless the resolved profile allows it and the URL is still there. */
+struct http_use {
+	char *where; /* FILE:LINE:COL */
+	char *pointer;
+	char *key;
+	char *value;
+};
+
+struct load_state {
+	char **chain; /* realpaths followed so far */
+	struct http_use *http;
+	size_t n_http;
+};
+
+struct vctx {
+	const struct gp_json_doc *d;
+	struct gp_err *err;
+	struct load_state *st;
+};
+
+static void note_http(const struct vctx *x, const cJSON *v, const char *pointer,
+                      const struct field *f)
+{
+	if (!gp_str_starts_with(v->valuestring, "http://"))
+		return;
+	struct load_state *st = x->st;
+	int line, col;
+	gp_json_doc_where(x->d, pointer, &line, &col);
+	st->http = gp_xrealloc(st->http, (st->n_http + 1) * sizeof *st->http);
+	st->http[st->n_http++] = (struct http_use){
+		.where = gp_xasprintf("%s:%d:%d", x->d->file, line, col),
+		.pointer = gp_xstrdup(pointer),
+		.key = gp_xstrdup(f->key),
+		.value = gp_xstrdup(v->valuestring),
+	};
+}
+
+static int validate_object(const struct vctx *x, const cJSON *obj, const char *pointer,
+                           const struct field *fields);
+
+static int check_at(const struct vctx *x, const cJSON *v, size_t index,
+                    const char *pointer, const struct field *f)
+{
+	_cleanup_free_ char *why = f->check(v, index);
+	if (why)
+		return where_fail(x->d, pointer, false, x->err, "\"%s\" %s", f->key, why);
+	if (f->check == check_url)
+		note_http(x, v, pointer, f);
+	return 0;
+}
+
+static int check_choice(const struct vctx *x, const cJSON *v, const char *pointer,
+                        const struct field *f)
+{
+	for (const char *const *c = f->choices; *c; c++)
+		if (strcmp(*c, v->valuestring) == 0)
+			return 0;
+	_cleanup_free_ char *all = gp_strv_join((char **)f->choices, ", ");
+	_cleanup_free_ char *q = quoted(v->valuestring);
+	const char *near = closest(v->valuestring, f->choices);
+	if (near)
+		return where_fail(
+		    x->d, pointer, false, x->err,
+		    "\"%s\" must be one of %s (got %s; did you mean \"%s\"?)", f->key,
+		    all, q, near);
+	return where_fail(x->d, pointer, false, x->err,
+	                  "\"%s\" must be one of %s (got %s)", f->key, all, q);
+}
+
+/* One override: its keys, then both of them present. */
+static int validate_override_entry(const struct vctx *x, const cJSON *o,
+                                   const char *pointer, const struct field *f)
+{
+	if (validate_object(x, o, pointer, f->children) < 0)
+		return -1;
+	if (!cJSON_GetObjectItemCaseSensitive(o, "rule")) {
+		_cleanup_free_ char *all = gp_strv_join((char **)rule_ids, ", ");
+		return where_fail(x->d, pointer, false, x->err,
+		                  "\"override\" needs a \"rule\": one of %s", all);
+	}
+	if (!cJSON_GetObjectItemCaseSensitive(o, "reason"))
+		return where_fail(
+		    x->d, pointer, false, x->err,
+		    "\"override\" needs a \"reason\": say why the rule does "
+		    "not apply to this profile");
+	return 0;
+}
+
+static int validate_override(const struct vctx *x, const cJSON *v, const char *pointer,
+                             const struct field *f)
+{
+	if (cJSON_IsObject(v))
+		return validate_override_entry(x, v, pointer, f);
+	if (!cJSON_IsArray(v) || !v->child) {
+		_cleanup_free_ char *got = describe(v);
+		return where_fail(x->d, pointer, false, x->err,
+		                  "\"%s\" must be %s (got %s)", f->key,
+		                  type_name(f->type), got);
+	}
+	size_t i = 0;
+	for (const cJSON *item = v->child; item; item = item->next, i++) {
+		_cleanup_free_ char *p = gp_xasprintf("%s/%zu", pointer, i);
+		if (!cJSON_IsObject(item)) {
+			_cleanup_free_ char *got = describe(item);
+			return where_fail(
+			    x->d, p, false, x->err,
+			    "\"%s\" entries must be objects {\"rule\": ..., "
+			    "\"reason\": ...} (got %s)",
+			    f->key, got);
+		}
+		if (validate_override_entry(x, item, p, f) < 0)
+			return -1;
+		const char *rule =
+		    cJSON_GetObjectItemCaseSensitive(item, "rule")->valuestring;
+		size_t j = 0;
+		for (const cJSON *e = v->child; e != item; e = e->next, j++) {
+			if (strcmp(
+			        cJSON_GetObjectItemCaseSensitive(e, "rule")->valuestring,
+			        rule) != 0)
+				continue;
+			_cleanup_free_ char *first = gp_xasprintf("%s/%zu/rule", pointer,
+			                                          j);
+			_cleanup_free_ char *again = gp_xasprintf("%s/rule", p);
+			int line, col;
+			gp_json_doc_where(x->d, first, &line, &col);
+			return where_fail(
+			    x->d, again, false, x->err,
+			    "rule \"%s\" is overridden twice (first at %d:%d); "
+			    "keep one override per rule",
+			    rule, line, col);
+		}
+	}
+	return 0;
+}
+
+static int validate_value(const struct vctx *x, const cJSON *v, const char *pointer,
+                          const struct field *f)
 {
 	bool ok = false;
 	switch (f->type) {
@@ -270,9 +890,10 @@ static int validate_value(const struct gp_json_doc *d, const cJSON *v,
 		ok = cJSON_IsObject(v);
 		break;
 	case F_STAGE:
-	case F_STAGE_ANY:
 		ok = cJSON_IsObject(v) || cJSON_IsFalse(v);
 		break;
+	case F_OVERRIDE:
+		return validate_override(x, v, pointer, f);
 	case F_STRING_ARRAY:
 	case F_STRING_MAP:
 		ok = f->type == F_STRING_ARRAY ? cJSON_IsArray(v) : cJSON_IsObject(v);
@@ -284,34 +905,42 @@ static int validate_value(const struct gp_json_doc *d, const cJSON *v,
 				continue;
 			_cleanup_free_ char *p = f->type == F_STRING_ARRAY
 			                             ? gp_xasprintf("%s/%zu", pointer, i)
-			                             : gp_xasprintf("%s/%s", pointer,
-			                                            item->string);
-			return where_fail(d, p, false, err, "\"%s\" must hold only strings",
-			                  f->key);
+			                             : gp_json_pointer_append(
+			                                   pointer, item->string);
+			_cleanup_free_ char *got = describe(item);
+			return where_fail(x->d, p, false, x->err,
+			                  "\"%s\" must hold only strings (got %s)",
+			                  f->key, got);
 		}
 		break;
 	}
-	if (!ok)
-		return where_fail(d, pointer, false, err, "\"%s\" must be %s", f->key,
-		                  type_name(f->type));
-	if (f->check && f->type == F_STRING)
-		return check_at(d, v, pointer, f, err);
+	if (!ok) {
+		_cleanup_free_ char *got = describe(v);
+		return where_fail(x->d, pointer, false, x->err,
+		                  "\"%s\" must be %s (got %s)", f->key,
+		                  type_name(f->type), got);
+	}
+	if (f->type == F_STRING) {
+		if (f->choices)
+			return check_choice(x, v, pointer, f);
+		return f->check ? check_at(x, v, 0, pointer, f) : 0;
+	}
 	size_t i = 0;
 	for (const cJSON *item = v->child; f->check && item; item = item->next, i++) {
 		_cleanup_free_ char *p = f->type == F_STRING_ARRAY
 		                             ? gp_xasprintf("%s/%zu", pointer, i)
-		                             : gp_json_pointer_append(pointer, item->string);
-		if (check_at(d, item, p, f, err) < 0)
+		                             : gp_json_pointer_append(pointer,
+		                                                      item->string);
+		if (check_at(x, item, i, p, f) < 0)
 			return -1;
 	}
 	if (f->children && cJSON_IsObject(v))
-		return validate_object(d, v, pointer, f->children, err);
+		return validate_object(x, v, pointer, f->children);
 	return 0;
 }
 
-static int validate_object(const struct gp_json_doc *d, const cJSON *obj,
-                           const char *pointer, const struct field *fields,
-                           struct gp_err *err)
+static int validate_object(const struct vctx *x, const cJSON *obj, const char *pointer,
+                           const struct field *fields)
 {
 	for (const cJSON *item = obj->child; item; item = item->next) {
 		_cleanup_free_ char *p = gp_json_pointer_append(pointer, item->string);
@@ -320,10 +949,11 @@ static int validate_object(const struct gp_json_doc *d, const cJSON *obj,
 			f++;
 		if (!f->key) {
 			_cleanup_free_ char *hint = known_keys_hint(fields, item->string);
-			return where_fail(d, p, true, err, "unknown key \"%s\"; %s",
-			                  item->string, hint);
+			_cleanup_free_ char *q = quoted(item->string);
+			return where_fail(x->d, p, true, x->err, "unknown key %s; %s", q,
+			                  hint);
 		}
-		if (validate_value(d, item, p, f, err) < 0)
+		if (validate_value(x, item, p, f) < 0)
 			return -1;
 	}
 	return 0;
@@ -355,8 +985,8 @@ char **gp_profile_search_path(const char *dir_override)
 /* "./x.json", "/etc/x.json", "x.json" are files; "distro/ubuntu2204" is a name. */
 static bool is_path(const char *s)
 {
-	return s[0] == '/' || gp_str_starts_with(s, "./") || gp_str_starts_with(s, "../") ||
-	       gp_str_ends_with(s, ".json");
+	return s[0] == '/' || gp_str_starts_with(s, "./") ||
+	       gp_str_starts_with(s, "../") || gp_str_ends_with(s, ".json");
 }
 
 /* Finds NAME.json in the search path; the error lists every directory tried. */
@@ -414,9 +1044,10 @@ static void merge_into(cJSON *base, const cJSON *child)
 	}
 }
 
-static cJSON *load_chain(const char *path, char *const *search, char ***chain, int depth,
-                         struct gp_err *err)
+static cJSON *load_chain(const char *path, char *const *search, struct load_state *st,
+                         int depth, struct gp_err *err)
 {
+	char ***chain = &st->chain;
 	_cleanup_free_ char *abs = realpath(path, NULL);
 	if (!abs) {
 		gp_fail(err, GP_EXIT_INVALID_INPUT, "cannot open profile %s: %s", path,
@@ -443,7 +1074,8 @@ static cJSON *load_chain(const char *path, char *const *search, char ***chain, i
 		gp_json_doc_free(&d);
 		return NULL;
 	}
-	if (validate_object(&d, d.json, "", profile_fields, err) < 0) {
+	struct vctx x = { .d = &d, .err = err, .st = st };
+	if (validate_object(&x, d.json, "", profile_fields) < 0) {
 		gp_json_doc_free(&d);
 		return NULL;
 	}
@@ -467,15 +1099,16 @@ static cJSON *load_chain(const char *path, char *const *search, char ***chain, i
 		                   depth + 1 > MAX_EXTENDS_DEPTH)) {
 			gp_strv_push(chain, parent_abs);
 			_cleanup_free_ char *names = gp_strv_join(*chain, " -> ");
-			where_fail(&d, "/extends", false, err,
-			           "\"extends\" forms a cycle (or a chain deeper than %d): "
-			           "%s; remove one of these links",
-			           MAX_EXTENDS_DEPTH, names);
+			where_fail(
+			    &d, "/extends", false, err,
+			    "\"extends\" forms a cycle (or a chain deeper than %d): "
+			    "%s; remove one of these links",
+			    MAX_EXTENDS_DEPTH, names);
 			cJSON_Delete(doc);
 			gp_json_doc_free(&d);
 			return NULL;
 		}
-		cJSON *parent = load_chain(parent_path, search, chain, depth + 1, err);
+		cJSON *parent = load_chain(parent_path, search, st, depth + 1, err);
 		if (!parent) {
 			cJSON_Delete(doc);
 			gp_json_doc_free(&d);
@@ -493,6 +1126,68 @@ static cJSON *load_chain(const char *path, char *const *search, char ***chain, i
 	return doc;
 }
 
+static void load_state_free(struct load_state *st)
+{
+	gp_strv_free(st->chain);
+	for (size_t i = 0; i < st->n_http; i++) {
+		free(st->http[i].where);
+		free(st->http[i].pointer);
+		free(st->http[i].key);
+		free(st->http[i].value);
+	}
+	free(st->http);
+}
+
+/* The member at a JSON pointer made of object keys only (URLs are never
+ * array items), or NULL. */
+static const cJSON *member_at(const cJSON *doc, const char *pointer)
+{
+	const cJSON *v = doc;
+	for (const char *p = pointer; v && *p == '/';) {
+		p++;
+		size_t n = strcspn(p, "/");
+		struct gp_buf key = { 0 };
+		for (size_t i = 0; i < n; i++) {
+			if (p[i] == '~' && i + 1 < n &&
+			    (p[i + 1] == '0' || p[i + 1] == '1')) {
+				gp_buf_puts(&key, p[i + 1] == '0' ? "~" : "/");
+				i++;
+			} else {
+				gp_buf_append(&key, p + i, 1);
+			}
+		}
+		_cleanup_free_ char *k = gp_buf_steal(&key);
+		v = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, k) : NULL;
+		p += n;
+	}
+	return v;
+}
+
+/* http:// URLs need "allow_insecure_http": true in the resolved profile.
+ * Each file of the chain noted its http:// URLs (the child's first); one
+ * that a child replaced, or that sits in a stage a child disabled, is not
+ * in the result and does not count. */
+static int check_insecure_http(const cJSON *doc, const struct load_state *st,
+                               struct gp_err *err)
+{
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "allow_insecure_http")))
+		return 0;
+	for (size_t i = 0; i < st->n_http; i++) {
+		const struct http_use *u = &st->http[i];
+		const cJSON *v = member_at(doc, u->pointer);
+		if (!cJSON_IsString(v) || strcmp(v->valuestring, u->value) != 0)
+			continue;
+		_cleanup_free_ char *q = quoted(u->value);
+		return gp_fail(
+		    err, GP_EXIT_INVALID_INPUT,
+		    "%s: \"%s\" must be an https:// URL (got %s); plain http is "
+		    "allowed only when the profile, after extends, has "
+		    "\"allow_insecure_http\": true (for a local mirror)",
+		    u->where, u->key, q);
+	}
+	return 0;
+}
+
 int gp_profile_load(const char *name_or_path, char *const *search,
                     struct gp_profile **out, struct gp_err *err)
 {
@@ -501,9 +1196,13 @@ int gp_profile_load(const char *name_or_path, char *const *search,
 	                                : find_profile(name_or_path, search, err);
 	if (!path)
 		return -1;
-	char **chain = gp_xcalloc(1, sizeof(char *));
-	cJSON *doc = load_chain(path, search, &chain, 0, err);
-	gp_strv_free(chain);
+	struct load_state st = { .chain = gp_xcalloc(1, sizeof(char *)) };
+	cJSON *doc = load_chain(path, search, &st, 0, err);
+	if (doc && check_insecure_http(doc, &st, err) < 0) {
+		cJSON_Delete(doc);
+		doc = NULL;
+	}
+	load_state_free(&st);
 	if (!doc)
 		return -1;
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(doc, "name");

@@ -36,3 +36,9 @@ struct gp_root;
 char *gp_profile_mismatch(const struct gp_profile *p, const struct gp_root *r);
 /* A string under the profile's "distro" object, or NULL. */
 const char *gp_profile_distro_string(const struct gp_profile *p, const char *key);
+
+/* Every key path the loader accepts, as JSON pointers ("/stages/driver/method"),
+ * parents before their children; an "override" array's entries share the
+ * paths of the single-object form ("/override/rule"). For tests that keep
+ * docs/profile.schema.json in step. NULL-terminated; free with gp_strv_free. */
+char **gp_profile_schema_keys(void);

@@ -1,7 +1,11 @@
 /* Profiles: loading by path and by name through the search path, name
- * checks, schema validation with FILE:LINE:COL and did-you-mean, `extends`
- * (merge, chains, cycles, missing parents), the digest, and the shipped
- * profile from the source tree. Profiles are written to temp directories. */
+ * checks, schema validation with FILE:LINE:COL and did-you-mean, every
+ * value check with values it accepts and the nearest it refuses, http://
+ * against allow_insecure_http across `extends`, overrides, the key list,
+ * `extends` (merge, chains, cycles, missing parents), the digest, and the
+ * shipped profile from the source tree. Profiles are written to temp
+ * directories. The broken-profile corpus is test_profile_corpus.c; the JSON
+ * Schema against the loader is test_profile_schema.c. */
 #include "testutil.h"
 
 #include "gpuprov/exitcodes.h"
@@ -315,7 +319,7 @@ static void test_unknown_top_level_key(void **state)
 	path = fx_write(fx, "q.json", "{\"name\": \"q\", \"zzzzzzzz\": 1}");
 	want = gp_xasprintf(
 	    "%s:1:15: unknown key \"zzzzzzzz\"; known keys: name description "
-	    "extends match distro stages",
+	    "extends match distro allow_insecure_http override stages",
 	    path);
 	expect_load_error(fx, path, want);
 	free(want);
@@ -351,11 +355,28 @@ static void test_unknown_key_deep(void **state)
 	expect_load_error_has(
 	    fx, path, ":2:13: unknown key \"nouvea\"; did you mean \"nouveau\"?", NULL);
 	free(path);
-	/* Stages typed later accept any keys. */
+	/* Every stage is typed: driver, cuda, cudnn and pytorch too. */
 	path = fx_write(
 	    fx, "d.json",
 	    "{\"name\": \"d\", \"stages\": {\"driver\": {\"anything\": [1]}}}");
-	gp_profile_free(load_ok(fx, path));
+	expect_load_error_has(
+	    fx, path,
+	    ":1:37: unknown key \"anything\"; known keys: method branch "
+	    "flavor modules version hold url sha256",
+	    NULL);
+	free(path);
+	path = fx_write(
+	    fx, "c.json",
+	    "{\"name\": \"c\", \"stages\": {\"pytorch\": {\"pakages\": []}}}");
+	expect_load_error_has(
+	    fx, path, ":1:38: unknown key \"pakages\"; did you mean \"packages\"?", NULL);
+	free(path);
+	/* In an override, also as an array entry. */
+	path = fx_write(fx, "o.json",
+	                "{\"name\": \"o\", \"override\": [{\"rule\": \"gpu-cuda\",\n"
+	                " \"reasn\": \"x\"}]}");
+	expect_load_error_has(
+	    fx, path, ":2:2: unknown key \"reasn\"; did you mean \"reason\"?", NULL);
 	free(path);
 }
 
@@ -363,7 +384,7 @@ static void test_wrong_types(void **state)
 {
 	struct fixture *fx = *state;
 	char *path = fx_write(fx, "n.json", "{\n  \"name\": 5\n}");
-	char *want = gp_xasprintf("%s:2:11: \"name\" must be a string", path);
+	char *want = gp_xasprintf("%s:2:11: \"name\" must be a string (got 5)", path);
 	expect_load_error(fx, path, want);
 	free(want);
 	free(path);
@@ -375,7 +396,8 @@ static void test_wrong_types(void **state)
 	                "    \"env\": { \"path\": \"x\" }\n"
 	                "  }\n"
 	                "}");
-	want = gp_xasprintf("%s:4:22: \"path\" must be an array of strings", path);
+	want = gp_xasprintf("%s:4:22: \"path\" must be an array of strings (got \"x\")",
+	                    path);
 	expect_load_error(fx, path, want);
 	free(want);
 	free(path);
@@ -389,7 +411,7 @@ static void test_wrong_types(void **state)
 	                "    \"B\": 2\n"
 	                "  } } }\n"
 	                "}");
-	want = gp_xasprintf("%s:5:10: \"vars\" must hold only strings", path);
+	want = gp_xasprintf("%s:5:10: \"vars\" must hold only strings (got 2)", path);
 	expect_load_error(fx, path, want);
 	free(want);
 	free(path);
@@ -398,7 +420,8 @@ static void test_wrong_types(void **state)
 	path = fx_write(fx, "a.json",
 	                "{\"name\": \"a\", \"distro\": {\"initramfs\": [\"x\",\n"
 	                "  true]}}");
-	want = gp_xasprintf("%s:2:3: \"initramfs\" must hold only strings", path);
+	want = gp_xasprintf("%s:2:3: \"initramfs\" must hold only strings (got true)",
+	                    path);
 	expect_load_error(fx, path, want);
 	free(want);
 	free(path);
@@ -406,9 +429,10 @@ static void test_wrong_types(void **state)
 	/* A stage must be an object or false; true is neither. */
 	path = fx_write(fx, "t.json",
 	                "{\"name\": \"t\", \"stages\": {\"nouveau\": true}}");
-	expect_load_error_has(
-	    fx, path,
-	    ":1:37: \"nouveau\" must be an object, or false to disable the stage", NULL);
+	expect_load_error_has(fx, path,
+	                      ":1:37: \"nouveau\" must be an object, or false to disable "
+	                      "the stage (got true)",
+	                      NULL);
 	free(path);
 	path = fx_write(fx, "e.json", "{\"name\": \"e\", \"extends\": 5}");
 	expect_load_error_has(fx, path, ":1:26: \"extends\" must be a string", NULL);
@@ -460,8 +484,8 @@ static const char base_profile[] =
     "{\n"
     "  \"name\": \"base\",\n"
     "  \"description\": \"the base\",\n"
-    "  \"match\": { \"os_id\": \"ubuntu\", \"gpus\": [\"a\", \"b\"] },\n"
-    "  \"distro\": { \"id\": \"u\", \"package_manager\": \"apt\",\n"
+    "  \"match\": { \"os_id\": \"ubuntu\", \"gpus\": [\"10de:000a\", \"10de:000b\"] },\n"
+    "  \"distro\": { \"id\": \"ubuntu2204\", \"package_manager\": \"apt\",\n"
     "              \"initramfs\": [\"update-initramfs\", \"-u\"] },\n"
     "  \"stages\": {\n"
     "    \"nouveau\": { \"blacklist_file\": \"/etc/modprobe.d/b.conf\" },\n"
@@ -480,7 +504,7 @@ static void test_extends_merge(void **state)
 	    "{\n"
 	    "  \"name\": \"child\",\n"
 	    "  \"extends\": \"base\",\n"
-	    "  \"match\": { \"gpus\": [\"c\"] },\n"
+	    "  \"match\": { \"gpus\": [\"10de:000c\"] },\n"
 	    "  \"distro\": { \"package_manager\": \"dnf\" },\n"
 	    "  \"stages\": {\n"
 	    "    \"driver\": { \"branch\": \"550\" },\n"
@@ -498,8 +522,8 @@ static void test_extends_merge(void **state)
 	assert_null(at(d, "extends", NULL, NULL));
 	/* Objects merge key by key, scalars override, arrays replace. */
 	assert_string_equal(str_at(d, "match", "os_id", NULL), "ubuntu");
-	assert_join(d, "match", "gpus", NULL, "c");
-	assert_string_equal(str_at(d, "distro", "id", NULL), "u");
+	assert_join(d, "match", "gpus", NULL, "10de:000c");
+	assert_string_equal(str_at(d, "distro", "id", NULL), "ubuntu2204");
 	assert_string_equal(str_at(d, "distro", "package_manager", NULL), "dnf");
 	assert_join(d, "distro", "initramfs", NULL, "update-initramfs,-u");
 	assert_string_equal(gp_profile_distro_string(p, "package_manager"), "dnf");
@@ -557,13 +581,13 @@ static void test_extends_chains(void **state)
 	free(fx_write(
 	    fx, "d2/a.json",
 	    "{\"name\": \"a\", \"description\": \"A\",\n"
-	    " \"distro\": {\"id\": \"a-id\", \"package_manager\": \"apt\"},\n"
+	    " \"distro\": {\"id\": \"debian12\", \"package_manager\": \"apt\"},\n"
 	    " \"stages\": {\"nouveau\": {\"blacklist_file\": "
 	    "\"/etc/modprobe.d/a.conf\"},\n"
 	    "            \"env\": {\"cuda_home\": \"/a\", \"path\": [\"/a\"]}}}"));
 	free(fx_write(fx, "d2/b.json",
 	              "{\"name\": \"b\", \"extends\": \"a\",\n"
-	              " \"distro\": {\"id\": \"b-id\"},\n"
+	              " \"distro\": {\"id\": \"ubuntu2404\"},\n"
 	              " \"stages\": {\"env\": {\"cuda_home\": \"/b\"}}}"));
 	free(fx_write(fx, "d1/c.json",
 	              "{\"name\": \"c\", \"extends\": \"b\",\n"
@@ -572,7 +596,7 @@ static void test_extends_chains(void **state)
 	/* Two levels. */
 	struct gp_profile *p = load_ok(fx, "b");
 	assert_string_equal(p->name, "b");
-	assert_string_equal(gp_profile_distro_string(p, "id"), "b-id");
+	assert_string_equal(gp_profile_distro_string(p, "id"), "ubuntu2404");
 	assert_string_equal(gp_profile_distro_string(p, "package_manager"), "apt");
 	assert_string_equal(str_at(gp_profile_stage(p, "env"), "cuda_home", NULL, NULL),
 	                    "/b");
@@ -585,7 +609,7 @@ static void test_extends_chains(void **state)
 	assert_string_equal(p->name, "c");
 	assert_null(at(d, "extends", NULL, NULL));
 	assert_null(at(d, "description", NULL, NULL));
-	assert_string_equal(gp_profile_distro_string(p, "id"), "b-id");
+	assert_string_equal(gp_profile_distro_string(p, "id"), "ubuntu2404");
 	assert_string_equal(gp_profile_distro_string(p, "package_manager"), "apt");
 	assert_string_equal(
 	    str_at(gp_profile_stage(p, "nouveau"), "blacklist_file", NULL, NULL),
@@ -675,13 +699,13 @@ static void test_digest(void **state)
 {
 	struct fixture *fx = *state;
 	char *p1 = fx_write(fx, "one.json",
-	                    "{\"name\": \"x\", \"distro\": {\"id\": \"u\"}}");
+	                    "{\"name\": \"x\", \"distro\": {\"id\": \"debian12\"}}");
 	/* Same content, other layout and comments. */
 	char *p2 = fx_write(fx, "two.json",
 	                    "// comment\n{\n  \"name\": \"x\",\n  \"distro\": { \"id\": "
-	                    "\"u\" } /* c */\n}\n");
+	                    "\"debian12\" } /* c */\n}\n");
 	char *p3 = fx_write(fx, "three.json",
-	                    "{\"name\": \"x\", \"distro\": {\"id\": \"v\"}}");
+	                    "{\"name\": \"x\", \"distro\": {\"id\": \"rhel9\"}}");
 	struct gp_profile *a = load_ok(fx, p1);
 	struct gp_profile *a2 = load_ok(fx, p1);
 	struct gp_profile *b = load_ok(fx, p2);
@@ -703,7 +727,7 @@ static void test_digest(void **state)
 	              "{\"name\": \"child\", \"extends\": \"base\"}"));
 	a = load_ok(fx, "child");
 	free(fx_write(fx, "d1/base.json",
-	              "{\"name\": \"base\", \"distro\": {\"id\": \"other\"}}"));
+	              "{\"name\": \"base\", \"distro\": {\"id\": \"rhel9\"}}"));
 	b = load_ok(fx, "child");
 	assert_string_not_equal(a->digest, b->digest);
 	gp_profile_free(a);
@@ -730,6 +754,427 @@ static void test_distro_string(void **state)
 	assert_null(gp_profile_distro_string(p, "id"));
 	gp_profile_free(p);
 	free(path);
+}
+
+/* ---- values -------------------------------------------------------------- */
+
+#define TOP(k) "\"" k "\": %s"
+#define IN(o, k) "\"" o "\": {\"" k "\": %s}"
+#define STAGE(st, k) "\"stages\": {\"" st "\": {\"" k "\": %s}}"
+
+struct value_case {
+	const char *shape; /* the members after "name", %s for the value */
+	const char *value; /* JSON text */
+	const char *error; /* a fragment of the message; NULL: it must load */
+};
+
+/* Each check with values it accepts and the nearest ones it refuses. */
+static const struct value_case value_cases[] = {
+	{ IN("match", "os_id"), "\"ubuntu\"", NULL },
+	{ IN("match", "os_id"), "\"opensuse-leap\"", NULL },
+	{ IN("match", "os_id"), "\"Ubuntu\"", "\"os_id\" must be written as os-release" },
+	{ IN("match", "os_id"), "\"\"", "\"os_id\" must be written as os-release" },
+	{ IN("match", "version_id"), "\"22.04\"", NULL },
+	{ IN("match", "version_id"), "\"22 04\"", "\"version_id\" must be written" },
+	{ IN("match", "arch"), "\"x86_64\"", NULL },
+	{ IN("match", "arch"), "\"aarch64\"", NULL },
+	{ IN("match", "arch"), "\"arm64\"",
+	  "\"arch\" must be one of x86_64, aarch64 (got " },
+	{ IN("match", "gpus"), "[\"10de:20b0\", \"10de:2330\"]", NULL },
+	{ IN("match", "gpus"), "[]", NULL },
+	{ IN("match", "gpus"), "[\"10de:20b\"]",
+	  "\"gpus\" entries must be NVIDIA PCI ids" },
+	{ IN("match", "gpus"), "[\"1002:73bf\"]",
+	  "\"gpus\" entries must be NVIDIA PCI ids" },
+	{ IN("match", "gpus"), "[\"10de:20b0 \"]", "\"gpus\" entries must be NVIDIA" },
+	{ IN("distro", "id"), "\"ubuntu2204\"", NULL },
+	{ IN("distro", "id"), "\"ubuntu2404\"", NULL },
+	{ IN("distro", "id"), "\"debian12\"", NULL },
+	{ IN("distro", "id"), "\"rhel9\"", NULL },
+	{ IN("distro", "id"), "\"ubuntu2004\"", "did you mean \"ubuntu2204\"?" },
+	{ IN("distro", "package_manager"), "\"dnf\"", NULL },
+	{ IN("distro", "package_manager"), "\"yum\"",
+	  "must be one of apt, dnf (got \"yum\")" },
+	{ IN("distro", "nvidia_repo"), "\"rhel9\"", NULL },
+	{ IN("distro", "nvidia_repo"), "\"rocky9\"", "\"nvidia_repo\" must be one of" },
+	{ IN("distro", "keyring_url"), "\"https://developer.download.nvidia.com/x.deb\"",
+	  NULL },
+	{ IN("distro", "keyring_url"), "\"https://\"", "must name a host" },
+	{ IN("distro", "keyring_url"), "\"https:///x\"", "must name a host" },
+	{ IN("distro", "keyring_url"), "\"https://a b/\"",
+	  "spaces or control characters" },
+	{ IN("distro", "keyring_url"), "\"HTTPS://x/\"", "must be an https:// URL" },
+	{ IN("distro", "keyring_url"), "\"//x/y\"", "must be an https:// URL" },
+	{ IN("distro", "keyring_sha256"),
+	  "\"d93190d50b98ad4699ff40f4f7af50f16a76dac3bb8da1eaaf366d47898ff8df\"", NULL },
+	{ IN("distro", "keyring_sha256"),
+	  "\"d93190d50b98ad4699ff40f4f7af50f16a76dac3bb8da1eaaf366d47898ff8df0\"",
+	  "(got 65 digits)" },
+	{ IN("distro", "keyring_sha256"), "\"\"", "(got 0 digits)" },
+	{ IN("distro", "keyring_sha256"),
+	  "\"sha256:3190d50b98ad4699ff40f4f7af50f16a76dac3bb8da1eaaf366d47898ff8df\"",
+	  "character 1 ('s') is not a hex digit" },
+	{ IN("distro", "initramfs"), "[\"dracut\", \"--force\"]", NULL },
+	{ IN("distro", "initramfs"), "[\"/usr/bin/dracut\", \"--kver\", \"../x\"]",
+	  NULL },
+	{ IN("distro", "initramfs"), "[]", NULL },
+	{ IN("distro", "initramfs"), "[\"-u\"]",
+	  "\"initramfs\" must start with a command" },
+	{ IN("distro", "initramfs"), "[\"\"]",
+	  "\"initramfs\" must start with a command" },
+	{ IN("distro", "initramfs"), "[\"/usr/../bin/x\"]", "must start with a command" },
+	{ IN("distro", "initramfs"), "[\"update initramfs\"]",
+	  "must start with a command" },
+	{ IN("distro", "kernel_headers"), "\"linux-headers-{kernel}\"", NULL },
+	{ IN("distro", "kernel_headers"), "\"kernel-devel-{kernel}\"", NULL },
+	{ IN("distro", "kernel_headers"), "\"linux-headers\"",
+	  "\"kernel_headers\" must be" },
+	{ IN("distro", "kernel_headers"), "\"linux-headers-{version}\"",
+	  "must be a package" },
+	{ IN("distro", "kernel_headers"), "\"linux-headers-{kernel\"",
+	  "must be a package name" },
+	{ TOP("allow_insecure_http"), "false", NULL },
+	{ TOP("allow_insecure_http"), "\"yes\"", "must be true or false (got \"yes\")" },
+	{ TOP("description"), "\"anything at all\"", NULL },
+	{ TOP("override"), "{\"rule\": \"driver-cuda\", \"reason\": \"r\"}", NULL },
+	{ TOP("override"), "{\"rule\": \"gpu-cuda\", \"reason\": \"r\"}", NULL },
+	{ TOP("override"), "{\"rule\": \"cudnn-cuda\", \"reason\": \"r\"}", NULL },
+	{ TOP("override"), "{\"rule\": \"torch-driver\", \"reason\": \"r\"}", NULL },
+	{ TOP("override"), "{\"rule\": \"module-flavor\", \"reason\": \"r\"}", NULL },
+	{ TOP("override"),
+	  "[{\"rule\": \"gpu-cuda\", \"reason\": \"a\"}, {\"rule\": \"driver-cuda\", "
+	  "\"reason\": \"b\"}]",
+	  NULL },
+	{ TOP("override"), "{\"reason\": \"r\"}",
+	  "\"override\" needs a \"rule\": one of" },
+	{ TOP("override"), "{}", "\"override\" needs a \"rule\"" },
+	{ TOP("override"), "[{\"rule\": \"gpu-cuda\", \"reason\": \"a\"}, 1]",
+	  "\"override\" entries must be objects" },
+	{ TOP("override"), "{\"rule\": \"GPU-CUDA\", \"reason\": \"r\"}",
+	  "must be one of" },
+	{ TOP("override"), "{\"rule\": \"gpu-cuda\", \"reason\": \"\"}",
+	  "\"reason\" must say why" },
+	{ TOP("override"), "false", "\"override\" must be an object" },
+	{ STAGE("driver", "method"), "\"runfile\"", NULL },
+	{ STAGE("driver", "branch"), "\"53\"", NULL },
+	{ STAGE("driver", "branch"), "\"580\"", NULL },
+	{ STAGE("driver", "branch"), "\"5\"", "\"branch\" must be a driver branch" },
+	{ STAGE("driver", "branch"), "\"53a\"", "\"branch\" must be a driver branch" },
+	{ STAGE("driver", "branch"), "\"535-server\"", "must be a driver branch" },
+	{ STAGE("driver", "flavor"), "\"desktop\"", NULL },
+	{ STAGE("driver", "flavor"), "\"workstation\"",
+	  "must be one of server, desktop" },
+	{ STAGE("driver", "modules"), "\"auto\"", NULL },
+	{ STAGE("driver", "modules"), "\"Open\"", "did you mean \"open\"?" },
+	{ STAGE("driver", "version"), "\"570.26\"", NULL },
+	{ STAGE("driver", "version"), "\"535.104.05\"", NULL },
+	{ STAGE("driver", "version"), "\"535.104.05.1\"", "must be a driver version" },
+	{ STAGE("driver", "version"), "\"r535\"", "must be a driver version" },
+	{ STAGE("driver", "version"), "\"535..05\"", "must be a driver version" },
+	{ STAGE("driver", "version"), "\"535.\"", "must be a driver version" },
+	{ STAGE("driver", "hold"), "false", NULL },
+	{ STAGE("driver", "hold"), "\"true\"", "\"hold\" must be true or false" },
+	{ STAGE("driver", "url"), "\"https://us.download.nvidia.com/tesla/x.run\"",
+	  NULL },
+	{ STAGE("driver", "url"), "\"https://host/p@th\"", NULL },
+	{ STAGE("driver", "url"), "\"https://token@github.com/x\"", "must not carry" },
+	{ STAGE("driver", "sha256"), "\"ABC\"", "(got 3 digits)" },
+	{ STAGE("cuda", "method"), "\"repo\"", NULL },
+	{ STAGE("cuda", "method"), "\"deb\"", "must be one of repo, runfile" },
+	{ STAGE("cuda", "version"), "\"12.4\"", NULL },
+	{ STAGE("cuda", "version"), "\"12.4.1\"", NULL },
+	{ STAGE("cuda", "version"), "\"12.x\"", "must be a CUDA version" },
+	{ STAGE("cuda", "version"), "12.4", "\"version\" must be a string (got 12.4)" },
+	{ STAGE("cuda", "path"), "\"/usr/local/cuda-12.4\"", NULL },
+	{ STAGE("cuda", "path"), "\"/opt/cuda\"", NULL },
+	{ STAGE("cuda", "path"), "\"/usr/local\"", "must be under /usr/local/ or /opt/" },
+	{ STAGE("cuda", "path"), "\"/usr/local/\"", "must be a plain absolute path" },
+	{ STAGE("cuda", "path"), "\"/opt/cuda/\"", "must be a plain absolute path" },
+	{ STAGE("cuda", "path"), "\"/opt//cuda\"", "must be a plain absolute path" },
+	{ STAGE("cuda", "path"), "\"/opt/./cuda\"", "must be a plain absolute path" },
+	{ STAGE("cuda", "path"), "\"/opt/cu:da\"", "must be a plain absolute path" },
+	{ STAGE("cuda", "path"), "\"/opt/cu\\nda\"", "(got \"/opt/cu\\x0ada\")" },
+	{ STAGE("cuda", "path"), "\"/usr/localx/cuda\"", "must be under /usr/local/ or" },
+	{ STAGE("cuda", "path"), "\"/srv/cuda\"", "must be under /usr/local/ or /opt/" },
+	{ STAGE("cudnn", "method"), "\"apt\"", NULL },
+	{ STAGE("cudnn", "version"), "\"9.8.0.87\"", NULL },
+	{ STAGE("cudnn", "version"), "\"9.8.0\"", NULL },
+	{ STAGE("cudnn", "version"), "\"9.8.0.87.1\"", "must be a cuDNN version" },
+	{ STAGE("cudnn", "cuda"), "\"13\"", NULL },
+	{ STAGE("cudnn", "cuda"), "12", "\"cuda\" must be a string (got 12)" },
+	{ STAGE("cudnn", "path"), "\"/opt/cudnn\"", NULL },
+	{ STAGE("cudnn", "path"), "\"/srv/cudnn\"",
+	  "must be under /usr/local/ or /opt/" },
+	{ STAGE("pytorch", "method"), "\"venv\"", NULL },
+	{ STAGE("pytorch", "method"), "\"pip\"", "must be one of conda, venv" },
+	{ STAGE("pytorch", "prefix"), "\"/srv/venv\"", NULL },
+	{ STAGE("pytorch", "prefix"), "\"/usr/local/venv\"", NULL },
+	{ STAGE("pytorch", "prefix"), "\"/srv\"",
+	  "must be under /opt/, /usr/local/ or /srv/" },
+	{ STAGE("pytorch", "prefix"), "\"/root/conda\"",
+	  "must be under /opt/, /usr/local/" },
+	{ STAGE("pytorch", "env"), "\"torch-2.1_cu118\"", NULL },
+	{ STAGE("pytorch", "env"), "\".hidden\"", "must be an environment name" },
+	{ STAGE("pytorch", "env"), "\"a/b\"", "must be an environment name" },
+	{ STAGE("pytorch", "python"), "\"3.10\"", NULL },
+	{ STAGE("pytorch", "python"), "\"3.12.4\"", NULL },
+	{ STAGE("pytorch", "python"), "\"3\"", "must be a Python version" },
+	{ STAGE("pytorch", "python"), "\"4.0\"", "must be a Python version" },
+	{ STAGE("pytorch", "packages"),
+	  "[\"torch==2.1.2+cu118\", \"nvidia-cudnn-cu12==8.9.2.26\", "
+	  "\"pytorch_lightning==2.0.0\", \"A.b-c==1!2.0rc1\"]",
+	  NULL },
+	{ STAGE("pytorch", "packages"), "[\"torch\"]", "must be exact pins" },
+	{ STAGE("pytorch", "packages"), "[\"torch===2.1\"]", "must be exact pins" },
+	{ STAGE("pytorch", "packages"), "[\"torch~=2.1\"]", "must be exact pins" },
+	{ STAGE("pytorch", "packages"), "[\"torch!=2.1\"]", "must be exact pins" },
+	{ STAGE("pytorch", "packages"), "[\"torch==2.1; python_version<'3.12'\"]",
+	  "must be exact pins" },
+	{ STAGE("pytorch", "packages"), "[\"-torch==1\"]", "must be exact pins" },
+	{ STAGE("pytorch", "packages"), "[\"torch-==1\"]", "must be exact pins" },
+	{ STAGE("pytorch", "packages"), "[\"==1\"]", "must be exact pins" },
+	{ STAGE("pytorch", "packages"), "[\"torch==\"]", "must be exact pins" },
+	{ STAGE("pytorch", "index_url"), "\"https://download.pytorch.org/whl/cu118\"",
+	  NULL },
+	{ STAGE("pytorch", "installer_url"), "\"ftp://x/y.sh\"",
+	  "must be an https:// URL" },
+	{ STAGE("pytorch", "installer_sha256"), "\"x\"", "character 1 ('x')" },
+	{ STAGE("pytorch", "channels"), "[\"conda-forge\", \"nvidia/label/cuda-12.4.1\"]",
+	  NULL },
+	{ STAGE("pytorch", "channels"), "[\"conda forge\"]", "must be channel names" },
+	{ STAGE("pytorch", "channels"), "[\"nvidia/\"]", "must be channel names" },
+	{ STAGE("pytorch", "channels"), "[\"\"]", "must be channel names" },
+	{ STAGE("pytorch", "defaults_tos_accepted"), "true", NULL },
+	{ STAGE("pytorch", "defaults_tos_accepted"), "1",
+	  "must be true or false (got 1)" },
+	{ STAGE("env", "conda_init"), "true", NULL },
+	{ STAGE("env", "conda_init"), "null", "must be true or false (got null)" },
+	{ STAGE("env", "vars"), "{\"A\": \"1\", \"a b\": \"2\"}", "not a variable name" },
+	{ STAGE("nouveau", "initramfs"), "[\"mkinitcpio\", \"-P\"]", NULL },
+	{ STAGE("nouveau", "initramfs"), "[\"./x\"]", "must start with a command" },
+	{ STAGE("nouveau", "blacklist_file"), "\"/usr/lib/modprobe.d/x.conf\"", NULL },
+};
+
+static void test_values(void **state)
+{
+	struct fixture *fx = *state;
+	for (size_t i = 0; i < ARRAY_SIZE(value_cases); i++) {
+		const struct value_case *c = &value_cases[i];
+		_Pragma("GCC diagnostic push");
+		_Pragma("GCC diagnostic ignored \"-Wformat-nonliteral\"");
+		char *members = gp_xasprintf(c->shape, c->value);
+		_Pragma("GCC diagnostic pop");
+		char *text = gp_xasprintf("{\"name\": \"v\", %s}", members);
+		char *path = fx_write(fx, "v.json", text);
+		struct gp_profile *p = NULL;
+		struct gp_err err = { 0 };
+		int rc = gp_profile_load(path, fx->search, &p, &err);
+		gp_profile_free(p);
+		if (!c->error && rc < 0)
+			fail_msg("%s: refused: %s", text, err.msg);
+		if (c->error && rc == 0)
+			fail_msg("%s: loaded; want an error with %s", text, c->error);
+		if (c->error && (err.exit_code != GP_EXIT_INVALID_INPUT ||
+		                 !strstr(err.msg, c->error)))
+			fail_msg("%s: got \"%s\" (exit %d); want %s", text, err.msg,
+			         err.exit_code, c->error);
+		free(path);
+		free(text);
+		free(members);
+	}
+}
+
+/* A value is echoed quoted, cut short, with control characters escaped;
+ * a URL with credentials is not echoed at all. */
+static void test_value_echo(void **state)
+{
+	struct fixture *fx = *state;
+	char *long_value = calloc(1, 5001);
+	memset(long_value, 'x', 5000);
+	char *text = gp_xasprintf(
+	    "{\"name\": \"v\", \"stages\": {\"cuda\": {\"version\": \"%s\"}}}",
+	    long_value);
+	char *path = fx_write(fx, "v.json", text);
+	char *cut = gp_xasprintf("(got \"%.60s...\")", long_value);
+	expect_load_error_has(fx, path, cut, NULL);
+	free(cut);
+	free(path);
+	free(text);
+	free(long_value);
+
+	path = fx_write(fx, "w.json",
+	                "{\"name\": \"w\", \"stages\": {\"cuda\": {\"url\": "
+	                "\"https://me:s3cret@example.com/x\"}}}");
+	struct gp_profile *p = NULL;
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_profile_load(path, fx->search, &p, &err), -1);
+	assert_non_null(strstr(err.msg, "must not carry credentials"));
+	assert_null(strstr(err.msg, "s3cret"));
+	free(path);
+	path = fx_write(fx, "f.json",
+	                "{\"name\": \"f\", \"distro\": {\"keyring_url\": "
+	                "\"ftp://me:s3cret@example.com/x\"}}");
+	assert_int_equal(gp_profile_load(path, fx->search, &p, &err), -1);
+	assert_null(strstr(err.msg, "s3cret"));
+	free(path);
+}
+
+/* ---- allow_insecure_http ------------------------------------------------- */
+
+static void test_insecure_http(void **state)
+{
+	struct fixture *fx = *state;
+	/* Allowed in the same file. */
+	char *path = fx_write(
+	    fx, "d1/same.json",
+	    "{\"name\": \"same\", \"allow_insecure_http\": true,\n"
+	    " \"stages\": {\"cuda\": {\"url\": \"http://m.lan/c.run\"}}}");
+	gp_profile_free(load_ok(fx, path));
+	free(path);
+
+	/* Refused without it, at the URL; "http://" only, not "https://". */
+	path = fx_write(fx, "d1/plain.json",
+	                "{\"name\": \"plain\",\n"
+	                " \"stages\": {\"cuda\": {\"url\": \"http://m.lan/c.run\"}}}");
+	char *want = gp_xasprintf(
+	    "%s:2:29: \"url\" must be an https:// URL (got \"http://m.lan/c.run\"); "
+	    "plain "
+	    "http is allowed only when the profile, after extends, has "
+	    "\"allow_insecure_http\": true (for a local mirror)",
+	    path);
+	expect_load_error(fx, path, want);
+	free(want);
+	free(path);
+
+	/* A parent's allow_insecure_http covers the child's URLs. */
+	free(fx_write(fx, "d2/mirror.json",
+	              "{\"name\": \"mirror\", \"allow_insecure_http\": true,\n"
+	              " \"distro\": {\"keyring_url\": \"http://m.lan/k.deb\"}}"));
+	free(fx_write(
+	    fx, "d1/kid.json",
+	    "{\"name\": \"kid\", \"extends\": \"mirror\",\n"
+	    " \"stages\": {\"pytorch\": {\"index_url\": \"http://m.lan/whl\"}}}"));
+	gp_profile_free(load_ok(fx, "kid"));
+
+	/* A child that sets it to false refuses the parent's http URL, at the
+	 * parent's position. */
+	char *parent = gp_xasprintf("%s/mirror.json", fx->d2);
+	free(fx_write(fx, "d1/strict.json",
+	              "{\"name\": \"strict\", \"extends\": \"mirror\",\n"
+	              " \"allow_insecure_http\": false}"));
+	char *prefix = gp_xasprintf("%s:2:28: \"keyring_url\" must be an https:// URL",
+	                            parent);
+	expect_load_error_at(fx, "strict", prefix, NULL);
+	free(prefix);
+
+	/* ... unless the child replaced that URL with an https one. */
+	free(
+	    fx_write(fx, "d1/fixed.json",
+	             "{\"name\": \"fixed\", \"extends\": \"mirror\",\n"
+	             " \"allow_insecure_http\": false,\n"
+	             " \"distro\": {\"keyring_url\": \"https://m.example.com/k.deb\"}}"));
+	gp_profile_free(load_ok(fx, "fixed"));
+
+	/* A child may allow what its parent did not. */
+	free(fx_write(fx, "d2/lan.json",
+	              "{\"name\": \"lan\",\n"
+	              " \"stages\": {\"cuda\": {\"url\": \"http://m.lan/c.run\"}}}"));
+	free(fx_write(fx, "d1/lan-ok.json",
+	              "{\"name\": \"lan-ok\", \"extends\": \"lan\", "
+	              "\"allow_insecure_http\": true}"));
+	gp_profile_free(load_ok(fx, "lan-ok"));
+
+	/* A URL in a stage the child disables is not in the result. */
+	free(fx_write(fx, "d1/lan-off.json",
+	              "{\"name\": \"lan-off\", \"extends\": \"lan\", "
+	              "\"stages\": {\"cuda\": false}}"));
+	gp_profile_free(load_ok(fx, "lan-off"));
+
+	/* http URLs in both: the child's is named. */
+	path = fx_write(fx, "d1/both.json",
+	                "{\"name\": \"both\", \"extends\": \"lan\",\n"
+	                " \"distro\": {\"keyring_url\": \"http://m.lan/k.deb\"}}");
+	prefix = gp_xasprintf("%s:2:28: \"keyring_url\"", path);
+	expect_load_error_at(fx, "both", prefix, NULL);
+	free(prefix);
+	free(path);
+	free(parent);
+}
+
+/* ---- override ------------------------------------------------------------ */
+
+static void test_override(void **state)
+{
+	struct fixture *fx = *state;
+	char *path = fx_write(
+	    fx, "d1/two.json",
+	    "{\"name\": \"two\", \"override\": [\n"
+	    "  {\"rule\": \"gpu-cuda\", \"reason\": \"PTX JIT\"},\n"
+	    "  {\"rule\": \"driver-cuda\", \"reason\": \"compat package\"}\n"
+	    "]}");
+	struct gp_profile *p = load_ok(fx, "two");
+	assert_int_equal(cJSON_GetArraySize(at(p->doc, "override", NULL, NULL)), 2);
+	gp_profile_free(p);
+
+	/* One override per rule, wherever the second one is. */
+	free(fx_write(fx, "d1/dup.json",
+	              "{\"name\": \"dup\", \"override\": [\n"
+	              "  {\"rule\": \"gpu-cuda\", \"reason\": \"a\"},\n"
+	              "  {\"reason\": \"b\", \"rule\": \"gpu-cuda\"}\n"
+	              "]}"));
+	expect_load_error_has(fx, "dup",
+	                      ":3:27: rule \"gpu-cuda\" is overridden twice (first at "
+	                      "2:12); keep one override per rule",
+	                      NULL);
+
+	/* A child's override replaces the parent's: an object's two keys are
+	 * both required, so merging key by key replaces it whole too. */
+	free(fx_write(
+	    fx, "d1/kid.json",
+	    "{\"name\": \"kid\", \"extends\": \"two\",\n"
+	    " \"override\": {\"rule\": \"module-flavor\", \"reason\": \"mixed\"}}"));
+	p = load_ok(fx, "kid");
+	assert_string_equal(str_at(p->doc, "override", "rule", NULL), "module-flavor");
+	assert_string_equal(str_at(p->doc, "override", "reason", NULL), "mixed");
+	gp_profile_free(p);
+	free(path);
+}
+
+/* ---- the key list -------------------------------------------------------- */
+
+static void test_schema_keys(void **state)
+{
+	(void)state;
+	char **keys = gp_profile_schema_keys();
+	static const char *const some[] = { "/name",
+		                            "/allow_insecure_http",
+		                            "/match/gpus",
+		                            "/distro/kernel_headers",
+		                            "/override/rule",
+		                            "/override/reason",
+		                            "/stages/nouveau/blacklist_file",
+		                            "/stages/driver/method",
+		                            "/stages/cuda/path",
+		                            "/stages/cudnn/cuda",
+		                            "/stages/pytorch/defaults_tos_accepted",
+		                            "/stages/env/conda_init" };
+	for (size_t i = 0; i < ARRAY_SIZE(some); i++)
+		if (!gp_strv_contains(keys, some[i]))
+			fail_msg("%s is not in the key list", some[i]);
+	assert_int_equal(gp_strv_len(keys), 63);
+	/* No duplicates, and each key's parent comes before it. */
+	for (size_t i = 0; keys[i]; i++) {
+		for (size_t j = 0; j < i; j++)
+			assert_string_not_equal(keys[i], keys[j]);
+		char *parent = gp_xstrndup(keys[i], strrchr(keys[i], '/') - keys[i]);
+		bool found = !*parent;
+		for (size_t j = 0; j < i && !found; j++)
+			found = strcmp(keys[j], parent) == 0;
+		if (!found)
+			fail_msg("%s comes before its parent %s", keys[i], parent);
+		free(parent);
+	}
+	gp_strv_free(keys);
 }
 
 /* ---- shipped profiles ---------------------------------------------------- */
@@ -809,6 +1254,11 @@ int main(void)
 		FX_TEST(test_missing_name),
 		FX_TEST(test_digest),
 		FX_TEST(test_distro_string),
+		FX_TEST(test_values),
+		FX_TEST(test_value_echo),
+		FX_TEST(test_insecure_http),
+		FX_TEST(test_override),
+		cmocka_unit_test(test_schema_keys),
 		cmocka_unit_test(test_search_path),
 		cmocka_unit_test(test_shipped_a100),
 	};

@@ -74,18 +74,23 @@ const char *gp_cuda_min_driver(const char *cuda_version)
 	int n = parse_parts(cuda_version, p, 3);
 	if (n < 2)
 		return NULL;
-	const char *ga = NULL;
+	/* The highest listed release at or below X.Y.Z: an update the table does
+	 * not list needs at least what the update before it needed (12.3.2
+	 * needs 12.3 U1's driver, not 12.3 GA's). */
+	unsigned want = n == 3 ? p[2] : 0;
+	const char *best = NULL;
+	int best_update = -2;
 	for (size_t i = 0; i < ARRAY_SIZE(cuda_rows); i++) {
 		const struct cuda_row *r = &cuda_rows[i];
 		if (r->major != p[0] || r->minor != p[1])
 			continue;
-		if (n == 3 && p[2] > 0 && r->update == (int)p[2])
-			return r->driver;
-		if (r->update == GA)
-			ga = r->driver;
+		int u = r->update == GA ? 0 : r->update;
+		if ((unsigned)u <= want && u > best_update) {
+			best_update = u;
+			best = r->driver;
+		}
 	}
-	/* X.Y, X.Y.0, and an X.Y.Z the table does not list all read as GA. */
-	return ga;
+	return best;
 }
 
 /* Minor-version compatibility lets a toolkit of major X run on any driver of

@@ -176,8 +176,10 @@ static const struct drv_case drv_cases[] = {
 	{ "12.1.1", "530.30.02" },
 	{ "12.0.1", "525.85.12" },
 	{ "11.7.1", "515.48.07" },
-	/* An update the table does not list reads as the GA row. */
-	{ "12.2.3", "535.54.03" },
+	/* An update the table does not list needs at least what the listed
+	 * release before it needed. */
+	{ "12.2.3", "535.104.05" },
+	{ "12.3.2", "545.23.08" },
 	{ "11.8.89", "520.61.05" },
 	{ "13.1.1", "590.44.01" },
 	/* Leading zeros are numbers, as everywhere in version compare. */

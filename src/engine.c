@@ -14,6 +14,7 @@
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/facts.h"
 #include "gpuprov/journal.h"
+#include "gpuprov/run.h"
 #include "gpuprov/json.h"
 #include "gpuprov/stage.h"
 
@@ -235,10 +236,16 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 		return 0;
 	}
 	gp_log(c, "apply");
+	if (!c->dry_run) {
+		/* Until the stage ends, status can tell a run that was killed here. */
+		gp_journal_set_stage(&c->journal, st->name, "applying");
+		gp_journal_save(&c->root, &c->journal);
+	}
 	if (st->apply(c, cfg) < 0) {
 		gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
 		if (!c->dry_run) {
-			gp_journal_set_stage(&c->journal, st->name, "failed");
+			gp_journal_set_stage(&c->journal, st->name,
+			                     gp_run_stop_signal ? "interrupted" : "failed");
 			gp_journal_save(&c->root, &c->journal);
 		}
 		return report_err(s);
@@ -595,8 +602,10 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(j->doc, "files");
 	const cJSON *prof = cJSON_GetObjectItemCaseSensitive(j->doc, "profile");
 	const char *pending = gp_journal_reboot_reason(j);
+	bool locked = gp_lock_held(&s.c.root);
 	if (out->json) {
 		cJSON *doc = cJSON_CreateObject();
+		cJSON_AddBoolToObject(doc, "run_in_progress", locked);
 		cJSON_AddNumberToObject(doc, "gpuprov_status", 1);
 		cJSON_AddStringToObject(doc, "root", s.c.root.dir);
 		cJSON_AddItemToObject(
@@ -639,11 +648,17 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 			const struct gp_stage *st = gp_stages[i];
 			const cJSON *rec = cJSON_GetObjectItemCaseSensitive(stages,
 			                                                    st->name);
-			const char *state = gp_json_string(rec, "state", NULL);
-			if (!state)
-				state = gp_stage_implemented(st) ? "never run"
-				                                 : "not implemented";
-			fprintf(out->out, "  %-8s %-16s %s\n", st->name, state,
+			const char *id = gp_json_string(rec, "state", NULL);
+			_cleanup_free_ char *state = NULL;
+			if (!id)
+				state = gp_xstrdup(gp_stage_implemented(st) ? "never run"
+				                                            : "not implemented");
+			else if (strcmp(id, "applying") == 0)
+				state = gp_xstrdup(locked ? "applying now"
+				                          : "interrupted while applying");
+			else /* identifiers read as words: reboot_pending */
+				state = gp_str_replace_char(id, '_', ' ');
+			fprintf(out->out, "  %-8s %-28s %s\n", st->name, state,
 			        gp_json_string(rec, "time", ""));
 		}
 		const cJSON *ov = cJSON_GetObjectItemCaseSensitive(prof, "overrides");

@@ -43,7 +43,7 @@ static const char global_usage[] =
     "  --root DIR            operate on the system mounted at DIR (default /)\n"
     "  --profile-dir DIR     search DIR for profiles first\n"
     "  --json                print results as one JSON document\n"
-    "  -q, --quiet           print only errors\n"
+    "  -q, --quiet           no install report (errors, plans, reports, JSON stay)\n"
     "  -v, --verbose         print more detail\n"
     "  --no-color            never colour the output\n"
     "  -h, --help            show help (also after a command)\n"

@@ -239,3 +239,12 @@ char *gp_argv_display(char *const *argv)
 	}
 	return gp_buf_steal(&b);
 }
+
+char *gp_str_replace_char(const char *s, char from, char to)
+{
+	char *copy = gp_xstrdup(s);
+	for (char *c = copy; *c; c++)
+		if (*c == from)
+			*c = to;
+	return copy;
+}

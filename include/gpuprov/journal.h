@@ -51,3 +51,5 @@ const char *gp_journal_reboot_boot_id(const struct gp_journal *j);
 /* Takes the run lock; exit 6 with the holder's pid when another run has it. */
 int gp_lock_acquire(const struct gp_root *r, int *fd, struct gp_err *err);
 void gp_lock_release(int fd);
+/* Does a run hold the lock right now? Read-only; false when there is none. */
+bool gp_lock_held(const struct gp_root *r);

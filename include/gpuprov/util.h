@@ -61,6 +61,8 @@ char *gp_xvasprintf(const char *fmt, va_list ap) _printf_(1, 0);
 bool gp_str_starts_with(const char *s, const char *prefix);
 bool gp_str_ends_with(const char *s, const char *suffix);
 bool gp_streq(const char *a, const char *b); /* NULL-safe */
+/* A copy of s with every from replaced by to. */
+char *gp_str_replace_char(const char *s, char from, char to);
 
 /* Growable byte buffer, always NUL-terminated. */
 struct gp_buf {

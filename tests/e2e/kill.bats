@@ -316,6 +316,11 @@ assert_killed_in_initramfs() {
 	[ ! -e "$R/etc/ld.so.conf.d/gpuprov-cuda.conf" ]
 	assert_not_done nouveau
 	assert_not_done env
+	# status tells an interrupted stage from one that never ran.
+	run "$GPUPROV" --root "$R" status
+	[[ "$output" =~ nouveau\ +interrupted ]] ||
+		fail "status does not say nouveau was interrupted:" "$output"
+	[[ "$output" =~ env\ +never\ run ]] || fail "status for env:" "$output"
 }
 
 # What a run killed while ldconfig runs leaves: nouveau done, both env files

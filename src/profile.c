@@ -168,8 +168,9 @@ static char *check_directory(const cJSON *v, size_t i)
 static char *check_modprobe_file(const cJSON *v, size_t i)
 {
 	const char *s = v->valuestring;
-	static const char *const dirs[] = { "/etc/modprobe.d/", "/usr/lib/modprobe.d/",
-		                            "/lib/modprobe.d/" };
+	/* The directories libkmod reads (it has no /usr/lib/modprobe.d; on
+	 * merged-/usr systems /lib/modprobe.d is that directory). */
+	static const char *const dirs[] = { "/etc/modprobe.d/", "/lib/modprobe.d/" };
 	for (size_t k = 0; k < ARRAY_SIZE(dirs); k++) {
 		const char *base = s + strlen(dirs[k]);
 		if (gp_str_starts_with(s, dirs[k]) && !strchr(base, '/') &&
@@ -177,7 +178,7 @@ static char *check_modprobe_file(const cJSON *v, size_t i)
 			return NULL;
 	}
 	return why_got(s, "must be a .conf file directly in /etc/modprobe.d (or "
-	                  "/usr/lib/modprobe.d), where modprobe reads it");
+	                  "/lib/modprobe.d), where modprobe reads it");
 }
 
 static bool valid_var_name(const char *s)
@@ -784,8 +785,10 @@ static int check_at(const struct vctx *x, const cJSON *v, size_t index,
                     const char *pointer, const struct field *f)
 {
 	_cleanup_free_ char *why = f->check(v, index);
+	/* A map entry's check is mostly about its name: point at the key. */
 	if (why)
-		return where_fail(x->d, pointer, false, x->err, "\"%s\" %s", f->key, why);
+		return where_fail(x->d, pointer, f->type == F_STRING_MAP, x->err, "\"%s\" %s",
+		                  f->key, why);
 	if (f->check == check_url)
 		note_http(x, v, pointer, f);
 	return 0;
@@ -995,8 +998,7 @@ static char *find_profile(const char *name, char *const *search, struct gp_err *
 	if (!valid_profile_name(name) || strstr(name, "..")) {
 		gp_fail(err, GP_EXIT_INVALID_INPUT,
 		        "profile name \"%s\" is not valid: use lowercase letters, "
-		        "digits, '.', "
-		        "'_' and '-' (or give a path to a .json file)",
+		        "digits, '.', '_', '-' and '/' (or give a path to a .json file)",
 		        name);
 		return NULL;
 	}
@@ -1210,7 +1212,7 @@ int gp_profile_load(const char *name_or_path, char *const *search,
 		cJSON_Delete(doc);
 		return gp_fail(err, GP_EXIT_INVALID_INPUT,
 		               "%s:1:1: the profile has no \"name\"; add one (lowercase "
-		               "letters, digits, '.', '_', '-')",
+		               "letters, digits, '.', '_', '-', '/')",
 		               path);
 	}
 	struct gp_profile *p = gp_xcalloc(1, sizeof *p);

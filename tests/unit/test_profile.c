@@ -275,7 +275,7 @@ static void test_invalid_names(void **state)
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		char *want = gp_xasprintf(
 		    "profile name \"%s\" is not valid: use lowercase letters, "
-		    "digits, '.', '_' and '-' (or give a path to a .json "
+		    "digits, '.', '_', '-' and '/' (or give a path to a .json "
 		    "file)",
 		    bad[i]);
 		expect_load_error(fx, bad[i], want);
@@ -952,7 +952,10 @@ static const struct value_case value_cases[] = {
 	{ STAGE("env", "vars"), "{\"A\": \"1\", \"a b\": \"2\"}", "not a variable name" },
 	{ STAGE("nouveau", "initramfs"), "[\"mkinitcpio\", \"-P\"]", NULL },
 	{ STAGE("nouveau", "initramfs"), "[\"./x\"]", "must start with a command" },
-	{ STAGE("nouveau", "blacklist_file"), "\"/usr/lib/modprobe.d/x.conf\"", NULL },
+	{ STAGE("nouveau", "blacklist_file"), "\"/lib/modprobe.d/x.conf\"", NULL },
+	/* libkmod does not read /usr/lib/modprobe.d. */
+	{ STAGE("nouveau", "blacklist_file"), "\"/usr/lib/modprobe.d/x.conf\"",
+	  "directly in /etc/modprobe.d (or /lib/modprobe.d)" },
 };
 
 static void test_values(void **state)

@@ -247,33 +247,55 @@ static void rule_driver_cuda(struct check *c)
 	          alt ? ", or CUDA " : "", alt ? alt : "");
 }
 
-static void rule_gpu_cuda(struct check *c)
+/* One gpu-cuda issue per matched GPU that cuda cannot target. what names
+ * the CUDA build ("CUDA 12.4", or a PyTorch index's wheels) and unit what
+ * the fix changes ("CUDA", "a wheel index for CUDA"). */
+static void gpus_against(struct check *c, const char *cuda, const char *what,
+                         const char *unit)
 {
-	if (!c->cuda_version)
-		return;
 	for (size_t i = 0; i < c->n_gpus; i++) {
 		const struct gp_gpu_info *g = c->gpus[i];
-		if (gp_cuda_supports_cc(c->cuda_version, g))
+		if (gp_cuda_supports_cc(cuda, g))
 			continue;
-		if (gp_version_compare(c->cuda_version, g->first_cuda) < 0) {
-			add_issue(
-			    c, GP_RULE_GPU_CUDA,
-			    "CUDA %s cannot target %s (10de:%04x, %s, compute "
-			    "capability %u.%u), first supported by CUDA %s; use CUDA "
-			    "%s or newer, or drop 10de:%04x from match.gpus",
-			    c->cuda_version, g->name, g->device, g->arch, g->cc_major,
-			    g->cc_minor, g->first_cuda, g->first_cuda, g->device);
+		if (gp_version_compare(cuda, g->first_cuda) < 0) {
+			add_issue(c, GP_RULE_GPU_CUDA,
+			          "%s cannot target %s (10de:%04x, %s, compute "
+			          "capability %u.%u), first supported by CUDA %s; use %s "
+			          "%s or newer, or drop 10de:%04x from match.gpus",
+			          what, g->name, g->device, g->arch, g->cc_major,
+			          g->cc_minor, g->first_cuda, unit, g->first_cuda,
+			          g->device);
 			continue;
 		}
 		char last[16];
 		const char *alt = newest_cuda_targeting(g, last, sizeof last);
 		add_issue(
 		    c, GP_RULE_GPU_CUDA,
-		    "CUDA %s cannot target %s (10de:%04x, %s, compute capability %u.%u): "
-		    "CUDA 13 dropped compute capabilities below 7.5; use CUDA %s or "
+		    "%s cannot target %s (10de:%04x, %s, compute capability %u.%u): "
+		    "CUDA 13 dropped compute capabilities below 7.5; use %s %s or "
 		    "older, or drop 10de:%04x from match.gpus",
-		    c->cuda_version, g->name, g->device, g->arch, g->cc_major,
-		    g->cc_minor, alt ? alt : "12.x", g->device);
+		    what, g->name, g->device, g->arch, g->cc_major, g->cc_minor, unit,
+		    alt ? alt : "12.x", g->device);
+	}
+}
+
+/* The toolkit, and the CUDA build inside the PyTorch wheels (they bundle
+ * their own runtime: an RTX 5090 or B200 needs cu128 or newer whatever the
+ * toolkit is). */
+static void rule_gpu_cuda(struct check *c)
+{
+	if (c->cuda_version) {
+		_cleanup_free_ char *what = gp_xasprintf("CUDA %s", c->cuda_version);
+		gpus_against(c, c->cuda_version, what, "CUDA");
+	}
+	const char *url = str_member(c->pytorch, "index_url");
+	char buf[16];
+	bool cpu;
+	const char *wheel = url ? gp_torch_tag_cuda(url, &cpu, buf) : NULL;
+	if (wheel) {
+		_cleanup_free_ char *what = gp_xasprintf(
+		    "the CUDA %s wheels of PyTorch index %s", wheel, url);
+		gpus_against(c, wheel, what, "a wheel index for CUDA");
 	}
 }
 

@@ -259,6 +259,33 @@ static void test_gpu_cuda_too_old(void **state)
 	                GP_RULE_GPU_CUDA, NEEDLES("B200", "CUDA 12.8 or newer"));
 }
 
+/* PyTorch wheels bundle their own CUDA: it must target the GPUs too. */
+static void test_gpu_cuda_wheels(void **state)
+{
+	(void)state;
+	expect_ok(&(struct parts){
+	    .gpus = "[\"10de:2901\"]",
+	    .pytorch = "{\"index_url\": \"https://download.pytorch.org/whl/cu128\"}" });
+	expect_message(
+	    &(struct parts){
+	        .gpus = "[\"10de:2901\"]",
+	        .pytorch =
+	            "{\"index_url\": \"https://download.pytorch.org/whl/cu124\"}" },
+	    GP_RULE_GPU_CUDA,
+	    "the CUDA 12.4 wheels of PyTorch index "
+	    "https://download.pytorch.org/whl/cu124 "
+	    "cannot target B200 (10de:2901, Blackwell, compute capability 10.0), first "
+	    "supported by CUDA 12.8; use a wheel index for CUDA 12.8 or newer, or drop "
+	    "10de:2901 from match.gpus");
+	expect_contains(
+	    &(struct parts){
+	        .gpus = "[\"10de:1db1\"]",
+	        .pytorch =
+	            "{\"index_url\": \"https://download.pytorch.org/whl/cu130\"}" },
+	    GP_RULE_GPU_CUDA,
+	    NEEDLES("V100", "CUDA 13 dropped", "a wheel index for CUDA"));
+}
+
 static void test_gpu_cuda_ids(void **state)
 {
 	(void)state;
@@ -664,6 +691,7 @@ int main(void)
 		cmocka_unit_test(test_driver_cuda_unknown),
 		cmocka_unit_test(test_gpu_cuda_dropped),
 		cmocka_unit_test(test_gpu_cuda_too_old),
+		cmocka_unit_test(test_gpu_cuda_wheels),
 		cmocka_unit_test(test_gpu_cuda_ids),
 		cmocka_unit_test(test_cudnn_cuda),
 		cmocka_unit_test(test_torch_driver_minor_compat),

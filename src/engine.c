@@ -245,7 +245,8 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 		gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
 		if (!c->dry_run) {
 			gp_journal_set_stage(&c->journal, st->name,
-			                     gp_run_stop_signal ? "interrupted" : "failed");
+			                     gp_run_stop_signal ? "interrupted"
+			                                        : "failed");
 			gp_journal_save(&c->root, &c->journal);
 		}
 		return report_err(s);
@@ -651,8 +652,9 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 			const char *id = gp_json_string(rec, "state", NULL);
 			_cleanup_free_ char *state = NULL;
 			if (!id)
-				state = gp_xstrdup(gp_stage_implemented(st) ? "never run"
-				                                            : "not implemented");
+				state = gp_xstrdup(gp_stage_implemented(st)
+				                       ? "never run"
+				                       : "not implemented");
 			else if (strcmp(id, "applying") == 0)
 				state = gp_xstrdup(locked ? "applying now"
 				                          : "interrupted while applying");

@@ -82,7 +82,9 @@ static unsigned hex4(const char *p)
 	unsigned v = 0;
 	for (int i = 0; i < 4; i++) {
 		char c = p[i];
-		v = v * 16 + (unsigned)(c >= 'a' ? c - 'a' + 10 : c >= 'A' ? c - 'A' + 10 : c - '0');
+		v = v * 16 + (unsigned)(c >= 'a'   ? c - 'a' + 10
+		                        : c >= 'A' ? c - 'A' + 10
+		                                   : c - '0');
 	}
 	return v;
 }
@@ -299,7 +301,8 @@ void gp_json_doc_free(struct gp_json_doc *d)
 	*d = (struct gp_json_doc){ 0 };
 }
 
-static const struct gp_json_pos *find_pos(const struct gp_json_doc *d, const char *pointer)
+static const struct gp_json_pos *find_pos(const struct gp_json_doc *d,
+                                          const char *pointer)
 {
 	for (size_t i = 0; i < d->n_pos; i++)
 		if (strcmp(d->pos[i].pointer, pointer) == 0)
@@ -307,7 +310,8 @@ static const struct gp_json_pos *find_pos(const struct gp_json_doc *d, const cha
 	return NULL;
 }
 
-void gp_json_doc_where(const struct gp_json_doc *d, const char *pointer, int *line, int *col)
+void gp_json_doc_where(const struct gp_json_doc *d, const char *pointer, int *line,
+                       int *col)
 {
 	const struct gp_json_pos *p = find_pos(d, pointer);
 	*line = p ? p->line : 1;

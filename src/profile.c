@@ -787,8 +787,8 @@ static int check_at(const struct vctx *x, const cJSON *v, size_t index,
 	_cleanup_free_ char *why = f->check(v, index);
 	/* A map entry's check is mostly about its name: point at the key. */
 	if (why)
-		return where_fail(x->d, pointer, f->type == F_STRING_MAP, x->err, "\"%s\" %s",
-		                  f->key, why);
+		return where_fail(x->d, pointer, f->type == F_STRING_MAP, x->err,
+		                  "\"%s\" %s", f->key, why);
 	if (f->check == check_url)
 		note_http(x, v, pointer, f);
 	return 0;

@@ -213,8 +213,9 @@ int gp_fail(struct gp_err *err, int exit_code, const char *fmt, ...)
 /* Quotes an argument for display the way a shell user would type it. */
 static void append_quoted(struct gp_buf *b, const char *arg)
 {
-	static const char plain_chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-					  "0123456789-_./=:,+@%";
+	static const char plain_chars[] =
+	    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "0123456789-_./=:,+@%";
 	if (*arg && strspn(arg, plain_chars) == strlen(arg)) {
 		gp_buf_puts(b, arg);
 		return;

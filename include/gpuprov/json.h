@@ -10,7 +10,7 @@
 
 struct gp_json_pos {
 	char *pointer;
-	int line, col;         /* the value */
+	int line, col; /* the value */
 	int key_line, key_col; /* its key, for object members; else 0 */
 };
 

@@ -204,11 +204,12 @@ static int nouveau_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck
 	}
 	_cleanup_free_ char *use = in_use_text(&f);
 	if ((!config_done(&f) || !f.initramfs_current) && tool_missing) {
-		gp_check_set(ck, GP_STATE_BLOCKED,
-		             "the initramfs must be rebuilt but %s is not installed in %s; "
-		             "install it (initramfs-tools on Debian/Ubuntu, dracut on RHEL) "
-		             "or set distro.initramfs in the profile",
-		             initramfs[0], c->root.dir);
+		gp_check_set(
+		    ck, GP_STATE_BLOCKED,
+		    "the initramfs must be rebuilt but %s is not installed in %s; "
+		    "install it (initramfs-tools on Debian/Ubuntu, dracut on RHEL) "
+		    "or set distro.initramfs in the profile",
+		    initramfs[0], c->root.dir);
 	} else if (!config_done(&f) || !f.initramfs_current) {
 		struct gp_buf why = { 0 };
 		if (!config_done(&f))

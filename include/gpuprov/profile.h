@@ -21,8 +21,9 @@ struct gp_profile {
  * the installed share directory, the source tree's profiles/. */
 char **gp_profile_search_path(const char *dir_override);
 
-/* name_or_path: contains '/' or ends in .json -> a file; else a name looked
- * up as NAME.json in each search directory. Exit code 65 on any error. */
+/* name_or_path: starts with '/', './' or '../', or ends in .json -> a file;
+ * else a name ("distro/ubuntu2204") looked up as NAME.json in each search
+ * directory. Exit code 65 on any error. */
 int gp_profile_load(const char *name_or_path, char *const *search,
                     struct gp_profile **out, struct gp_err *err);
 void gp_profile_free(struct gp_profile *p);

@@ -43,14 +43,6 @@ tprofile() {
 		"$name" "$name" "$m" > "$P/$name.json"
 }
 
-# jeq EXPR VALUE: EXPR (python, the document as d) on $JSON gives VALUE.
-jeq() {
-	local got
-	got=$(json_get "$JSON" "$1") || fail "cannot evaluate $1 on:" "$(cat "$JSON")"
-	[ "$got" = "$2" ] && return 0
-	fail "JSON $1: expected '$2', got '$got'"
-}
-
 # detect_root [mkroot options]: builds $R, runs detect (text, then --json
 # into $JSON) and checks that both succeed and leave the tree as it was.
 detect_root() {

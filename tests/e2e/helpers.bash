@@ -348,3 +348,23 @@ assert_journal_true() {
 		}
 	done < <(journal_files "$root/var/lib/gpuprov/state.json")
 }
+
+# jeq EXPR VALUE: EXPR (python, the document as d) on $JSON gives VALUE.
+jeq() {
+	local got
+	got=$(json_get "$JSON" "$1") || fail "cannot evaluate $1 on:" "$(cat "$JSON")"
+	[ "$got" = "$2" ] && return 0
+	fail "JSON $1: expected '$2', got '$got'"
+}
+
+# The Ubuntu 22.04 + A100 root with CUDA dirs in $R, and the install of the
+# implemented stages on it.
+setup_ubuntu_root() {
+	require_root
+	R=$BATS_TEST_TMPDIR/root
+	mkroot "$R" --cuda
+}
+
+install_ubuntu() {
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+}

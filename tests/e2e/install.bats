@@ -6,13 +6,7 @@
 load helpers
 
 setup() {
-	require_root
-	R=$BATS_TEST_TMPDIR/root
-	mkroot "$R" --cuda
-}
-
-install_ubuntu() {
-	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	setup_ubuntu_root
 }
 
 @test "install: writes the expected files and runs update-initramfs -u then ldconfig" {

@@ -38,14 +38,6 @@ EOF
 EOF
 }
 
-# jeq EXPR VALUE: EXPR (python, the document as d) on $JSON gives VALUE.
-jeq() {
-	local got
-	got=$(json_get "$JSON" "$1") || fail "cannot evaluate $1 on:" "$(cat "$JSON")"
-	[ "$got" = "$2" ] && return 0
-	fail "JSON $1: expected '$2', got '$got'"
-}
-
 # The line of stdout for profile NAME in `profiles list`.
 list_line() {
 	printf '%s\n' "$output" | grep -E "^$1 " || fail "no line for $1 in:" "$output"

@@ -6,33 +6,8 @@
 #include "gpuprov/facts.h"
 #include "gpuprov/util.h"
 
-struct fixture {
-	char *dir;
-	struct gp_root r;
-};
-
-static int fx_setup(void **state)
-{
-	struct fixture *fx = calloc(1, sizeof *fx);
-	assert_non_null(fx);
-	fx->dir = tu_tmpdir();
-	*state = fx;
-	return 0;
-}
-
-static int fx_teardown(void **state)
-{
-	struct fixture *fx = *state;
-	if (fx->r.dir)
-		gp_root_close(&fx->r);
-	tu_rmrf(fx->dir);
-	free(fx->dir);
-	free(fx);
-	return 0;
-}
-
 /* Opens the root once the tree is written (the root is realpath'd). */
-static const struct gp_root *fx_root(struct fixture *fx)
+static const struct gp_root *fx_root(struct tu_root_fixture *fx)
 {
 	if (!fx->r.dir)
 		assert_int_equal(gp_root_open(&fx->r, fx->dir), 0);
@@ -44,7 +19,7 @@ static const struct gp_root *fx_root(struct fixture *fx)
 #define REL_MAX 256
 
 /* dir/rel -> target, creating the parent directories of rel. */
-static void fx_symlink(struct fixture *fx, const char *target, const char *rel)
+static void fx_symlink(struct tu_root_fixture *fx, const char *target, const char *rel)
 {
 	char parent[REL_MAX], path[PATH_MAX];
 	snprintf(parent, sizeof parent, "%s", rel);
@@ -130,7 +105,7 @@ static void test_os_release_missing_id(void **state)
 
 static void test_os_release_etc_wins(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_write(fx->dir, "etc/os-release", "ID=etc\n");
 	tu_write(fx->dir, "usr/lib/os-release", "ID=usrlib\nVERSION_ID=1\n");
 	struct gp_os_release o;
@@ -143,7 +118,7 @@ static void test_os_release_etc_wins(void **state)
 
 static void test_os_release_fallback(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_write(fx->dir, "usr/lib/os-release", "ID=debian\nVERSION_ID=\"12\"\n");
 	struct gp_os_release o;
 	assert_int_equal(gp_os_release_read(fx_root(fx), &o), 0);
@@ -154,7 +129,7 @@ static void test_os_release_fallback(void **state)
 
 static void test_os_release_absolute_symlink_stays_in_root(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	/* An absolute link must resolve inside the root, not to the host's. */
 	tu_write(fx->dir, "usr/lib/os-release", "ID=fixture\n");
 	fx_symlink(fx, "/usr/lib/os-release", "etc/os-release");
@@ -166,7 +141,7 @@ static void test_os_release_absolute_symlink_stays_in_root(void **state)
 
 static void test_os_release_none(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_mkdir(fx->dir, "etc");
 	struct gp_os_release o;
 	assert_int_equal(gp_os_release_read(fx_root(fx), &o), -ENOENT);
@@ -202,7 +177,7 @@ static void test_modules_parse(void **state)
 
 static void test_modules_read(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_write(fx->dir, "proc/modules", proc_modules);
 	struct gp_module_list ml;
 	assert_int_equal(gp_modules_read(fx_root(fx), &ml), 0);
@@ -213,7 +188,7 @@ static void test_modules_read(void **state)
 
 static void test_modules_missing_is_unknown(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_mkdir(fx->dir, "proc");
 	const struct gp_root *r = fx_root(fx);
 	struct gp_module_list ml;
@@ -228,7 +203,7 @@ static void test_modules_missing_is_unknown(void **state)
 
 static void test_module_loaded(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_write(fx->dir, "proc/modules", proc_modules);
 	tu_mkdir(fx->dir, "sys/module/i915"); /* built in: not in proc/modules */
 	const struct gp_root *r = fx_root(fx);
@@ -249,7 +224,7 @@ static void test_module_loaded(void **state)
 
 static void test_module_loaded_sys_module_fallback(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	/* No proc/modules: /sys/module still proves a module is there. */
 	tu_mkdir(fx->dir, "sys/module/nouveau");
 	tu_mkdir(fx->dir, "sys/module/nvidia_uvm");
@@ -272,7 +247,7 @@ static void test_tristate_name(void **state)
 
 /* ---- PCI ----------------------------------------------------------------- */
 
-static void write_pci(struct fixture *fx, const char *base, const char *vendor,
+static void write_pci(struct tu_root_fixture *fx, const char *base, const char *vendor,
                       const char *device, const char *class)
 {
 	char rel[REL_MAX];
@@ -286,7 +261,7 @@ static void write_pci(struct fixture *fx, const char *base, const char *vendor,
 
 static void test_pci_scan(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	/* NVIDIA 3D controller bound to nouveau (fixture style: a directory). */
 	write_pci(fx, "sys/bus/pci/devices/0000:17:00.0", "0x10de\n", "0x20b0\n",
 	          "0x030200\n");
@@ -357,7 +332,7 @@ static void test_pci_is_nvidia_gpu(void **state)
 
 static void test_pci_missing_and_malformed(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_mkdir(fx->dir, "sys");
 	const struct gp_root *r = fx_root(fx);
 	struct gp_pci_list l;
@@ -392,7 +367,7 @@ static void test_pci_missing_and_malformed(void **state)
 
 static void test_kernel_info(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_write(fx->dir, "proc/sys/kernel/random/boot_id",
 	         " 0f0c6a7e-4d2b-4b7f-9b1a-3f1f2d0f6c11\n");
 	tu_write(fx->dir, "proc/sys/kernel/osrelease", "6.1.0-18-amd64\n");
@@ -408,7 +383,7 @@ static void test_kernel_info(void **state)
 
 static void test_kernel_info_missing(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_write(fx->dir, "proc/sys/kernel/osrelease", " \n");
 	const struct gp_root *r = fx_root(fx);
 	assert_null(gp_boot_id(r));
@@ -419,7 +394,7 @@ static void test_kernel_info_missing(void **state)
 
 static void test_modprobe_blacklist_nouveau(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_write(fx->dir, "etc/modprobe.d/blacklist-nouveau.conf",
 	         "blacklist nouveau\noptions nouveau modeset=0\n");
 	const struct gp_root *r = fx_root(fx);
@@ -443,7 +418,7 @@ static void test_modprobe_blacklist_nouveau(void **state)
 
 static void test_modprobe_nothing_configured(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_mkdir(fx->dir, "etc");
 	struct gp_modprobe_facts f;
 	assert_int_equal(gp_modprobe_query(fx_root(fx), "nouveau", &f), 0);
@@ -458,7 +433,7 @@ static void test_modprobe_nothing_configured(void **state)
 
 static void test_modprobe_precedence(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	/* Same basename: the /etc file hides the /lib one entirely. */
 	tu_write(fx->dir, "lib/modprobe.d/nvidia.conf",
 	         "blacklist nvidia\noptions nvidia NVreg_Hidden=1\n");
@@ -481,7 +456,7 @@ static void test_modprobe_precedence(void **state)
 
 static void test_modprobe_txt_ignored_alias_read(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_write(fx->dir, "etc/modprobe.d/blacklist-nouveau.txt",
 	         "blacklist nouveau\noptions nouveau modeset=0\n");
 	const struct gp_root *r = fx_root(fx);
@@ -500,7 +475,7 @@ static void test_modprobe_txt_ignored_alias_read(void **state)
 
 static void test_modprobe_dash_underscore_and_last_wins(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_write(fx->dir, "etc/modprobe.d/nvidia.conf",
 	         "blacklist nvidia-drm\n"
 	         "options nvidia-drm modeset=0\n"
@@ -552,7 +527,7 @@ static void test_modprobe_option_is(void **state)
 
 static void test_modprobe_never_prints(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	/* Each of these makes libkmod log an error by default. */
 	tu_write(fx->dir, "etc/modprobe.d/bad.conf",
 	         "frobnicate nouveau\noptions\nblacklist nouveau\n");
@@ -595,7 +570,7 @@ static void test_modprobe_never_prints(void **state)
  * "module.param=value" the machine running the tests was booted with. */
 static void test_modprobe_host_cmdline_not_in_other_root(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_mkdir(fx->dir, "etc/modprobe.d");
 
 	FILE *fp = fopen("/proc/cmdline", "re");
@@ -644,7 +619,7 @@ static void test_modprobe_host_cmdline_not_in_other_root(void **state)
 	gp_root_close(&host);
 }
 
-#define FX_TEST(t) cmocka_unit_test_setup_teardown(t, fx_setup, fx_teardown)
+#define FX_TEST(t) cmocka_unit_test_setup_teardown(t, tu_root_setup, tu_root_teardown)
 
 int main(void)
 {

@@ -11,35 +11,10 @@
 #define EFIVAR EFI "/efivars/SecureBoot-" GUID
 #define SYSFSVAR EFI "/vars/SecureBoot-" GUID "/data"
 
-struct fixture {
-	char *dir;
-	struct gp_root r;
-};
-
-static int fx_setup(void **state)
-{
-	struct fixture *fx = calloc(1, sizeof *fx);
-	assert_non_null(fx);
-	fx->dir = tu_tmpdir();
-	*state = fx;
-	return 0;
-}
-
-static int fx_teardown(void **state)
-{
-	struct fixture *fx = *state;
-	if (fx->r.dir)
-		gp_root_close(&fx->r);
-	tu_rmrf(fx->dir);
-	free(fx->dir);
-	free(fx);
-	return 0;
-}
-
-#define FX_TEST(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
+#define FX_TEST(f) cmocka_unit_test_setup_teardown(f, tu_root_setup, tu_root_teardown)
 
 /* The state of the root as written so far (opened afresh each time). */
-static enum gp_secure_boot fx_state(struct fixture *fx)
+static enum gp_secure_boot fx_state(struct tu_root_fixture *fx)
 {
 	if (fx->r.dir)
 		gp_root_close(&fx->r);
@@ -49,7 +24,7 @@ static enum gp_secure_boot fx_state(struct fixture *fx)
 }
 
 /* Writes len bytes (NULs included) to dir/rel, creating the parents. */
-static void fx_write_bytes(struct fixture *fx, const char *rel, const void *data,
+static void fx_write_bytes(struct tu_root_fixture *fx, const char *rel, const void *data,
                            size_t len)
 {
 	tu_write(fx->dir, rel, "");
@@ -63,7 +38,7 @@ static void fx_write_bytes(struct fixture *fx, const char *rel, const void *data
 
 static void test_no_efi_is_not_uefi(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	assert_int_equal(fx_state(fx), GP_SB_NOT_UEFI);
 	/* Other firmware entries do not make it UEFI. */
 	tu_mkdir(fx->dir, "sys/firmware/acpi");
@@ -72,7 +47,7 @@ static void test_no_efi_is_not_uefi(void **state)
 
 static void test_efivarfs_on_off(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	/* Attributes NV|BS|RT (0x06), then the value. */
 	fx_write_bytes(fx, EFIVAR, "\x06\x00\x00\x00\x01", 5);
 	assert_int_equal(fx_state(fx), GP_SB_ON);
@@ -87,7 +62,7 @@ static void test_efivarfs_on_off(void **state)
 
 static void test_efi_without_variable_is_unknown(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_mkdir(fx->dir, EFI);
 	assert_int_equal(fx_state(fx), GP_SB_UNKNOWN);
 	/* efivarfs mounted, but no SecureBoot variable (firmware without it). */
@@ -99,7 +74,7 @@ static void test_efi_without_variable_is_unknown(void **state)
 
 static void test_short_or_unreadable_variable_is_unknown(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	fx_write_bytes(fx, EFIVAR, "", 0);
 	assert_int_equal(fx_state(fx), GP_SB_UNKNOWN);
 	/* The header alone: no value byte. */
@@ -115,14 +90,14 @@ static void test_short_or_unreadable_variable_is_unknown(void **state)
 
 static void test_efi_not_a_directory_is_unknown(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	tu_write(fx->dir, EFI, "not a directory\n");
 	assert_int_equal(fx_state(fx), GP_SB_UNKNOWN);
 }
 
 static void test_legacy_sysfs_vars(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	/* No efivarfs: the old sysfs interface holds the data without a header. */
 	fx_write_bytes(fx, SYSFSVAR, "\x01", 1);
 	assert_int_equal(fx_state(fx), GP_SB_ON);
@@ -142,7 +117,7 @@ static void test_legacy_sysfs_vars(void **state)
 
 static void test_symlink_out_of_root_stays_in_root(void **state)
 {
-	struct fixture *fx = *state;
+	struct tu_root_fixture *fx = *state;
 	/* An absolute link resolves inside the root, never to the host's
 	 * firmware directory. */
 	tu_mkdir(fx->dir, "sys/firmware");

@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "gpuprov/root.h"
+
 /* mkdtemp under $TMPDIR; the caller removes it with tu_rmrf. */
 static inline char *tu_tmpdir(void)
 {
@@ -64,4 +66,31 @@ static inline void tu_rmrf(const char *dir)
 	}
 	int st;
 	waitpid(pid, &st, 0);
+}
+
+/* A fixture for tests on a throwaway root: dir is created by setup, r is
+ * opened by the test when it needs it, both go at teardown. */
+struct tu_root_fixture {
+	char *dir;
+	struct gp_root r;
+};
+
+static inline int tu_root_setup(void **state)
+{
+	struct tu_root_fixture *fx = calloc(1, sizeof *fx);
+	assert_non_null(fx);
+	fx->dir = tu_tmpdir();
+	*state = fx;
+	return 0;
+}
+
+static inline int tu_root_teardown(void **state)
+{
+	struct tu_root_fixture *fx = *state;
+	if (fx->r.dir)
+		gp_root_close(&fx->r);
+	tu_rmrf(fx->dir);
+	free(fx->dir);
+	free(fx);
+	return 0;
 }

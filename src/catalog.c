@@ -267,25 +267,34 @@ static int lint_one(const char *file, char *const *search, struct gp_out *out,
 {
 	_cleanup_free_ char *path = lint_path(file);
 	struct gp_profile *p = NULL;
-	struct gp_err err = { 0 };
+	_cleanup_strv_ char **all = gp_xcalloc(1, sizeof(char *));
+	struct gp_err err = { .all = all };
 	cJSON *e = out->json ? cJSON_CreateObject() : NULL;
 	if (e) {
 		cJSON_AddStringToObject(e, "file", file);
 		cJSON_AddItemToArray(files_json, e);
 	}
-	if (gp_profile_load(path, search, &p, &err) < 0) {
-		/* Errors from the loader name their file (this one or a parent);
-		 * others ("cannot open ...") get it in front. */
-		bool named = gp_str_starts_with(err.msg, path) ||
-		             gp_str_starts_with(err.msg, file);
+	int rc = gp_profile_load(path, search, &p, &err);
+	all = err.all; /* the loader may have grown it */
+	if (rc < 0) {
+		cJSON *errors = e ? cJSON_CreateArray() : NULL;
+		for (size_t i = 0; all[i]; i++) {
+			/* Errors from the loader name their file (this one or a
+			 * parent); others ("cannot open ...") get it in front. */
+			bool named = gp_str_starts_with(all[i], path) ||
+			             gp_str_starts_with(all[i], file);
+			if (errors)
+				cJSON_AddItemToArray(errors, cJSON_CreateString(all[i]));
+			else if (named)
+				fprintf(out->out, "%s\n", all[i]);
+			else
+				fprintf(out->out, "%s: %s\n", file, all[i]);
+		}
 		if (e) {
 			cJSON_AddStringToObject(e, "status", "invalid");
 			cJSON_AddStringToObject(e, "error", err.msg);
+			cJSON_AddItemToObject(e, "errors", errors);
 			cJSON_AddItemToObject(e, "issues", cJSON_CreateArray());
-		} else if (named) {
-			fprintf(out->out, "%s\n", err.msg);
-		} else {
-			fprintf(out->out, "%s: %s\n", file, err.msg);
 		}
 		return GP_EXIT_INVALID_INPUT;
 	}

@@ -945,21 +945,27 @@ static int validate_value(const struct vctx *x, const cJSON *v, const char *poin
 static int validate_object(const struct vctx *x, const cJSON *obj, const char *pointer,
                            const struct field *fields)
 {
+	bool failed = false;
 	for (const cJSON *item = obj->child; item; item = item->next) {
 		_cleanup_free_ char *p = gp_json_pointer_append(pointer, item->string);
 		const struct field *f = fields;
 		while (f->key && strcmp(f->key, item->string) != 0)
 			f++;
+		int rc;
 		if (!f->key) {
 			_cleanup_free_ char *hint = known_keys_hint(fields, item->string);
 			_cleanup_free_ char *q = quoted(item->string);
-			return where_fail(x->d, p, true, x->err, "unknown key %s; %s", q,
-			                  hint);
+			rc = where_fail(x->d, p, true, x->err, "unknown key %s; %s", q,
+			                hint);
+		} else {
+			rc = validate_value(x, item, p, f);
 		}
-		if (validate_value(x, item, p, f) < 0)
+		if (rc < 0 && !x->err->all)
 			return -1;
+		/* Collecting every problem: go on with the next member. */
+		failed |= rc < 0;
 	}
-	return 0;
+	return failed ? -1 : 0;
 }
 
 static bool valid_profile_name(const char *s)

@@ -200,13 +200,19 @@ char **gp_strv_split(const char *s, char sep)
 
 int gp_fail(struct gp_err *err, int exit_code, const char *fmt, ...)
 {
-	if (err) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-		va_end(ap);
+	if (!err)
+		return -1;
+	va_list ap;
+	va_start(ap, fmt);
+	char *msg = gp_xvasprintf(fmt, ap);
+	va_end(ap);
+	if (!err->all || !err->all[0]) {
+		snprintf(err->msg, sizeof err->msg, "%s", msg);
 		err->exit_code = exit_code;
 	}
+	if (err->all)
+		gp_strv_push(&err->all, msg);
+	free(msg);
 	return -1;
 }
 

@@ -97,7 +97,11 @@ static inline void gp_strv_freep(char ***v)
  * next) and the exit code the CLI should return. */
 struct gp_err {
 	int exit_code;
-	char msg[2048];
+	char msg[2048]; /* the first error */
+	/* Set by a caller that wants every problem (profiles lint): each error
+	 * is also appended here, and validation goes on where it can. The
+	 * caller frees it with gp_strv_free. */
+	char **all;
 };
 /* Sets err (if non-NULL) and returns -1, so callers can `return gp_fail(...)`. */
 int gp_fail(struct gp_err *err, int exit_code, const char *fmt, ...) _printf_(3, 4);

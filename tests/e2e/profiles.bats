@@ -311,3 +311,22 @@ PY
 	[ "${#lines[@]}" -eq "$(printf '%s\n' "$files" | wc -l)" ] ||
 		fail "one line per file:" "$output"
 }
+
+@test "profiles lint: every problem of an invalid file, not just the first" {
+	f=$BATS_TEST_TMPDIR/many.json
+	printf '{\n "name": "many",\n "stagez": {},\n "match": {"os": 1, "arch": "mips"},\n "stages": {"driver": {"branch": "abc", "flavor": "serv"}}\n}\n' > "$f"
+	run "$GPUPROV" profiles lint "$f"
+	[ "$status" -eq 65 ] || fail "exit $status: $output"
+	for want in "$f:3:2: unknown key \"stagez\"; did you mean \"stages\"?" \
+		"$f:4:12: unknown key \"os\"" \
+		"$f:4:29: \"arch\" must be one of x86_64, aarch64 (got \"mips\")" \
+		"$f:5:34: \"branch\" must be a driver branch" \
+		"$f:5:51: \"flavor\" must be one of server, desktop (got \"serv\"; did you mean \"server\"?)"; do
+		grep -qF -- "$want" <<< "$output" || fail "lint output lacks: $want" "$output"
+	done
+	[ "$(grep -c "^$f:" <<< "$output")" -eq 5 ] || fail "expected 5 problems:" "$output"
+	# install still stops at the first one.
+	run --separate-stderr "$GPUPROV" plan --profile "$f"
+	[ "$status" -eq 65 ]
+	[ "$(grep -c "$f:" <<< "$stderr")" -eq 1 ] || fail "plan reported more than one:" "$stderr"
+}

@@ -130,9 +130,10 @@ static int env_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	/* Accepted by the schema for the conda/PyTorch work; doing nothing for
 	 * it would be a silent success. */
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "conda_init"))) {
-		gp_check_set(ck, GP_STATE_BLOCKED,
-		             "stages.env.conda_init is not implemented in this version of "
-		             "gpuprov; set it to false or remove it");
+		gp_check_set(
+		    ck, GP_STATE_BLOCKED,
+		    "stages.env.conda_init is not implemented in this version of "
+		    "gpuprov; set it to false or remove it");
 		return 0;
 	}
 	struct env_settings s;

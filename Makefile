@@ -44,7 +44,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-dev \
 	libcjson-dev libssl-dev
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
-	python3-jsonschema clang-format cppcheck
+	python3-jsonschema clang-format cppcheck openssl
 
 .PHONY: all check check-asan test-run fuzz lint install uninstall clean deps deps-demo demo
 

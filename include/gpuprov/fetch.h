@@ -22,8 +22,10 @@
  * - Retries with exponential backoff on timeouts, DNS and connect errors,
  *   partial transfers (curl 5, 6, 7, 16, 18, 28, 52, 55, 56, 92) and HTTP
  *   408/429/500/502/503/504, honouring Retry-After up to a cap; a partial
- *   file is resumed. Other HTTP errors (403, 404, ...) and TLS failures are
- *   not retried. A stalled transfer is aborted by a low-speed limit (no
+ *   file is resumed. An attempt that brought at least 1 MiB before failing
+ *   does not count against max_attempts, so a big download over a flaky link
+ *   is not given up while it advances. Other HTTP errors (403, 404, ...) and
+ *   TLS failures are not retried. A stalled transfer is aborted by a low-speed limit (no
  *   total timeout: multi-GB files are fine on slow links).
  * - A server that answers a Range request with 200 restarts the file from
  *   zero in that same response; a 416 to a resume means the part may be
@@ -56,7 +58,7 @@ enum gp_fetch_code {
 	GP_FETCH_EHTTP, /* an HTTP error status (see http_code) */
 	GP_FETCH_ENETWORK, /* connect/DNS/timeout/partial, after every attempt */
 	GP_FETCH_ECHECKSUM, /* sha256 mismatch, twice */
-	GP_FETCH_ESIZE, /* more bytes, or other bytes, than the size given */
+	GP_FETCH_ESIZE, /* more bytes than the size given, twice */
 	GP_FETCH_EBUSY, /* another process is downloading the same file */
 	GP_FETCH_ECANCELED, /* the progress callback asked to stop */
 };
@@ -82,7 +84,7 @@ struct gp_fetch_artifact {
 };
 
 enum gp_fetch_event {
-	GP_FETCH_EV_START, /* a transfer begins (first attempt; not for cache hits) */
+	GP_FETCH_EV_START, /* a transfer attempt begins (each retry too; see attempt) */
 	GP_FETCH_EV_PROGRESS, /* bytes arrived (called often: throttle display) */
 	GP_FETCH_EV_RETRY, /* an attempt failed; the next starts in retry_in_ms */
 	GP_FETCH_EV_DONE, /* finished, one way or another: see status */
@@ -142,6 +144,10 @@ struct gp_fetch_result {
 };
 
 struct gp_fetcher;
+
+/* curl_global_init, once (not thread-safe in libcurl): main may call it
+ * before starting threads; gp_fetcher_new calls it too. 0 or -ENOMEM. */
+int gp_fetch_global_init(void);
 
 /* Creates a fetcher. root is borrowed and must outlive it; nothing is
  * created on disk until a download needs the cache directory. Fails

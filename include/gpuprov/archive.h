@@ -17,7 +17,7 @@
 /* Failure codes beyond the errno range; functions return their negation.
  * Any other negative value is a -errno (I/O, ENOSPC, the read callback's). */
 enum {
-	GP_ARCHIVE_EFORMAT = 4200, /* not a tar, or a compression other than xz/gzip/zstd */
+	GP_ARCHIVE_EFORMAT = 4200, /* not a tar, or not compressed with xz/gzip/zstd */
 	GP_ARCHIVE_ECORRUPT, /* truncated or corrupt compressed data or tar headers */
 	GP_ARCHIVE_EUNSAFE, /* an entry was refused (path, link target, type, mode) */
 	GP_ARCHIVE_ELAYOUT, /* GP_ARCHIVE_STRIP_TOP: no single top folder */
@@ -44,13 +44,17 @@ struct gp_archive_opts {
 	 * hash is still computed and returned. */
 	const char *sha256;
 	unsigned flags; /* GP_ARCHIVE_* above */
-	/* Threads for the xz decoder. 0: automatic, see below; 1: libarchive's
-	 * single-threaded decoder; N > 1: liblzma's multithreaded decoder with
-	 * up to N threads, for callers that know their liblzma has the
+	/* Threads for the xz decoder. 0: automatic, see gp_archive_extract;
+	 * 1: single-threaded; N > 1: liblzma's multithreaded decoder with up to
+	 * N (at most 16) threads, for callers that know their liblzma has the
 	 * CVE-2025-31115 fix (Debian 12: 5.4.1-1 from bookworm-security on). */
 	unsigned xz_threads;
-	/* Memory the multithreaded xz decoder may use for its threads (it runs
-	 * fewer threads, down to one, to stay under it); 0: 48 MiB. */
+	/* Memory the multithreaded xz decoder may use (it runs fewer threads,
+	 * down to one, to stay under it); 0: 48 MiB. Each thread holds a whole
+	 * block in and out: 3 MiB blocks (xz -T0 -1) run many threads within
+	 * the default, 24 MiB blocks (xz -T0 -6) need about 100 MiB for two.
+	 * An xz file needing more than 256 MiB even on one thread (a dictionary
+	 * beyond xz -9's 64 MiB) is refused as GP_ARCHIVE_ECORRUPT. */
 	uint64_t xz_mem_limit;
 	/* Refuse archives whose regular files hold more than this many bytes in
 	 * total (a decompression bomb filling the disk); 0: no limit. */
@@ -64,7 +68,9 @@ struct gp_archive_result {
 	uint64_t entries; /* archive entries processed */
 	char top[256]; /* GP_ARCHIVE_STRIP_TOP: the folder that was stripped */
 	const char *filter; /* "xz", "gzip", "zstd" or "none"; NULL before detection */
-	unsigned xz_threads; /* > 1 when liblzma's multithreaded decoder ran */
+	/* xz: the threads liblzma's decoder was given (1: single-threaded);
+	 * 0 when not xz, or when libarchive decoded it (liblzma not loadable). */
+	unsigned xz_threads;
 	bool replaced; /* an existing destination was replaced */
 	/* The old destination could not be removed after the swap: it is left
 	 * here (in-root path) for the caller to report; the extraction succeeded. */
@@ -81,9 +87,14 @@ struct gp_archive_result {
 typedef ssize_t (*gp_archive_read_fn)(void *userdata, void *buf, size_t len);
 
 /* Extracts the tar archive read from `read` into dest, an absolute path
- * inside root ("/usr/local/cuda-12.4/cudnn"). Formats: tar (ustar, pax,
- * GNU) uncompressed or compressed with xz, gzip or zstd; nothing else is
- * enabled, and a compression inside another one is refused.
+ * inside root without "." or ".." components ("/usr/local/cuda-12.4/cudnn";
+ * a trailing slash is fine). Formats: tar (ustar, pax, GNU) uncompressed or
+ * compressed with xz, gzip or zstd; nothing else is enabled, and a
+ * compression inside another one is refused (GP_ARCHIVE_EFORMAT). Bytes
+ * after the end of the archive are hashed and otherwise ignored, except
+ * after a zstd stream: libarchive's zstd reader takes them for a broken
+ * frame (GP_ARCHIVE_ECORRUPT), as its xz reader would if liblzma could not
+ * be loaded (xz is decoded by liblzma directly, one stream).
  *
  * The destination: its parent is resolved inside the root (symlinks on the
  * way, such as /usr/local/cuda -> cuda-12.4, are followed without leaving the
@@ -109,18 +120,21 @@ typedef ssize_t (*gp_archive_read_fn)(void *userdata, void *buf, size_t len);
  * as the link's depth inside dest allows and may not use ".." after a name
  * ("a/../b"): with links inside the archive such a target could leave dest
  * at run time even when it stays inside when read as text. Hardlink targets
- * are normalised and stripped like paths and must name an entry already
- * extracted. Files and directories are owned by the calling user (the
+ * are normalised and stripped like paths and must name a regular file
+ * already extracted (a second name for a symlink would move its target to
+ * another depth). Files and directories are owned by the calling user (the
  * archive's owners, ACLs and xattrs are ignored); modes are the archive's
  * masked with 0755 (group/other write dropped), directories always u+rwx.
  * A later entry with the same path replaces an earlier file or link.
  *
  * Memory is bounded by the decoder's window and fixed buffers, whatever the
- * archive size. xz_threads == 0 runs liblzma's multithreaded decoder (when
- * liblzma >= 5.4 is installed and its header was present at build time)
- * if the input was hashed before decoding (see gp_archive_extract_fd) or
- * liblzma is >= 5.8.1; multithreading only helps xz files with several
- * blocks (xz -T), others decode on one thread either way.
+ * archive size (about 20 MiB for a 64 MiB archive from xz -T2 -1 on two
+ * threads). xz_threads == 0 runs liblzma's multithreaded decoder on every
+ * CPU we may use (when liblzma >= 5.4 is installed and <lzma.h> was there
+ * at build time) if the input was hashed before decoding (see
+ * gp_archive_extract_fd) or liblzma is >= 5.8.1, else single-threaded.
+ * Threads only help xz files with several blocks that record their sizes
+ * (xz -T); others decode on one thread either way.
  *
  * opts may be NULL (no hash check, no strip). res is output only and always
  * reset. Returns 0 or a negative code (see above). */

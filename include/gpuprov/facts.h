@@ -78,6 +78,10 @@ struct gp_modprobe_facts {
 	bool blacklisted;
 	char *options; /* all "options <module> ..." values joined by ' ', or NULL */
 };
+/* The directories libkmod reads *.conf files from, in precedence order (no
+ * /usr/lib/modprobe.d in libkmod 30). */
+#define GP_MODPROBE_DIRS 4
+extern const char *const gp_modprobe_dirs[GP_MODPROBE_DIRS];
 int gp_modprobe_query(const struct gp_root *r, const char *module,
                       struct gp_modprobe_facts *f);
 void gp_modprobe_facts_free(struct gp_modprobe_facts *f);

@@ -26,12 +26,6 @@ static const char blacklist_text[] =
     "options nouveau modeset=0\n"
     "blacklist nova_core\n";
 
-/* Directories whose *.conf files make up the modprobe configuration. */
-static const char *const modprobe_dirs[] = {
-	"/etc/modprobe.d", "/run/modprobe.d",     "/usr/local/lib/modprobe.d",
-	"/lib/modprobe.d", "/usr/lib/modprobe.d",
-};
-
 struct nouveau_facts {
 	bool blacklisted; /* blacklist nouveau + modeset=0 */
 	bool nova_blacklisted;
@@ -74,14 +68,14 @@ static char **initramfs_command(struct gp_ctx *c, const cJSON *cfg)
 static void config_fingerprint(struct gp_ctx *c, const char *our_file, char out[65])
 {
 	char **files = gp_xcalloc(1, sizeof(char *));
-	for (size_t i = 0; i < ARRAY_SIZE(modprobe_dirs); i++) {
+	for (size_t i = 0; i < GP_MODPROBE_DIRS; i++) {
 		char **names = NULL;
-		if (gp_root_list_dir(&c->root, modprobe_dirs[i], &names) < 0)
+		if (gp_root_list_dir(&c->root, gp_modprobe_dirs[i], &names) < 0)
 			continue;
 		for (size_t j = 0; names[j]; j++) {
 			if (!gp_str_ends_with(names[j], ".conf"))
 				continue;
-			char *p = gp_xasprintf("%s/%s", modprobe_dirs[i], names[j]);
+			char *p = gp_xasprintf("%s/%s", gp_modprobe_dirs[i], names[j]);
 			if (!gp_strv_contains(files, p))
 				gp_strv_push(&files, p);
 			free(p);

@@ -134,18 +134,20 @@ static void drop_cmdline(struct hits *all, const struct hits *cmdline)
 	}
 }
 
+/* Search order and precedence of kmod's defaults: a file in an earlier
+ * directory hides one with the same name in a later one. */
+const char *const gp_modprobe_dirs[GP_MODPROBE_DIRS] = {
+	"/etc/modprobe.d",
+	"/run/modprobe.d",
+	"/usr/local/lib/modprobe.d",
+	"/lib/modprobe.d",
+};
+
 int gp_modprobe_query(const struct gp_root *r, const char *module,
                       struct gp_modprobe_facts *f)
 {
-	/* Search order and precedence of kmod's defaults: a file in an earlier
-	 * directory hides one with the same name in a later one. */
-	static const char *const conf_dirs[] = {
-		"/etc/modprobe.d",
-		"/run/modprobe.d",
-		"/usr/local/lib/modprobe.d",
-		"/lib/modprobe.d",
-	};
-	char *paths[ARRAY_SIZE(conf_dirs) + 1] = { 0 };
+
+	char *paths[GP_MODPROBE_DIRS + 1] = { 0 };
 	const char *const no_paths[] = { NULL };
 	struct hits all = { 0 }, cmdline = { 0 };
 	int rc;
@@ -164,8 +166,8 @@ int gp_modprobe_query(const struct gp_root *r, const char *module,
 	_cleanup_free_ char *moddir_rel = gp_xasprintf("/lib/modules/%s",
 	                                               kver ? kver : "0");
 	_cleanup_free_ char *moddir = gp_root_host_path(r, moddir_rel);
-	for (size_t i = 0; i < ARRAY_SIZE(conf_dirs); i++)
-		paths[i] = gp_root_host_path(r, conf_dirs[i]);
+	for (size_t i = 0; i < GP_MODPROBE_DIRS; i++)
+		paths[i] = gp_root_host_path(r, gp_modprobe_dirs[i]);
 
 	rc = collect(moddir, (const char *const *)paths, module, &all);
 	if (rc == 0 && !gp_root_is_host(r)) {
@@ -173,7 +175,7 @@ int gp_modprobe_query(const struct gp_root *r, const char *module,
 		if (rc == 0)
 			drop_cmdline(&all, &cmdline);
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(conf_dirs); i++)
+	for (size_t i = 0; i < GP_MODPROBE_DIRS; i++)
 		free(paths[i]);
 
 	if (rc == 0) {

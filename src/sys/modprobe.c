@@ -146,7 +146,6 @@ const char *const gp_modprobe_dirs[GP_MODPROBE_DIRS] = {
 int gp_modprobe_query(const struct gp_root *r, const char *module,
                       struct gp_modprobe_facts *f)
 {
-
 	char *paths[GP_MODPROBE_DIRS + 1] = { 0 };
 	const char *const no_paths[] = { NULL };
 	struct hits all = { 0 }, cmdline = { 0 };

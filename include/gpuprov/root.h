@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "gpuprov/sha256.h"
+
 struct gp_root {
 	char *dir; /* absolute, no trailing slash; "/" for the host */
 	int fd; /* O_PATH|O_DIRECTORY fd of dir */
@@ -46,8 +48,8 @@ int gp_root_symlink(const struct gp_root *r, const char *target, const char *pat
 /* Is the root writable by us (for a clear early error)? */
 bool gp_root_writable(const struct gp_root *r);
 
+/* sha256 of a regular file in the root (not followed if a symlink). */
+int gp_root_sha256_file(const struct gp_root *r, const char *path, char out[65]);
+
 /* Lists the names in a directory (without . and ..), sorted. -ENOENT when absent. */
 int gp_root_list_dir(const struct gp_root *r, const char *path, char ***names);
-
-/* sha256 as 64 lowercase hex digits plus NUL. */
-void gp_sha256_hex(const void *data, size_t len, char out[65]);

@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -29,6 +28,7 @@
 #include <lzma.h>
 
 #include "gpuprov/archive.h"
+#include "gpuprov/sha256.h"
 #include "gpuprov/util.h"
 
 #define IN_BUF_SIZE (128 * 1024)
@@ -39,10 +39,6 @@
 #define XZ_MEM_STOP (256ull << 20)
 #define MAX_XZ_THREADS 16
 
-static void md_freep(EVP_MD_CTX **c)
-{
-	EVP_MD_CTX_free(*c);
-}
 static void closedirp(DIR **d)
 {
 	if (*d)
@@ -110,7 +106,7 @@ static unsigned pick_xz_threads(const struct gp_archive_opts *o, bool preverifie
 struct src {
 	gp_archive_read_fn read;
 	void *ud;
-	EVP_MD_CTX *md;
+	struct gp_sha256 *md;
 	unsigned char *buf;
 	size_t len, pos; /* valid bytes in buf; bytes handed on */
 	uint64_t total;
@@ -141,8 +137,7 @@ static ssize_t src_fill(struct src *s, size_t at)
 		s->eof = true;
 		return 0;
 	}
-	if (EVP_DigestUpdate(s->md, s->buf + at, (size_t)n) != 1)
-		abort();
+	gp_sha256_update(s->md, s->buf + at, (size_t)n);
 	s->total += (uint64_t)n;
 	s->len = at + (size_t)n;
 	return n;
@@ -847,16 +842,6 @@ static int check_sha256(const char *in, char out[65])
 	return 0;
 }
 
-static void md_hex(EVP_MD_CTX *md, char out[65])
-{
-	unsigned char d[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-	if (EVP_DigestFinal_ex(md, d, &n) != 1 || n != 32)
-		abort();
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", d[i]);
-}
-
 static const char *filter_name(int code)
 {
 	switch (code) {
@@ -1023,9 +1008,7 @@ static int extract(const struct gp_root *root, const char *dest_in,
 		                : "not a directory");
 	remove_stale(pfd, base);
 
-	_cleanup_(md_freep) EVP_MD_CTX *md = EVP_MD_CTX_new();
-	if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
-		abort();
+	_cleanup_(gp_sha256_freep) struct gp_sha256 *md = gp_sha256_new();
 	_cleanup_free_ unsigned char *buf = gp_xmalloc(IN_BUF_SIZE);
 	x.src = (struct src){ .read = read, .ud = ud, .md = md, .buf = buf };
 
@@ -1052,7 +1035,7 @@ static int extract(const struct gp_root *root, const char *dest_in,
 	res->in_bytes = x.src.total;
 	res->out_bytes = x.out_bytes;
 	if (rc == 0) {
-		md_hex(md, res->sha256);
+		gp_sha256_peek_hex(md, res->sha256);
 		if (want[0] && strcmp(want, res->sha256) != 0)
 			rc = fail(
 			    &x, -GP_ARCHIVE_EHASH,
@@ -1091,29 +1074,6 @@ static ssize_t fd_read(void *ud, void *buf, size_t len)
 	return n < 0 ? -errno : n;
 }
 
-/* Hashes the rest of fd with pread, leaving its offset where it was. */
-static int hash_fd(int fd, off_t start, char out[65])
-{
-	_cleanup_(md_freep) EVP_MD_CTX *md = EVP_MD_CTX_new();
-	if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
-		abort();
-	_cleanup_free_ unsigned char *buf = gp_xmalloc(IN_BUF_SIZE);
-	for (off_t off = start;;) {
-		ssize_t n = pread(fd, buf, IN_BUF_SIZE, off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		if (EVP_DigestUpdate(md, buf, (size_t)n) != 1)
-			abort();
-		off += n;
-	}
-	md_hex(md, out);
-	return 0;
-}
-
 int gp_archive_extract_fd(const struct gp_root *root, const char *dest, int fd,
                           const struct gp_archive_opts *opts,
                           struct gp_archive_result *res)
@@ -1132,7 +1092,7 @@ int gp_archive_extract_fd(const struct gp_root *root, const char *dest, int fd,
 			         opts->sha256);
 			return -EINVAL;
 		}
-		int rc = hash_fd(fd, start, got);
+		int rc = gp_sha256_fd_hex(fd, start, got);
 		if (rc < 0) {
 			snprintf(res->msg, sizeof res->msg, "reading the archive: %s",
 			         strerror(-rc));

@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -25,6 +24,7 @@
 
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/fetch.h"
+#include "gpuprov/sha256.h"
 #include "gpuprov/root.h"
 #include "gpuprov/run.h"
 #include "gpuprov/util.h"
@@ -84,7 +84,7 @@ struct job {
 	char sha[65]; /* expected, lowercase; "" for a trusted file:// */
 	char *part; /* file name of the .part inside the cache directory */
 	int fd; /* the open .part (flocked), or -1 */
-	EVP_MD_CTX *md; /* sha256 of the first `written` bytes of the .part */
+	struct gp_sha256 *md; /* sha256 of the first `written` bytes of the .part */
 	uint64_t written;
 	uint64_t offset; /* where the current attempt's body starts in the file */
 	enum job_state state;
@@ -119,63 +119,6 @@ static int64_t now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static EVP_MD_CTX *md_new(void)
-{
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
-		abort();
-	return md;
-}
-
-static void md_reset(EVP_MD_CTX *md)
-{
-	if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
-		abort();
-}
-
-static void md_update(EVP_MD_CTX *md, const void *data, size_t len)
-{
-	if (EVP_DigestUpdate(md, data, len) != 1)
-		abort();
-}
-
-/* The hex digest of what md has seen so far; md itself is left usable. */
-static void md_peek_hex(EVP_MD_CTX *md, char out[65])
-{
-	unsigned char d[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-	EVP_MD_CTX *copy = EVP_MD_CTX_new();
-	if (!copy || EVP_MD_CTX_copy_ex(copy, md) != 1 ||
-	    EVP_DigestFinal_ex(copy, d, &n) != 1)
-		abort();
-	EVP_MD_CTX_free(copy);
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", d[i]);
-	out[64] = '\0';
-}
-
-/* Hashes fd from offset 0 to EOF into md; *len gets the byte count. */
-static int hash_fd(int fd, EVP_MD_CTX *md, uint64_t *len)
-{
-	const size_t chunk = 1 << 20;
-	_cleanup_free_ char *buf = gp_xmalloc(chunk);
-	uint64_t off = 0;
-	for (;;) {
-		ssize_t n = pread(fd, buf, chunk, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			break;
-		md_update(md, buf, (size_t)n);
-		off += (uint64_t)n;
-	}
-	*len = off;
-	return 0;
 }
 
 static int pwrite_all(int fd, const char *p, size_t len, uint64_t off)
@@ -418,11 +361,11 @@ static bool cache_entry_ok(int dirfd, const char *sha, bool *corrupt, uint64_t *
 		*corrupt = true;
 		return false;
 	}
-	EVP_MD_CTX *md = md_new();
+	struct gp_sha256 *md = gp_sha256_new();
 	char hex[65];
-	int rc = hash_fd(fd, md, size);
-	md_peek_hex(md, hex);
-	EVP_MD_CTX_free(md);
+	int rc = gp_sha256_update_fd(md, fd, 0, size);
+	gp_sha256_peek_hex(md, hex);
+	gp_sha256_free(md);
 	if (rc < 0 || strcmp(hex, sha) != 0) {
 		*corrupt = true;
 		return false;
@@ -500,7 +443,7 @@ static void job_close(struct job *j)
 	if (j->fd >= 0)
 		close(j->fd);
 	j->fd = -1;
-	EVP_MD_CTX_free(j->md);
+	gp_sha256_free(j->md);
 	j->md = NULL;
 	j->written = 0;
 }
@@ -682,7 +625,7 @@ static void job_mismatch(struct job *j, int code, const char *actual, const char
 static void job_verify(struct job *j)
 {
 	char hex[65];
-	md_peek_hex(j->md, hex);
+	gp_sha256_peek_hex(j->md, hex);
 	if (j->sha[0] && strcmp(hex, j->sha) != 0) {
 		job_mismatch(j, -GP_FETCH_ECHECKSUM, hex, NULL);
 		return;
@@ -731,20 +674,20 @@ static int job_open_part(struct job *j)
 		         j->part);
 		return -1;
 	}
-	j->md = md_new();
+	j->md = gp_sha256_new();
 	j->written = 0;
 	const struct gp_fetch_artifact *a = j->a;
 	bool keep = st.st_size > 0 && j->sha[0] && j->scheme != SCHEME_FILE &&
 	            !(a->size && (uint64_t)st.st_size > a->size);
 	if (keep) {
-		int rc = hash_fd(j->fd, j->md, &j->written);
+		int rc = gp_sha256_update_fd(j->md, j->fd, 0, &j->written);
 		if (rc < 0) {
 			job_fail(j, rc, "%s: cannot read %s: %s", j->what, j->part,
 			         strerror(-rc));
 			return rc;
 		}
 		char hex[65];
-		md_peek_hex(j->md, hex);
+		gp_sha256_peek_hex(j->md, hex);
 		if (strcmp(hex, j->sha) == 0) {
 			job_commit(j, hex);
 			return 0;
@@ -759,7 +702,7 @@ static int job_open_part(struct job *j)
 			         strerror(e));
 			return -e;
 		}
-		md_reset(j->md);
+		gp_sha256_reset(j->md);
 		j->written = 0;
 	}
 	return 0;
@@ -770,7 +713,7 @@ static int job_truncate(struct job *j)
 {
 	if (ftruncate(j->fd, 0) < 0)
 		return -errno;
-	md_reset(j->md);
+	gp_sha256_reset(j->md);
 	j->written = 0;
 	j->offset = 0;
 	return 0;
@@ -823,7 +766,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *userdata)
 		j->abort_errno = rc;
 		return 0;
 	}
-	md_update(j->md, data, len);
+	gp_sha256_update(j->md, data, len);
 	j->written += len;
 	return len;
 }

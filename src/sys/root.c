@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
-#include <openssl/evp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -308,17 +307,10 @@ int gp_root_list_dir(const struct gp_root *r, const char *path, char ***names)
 	return 0;
 }
 
-void gp_sha256_hex(const void *data, size_t len, char out[65])
+int gp_root_sha256_file(const struct gp_root *r, const char *path, char out[65])
 {
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
-	    EVP_DigestUpdate(ctx, data, len) != 1 ||
-	    EVP_DigestFinal_ex(ctx, md, &mdlen) != 1)
-		abort();
-	EVP_MD_CTX_free(ctx);
-	for (unsigned i = 0; i < mdlen && i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
-	out[64] = '\0';
+	_cleanup_close_ int fd = gp_root_openat(r, path, O_RDONLY | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return fd;
+	return gp_sha256_fd_hex(fd, 0, out);
 }

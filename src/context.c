@@ -10,8 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpuprov/archive.h"
 #include "gpuprov/context.h"
 #include "gpuprov/exitcodes.h"
+#include "gpuprov/json.h"
 #include "gpuprov/run.h"
 
 int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len)
@@ -227,11 +229,29 @@ int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 	if (gp_root_readlink(&c->root, path, &current) == 0 &&
 	    strcmp(current, target) == 0)
 		return 0;
+	/* A regular file in the way is replaced like a write replaces one:
+	 * shown in the plan and backed up first. */
+	struct stat st;
+	_cleanup_free_ char *old = NULL;
+	size_t old_len = 0;
+	bool replaces_file = gp_root_lstat(&c->root, path, &st) == 0 &&
+	                     S_ISREG(st.st_mode) &&
+	                     gp_root_read(&c->root, path, &old, &old_len) == 0;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_SYMLINK);
 	e->path = gp_xstrdup(path);
 	e->target = gp_xstrdup(target);
+	e->old_exists = replaces_file;
 	if (c->dry_run)
 		return 0;
+	_cleanup_free_ char *backup_path = NULL;
+	if (replaces_file && backup(c, path, old, old_len, &backup_path) < 0)
+		return -1;
+	if (backup_path) {
+		gp_journal_record_file(&c->journal, path, NULL, stage_name(c),
+		                       backup_path);
+		if (save_journal(c) < 0)
+			return -1;
+	}
 	if (parent_dir(c, path) < 0)
 		return -1;
 	int rc = gp_root_symlink(&c->root, target, path);
@@ -338,4 +358,166 @@ void gp_effect_reboot(struct gp_ctx *c, const char *reason)
 int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
 {
 	return run_logged(c, argv, res);
+}
+
+/* --- downloads and archives -------------------------------------------- */
+
+void gp_ctx_close_fetcher(struct gp_ctx *c)
+{
+	gp_fetcher_free(c->fetcher);
+	c->fetcher = NULL;
+}
+
+static int get_fetcher(struct gp_ctx *c)
+{
+	if (c->fetcher)
+		return 0;
+	struct gp_fetch_opts o = c->fetch_opts;
+	o.allow_http = c->profile && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+	                                 c->profile->doc, "allow_insecure_http"));
+	if (gp_fetcher_new(&c->root, &o, &c->fetcher, c->err) < 0)
+		return -1;
+	return 0;
+}
+
+int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
+                       char **cache_path)
+{
+	*cache_path = NULL;
+	if (refuse_when_stopping(c) < 0 || get_fetcher(c) < 0)
+		return -1;
+	if (!a->sha256)
+		return gp_fail(
+		    c->err, GP_EXIT_APPLY_FAILED,
+		    "%s: %s has no sha256; gpuprov downloads nothing it cannot "
+		    "verify",
+		    stage_name(c), a->name ? a->name : a->url);
+	struct gp_effect *e = add_effect(c, GP_EFFECT_DOWNLOAD);
+	e->url = gp_fetch_rewrite_url(c->fetcher, a->url);
+	e->sha256 = gp_xstrdup(a->sha256);
+	e->size = a->size;
+	e->path = gp_fetch_cache_path(c->fetcher, a->sha256);
+	e->cached = gp_fetch_is_cached(c->fetcher, a);
+	/* Offline and missing: fail in the plan pass already, before any change. */
+	if (c->fetch_opts.offline && !e->cached && strncmp(e->url, "file://", 7) != 0)
+		return gp_fail(
+		    c->err, GP_EXIT_APPLY_FAILED,
+		    "%s: offline, and %s (%s, sha256 %s) is not in the cache %s",
+		    stage_name(c), a->name ? a->name : a->url, e->url, a->sha256,
+		    c->fetch_opts.cache_dir ? c->fetch_opts.cache_dir
+		                            : GP_FETCH_DEFAULT_CACHE);
+	if (c->dry_run) {
+		*cache_path = gp_xstrdup(e->path);
+		return 0;
+	}
+	gp_log(c, "download %s (sha256 %s)%s", e->url, a->sha256,
+	       e->cached ? ": in the cache" : "");
+	struct gp_fetch_result res = { 0 };
+	int rc = gp_fetch_one(c->fetcher, a, &res, c->err);
+	if (rc < 0) {
+		gp_log(c, "download failed: %s", res.msg);
+		gp_fail(c->err,
+		        c->err->exit_code ? c->err->exit_code : GP_EXIT_APPLY_FAILED,
+		        "%s: %s", stage_name(c), res.msg);
+		gp_fetch_result_clear(&res);
+		return -1;
+	}
+	gp_log(c, "%s %s: %llu bytes, sha256 %s",
+	       res.from_cache ? "cached" : "downloaded", res.path,
+	       (unsigned long long)res.size, res.sha256);
+	*cache_path = TAKE_PTR(res.path);
+	gp_fetch_result_clear(&res);
+	return 0;
+}
+
+/* Calls fn for every non-directory entry under dir (in-root path), sorted,
+ * depth first. */
+static void walk(struct gp_ctx *c, const char *dir,
+                 void (*fn)(struct gp_ctx *c, const char *path, const struct stat *st,
+                            void *data),
+                 void *data)
+{
+	_cleanup_strv_ char **names = NULL;
+	if (gp_root_list_dir(&c->root, dir, &names) < 0)
+		return;
+	for (size_t i = 0; names[i]; i++) {
+		_cleanup_free_ char *p = gp_xasprintf("%s/%s", dir, names[i]);
+		struct stat st;
+		if (gp_root_lstat(&c->root, p, &st) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode))
+			walk(c, p, fn, data);
+		else
+			fn(c, p, &st, data);
+	}
+}
+
+static void collect_path(struct gp_ctx *c, const char *path, const struct stat *st,
+                         void *data)
+{
+	gp_strv_push((char ***)data, path);
+}
+
+static void journal_file(struct gp_ctx *c, const char *path, const struct stat *st,
+                         void *data)
+{
+	if (!S_ISREG(st->st_mode))
+		return;
+	char sha[65];
+	if (gp_root_sha256_file(&c->root, path, sha) == 0)
+		gp_journal_record_file(&c->journal, path, sha, stage_name(c), NULL);
+}
+
+/* Forgets the journal's files under dir (the directory was replaced). */
+static void journal_forget_under(struct gp_ctx *c, const char *dir)
+{
+	cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
+	size_t n = strlen(dir);
+	for (cJSON *f = files ? files->child : NULL, *next; f; f = next) {
+		next = f->next;
+		if (strncmp(f->string, dir, n) == 0 && f->string[n] == '/')
+			cJSON_Delete(cJSON_DetachItemViaPointer(files, f));
+	}
+}
+
+int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
+                      const char *dest, unsigned flags)
+{
+	if (refuse_when_stopping(c) < 0)
+		return -1;
+	struct gp_effect *e = add_effect(c, GP_EFFECT_EXTRACT);
+	e->source = gp_xstrdup(archive_path);
+	e->sha256 = gp_xstrdup(sha256);
+	e->path = gp_xstrdup(dest);
+	struct stat st;
+	e->old_exists = gp_root_lstat(&c->root, dest, &st) == 0;
+	if (e->old_exists) {
+		e->replaces = gp_xcalloc(1, sizeof(char *));
+		walk(c, dest, collect_path, &e->replaces);
+	}
+	if (c->dry_run)
+		return 0;
+	if (parent_dir(c, dest) < 0)
+		return -1;
+	_cleanup_free_ char *host = gp_root_host_path(&c->root, archive_path);
+	const struct gp_archive_opts opts = { .sha256 = sha256, .flags = flags };
+	struct gp_archive_result res;
+	gp_log(c, "extract %s into %s", archive_path, dest);
+	int rc = gp_archive_extract_file(&c->root, dest, host, &opts, &res);
+	if (rc < 0) {
+		gp_log(c, "extract failed: %s", res.msg);
+		return gp_fail(
+		    c->err, GP_EXIT_APPLY_FAILED,
+		    "%s: cannot extract %s into %s: %s: %s; nothing was installed "
+		    "there",
+		    stage_name(c), archive_path, dest, gp_archive_strerror(rc), res.msg);
+	}
+	gp_log(c, "extracted %llu entries (%llu bytes) into %s%s%s%s",
+	       (unsigned long long)res.entries, (unsigned long long)res.out_bytes, dest,
+	       res.replaced ? ", replacing the old one" : "",
+	       res.leftover[0] ? "; the old directory could not be removed: " : "",
+	       res.leftover);
+	journal_forget_under(c, dest);
+	walk(c, dest, journal_file, NULL);
+	return save_journal(c);
 }

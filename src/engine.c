@@ -34,6 +34,7 @@ struct session {
 
 static void session_close(struct session *s)
 {
+	gp_ctx_close_fetcher(&s->c);
 	gp_lock_release(s->lock_fd);
 	if (s->c.log_fd >= 0)
 		close(s->c.log_fd);
@@ -62,6 +63,13 @@ static int session_open(struct session *s, const struct gp_options *o, struct gp
 	s->c.dry_run = o->dry_run;
 	s->c.cmd_timeout_ms = o->cmd_timeout_ms > 0 ? o->cmd_timeout_ms
 	                                            : DEFAULT_CMD_TIMEOUT_MS;
+	s->c.fetch_opts = (struct gp_fetch_opts){
+		.cache_dir = o->cache_dir,
+		.ca_file = o->ca_file,
+		.mirrors = o->mirrors,
+		.n_mirrors = o->n_mirrors,
+		.offline = o->offline,
+	};
 	s->search = gp_profile_search_path(o->profile_dir);
 	const char *root = o->root ? o->root : "/";
 	int rc = gp_root_open(&s->c.root, root);
@@ -534,8 +542,10 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		         gp_journal_reboot_reason(&c->journal),
 		         o->rerun ? o->rerun : "gpuprov install");
 	if (code == GP_EXIT_BLOCKED && !c->dry_run) {
+		/* A failed stage has reported its own error already. */
 		_cleanup_free_ char *why = stages_in_state(c->plan, GP_STATE_BLOCKED);
-		gp_error(out, "install blocked: %s", why);
+		if (*why)
+			gp_error(out, "install blocked: %s", why);
 	}
 	session_close(&s);
 	return code;

@@ -26,8 +26,10 @@ static const char global_usage[] =
     "\n"
     "commands:\n"
     "  install --profile NAME|PATH [--dry-run] [--force] [--only S,..] [--skip S,..]\n"
+    "          [DOWNLOAD OPTIONS]\n"
     "                        make the target match the profile\n"
-    "  plan --profile NAME|PATH [--force] [--only S,..] [--skip S,..]\n"
+    "  plan --profile NAME|PATH [--force] [--only S,..] [--skip S,..] [DOWNLOAD "
+    "OPTIONS]\n"
     "                        show what install would do (same as install --dry-run)\n"
     "  verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
     "                        check that the installed stack works\n"
@@ -49,6 +51,16 @@ static const char global_usage[] =
     "  -h, --help            show help (also after a command)\n"
     "  --version             print the version\n"
     "\n"
+    "download options (install, plan):\n"
+    "  --cache-dir DIR       download cache, a path inside the root\n"
+    "                        (default /var/cache/gpuprov)\n"
+    "  --ca-file FILE        trust the CA certificates in FILE (PEM, host path) for\n"
+    "                        HTTPS, e.g. a private mirror's\n"
+    "  --mirror FROM=TO      fetch URLs starting with FROM from TO instead\n"
+    "                        (repeatable; the longest matching FROM wins)\n"
+    "  --offline             no network: use the cache only, and fail at once\n"
+    "                        naming every artifact missing from it\n"
+    "\n"
     "stages, in order: nouveau, driver, cuda, cudnn, pytorch, env\n"
     "exit codes: 0 done, 1 apply failed, 2 usage, 3 verify failed, 4 blocked,\n"
     "            5 reboot required, 6 locked by another run, 65 invalid input\n"
@@ -66,27 +78,39 @@ enum {
 	OPT_SELECT = 1u << 2, /* --only, --skip */
 	OPT_FORCE = 1u << 3,
 	OPT_RESOLVED = 1u << 4, /* profiles show */
+	OPT_FETCH = 1u << 5, /* --cache-dir, --ca-file, --mirror, --offline */
 };
 
 static const struct command commands[] = {
 	{ "install",
 	  "usage: gpuprov install --profile NAME|PATH [--dry-run] [--force]\n"
-	  "                       [--only S,..] [--skip S,..]\n"
+	  "                       [--only S,..] [--skip S,..] [--cache-dir DIR]\n"
+	  "                       [--ca-file FILE] [--mirror FROM=TO]... [--offline]\n"
 	  "\n"
 	  "Runs the profile's stages in order: each is checked, and changed only when\n"
 	  "needed. A full plan is made first; a blocked stage stops the run before any\n"
 	  "change. --dry-run prints the exact plan (file diffs, commands, reboots) and\n"
 	  "changes nothing. --force goes ahead on a host that does not match the\n"
 	  "profile's match section. Exits 5 when a reboot is needed: reboot, then run\n"
-	  "the same command again to continue.\n",
-	  OPT_PROFILE | OPT_DRY_RUN | OPT_SELECT | OPT_FORCE },
+	  "the same command again to continue.\n"
+	  "\n"
+	  "Downloads (cuDNN) are verified by sha256 and kept in the cache, --cache-dir\n"
+	  "DIR inside the root (default /var/cache/gpuprov); a cached artifact is used\n"
+	  "without network. --ca-file FILE trusts FILE's CAs for HTTPS (private\n"
+	  "mirrors). --mirror FROM=TO (repeatable) fetches URLs that start with FROM\n"
+	  "from TO. --offline never uses the network and fails at once naming every\n"
+	  "artifact missing from the cache.\n",
+	  OPT_PROFILE | OPT_DRY_RUN | OPT_SELECT | OPT_FORCE | OPT_FETCH },
 	{ "plan",
 	  "usage: gpuprov plan --profile NAME|PATH [--force]\n"
-	  "                    [--only S,..] [--skip S,..]\n"
+	  "                    [--only S,..] [--skip S,..] [--cache-dir DIR]\n"
+	  "                    [--ca-file FILE] [--mirror FROM=TO]... [--offline]\n"
 	  "\n"
 	  "Prints what 'install' would do, planning later stages as if the earlier\n"
-	  "ones had run, and changes nothing. The same as 'install --dry-run'.\n",
-	  OPT_PROFILE | OPT_SELECT | OPT_FORCE },
+	  "ones had run, and changes nothing. The same as 'install --dry-run'.\n"
+	  "Downloads are listed with URL, size when known, sha256 and whether the\n"
+	  "cache (--cache-dir) has them already; nothing is downloaded.\n",
+	  OPT_PROFILE | OPT_SELECT | OPT_FORCE | OPT_FETCH },
 	{ "verify",
 	  "usage: gpuprov verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
 	  "\n"
@@ -131,9 +155,12 @@ static const struct {
 	unsigned bit;
 	const char *name;
 } option_names[] = {
-	{ OPT_PROFILE, "--profile" },    { OPT_DRY_RUN, "--dry-run" },
-	{ OPT_SELECT, "--only/--skip" }, { OPT_FORCE, "--force" },
+	{ OPT_PROFILE, "--profile" },
+	{ OPT_DRY_RUN, "--dry-run" },
+	{ OPT_SELECT, "--only/--skip" },
+	{ OPT_FORCE, "--force" },
 	{ OPT_RESOLVED, "--resolved" },
+	{ OPT_FETCH, "--cache-dir/--ca-file/--mirror/--offline" },
 };
 
 static const struct command *find_command(const char *name)
@@ -169,6 +196,10 @@ enum long_only {
 	L_SKIP,
 	L_FORCE,
 	L_RESOLVED,
+	L_CACHE_DIR,
+	L_CA_FILE,
+	L_MIRROR,
+	L_OFFLINE,
 };
 
 int main(int argc, char **argv)
@@ -188,6 +219,10 @@ int main(int argc, char **argv)
 		{ "skip", required_argument, NULL, L_SKIP },
 		{ "force", no_argument, NULL, L_FORCE },
 		{ "resolved", no_argument, NULL, L_RESOLVED },
+		{ "cache-dir", required_argument, NULL, L_CACHE_DIR },
+		{ "ca-file", required_argument, NULL, L_CA_FILE },
+		{ "mirror", required_argument, NULL, L_MIRROR },
+		{ "offline", no_argument, NULL, L_OFFLINE },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct gp_options o = { .root = "/" };
@@ -252,6 +287,40 @@ int main(int argc, char **argv)
 			used |= OPT_SELECT;
 			break;
 		}
+		case L_CACHE_DIR:
+			if (optarg[0] != '/') {
+				rc = usage_error(NULL,
+				                 "--cache-dir %s: give an absolute path "
+				                 "inside the root",
+				                 optarg);
+				goto out;
+			}
+			o.cache_dir = optarg;
+			used |= OPT_FETCH;
+			break;
+		case L_CA_FILE:
+			o.ca_file = optarg;
+			used |= OPT_FETCH;
+			break;
+		case L_MIRROR: {
+			char *eq = strchr(optarg, '=');
+			if (!eq || eq == optarg || !eq[1]) {
+				rc = usage_error(NULL, "--mirror %s: expected FROM=TO",
+				                 optarg);
+				goto out;
+			}
+			*eq = '\0';
+			o.mirrors = gp_xrealloc(o.mirrors,
+			                        (o.n_mirrors + 1) * sizeof *o.mirrors);
+			o.mirrors[o.n_mirrors++] = (struct gp_fetch_mirror){ optarg,
+				                                             eq + 1 };
+			used |= OPT_FETCH;
+			break;
+		}
+		case L_OFFLINE:
+			o.offline = true;
+			used |= OPT_FETCH;
+			break;
 		case ':':
 			rc = usage_error(NULL, "option '%s' needs an argument",
 			                 argv[optind - 1]);
@@ -331,6 +400,7 @@ int main(int argc, char **argv)
 out:
 	gp_strv_free(o.only);
 	gp_strv_free(o.skip);
+	free(o.mirrors);
 	if (fflush(stdout) != 0 && rc == GP_EXIT_OK)
 		rc = GP_EXIT_APPLY_FAILED;
 	if (gp_run_stop_signal) {

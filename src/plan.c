@@ -38,9 +38,10 @@ const char *gp_stage_state_id(enum gp_stage_state s)
 const char *gp_effect_kind_name(enum gp_effect_kind k)
 {
 	static const char *const names[] = {
-		[GP_EFFECT_WRITE] = "write",     [GP_EFFECT_REMOVE] = "remove",
-		[GP_EFFECT_SYMLINK] = "symlink", [GP_EFFECT_MKDIR] = "mkdir",
-		[GP_EFFECT_RUN] = "run",         [GP_EFFECT_REBOOT] = "reboot",
+		[GP_EFFECT_WRITE] = "write",       [GP_EFFECT_REMOVE] = "remove",
+		[GP_EFFECT_SYMLINK] = "symlink",   [GP_EFFECT_MKDIR] = "mkdir",
+		[GP_EFFECT_RUN] = "run",           [GP_EFFECT_REBOOT] = "reboot",
+		[GP_EFFECT_DOWNLOAD] = "download", [GP_EFFECT_EXTRACT] = "extract",
 	};
 	return (unsigned)k < ARRAY_SIZE(names) ? names[k] : "?";
 }
@@ -64,6 +65,10 @@ static void effect_free(struct gp_effect *e)
 	free(e->target);
 	gp_strv_free(e->argv);
 	free(e->reason);
+	free(e->url);
+	free(e->sha256);
+	free(e->source);
+	gp_strv_free(e->replaces);
 }
 
 void gp_plan_free(struct gp_plan *p)
@@ -212,7 +217,8 @@ static void render_effect(const struct gp_effect *e, FILE *f, bool color)
 		break;
 	}
 	case GP_EFFECT_SYMLINK:
-		fprintf(f, "%ssymlink %s -> %s\n", indent, e->path, e->target);
+		fprintf(f, "%ssymlink %s -> %s%s\n", indent, e->path, e->target,
+		        e->old_exists ? " (replaces a file, backed up first)" : "");
 		break;
 	case GP_EFFECT_MKDIR:
 		fprintf(f, "%smkdir %s (mode %04o)\n", indent, e->path,
@@ -226,6 +232,28 @@ static void render_effect(const struct gp_effect *e, FILE *f, bool color)
 	case GP_EFFECT_REBOOT:
 		fprintf(f, "%sreboot required: %s\n", indent, e->reason);
 		break;
+	case GP_EFFECT_DOWNLOAD:
+		fprintf(f, "%sdownload %s\n", indent, e->url);
+		if (e->size)
+			fprintf(f, "%s  size %llu bytes, sha256 %s\n", indent, e->size,
+			        e->sha256);
+		else
+			fprintf(f, "%s  size unknown, sha256 %s\n", indent, e->sha256);
+		fprintf(f, "%s  %s %s\n", indent,
+		        e->cached ? "already in the cache at" : "into the cache at",
+		        e->path);
+		break;
+	case GP_EFFECT_EXTRACT: {
+		size_t n = gp_strv_len(e->replaces);
+		fprintf(f, "%sextract %s into %s (%s)\n", indent, e->source, e->path,
+		        !e->old_exists ? "new directory"
+		        : n            ? "replaces the directory"
+		                       : "replaces the empty directory");
+		fprintf(f, "%s  after its sha256 matched %s\n", indent, e->sha256);
+		for (size_t i = 0; i < n; i++)
+			fprintf(f, "%s  replaces %s\n", indent, e->replaces[i]);
+		break;
+	}
 	}
 }
 
@@ -318,6 +346,7 @@ static cJSON *effect_to_json(const struct gp_effect *e)
 	case GP_EFFECT_SYMLINK:
 		cJSON_AddStringToObject(o, "path", e->path);
 		cJSON_AddStringToObject(o, "target", e->target);
+		cJSON_AddBoolToObject(o, "replaces_file", e->old_exists);
 		break;
 	case GP_EFFECT_MKDIR:
 		cJSON_AddStringToObject(o, "path", e->path);
@@ -332,6 +361,26 @@ static cJSON *effect_to_json(const struct gp_effect *e)
 	case GP_EFFECT_REBOOT:
 		cJSON_AddStringToObject(o, "reason", e->reason);
 		break;
+	case GP_EFFECT_DOWNLOAD:
+		cJSON_AddStringToObject(o, "url", e->url);
+		cJSON_AddStringToObject(o, "sha256", e->sha256);
+		if (e->size)
+			cJSON_AddNumberToObject(o, "size", (double)e->size);
+		else
+			cJSON_AddNullToObject(o, "size");
+		cJSON_AddStringToObject(o, "cache_path", e->path);
+		cJSON_AddBoolToObject(o, "cached", e->cached);
+		break;
+	case GP_EFFECT_EXTRACT: {
+		cJSON_AddStringToObject(o, "source", e->source);
+		cJSON_AddStringToObject(o, "sha256", e->sha256);
+		cJSON_AddStringToObject(o, "path", e->path);
+		cJSON_AddBoolToObject(o, "exists", e->old_exists);
+		cJSON *rep = cJSON_AddArrayToObject(o, "replaces");
+		for (size_t i = 0; e->replaces && e->replaces[i]; i++)
+			cJSON_AddItemToArray(rep, cJSON_CreateString(e->replaces[i]));
+		break;
+	}
 	}
 	return o;
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "gpuprov/fetch.h"
 #include "gpuprov/journal.h"
 #include "gpuprov/output.h"
 #include "gpuprov/plan.h"
@@ -26,12 +27,19 @@ struct gp_ctx {
 	int cmd_timeout_ms;
 	bool reboot_requested; /* by a stage in this run */
 	struct gp_err *err; /* where effects report failures */
+	/* Download settings (--cache-dir, --ca-file, --mirror, --offline); the
+	 * fetcher is made from them on the first download or cache lookup and
+	 * freed by gp_ctx_close_fetcher. allow_http comes from the profile. */
+	struct gp_fetch_opts fetch_opts;
+	struct gp_fetcher *fetcher;
 };
 
 /* Reads a file as the target will look once the effects planned so far in
  * this run are made (identical to the root outside dry-run). */
 int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len);
 bool gp_ctx_exists(struct gp_ctx *c, const char *path);
+/* Frees the context's fetcher (see fetch_opts); NULL-safe, idempotent. */
+void gp_ctx_close_fetcher(struct gp_ctx *c);
 
 /* Appends a timestamped line to the run log (when there is one) and shows
  * it on stderr with -v. */
@@ -45,6 +53,19 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 int gp_effect_remove(struct gp_ctx *c, const char *path);
 int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path);
 int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode);
+/* Makes an artifact available in the download cache (fetching it, or
+ * finding it there) and sets *cache_path (free it) to its in-root path. In
+ * dry-run it records the URL, size, sha256 and whether the cache has it
+ * already (never the network); *cache_path is where it would be. */
+int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
+                       char **cache_path);
+/* Extracts the tarball at archive_path (in the root) into dest (a directory
+ * in the root, replaced as a whole when it exists) after the archive's
+ * sha256 matched; flags are GP_ARCHIVE_* (archive.h). Every regular file
+ * installed is journaled with its sha256 for the current stage. In dry-run
+ * it records the destination and the files under it that would be replaced. */
+int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
+                      const char *dest, unsigned flags);
 /* Runs a command that changes the target, chrooted when the root is not /. */
 int gp_effect_run(struct gp_ctx *c, char *const argv[]);
 /* Records that a reboot is needed for the stage's changes to take effect. */

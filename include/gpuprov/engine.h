@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 
+#include "gpuprov/fetch.h"
 #include "gpuprov/output.h"
 
 struct gp_options {
@@ -16,6 +17,11 @@ struct gp_options {
 	bool force; /* go ahead although the profile's match does not fit */
 	int cmd_timeout_ms;
 	const char *rerun; /* the command line to repeat after a reboot */
+	const char *cache_dir; /* --cache-dir, in the root; NULL: the default */
+	const char *ca_file; /* --ca-file, a host path; NULL: system CAs */
+	struct gp_fetch_mirror *mirrors; /* --mirror FROM=TO, n_mirrors of them */
+	size_t n_mirrors;
+	bool offline; /* --offline */
 };
 
 int gp_engine_install(const struct gp_options *o, struct gp_out *out);

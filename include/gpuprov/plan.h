@@ -32,6 +32,8 @@ enum gp_effect_kind {
 	GP_EFFECT_MKDIR, /* create a directory */
 	GP_EFFECT_RUN, /* run a mutating command */
 	GP_EFFECT_REBOOT, /* a reboot is needed for changes to take effect */
+	GP_EFFECT_DOWNLOAD, /* fetch an artifact into the download cache */
+	GP_EFFECT_EXTRACT, /* extract a verified tarball into a directory */
 };
 const char *gp_effect_kind_name(enum gp_effect_kind k);
 
@@ -47,6 +49,17 @@ struct gp_effect {
 	char *target; /* SYMLINK */
 	char **argv; /* RUN */
 	char *reason; /* REBOOT */
+	/* DOWNLOAD: path is the cache path, url the URL after mirror rewriting,
+	 * size 0 when unknown, cached when the cache already holds it (no
+	 * network). EXTRACT: path is the destination directory, source the
+	 * archive, old_exists whether the destination exists, replaces the
+	 * files under it that the extraction would replace (NULL: none). */
+	char *url; /* DOWNLOAD */
+	char *sha256; /* DOWNLOAD, EXTRACT */
+	unsigned long long size; /* DOWNLOAD */
+	bool cached; /* DOWNLOAD */
+	char *source; /* EXTRACT */
+	char **replaces; /* EXTRACT */
 };
 
 struct gp_stage_plan {

@@ -210,14 +210,14 @@ read_fifo() {
 	snapshot "$R" before
 	gp --root "$R" install --profile "$PROFILE"
 	assert_status 4
-	assert_stderr_has "driver,cuda,cudnn,pytorch"
+	assert_stderr_has "driver,cuda,pytorch"
 	assert_stderr_has "not implemented"
 	assert_unchanged "$R" before
 	assert_untouched_by_gpuprov "$R"
 	# Excluding just some of them still refuses, naming the rest.
 	gp --root "$R" install --profile "$PROFILE" --skip driver,cuda
 	assert_status 4
-	assert_stderr_has "cudnn,pytorch"
+	assert_stderr_has "implemented yet: pytorch"
 	refute_stderr_has "driver"
 	assert_unchanged "$R" before
 	assert_untouched_by_gpuprov "$R"
@@ -227,7 +227,9 @@ read_fifo() {
 	mkroot "$R" --cuda
 	gp --root "$R" plan --profile "$PROFILE"
 	assert_status 4
-	for s in driver cuda cudnn pytorch; do
+	# cudnn is implemented: blocked, as the profile pins no sha256.
+	assert_stdout_has "cudnn: blocked"
+	for s in driver cuda pytorch; do
 		printf '%s\n' "$output" | grep -Eq "^\[[0-9]/6\] $s: not implemented" ||
 			fail "plan does not show $s as not implemented:" "$output"
 	done
@@ -239,7 +241,7 @@ read_fifo() {
 	assert_status 0
 	assert_untouched_by_gpuprov "$R"
 	# verify cannot verify them either, and says so (never a fake pass).
-	gp --root "$R" verify --profile "$PROFILE" --skip nouveau,env
+	gp --root "$R" verify --profile "$PROFILE" --skip nouveau,env,cudnn
 	assert_status 4
 	refute_stdout_has "  pass  "
 	assert_untouched_by_gpuprov "$R"

@@ -162,6 +162,22 @@ static void test_real_remove_backs_up(void **state)
 	assert_int_equal(f->sp->n_effects, before);
 }
 
+static void test_symlink_over_file_backs_up(void **state)
+{
+	struct fixture *f = *state;
+	f->c.dry_run = false;
+	assert_int_equal(gp_effect_symlink(&f->c, "other.conf", "/etc/existing.conf"), 0);
+	char *target = NULL;
+	assert_int_equal(gp_root_readlink(&f->c.root, "/etc/existing.conf", &target), 0);
+	assert_string_equal(target, "other.conf");
+	free(target);
+	assert_true(f->sp->effects[0].old_exists);
+	char *text = slurp(f->dir, "var/lib/gpuprov/backup/etc/existing.conf");
+	assert_non_null(text);
+	assert_string_equal(text, "operator's version\n");
+	free(text);
+}
+
 /* A tiny root where commands can run chrooted: busybox as /bin/sh. */
 static void make_runnable(struct fixture *f, const char *name, const char *script)
 {
@@ -238,6 +254,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_real_run_failure_message, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_real_run_logs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_symlink_over_file_backs_up, setup,
+		                                teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -99,6 +99,65 @@ static void test_binary_content_not_diffed(void **state)
 	gp_plan_free(p);
 }
 
+static struct gp_plan *download_plan(void)
+{
+	struct gp_plan *p = gp_plan_new("x", "00", "/", true);
+	struct gp_stage_plan *sp = gp_plan_add_stage(p, "cudnn", "s");
+	gp_stage_plan_set(sp, GP_STATE_NEEDED, "r");
+	struct gp_effect *e = gp_stage_plan_add_effect(sp, GP_EFFECT_DOWNLOAD);
+	e->url = gp_xstrdup("https://m.lan/c.tar.xz");
+	e->sha256 = gp_xstrdup("ab12");
+	e->size = 1234;
+	e->path = gp_xstrdup("/var/cache/gpuprov/ab12");
+	e = gp_stage_plan_add_effect(sp, GP_EFFECT_EXTRACT);
+	e->source = gp_xstrdup("/var/cache/gpuprov/ab12");
+	e->sha256 = gp_xstrdup("ab12");
+	e->path = gp_xstrdup("/opt/c");
+	e->old_exists = true;
+	e->replaces = gp_xcalloc(2, sizeof(char *));
+	e->replaces[0] = gp_xstrdup("/opt/c/lib/old.so");
+	return p;
+}
+
+static void test_download_extract_text(void **state)
+{
+	struct gp_plan *p = download_plan();
+	char *text = render(p, false);
+	assert_non_null(strstr(text, "      download https://m.lan/c.tar.xz\n"
+	                             "        size 1234 bytes, sha256 ab12\n"
+	                             "        into the cache at /var/cache/gpuprov/ab12\n"
+	                             "      extract /var/cache/gpuprov/ab12 into /opt/c "
+	                             "(replaces the directory)\n"
+	                             "        after its sha256 matched ab12\n"
+	                             "        replaces /opt/c/lib/old.so\n"));
+	free(text);
+	p->stages[0].effects[0].cached = true;
+	p->stages[0].effects[0].size = 0;
+	text = render(p, false);
+	assert_non_null(strstr(text, "size unknown, sha256 ab12\n"
+	                             "        already in the cache at"));
+	free(text);
+	gp_plan_free(p);
+}
+
+static void test_download_extract_json(void **state)
+{
+	struct gp_plan *p = download_plan();
+	cJSON *doc = gp_plan_to_json(p);
+	char *text = cJSON_PrintUnformatted(doc);
+	assert_non_null(strstr(text, "{\"type\":\"download\",\"url\":\"https://m.lan/"
+	                             "c.tar.xz\",\"sha256\":\"ab12\",\"size\":1234,"
+	                             "\"cache_path\":\"/var/cache/gpuprov/ab12\","
+	                             "\"cached\":false}"));
+	assert_non_null(strstr(text, "{\"type\":\"extract\",\"source\":\"/var/cache/"
+	                             "gpuprov/ab12\",\"sha256\":\"ab12\",\"path\":\"/opt/"
+	                             "c\",\"exists\":true,\"replaces\":[\"/opt/c/lib/"
+	                             "old.so\"]}"));
+	free(text);
+	cJSON_Delete(doc);
+	gp_plan_free(p);
+}
+
 static void test_json(void **state)
 {
 	struct gp_plan *p = sample_plan();
@@ -156,6 +215,8 @@ int main(void)
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_binary_content_not_diffed),
 		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_download_extract_text),
+		cmocka_unit_test(test_download_extract_json),
 		cmocka_unit_test(test_lookup_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,432 @@
+/* Stage cudnn: cuDNN headers and libraries from NVIDIA's redist tarball.
+ * Layout: the tarball (top folder stripped) is extracted as a whole into
+ * <base>/cudnn-<version>, where <base> is stages.cudnn.path, else
+ * stages.cuda.path; the archive layer stages it and renames it into place
+ * only after the sha256 matched. Then <base>/include/<header> and
+ * <base>/lib64/<library> become relative symlinks into that directory,
+ * /etc/ld.so.conf.d/gpuprov-cudnn.conf lists <base>/lib64, and ldconfig runs
+ * chrooted. A version change extracts a new directory and re-points the
+ * links; nothing of the CUDA tree itself is overwritten by the archive.
+ * check:  cudnn_version.h under <base>/include has the profile's version
+ *         (MAJOR.MINOR.PATCHLEVEL), every file gpuprov recorded under
+ *         <base>/cudnn-<version> is there with its sha256, and ldconfig ran
+ *         for this version.
+ * apply:  download (sha256 pinned by the profile; see below), extract,
+ *         symlinks, ld.so.conf.d file, ldconfig.
+ * verify: headers present, every libcudnn*.so.<major> soname present and in
+ *         the root's linker cache (`ldconfig -p`), version equal to the
+ *         profile's, CUDA major equal to the installed toolkit's.
+ *
+ * sha256: gpuprov downloads nothing without a pinned sha256. NVIDIA's
+ * redistrib_<A.B.C>.json manifest has no pinned hash of its own, so a hash
+ * read from it would be only as good as the connection; rather than relax
+ * that rule the stage is blocked until the profile pins stages.cudnn.sha256
+ * (the value is in that manifest). */
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gpuprov/archive.h"
+#include "gpuprov/exitcodes.h"
+#include "gpuprov/json.h"
+#include "gpuprov/run.h"
+#include "gpuprov/stage.h"
+
+#define REDIST                                                                           \
+	"https://developer.download.nvidia.com/compute/cudnn/redist/cudnn/linux-x86_64/"
+#define LD_CONF "/etc/ld.so.conf.d/gpuprov-cudnn.conf"
+#define MARK_LDCONFIG "ldconfig_ran_for"
+
+struct cudnn_settings {
+	const char *method;
+	const char *version; /* A.B.C.D */
+	char *version3; /* A.B.C */
+	char *cuda_major;
+	char *url;
+	const char *sha256;
+	const char *base; /* NULL: no destination known */
+	bool base_from_cuda;
+	char *dir; /* <base>/cudnn-<version> */
+};
+
+static void settings_free(struct cudnn_settings *s)
+{
+	free(s->version3);
+	free(s->cuda_major);
+	free(s->url);
+	free(s->dir);
+}
+
+static void settings(struct gp_ctx *c, const cJSON *cfg, struct cudnn_settings *s)
+{
+	*s = (struct cudnn_settings){ 0 };
+	const cJSON *cuda = gp_profile_stage(c->profile, "cuda");
+	s->method = gp_json_string(cfg, "method", "tarball");
+	s->version = gp_json_string(cfg, "version", NULL);
+	if (s->version) {
+		const char *p = s->version;
+		for (int dots = 0; *p && !(*p == '.' && ++dots == 3); p++)
+			;
+		s->version3 = gp_xstrndup(s->version, (size_t)(p - s->version));
+	}
+	const char *major = gp_json_string(cfg, "cuda", NULL);
+	const char *cv = gp_json_string(cuda, "version", NULL);
+	if (major)
+		s->cuda_major = gp_xstrdup(major);
+	else if (cv)
+		s->cuda_major = gp_xstrndup(cv, strcspn(cv, "."));
+	const char *url = gp_json_string(cfg, "url", NULL);
+	if (url)
+		s->url = gp_xstrdup(url);
+	else if (s->version && s->cuda_major)
+		s->url = gp_xasprintf(REDIST
+		                      "cudnn-linux-x86_64-%s_cuda%s-archive.tar.xz",
+		                      s->version, s->cuda_major);
+	s->sha256 = gp_json_string(cfg, "sha256", NULL);
+	s->base = gp_json_string(cfg, "path", NULL);
+	if (!s->base) {
+		s->base = gp_json_string(cuda, "path", NULL);
+		s->base_from_cuda = true;
+	}
+	if (s->base && s->version)
+		s->dir = gp_xasprintf("%s/cudnn-%s", s->base, s->version);
+}
+
+/* MAJOR.MINOR.PATCHLEVEL from a cudnn_version.h, or NULL. */
+static char *header_version(struct gp_ctx *c, const char *path)
+{
+	_cleanup_free_ char *text = NULL;
+	if (gp_ctx_read(c, path, &text, NULL) < 0)
+		return NULL;
+	const char *keys[] = { "CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL" };
+	long v[3];
+	for (int i = 0; i < 3; i++) {
+		v[i] = -1;
+		for (char *line = text; line && *line;) {
+			char *next = strchr(line, '\n');
+			char name[32];
+			long n;
+			if (sscanf(line, " #define %31s %ld", name, &n) == 2 &&
+			    strcmp(name, keys[i]) == 0) {
+				v[i] = n;
+				break;
+			}
+			line = next ? next + 1 : NULL;
+		}
+		if (v[i] < 0)
+			return NULL;
+	}
+	return gp_xasprintf("%ld.%ld.%ld", v[0], v[1], v[2]);
+}
+
+/* Why a blocked stage cannot go on, or NULL. */
+static char *blocked_reason(struct gp_ctx *c, const struct cudnn_settings *s)
+{
+	if (strcmp(s->method, "apt") == 0)
+		return gp_xstrdup("stages.cudnn.method apt is not implemented (needs the "
+		                  "package layer); use method tarball");
+	if (!s->version)
+		return gp_xstrdup("stages.cudnn.version is not set");
+	if (!s->url)
+		return gp_xstrdup("no URL: set stages.cudnn.url, or stages.cudnn.cuda "
+		                  "to derive NVIDIA's");
+	if (!s->sha256)
+		return gp_xasprintf(
+		    "stages.cudnn.sha256 is not set: gpuprov downloads nothing without a "
+		    "pinned sha256, and NVIDIA's redistrib_%s.json manifest has no "
+		    "pinned "
+		    "hash of its own; pin the tarball's sha256 (from that manifest) in "
+		    "the profile",
+		    s->version3);
+	if (!s->base)
+		return gp_xstrdup("no destination: set stages.cudnn.path or "
+		                  "stages.cuda.path");
+	if (s->base_from_cuda && !gp_ctx_exists(c, s->base))
+		return gp_xasprintf("the CUDA toolkit directory %s does not exist; "
+		                    "install CUDA first (stage cuda) or set "
+		                    "stages.cudnn.path",
+		                    s->base);
+	return NULL;
+}
+
+/* Files the journal records for this stage under dir: each present with its
+ * sha256? *n counts them; *bad names the first that is not. */
+static bool recorded_files_ok(struct gp_ctx *c, const char *dir, size_t *n, char **bad)
+{
+	*n = 0;
+	*bad = NULL;
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
+	size_t len = strlen(dir);
+	for (const cJSON *f = files ? files->child : NULL; f; f = f->next) {
+		if (!gp_streq(gp_json_string(f, "stage", NULL), "cudnn") ||
+		    strncmp(f->string, dir, len) != 0 || f->string[len] != '/')
+			continue;
+		(*n)++;
+		const char *want = gp_json_string(f, "sha256", NULL);
+		char have[65];
+		if (!want || gp_root_sha256_file(&c->root, f->string, have) < 0 ||
+		    strcmp(have, want) != 0) {
+			*bad = gp_xstrdup(f->string);
+			return false;
+		}
+	}
+	return true;
+}
+
+static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
+{
+	struct cudnn_settings s;
+	settings(c, cfg, &s);
+	_cleanup_free_ char *blocked = blocked_reason(c, &s);
+	if (blocked) {
+		gp_check_set(ck, GP_STATE_BLOCKED, "%s", blocked);
+		settings_free(&s);
+		return 0;
+	}
+	_cleanup_free_ char *hdr = gp_xasprintf("%s/include/cudnn_version.h", s.base);
+	_cleanup_free_ char *have = header_version(c, hdr);
+	size_t n;
+	_cleanup_free_ char *bad = NULL;
+	bool files_ok = recorded_files_ok(c, s.dir, &n, &bad);
+	bool ldconfig_ok = !n || gp_stage_mark_is(c, "cudnn", MARK_LDCONFIG, s.version);
+	if (!have)
+		gp_check_set(ck, GP_STATE_NEEDED, "no cuDNN in %s (no %s); install %s",
+		             s.base, hdr, s.version);
+	else if (strcmp(have, s.version3) != 0)
+		gp_check_set(ck, GP_STATE_NEEDED,
+		             "%s says cuDNN %s; the profile wants %s", hdr, have,
+		             s.version);
+	else if (!files_ok)
+		gp_check_set(ck, GP_STATE_NEEDED,
+		             "%s is missing or changed since gpuprov installed it", bad);
+	else if (!ldconfig_ok)
+		gp_check_set(ck, GP_STATE_NEEDED, "ldconfig not run for cuDNN %s",
+		             s.version);
+	else
+		gp_check_set(ck, GP_STATE_SATISFIED, "cuDNN %s in %s (%zu files intact)",
+		             have, s.base, n);
+	settings_free(&s);
+	return 0;
+}
+
+/* Relative links <base>/<to>/<name> -> ../cudnn-<version>/<from>/<name>. */
+static int link_dir(struct gp_ctx *c, const struct cudnn_settings *s, const char *from,
+                    const char *to)
+{
+	_cleanup_free_ char *src = gp_xasprintf("%s/%s", s->dir, from);
+	_cleanup_strv_ char **names = NULL;
+	if (gp_root_list_dir(&c->root, src, &names) < 0)
+		return 0; /* dry-run: not extracted yet; or the archive has none */
+	for (size_t i = 0; names[i]; i++) {
+		_cleanup_free_ char *target = gp_xasprintf("../cudnn-%s/%s/%s",
+		                                           s->version, from, names[i]);
+		_cleanup_free_ char *path = gp_xasprintf("%s/%s/%s", s->base, to,
+		                                         names[i]);
+		if (gp_effect_symlink(c, target, path) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int cudnn_apply(struct gp_ctx *c, const cJSON *cfg)
+{
+	struct cudnn_settings s;
+	settings(c, cfg, &s);
+	_cleanup_free_ char *name = gp_xasprintf("cudnn %s", s.version);
+	const struct gp_fetch_artifact a = { .name = name,
+		                             .url = s.url,
+		                             .sha256 = s.sha256 };
+	_cleanup_free_ char *cached = NULL;
+	_cleanup_free_ char *ld_conf = gp_xasprintf(
+	    "# Written by gpuprov (stage cudnn) from profile %s.\n%s/lib64\n",
+	    c->profile->name, s.base);
+	char *const ldconfig[] = { "ldconfig", NULL };
+	int rc = gp_effect_download(c, &a, &cached);
+	if (rc == 0)
+		rc = gp_effect_mkdir(c, s.base, 0755);
+	if (rc == 0)
+		rc = gp_effect_extract(c, cached, s.sha256, s.dir, GP_ARCHIVE_STRIP_TOP);
+	if (rc == 0)
+		rc = link_dir(c, &s, "include", "include");
+	if (rc == 0)
+		rc = link_dir(c, &s, "lib", "lib64");
+	if (rc == 0)
+		rc = gp_effect_write(c, LD_CONF, ld_conf, strlen(ld_conf), 0644);
+	if (rc == 0)
+		rc = gp_effect_run(c, ldconfig);
+	if (rc == 0)
+		gp_stage_mark_set(c, "cudnn", MARK_LDCONFIG, s.version);
+	settings_free(&s);
+	return rc;
+}
+
+/* "name => path" pairs of `ldconfig -p`, as "name\tpath" lines. */
+static char **linker_cache(struct gp_ctx *c, char **error)
+{
+	char *const argv[] = { "ldconfig", "-p", NULL };
+	struct gp_run_result res = { 0 };
+	int rc = gp_ctx_run_readonly(c, argv, &res);
+	if (rc < 0 || !gp_run_succeeded(&res)) {
+		*error = rc < 0 ? gp_xstrdup(strerror(-rc))
+		                : gp_run_describe(&res, c->cmd_timeout_ms);
+		gp_run_result_free(&res);
+		return NULL;
+	}
+	char **out = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **lines = gp_strv_split(res.output, '\n');
+	gp_run_result_free(&res);
+	for (size_t i = 0; lines[i]; i++) {
+		const char *l = lines[i];
+		if (*l != '\t' && *l != ' ')
+			continue;
+		l += strspn(l, " \t");
+		const char *arrow = strstr(l, " => ");
+		if (!arrow)
+			continue;
+		_cleanup_free_ char *pair = gp_xasprintf("%.*s\t%s", (int)strcspn(l, " "),
+		                                         l, arrow + 4);
+		gp_strv_push(&out, pair);
+	}
+	return out;
+}
+
+static const char *cache_lookup(char *const *cache, const char *name)
+{
+	size_t n = strlen(name);
+	for (size_t i = 0; cache && cache[i]; i++)
+		if (strncmp(cache[i], name, n) == 0 && cache[i][n] == '\t')
+			return cache[i] + n + 1;
+	return NULL;
+}
+
+/* The CUDA toolkit's version under base, from version.json or version.txt. */
+static char *toolkit_version(struct gp_ctx *c, const char *base)
+{
+	_cleanup_free_ char *jpath = gp_xasprintf("%s/version.json", base);
+	_cleanup_free_ char *text = NULL;
+	if (gp_ctx_read(c, jpath, &text, NULL) == 0) {
+		cJSON *doc = cJSON_Parse(text);
+		const cJSON *cuda = cJSON_GetObjectItemCaseSensitive(doc, "cuda");
+		const char *v = gp_json_string(cuda, "version", NULL);
+		char *r = v ? gp_xstrdup(v) : NULL;
+		cJSON_Delete(doc);
+		if (r)
+			return r;
+	}
+	_cleanup_free_ char *tpath = gp_xasprintf("%s/version.txt", base);
+	free(text);
+	text = NULL;
+	char v[32];
+	if (gp_ctx_read(c, tpath, &text, NULL) == 0 &&
+	    sscanf(text, "CUDA Version %31s", v) == 1)
+		return gp_xstrdup(v);
+	return NULL;
+}
+
+static int cudnn_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
+{
+	struct cudnn_settings s;
+	settings(c, cfg, &s);
+	_cleanup_free_ char *blocked = blocked_reason(c, &s);
+	if (blocked && strcmp(s.method, "apt") == 0) {
+		gp_report_add(rep, "cudnn", GP_SKIP, "method", "use method tarball", "%s",
+		              blocked);
+		settings_free(&s);
+		return 0;
+	}
+	if (!s.base || !s.version) {
+		gp_report_add(rep, "cudnn", GP_FAIL, "destination",
+		              "set stages.cudnn.path or stages.cuda.path", "%s",
+		              blocked ? blocked : "no destination");
+		settings_free(&s);
+		return 0;
+	}
+	const char *install = "run 'gpuprov install --only cudnn'";
+	_cleanup_free_ char *hdr = gp_xasprintf("%s/include/cudnn_version.h", s.base);
+	_cleanup_free_ char *cudnn_h = gp_xasprintf("%s/include/cudnn.h", s.base);
+	_cleanup_free_ char *have = header_version(c, hdr);
+	bool hdr_ok = gp_ctx_exists(c, hdr) && gp_ctx_exists(c, cudnn_h);
+	gp_report_add(rep, "cudnn", hdr_ok ? GP_PASS : GP_FAIL, "headers", install,
+	              "%s and %s %s", hdr, cudnn_h, hdr_ok ? "present" : "missing");
+	if (have && strcmp(have, s.version3) == 0)
+		gp_report_add(rep, "cudnn", GP_PASS, "version", NULL, "%s says %s", hdr,
+		              have);
+	else
+		gp_report_add(rep, "cudnn", GP_FAIL, "version", install,
+		              "%s says %s; the profile wants %s", hdr,
+		              have ? have : "nothing readable", s.version3);
+
+	/* Sonames: libcudnn*.so.<major> in the extracted library directory. */
+	_cleanup_free_ char *major = gp_xstrndup(s.version, strcspn(s.version, "."));
+	_cleanup_free_ char *suffix = gp_xasprintf(".so.%s", major);
+	_cleanup_free_ char *libdir = gp_xasprintf("%s/lib", s.dir);
+	_cleanup_strv_ char **names = NULL;
+	_cleanup_free_ char *err = NULL;
+	_cleanup_strv_ char **cache = linker_cache(c, &err);
+	if (!cache)
+		gp_report_add(rep, "cudnn", GP_FAIL, "linker cache",
+		              "check that the root has a working ldconfig",
+		              "'ldconfig -p' in %s failed: %s", c->root.dir, err);
+	size_t sonames = 0;
+	if (gp_root_list_dir(&c->root, libdir, &names) < 0)
+		names = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; names[i]; i++) {
+		const char *n = names[i];
+		size_t len = strlen(n), sl = strlen(suffix);
+		if (strncmp(n, "libcudnn", 8) != 0 || len <= sl ||
+		    strcmp(n + len - sl, suffix) != 0)
+			continue;
+		sonames++;
+		_cleanup_free_ char *check = gp_xasprintf("soname %s", n);
+		_cleanup_free_ char *in_lib64 = gp_xasprintf("%s/lib64/%s", s.base, n);
+		struct stat st;
+		const char *resolved = cache_lookup(cache, n);
+		if (gp_root_stat(&c->root, in_lib64, &st) < 0)
+			gp_report_add(rep, "cudnn", GP_FAIL, check, install,
+			              "%s is missing or a broken link", in_lib64);
+		else if (!cache)
+			continue;
+		else if (!resolved)
+			gp_report_add(rep, "cudnn", GP_FAIL, check,
+			              "run ldconfig in the root ('gpuprov install --only "
+			              "cudnn')",
+			              "not in the linker cache ('ldconfig -p')");
+		else if (gp_root_stat(&c->root, resolved, &st) < 0)
+			gp_report_add(
+			    rep, "cudnn", GP_FAIL, check, install,
+			    "the linker cache points at %s, which does not exist",
+			    resolved);
+		else
+			gp_report_add(rep, "cudnn", GP_PASS, check, NULL, "%s => %s", n,
+			              resolved);
+	}
+	if (!sonames)
+		gp_report_add(rep, "cudnn", GP_FAIL, "libraries", install,
+		              "no libcudnn*%s in %s", suffix, libdir);
+
+	_cleanup_free_ char *tk = toolkit_version(c, s.base);
+	if (!tk)
+		gp_report_add(rep, "cudnn", GP_WARN, "CUDA major",
+		              "install the CUDA toolkit (stage cuda)",
+		              "no version.json or version.txt in %s: cannot tell the "
+		              "toolkit's CUDA version; cuDNN is built for CUDA %s",
+		              s.base, s.cuda_major ? s.cuda_major : "?");
+	else if (s.cuda_major && strncmp(tk, s.cuda_major, strlen(s.cuda_major)) == 0 &&
+	         tk[strlen(s.cuda_major)] == '.')
+		gp_report_add(rep, "cudnn", GP_PASS, "CUDA major", NULL,
+		              "toolkit %s, cuDNN built for CUDA %s", tk, s.cuda_major);
+	else
+		gp_report_add(rep, "cudnn", GP_FAIL, "CUDA major",
+		              "set stages.cudnn.cuda to the toolkit's major version",
+		              "toolkit %s in %s, cuDNN built for CUDA %s", tk, s.base,
+		              s.cuda_major ? s.cuda_major : "?");
+	settings_free(&s);
+	return 0;
+}
+
+const struct gp_stage gp_stage_cudnn = {
+	.name = "cudnn",
+	.summary = "cuDNN libraries and headers",
+	.check = cudnn_check,
+	.apply = cudnn_apply,
+	.verify = cudnn_verify,
+};

@@ -1,0 +1,184 @@
+#!/usr/bin/env bats
+# Stage cudnn end to end: a cuDNN-shaped .tar.xz built here, served over HTTPS
+# by tests/fixtures/httpd.py on 127.0.0.1 (its CA passed with --ca-file), into
+# a fixture root whose ldconfig stub answers `ldconfig -p`.
+
+load helpers
+
+TOP=cudnn-linux-x86_64-8.9.7.29_cuda11-archive
+BASE=usr/local/cuda-11.8
+
+# make_tarball OUT [evil]: the cuDNN layout; "evil" adds a symlink that
+# leaves the destination.
+make_tarball() {
+	local src=$BATS_TEST_TMPDIR/src
+	rm -rf "$src"
+	mkdir -p "$src/$TOP/include" "$src/$TOP/lib"
+	printf '#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n#define CUDNN_PATCHLEVEL 7\n' \
+		> "$src/$TOP/include/cudnn_version.h"
+	printf '#include "cudnn_version.h"\n' > "$src/$TOP/include/cudnn.h"
+	printf 'not really a library\n' > "$src/$TOP/lib/libcudnn.so.8.9.7"
+	ln -s libcudnn.so.8.9.7 "$src/$TOP/lib/libcudnn.so.8"
+	ln -s libcudnn.so.8 "$src/$TOP/lib/libcudnn.so"
+	echo "LICENSE" > "$src/$TOP/LICENSE"
+	[ "${2-}" = evil ] && ln -s ../../../../../etc/passwd "$src/$TOP/lib/libevil.so"
+	tar -C "$src" --owner=0 --group=0 -cJf "$1" "$TOP"
+}
+
+# start_server: serves $WWW over HTTPS; sets PORT and CA.
+start_server() {
+	WWW=$BATS_TEST_TMPDIR/www
+	mkdir -p "$WWW"
+	mkfifo "$BATS_TEST_TMPDIR/httpd.in"
+	"$PYTHON" "$REPO_ROOT/tests/fixtures/httpd.py" --dir "$WWW" \
+		--log "$BATS_TEST_TMPDIR/httpd.log" --tls cudnn-test --max-seconds 60 \
+		< "$BATS_TEST_TMPDIR/httpd.in" > "$BATS_TEST_TMPDIR/httpd.out" 3>&- &
+	exec {HTTPD_FD}> "$BATS_TEST_TMPDIR/httpd.in"
+	local i
+	for ((i = 0; i < 100; i++)); do
+		[ -s "$BATS_TEST_TMPDIR/httpd.out" ] && break
+		sleep 0.05
+	done
+	read -r PORT CA < "$BATS_TEST_TMPDIR/httpd.out" || fail "httpd.py did not start"
+}
+
+# write_profile SHA256 [URL]
+write_profile() {
+	local url=${2:-https://127.0.0.1:$PORT/cudnn.tar.xz}
+	P=$BATS_TEST_TMPDIR/cudnn-test.json
+	cat > "$P" <<JSON
+{
+  "name": "cudnn-test",
+  "extends": "a100-ubuntu2204",
+  "stages": {
+    "cudnn": { "method": "tarball", "version": "8.9.7.29", "cuda": "11",
+               "url": "$url", "sha256": "$1" }
+  }
+}
+JSON
+}
+
+setup() {
+	require_root
+	R=$BATS_TEST_TMPDIR/root
+	mkroot "$R" --cuda --ldconfig-cache
+	start_server
+	make_tarball "$WWW/cudnn.tar.xz"
+	SHA=$(sha256sum < "$WWW/cudnn.tar.xz" | cut -d' ' -f1)
+	write_profile "$SHA"
+}
+
+teardown() {
+	[ -n "${HTTPD_FD-}" ] && exec {HTTPD_FD}>&-
+	return 0
+}
+
+requests() {
+	grep -c '^GET' "$BATS_TEST_TMPDIR/httpd.log" || true
+}
+
+@test "cudnn: dry-run lists download and destination, changes nothing, downloads nothing" {
+	snapshot "$R" before
+	gp --root "$R" --ca-file "$CA" plan --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "cudnn: needed"
+	assert_stdout_has "download https://127.0.0.1:$PORT/cudnn.tar.xz"
+	assert_stdout_has "sha256 $SHA"
+	assert_stdout_has "into the cache at /var/cache/gpuprov/$SHA"
+	assert_stdout_has "extract /var/cache/gpuprov/$SHA into /$BASE/cudnn-8.9.7.29 (new directory)"
+	assert_stdout_has "run ldconfig"
+	assert_unchanged "$R" before
+	assert_untouched_by_gpuprov "$R"
+	[ ! -e "$R/var/cache/gpuprov" ] || fail "the cache directory was created"
+	[ "$(requests)" = 0 ] || fail "the dry run used the network"
+	gp --root "$R" --ca-file "$CA" --json plan --profile "$P" --only cudnn
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/plan.json"
+	JSON=$BATS_TEST_TMPDIR/plan.json
+	jeq 'd["stages"][3]["effects"][0]["type"]' download
+	jeq 'd["stages"][3]["effects"][0]["cached"]' false
+	jeq 'd["stages"][3]["effects"][0]["sha256"]' "$SHA"
+}
+
+@test "cudnn: install downloads, extracts, links, runs ldconfig; rerun satisfied; verify passes" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	[ "$(requests)" = 1 ] || fail "expected one request, got $(requests)"
+	d=$R/$BASE/cudnn-8.9.7.29
+	[ -f "$d/include/cudnn_version.h" ] && [ -f "$d/lib/libcudnn.so.8.9.7" ] &&
+		[ "$(readlink "$d/lib/libcudnn.so.8")" = libcudnn.so.8.9.7 ] ||
+		fail "not extracted: $(find "$d")"
+	[ "$(readlink "$R/$BASE/lib64/libcudnn.so.8")" = ../cudnn-8.9.7.29/lib/libcudnn.so.8 ] ||
+		fail "lib64 link missing"
+	[ -f "$R/$BASE/include/cudnn_version.h" ] || fail "include link missing"
+	[ "$(stub_log "$R")" = "/sbin/ldconfig " ] || fail "commands: $(stub_log "$R")"
+	assert_journal_true "$R"
+	journal_files "$R/var/lib/gpuprov/state.json" | grep -q "cudnn-8.9.7.29/lib/libcudnn.so.8.9.7" ||
+		fail "files not journaled"
+	snapshot "$R" after var/log/gpuprov.log var/lib/gpuprov/state.json
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "cudnn: satisfied"
+	[ "$(requests)" = 1 ] || fail "the second install downloaded again"
+	[ "$(stub_log "$R")" = "/sbin/ldconfig " ] || fail "commands: $(stub_log "$R")"
+	assert_unchanged "$R" after var/log/gpuprov.log var/lib/gpuprov/state.json
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "libcudnn.so.8 => /$BASE/lib64/libcudnn.so.8"
+}
+
+@test "cudnn: wrong sha256 fails naming both hashes, installs nothing" {
+	bad=0000000000000000000000000000000000000000000000000000000000000000
+	write_profile "$bad"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 1
+	assert_stderr_has "$bad"
+	assert_stderr_has "$SHA"
+	[ ! -e "$R/$BASE/cudnn-8.9.7.29" ] || fail "destination created"
+	[ -z "$(ls -A "$R/$BASE/lib64")" ] || fail "lib64 changed"
+	[ -z "$(stub_log "$R")" ] || fail "a command ran"
+}
+
+@test "cudnn: --offline fails at once with an empty cache, works once cached" {
+	gp --root "$R" --ca-file "$CA" --offline install --profile "$P" --only cudnn
+	assert_status 1
+	assert_stderr_has "cudnn 8.9.7.29"
+	[ "$(requests)" = 0 ] || fail "offline used the network"
+	[ ! -e "$R/$BASE/cudnn-8.9.7.29" ] || fail "destination created"
+	# Fill the cache, then reinstall from it alone.
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	rm -rf "$R/$BASE/cudnn-8.9.7.29"
+	gp --root "$R" --offline install --profile "$P" --only cudnn
+	assert_status 0
+	[ "$(requests)" = 1 ] || fail "offline used the network"
+	[ -f "$R/$BASE/cudnn-8.9.7.29/include/cudnn_version.h" ] || fail "not reinstalled"
+}
+
+@test "cudnn: a symlink leaving the destination is refused, nothing installed" {
+	make_tarball "$WWW/evil.tar.xz" evil
+	sha=$(sha256sum < "$WWW/evil.tar.xz" | cut -d' ' -f1)
+	write_profile "$sha" "https://127.0.0.1:$PORT/evil.tar.xz"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 1
+	assert_stderr_has "libevil.so"
+	[ ! -e "$R/$BASE/cudnn-8.9.7.29" ] || fail "destination created"
+	[ -z "$(ls -A "$R/$BASE/lib64")" ] || fail "lib64 changed"
+	[ -z "$(stub_log "$R")" ] || fail "a command ran"
+}
+
+@test "cudnn: no sha256 in the profile blocks (no manifest fallback), apt blocks" {
+	gp --root "$R" plan --profile "$PROFILE" --only cudnn
+	assert_status 4
+	assert_stdout_has "cudnn: blocked - stages.cudnn.sha256 is not set"
+	sed -i 's/"tarball"/"apt"/' "$P"
+	gp --root "$R" plan --profile "$P" --only cudnn
+	assert_status 4
+	assert_stdout_has "not implemented (needs the package layer)"
+}
+
+@test "cudnn: an http:// URL without allow_insecure_http is refused at profile load" {
+	write_profile "$SHA" "http://127.0.0.1:$PORT/cudnn.tar.xz"
+	gp --root "$R" plan --profile "$P" --only cudnn
+	assert_status 65
+	assert_stderr_has "allow_insecure_http"
+}

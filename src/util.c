@@ -1,5 +1,6 @@
 /* Allocation, strings, buffers, string vectors and the error object. */
 #include <errno.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -254,4 +255,37 @@ char *gp_str_replace_char(const char *s, char from, char to)
 		if (*c == from)
 			*c = to;
 	return copy;
+}
+
+int gp_write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int gp_pwrite_all(int fd, const void *data, size_t len, off_t off)
+{
+	const char *p = data;
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
 }

@@ -24,6 +24,10 @@ static inline void gp_sha256_freep(struct gp_sha256 **h)
 	gp_sha256_free(*h);
 }
 
+/* Checks that in is 64 hex digits (either case) and writes it lowercase to
+ * out; -EINVAL otherwise. */
+int gp_sha256_normalize(const char *in, char out[65]);
+
 /* One buffer, one fd (from start to its end). */
 void gp_sha256_hex(const void *data, size_t len, char out[65]);
 int gp_sha256_fd_hex(int fd, off_t start, char out[65]);

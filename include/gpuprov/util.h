@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
@@ -63,6 +64,11 @@ bool gp_str_ends_with(const char *s, const char *suffix);
 bool gp_streq(const char *a, const char *b); /* NULL-safe */
 /* A copy of s with every from replaced by to. */
 char *gp_str_replace_char(const char *s, char from, char to);
+
+/* Write all of data (retrying short writes and EINTR): 0 or -errno. The
+ * p variant writes at off and leaves the fd offset alone. */
+int gp_write_all(int fd, const void *data, size_t len);
+int gp_pwrite_all(int fd, const void *data, size_t len, off_t off);
 
 /* Growable byte buffer, always NUL-terminated. */
 struct gp_buf {

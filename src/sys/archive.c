@@ -448,23 +448,6 @@ static int la_error(struct ex *x, const char *name)
 	            msg ? msg : "corrupt archive");
 }
 
-static int pwrite_all(int fd, const void *data, size_t len, off_t off)
-{
-	const char *p = data;
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
-}
-
 static void entry_times(struct archive_entry *e, struct timespec ts[2])
 {
 	ts[0].tv_sec = ts[1].tv_sec = archive_entry_mtime(e);
@@ -504,7 +487,7 @@ static int write_file(struct ex *x, struct archive_entry *e, const char *name,
 			    x, -GP_ARCHIVE_ETOOBIG,
 			    "%s: the archive holds more than %llu bytes of file data",
 			    name, (unsigned long long)x->o->max_bytes);
-		rc = pwrite_all(fd, buf, size, (off_t)off);
+		rc = gp_pwrite_all(fd, buf, size, (off_t)off);
 		if (rc < 0)
 			return fail(x, rc, "%s: write: %s", name, strerror(-rc));
 		if (off + (int64_t)size > end)
@@ -829,19 +812,6 @@ static int swap_in(struct ex *x, int pfd, const char *staging, const char *base,
 
 /* ---- the extraction ---- */
 
-static int check_sha256(const char *in, char out[65])
-{
-	if (strlen(in) != 64)
-		return -EINVAL;
-	for (int i = 0; i < 64; i++) {
-		if (!isxdigit((unsigned char)in[i]))
-			return -EINVAL;
-		out[i] = (char)tolower((unsigned char)in[i]);
-	}
-	out[64] = '\0';
-	return 0;
-}
-
 static const char *filter_name(int code)
 {
 	switch (code) {
@@ -967,7 +937,7 @@ static int extract(const struct gp_root *root, const char *dest_in,
 	const struct gp_archive_opts *o = opts ? opts : &none;
 	struct ex x = { .o = o, .res = res, .sfd = -1 };
 	char want[65] = "";
-	if (o->sha256 && check_sha256(o->sha256, want) < 0)
+	if (o->sha256 && gp_sha256_normalize(o->sha256, want) < 0)
 		return fail(&x, -EINVAL, "expected sha256 '%s' is not 64 hex digits",
 		            o->sha256);
 
@@ -1086,7 +1056,7 @@ int gp_archive_extract_fd(const struct gp_root *root, const char *dest, int fd,
 	    fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
 	    (start = lseek(fd, 0, SEEK_CUR)) >= 0) {
 		char want[65], got[65];
-		if (check_sha256(opts->sha256, want) < 0) {
+		if (gp_sha256_normalize(opts->sha256, want) < 0) {
 			snprintf(res->msg, sizeof res->msg,
 			         "expected sha256 '%s' is not 64 hex digits",
 			         opts->sha256);

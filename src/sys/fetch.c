@@ -121,29 +121,11 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int pwrite_all(int fd, const char *p, size_t len, uint64_t off)
-{
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
-}
-
+/* Is s a sha256 in hex (either case)? */
 static bool is_hex64(const char *s)
 {
-	size_t i = 0;
-	for (; s[i]; i++)
-		if (!strchr("0123456789abcdefABCDEF", s[i]))
-			return false;
-	return i == 64;
+	char norm[65];
+	return gp_sha256_normalize(s, norm) == 0;
 }
 
 static bool has_scheme(const char *url, const char *scheme)
@@ -761,7 +743,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *userdata)
 		j->abort_why = ABORT_TOO_BIG;
 		return 0;
 	}
-	int rc = pwrite_all(j->fd, data, len, j->written);
+	int rc = gp_pwrite_all(j->fd, data, len, j->written);
 	if (rc < 0) {
 		j->abort_errno = rc;
 		return 0;

@@ -167,22 +167,6 @@ static int open_temp(int dfd, const char *base, char **name)
 	return -EEXIST;
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-	while (len) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int gp_root_write_atomic(const struct gp_root *r, const char *path, const void *data,
                          size_t len, mode_t mode, uid_t uid, gid_t gid)
 {
@@ -198,7 +182,7 @@ int gp_root_write_atomic(const struct gp_root *r, const char *path, const void *
 	_cleanup_close_ int fd = open_temp(wdfd, base, &tmp);
 	if (fd < 0)
 		return fd;
-	int rc = write_all(fd, data, len);
+	int rc = gp_write_all(fd, data, len);
 	if (rc == 0 && fchmod(fd, mode) < 0)
 		rc = -errno;
 	if (rc == 0 && fchown(fd, uid, gid) < 0 && errno != EPERM)

@@ -1,6 +1,8 @@
 /* SHA-256 through OpenSSL 3's EVP interface (the SHA256_* calls are
  * deprecated). struct gp_sha256 is an EVP_MD_CTX under another name. */
+#include <ctype.h>
 #include <errno.h>
+#include <string.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,4 +93,17 @@ int gp_sha256_fd_hex(int fd, off_t start, char out[65])
 		gp_sha256_peek_hex(h, out);
 	gp_sha256_free(h);
 	return rc;
+}
+
+int gp_sha256_normalize(const char *in, char out[65])
+{
+	if (!in || strlen(in) != 64)
+		return -EINVAL;
+	for (int i = 0; i < 64; i++) {
+		if (!isxdigit((unsigned char)in[i]))
+			return -EINVAL;
+		out[i] = (char)tolower((unsigned char)in[i]);
+	}
+	out[64] = '\0';
+	return 0;
 }

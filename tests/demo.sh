@@ -15,7 +15,8 @@ rc=$?
 set -e
 case $rc in
 0) echo "(exit 0: nothing to do)" ;;
-4) echo "(exit 4: install would stop here: stages marked 'not implemented' are not built yet;" \
+4) echo "(exit 4: install would stop here before changing anything: stages marked 'not" \
+	"implemented' are not built yet, and a 'blocked' one says what it needs;" \
 	"'--skip driver,cuda,cudnn,pytorch' plans the rest)" ;;
 5) echo "(exit 5: install would ask for a reboot)" ;;
 *) echo "(exit $rc)"; exit "$rc" ;;

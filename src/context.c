@@ -373,6 +373,8 @@ static int get_fetcher(struct gp_ctx *c)
 	if (c->fetcher)
 		return 0;
 	struct gp_fetch_opts o = c->fetch_opts;
+	if (c->out)
+		gp_progress_attach(c->out, &o);
 	o.allow_http = c->profile && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
 	                                 c->profile->doc, "allow_insecure_http"));
 	if (gp_fetcher_new(&c->root, &o, &c->fetcher, c->err) < 0)

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "gpuprov/progress.h"
 #include "gpuprov/util.h"
 
 struct gp_out {
@@ -13,6 +14,7 @@ struct gp_out {
 	bool json; /* results as one JSON document on out */
 	int verbosity; /* -1 quiet, 0 normal, 1 verbose */
 	bool color;
+	struct gp_progress progress; /* download progress (see progress.h) */
 };
 
 void gp_out_init(struct gp_out *o, FILE *out, FILE *err);

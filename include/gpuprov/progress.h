@@ -1,0 +1,72 @@
+/* Download progress for people and programs: the renderer behind
+ * gp_fetch_opts.progress. A pure-ish function of fetch events, a monotonic
+ * clock value (milliseconds) and an output stream, so tests drive time
+ * without sleeping.
+ *
+ * Modes:
+ * - TTY: one line per transfer, redrawn in place with '\r' at most every
+ *   100 ms ("NAME  123.4 MiB / 850.1 MiB  14.5%  32.1 MiB/s  ETA 0:23"),
+ *   ended with a newline when the transfer is done.
+ * - PLAIN (stderr is not a terminal): a line at most every 5 s and one at
+ *   the end ("gpuprov: download NAME: 123.4 MiB of 850.1 MiB (14%), 32.1 MiB/s").
+ * - JSON (--json): one object per line (download_start, download_progress at
+ *   most every second, download_retry, download_done), so stdout keeps its
+ *   single JSON document.
+ * - OFF (-q): nothing. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct gp_fetch_progress;
+struct gp_fetch_opts;
+struct gp_out;
+
+enum gp_progress_mode {
+	GP_PROGRESS_OFF,
+	GP_PROGRESS_TTY,
+	GP_PROGRESS_PLAIN,
+	GP_PROGRESS_JSON,
+};
+
+#define GP_PROGRESS_TTY_MS 100
+#define GP_PROGRESS_PLAIN_MS 5000
+#define GP_PROGRESS_JSON_MS 1000
+#define GP_PROGRESS_SLOTS 16
+
+/* Zero-initialised is a valid, OFF renderer. */
+struct gp_progress {
+	FILE *f;
+	enum gp_progress_mode mode;
+	bool line_open; /* TTY: a line without its newline is on screen */
+	struct gp_progress_slot {
+		bool used;
+		bool shown; /* a progress line was written for this transfer */
+		size_t index; /* gp_fetch_progress.index */
+		uint64_t last_ms; /* when the last line was written (or START) */
+		uint64_t start_ms, start_done; /* at the first START */
+		double rate; /* the last nonzero rate reported */
+	} slots[GP_PROGRESS_SLOTS];
+};
+
+void gp_progress_init(struct gp_progress *p, FILE *f, enum gp_progress_mode mode);
+/* The mode for this output: OFF with -q, JSON with --json, TTY when err is a
+ * terminal, else PLAIN. */
+enum gp_progress_mode gp_progress_mode_for(const struct gp_out *o);
+/* Sets up o->progress for o and, unless opts already has a callback,
+ * installs gp_progress_callback on it. */
+void gp_progress_attach(struct gp_out *o, struct gp_fetch_opts *opts);
+
+/* Renders one event at now_ms (a monotonic clock, milliseconds). */
+void gp_progress_event(struct gp_progress *p, const struct gp_fetch_progress *ev,
+                       uint64_t now_ms);
+/* A gp_fetch_progress_fn: userdata is a struct gp_progress; uses
+ * CLOCK_MONOTONIC. Always returns 0. */
+int gp_progress_callback(const struct gp_fetch_progress *ev, void *userdata);
+
+/* "512 B", "1.5 KiB", "123.4 MiB", "2.0 GiB". Returns buf. */
+char *gp_format_bytes(char *buf, size_t n, uint64_t bytes);
+/* "0:23", "12:05", "1:02:03"; "--:--" for a negative or absurd value. */
+char *gp_format_eta(char *buf, size_t n, double seconds);

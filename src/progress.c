@@ -1,0 +1,287 @@
+/* The download progress renderer (see progress.h). */
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "gpuprov/fetch.h"
+#include "gpuprov/output.h"
+#include "gpuprov/progress.h"
+
+void gp_progress_init(struct gp_progress *p, FILE *f, enum gp_progress_mode mode)
+{
+	*p = (struct gp_progress){ .f = f, .mode = f ? mode : GP_PROGRESS_OFF };
+}
+
+enum gp_progress_mode gp_progress_mode_for(const struct gp_out *o)
+{
+	if (!o->err || o->verbosity < 0)
+		return GP_PROGRESS_OFF;
+	if (o->json)
+		return GP_PROGRESS_JSON;
+	int fd = fileno(o->err);
+	return fd >= 0 && isatty(fd) ? GP_PROGRESS_TTY : GP_PROGRESS_PLAIN;
+}
+
+void gp_progress_attach(struct gp_out *o, struct gp_fetch_opts *opts)
+{
+	gp_progress_init(&o->progress, o->err, gp_progress_mode_for(o));
+	if (opts->progress)
+		return;
+	opts->progress = gp_progress_callback;
+	opts->progress_data = &o->progress;
+}
+
+char *gp_format_bytes(char *buf, size_t n, uint64_t bytes)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
+	if (bytes < 1024) {
+		snprintf(buf, n, "%llu B", (unsigned long long)bytes);
+		return buf;
+	}
+	double v = (double)bytes / 1024;
+	size_t u = 0;
+	/* 1023.95 MiB would print as "1024.0 MiB": move up a unit first. */
+	while (v >= 1023.95 && u + 1 < sizeof units / sizeof *units) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, n, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+char *gp_format_eta(char *buf, size_t n, double seconds)
+{
+	if (!(seconds >= 0) || seconds > 100.0 * 3600) {
+		snprintf(buf, n, "--:--");
+		return buf;
+	}
+	unsigned long s = (unsigned long)(seconds + 0.5);
+	if (s >= 3600)
+		snprintf(buf, n, "%lu:%02lu:%02lu", s / 3600, s / 60 % 60, s % 60);
+	else
+		snprintf(buf, n, "%lu:%02lu", s / 60, s % 60);
+	return buf;
+}
+
+static struct gp_progress_slot *slot_for(struct gp_progress *p, size_t index)
+{
+	struct gp_progress_slot *free_slot = NULL, *oldest = &p->slots[0];
+	for (size_t i = 0; i < GP_PROGRESS_SLOTS; i++) {
+		struct gp_progress_slot *s = &p->slots[i];
+		if (s->used && s->index == index)
+			return s;
+		if (!s->used && !free_slot)
+			free_slot = s;
+		if (s->last_ms < oldest->last_ms)
+			oldest = s;
+	}
+	struct gp_progress_slot *s = free_slot ? free_slot : oldest;
+	*s = (struct gp_progress_slot){ .used = true, .index = index };
+	return s;
+}
+
+static const char *name_of(const struct gp_fetch_progress *ev, char *buf, size_t n)
+{
+	if (ev->artifact && ev->artifact->name)
+		return ev->artifact->name;
+	const char *url = ev->url ? ev->url : ev->artifact ? ev->artifact->url : NULL;
+	if (!url)
+		return "?";
+	/* The last path component, without a query or fragment. */
+	size_t len = strcspn(url, "?#");
+	while (len > 0 && url[len - 1] == '/')
+		len--;
+	size_t start = len;
+	while (start > 0 && url[start - 1] != '/')
+		start--;
+	if (start == len)
+		return url;
+	snprintf(buf, n, "%.*s", (int)(len - start), url + start);
+	return buf;
+}
+
+static const char *url_of(const struct gp_fetch_progress *ev)
+{
+	return ev->url ? ev->url : ev->artifact ? ev->artifact->url : NULL;
+}
+
+/* TTY: ends a line left open by a redraw. */
+static void close_line(struct gp_progress *p)
+{
+	if (p->line_open)
+		fputc('\n', p->f);
+	p->line_open = false;
+}
+
+static void tty_line(struct gp_progress *p, const struct gp_fetch_progress *ev,
+                     uint64_t done, uint64_t total, const char *name)
+{
+	char d[32], t[32], r[32], eta[32];
+	gp_format_bytes(d, sizeof d, done);
+	gp_format_bytes(r, sizeof r, (uint64_t)(ev->rate > 0 ? ev->rate : 0));
+	if (total) {
+		gp_format_bytes(t, sizeof t, total);
+		double left = total > done ? (double)(total - done) : 0;
+		gp_format_eta(eta, sizeof eta,
+		              left == 0      ? 0
+		              : ev->rate > 0 ? left / ev->rate
+		                             : -1);
+		fprintf(p->f, "\r%s  %s / %s  %.1f%%  %s/s  ETA %s\033[K", name, d, t,
+		        100.0 * (double)done / (double)total, r, eta);
+	} else {
+		fprintf(p->f, "\r%s  %s  %s/s\033[K", name, d, r);
+	}
+	p->line_open = true;
+}
+
+static void plain_line(struct gp_progress *p, const struct gp_fetch_progress *ev,
+                       uint64_t done, uint64_t total, const char *name)
+{
+	char d[32], t[32], r[32];
+	gp_format_bytes(d, sizeof d, done);
+	gp_format_bytes(r, sizeof r, (uint64_t)(ev->rate > 0 ? ev->rate : 0));
+	if (total)
+		fprintf(p->f, "gpuprov: download %s: %s of %s (%d%%), %s/s\n", name, d,
+		        gp_format_bytes(t, sizeof t, total),
+		        (int)(100.0 * (double)done / (double)total), r);
+	else
+		fprintf(p->f, "gpuprov: download %s: %s, %s/s\n", name, d, r);
+}
+
+static void json_line(struct gp_progress *p, const struct gp_fetch_progress *ev,
+                      const char *event, const char *name)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return;
+	cJSON_AddStringToObject(o, "event", event);
+	cJSON_AddStringToObject(o, "name", name);
+	const char *url = url_of(ev);
+	if (url)
+		cJSON_AddStringToObject(o, "url", url);
+	else
+		cJSON_AddNullToObject(o, "url");
+	cJSON_AddNumberToObject(o, "done", (double)ev->done);
+	cJSON_AddNumberToObject(o, "total", (double)ev->total);
+	cJSON_AddNumberToObject(o, "rate",
+	                        ev->rate > 0 ? (double)(uint64_t)(ev->rate + 0.5) : 0);
+	switch (ev->event) {
+	case GP_FETCH_EV_START:
+		cJSON_AddNumberToObject(o, "attempt", ev->attempt);
+		break;
+	case GP_FETCH_EV_RETRY:
+		cJSON_AddNumberToObject(o, "attempt", ev->attempt);
+		cJSON_AddNumberToObject(o, "retry_in_ms", ev->retry_in_ms);
+		cJSON_AddStringToObject(o, "message", ev->message ? ev->message : "");
+		break;
+	case GP_FETCH_EV_DONE:
+		cJSON_AddNumberToObject(o, "status", ev->status);
+		cJSON_AddBoolToObject(o, "from_cache", ev->from_cache);
+		if (ev->message)
+			cJSON_AddStringToObject(o, "message", ev->message);
+		break;
+	case GP_FETCH_EV_PROGRESS:
+		break;
+	}
+	char *s = cJSON_PrintUnformatted(o);
+	if (s) {
+		fputs(s, p->f);
+		fputc('\n', p->f);
+		cJSON_free(s);
+	}
+	cJSON_Delete(o);
+}
+
+void gp_progress_event(struct gp_progress *p, const struct gp_fetch_progress *ev,
+                       uint64_t now_ms)
+{
+	if (!p || !p->f || p->mode == GP_PROGRESS_OFF)
+		return;
+	char buf[256];
+	const char *name = name_of(ev, buf, sizeof buf);
+	struct gp_progress_slot *s = slot_for(p, ev->index);
+	uint64_t total = ev->total;
+	if (ev->rate > 0)
+		s->rate = ev->rate;
+
+	switch (ev->event) {
+	case GP_FETCH_EV_START:
+		if (!s->start_ms && !s->start_done) {
+			s->start_ms = now_ms ? now_ms : 1;
+			s->start_done = ev->done;
+		}
+		s->last_ms = now_ms;
+		if (p->mode == GP_PROGRESS_JSON)
+			json_line(p, ev, "download_start", name);
+		break;
+	case GP_FETCH_EV_PROGRESS: {
+		uint64_t every = p->mode == GP_PROGRESS_TTY     ? GP_PROGRESS_TTY_MS
+		                 : p->mode == GP_PROGRESS_PLAIN ? GP_PROGRESS_PLAIN_MS
+		                                                : GP_PROGRESS_JSON_MS;
+		/* A terminal shows the first bytes at once; the others wait. */
+		bool first_tty = p->mode == GP_PROGRESS_TTY && !s->shown;
+		if (!first_tty && now_ms - s->last_ms < every)
+			break;
+		s->last_ms = now_ms;
+		s->shown = true;
+		if (p->mode == GP_PROGRESS_TTY)
+			tty_line(p, ev, ev->done, total, name);
+		else if (p->mode == GP_PROGRESS_PLAIN)
+			plain_line(p, ev, ev->done, total, name);
+		else
+			json_line(p, ev, "download_progress", name);
+		break;
+	}
+	case GP_FETCH_EV_RETRY:
+		if (p->mode == GP_PROGRESS_JSON) {
+			json_line(p, ev, "download_retry", name);
+			break;
+		}
+		close_line(p);
+		fprintf(p->f, "gpuprov: download %s: %s; retrying in %.1f s\n", name,
+		        ev->message ? ev->message : "failed", ev->retry_in_ms / 1000.0);
+		s->last_ms = now_ms;
+		break;
+	case GP_FETCH_EV_DONE: {
+		/* DONE may carry no rate: the last one seen, or the
+		 * average since the first START. */
+		struct gp_fetch_progress fin = *ev;
+		if (!(fin.rate > 0))
+			fin.rate = s->rate;
+		if (!(fin.rate > 0) && s->start_ms && now_ms > s->start_ms &&
+		    ev->done > s->start_done)
+			fin.rate = (double)(ev->done - s->start_done) * 1000 /
+			           (double)(now_ms - s->start_ms);
+		ev = &fin;
+		if (p->mode == GP_PROGRESS_JSON) {
+			json_line(p, ev, "download_done", name);
+		} else if (ev->status == 0 && !ev->from_cache) {
+			if (!total)
+				total = ev->done;
+			if (p->mode == GP_PROGRESS_TTY) {
+				tty_line(p, ev, ev->done, total, name);
+				close_line(p);
+			} else {
+				plain_line(p, ev, ev->done, total, name);
+			}
+		} else {
+			/* A failure is reported by the caller. */
+			close_line(p);
+		}
+		s->used = false;
+		break;
+	}
+	}
+	fflush(p->f);
+}
+
+int gp_progress_callback(const struct gp_fetch_progress *ev, void *userdata)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	gp_progress_event(userdata, ev, now);
+	return 0;
+}

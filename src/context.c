@@ -190,10 +190,42 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 	return save_journal(c);
 }
 
+/* A symlink is removed as a link: its target is recorded, nothing behind
+ * it is read or copied, and a dangling one goes too. */
+static int remove_symlink(struct gp_ctx *c, const char *path)
+{
+	_cleanup_free_ char *target = NULL;
+	int rc = gp_root_readlink(&c->root, path, &target);
+	if (rc < 0)
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		               "%s: cannot read link %s: %s", stage_name(c), path,
+		               strerror(-rc));
+	struct gp_effect *e = add_effect(c, GP_EFFECT_REMOVE);
+	e->path = gp_xstrdup(path);
+	e->target = gp_xstrdup(target);
+	e->old_exists = true;
+	if (c->dry_run)
+		return 0;
+	rc = gp_root_unlink(&c->root, path);
+	if (rc < 0)
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot remove %s: %s",
+		               stage_name(c), path, strerror(-rc));
+	gp_journal_record_file(&c->journal, path, NULL, stage_name(c), NULL);
+	gp_log(c, "removed link %s -> %s", path, target);
+	return save_journal(c);
+}
+
 int gp_effect_remove(struct gp_ctx *c, const char *path)
 {
 	if (refuse_when_stopping(c) < 0)
 		return -1;
+	bool exists;
+	const char *planned;
+	size_t planned_len;
+	struct stat st;
+	if (!gp_plan_lookup_file(c->plan, path, &exists, &planned, &planned_len) &&
+	    gp_root_lstat(&c->root, path, &st) == 0 && S_ISLNK(st.st_mode))
+		return remove_symlink(c, path);
 	_cleanup_free_ char *old = NULL;
 	size_t old_len = 0;
 	int rc = gp_ctx_read(c, path, &old, &old_len);

@@ -194,6 +194,11 @@ static void render_effect(const struct gp_effect *e, FILE *f, bool color)
 	switch (e->kind) {
 	case GP_EFFECT_WRITE:
 	case GP_EFFECT_REMOVE: {
+		if (e->kind == GP_EFFECT_REMOVE && e->target) {
+			fprintf(f, "%sremove link %s (-> %s)\n", indent, e->path,
+			        e->target);
+			break;
+		}
 		if (e->kind == GP_EFFECT_WRITE)
 			fprintf(f, "%s%s %s (%s, mode %04o)\n", indent,
 			        e->old_exists ? "replace" : "create", e->path,
@@ -329,6 +334,10 @@ static cJSON *effect_to_json(const struct gp_effect *e)
 	case GP_EFFECT_REMOVE: {
 		cJSON_AddStringToObject(o, "path", e->path);
 		cJSON_AddBoolToObject(o, "exists", e->old_exists);
+		if (e->kind == GP_EFFECT_REMOVE && e->target) {
+			cJSON_AddStringToObject(o, "link_target", e->target);
+			break;
+		}
 		if (e->old_exists) {
 			gp_sha256_hex(e->old_data, e->old_len, sha);
 			cJSON_AddStringToObject(o, "old_sha256", sha);

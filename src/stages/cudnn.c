@@ -5,12 +5,17 @@
  * only after the sha256 matched. Then <base>/include/<header> and
  * <base>/lib64/<library> become relative symlinks into that directory,
  * /etc/ld.so.conf.d/gpuprov-cudnn.conf lists <base>/lib64, and ldconfig runs
- * chrooted. A version change extracts a new directory and re-points the
- * links; nothing of the CUDA tree itself is overwritten by the archive.
+ * chrooted. A version change extracts a new directory, re-points the links
+ * both versions have and removes (gp_effect_remove) the links into another
+ * cudnn-* directory that the new version lacks; nothing of the CUDA tree
+ * itself is overwritten by the archive. The old cudnn-<version> directory
+ * stays in place, and the journal keeps its files: the effect door has no
+ * recursive remove (it needs a gp_effect_remove_tree); check names it.
  * check:  cudnn_version.h under <base>/include has the profile's version
  *         (MAJOR.MINOR.PATCHLEVEL), every file gpuprov recorded under
- *         <base>/cudnn-<version> is there with its sha256, and ldconfig ran
- *         for this version.
+ *         <base>/cudnn-<version> is there with its sha256, every entry of its
+ *         include/ and lib/ has its link, no link points into another
+ *         cudnn-* directory, and ldconfig ran for this version.
  * apply:  download (sha256 pinned by the profile; see below), extract,
  *         symlinks, ld.so.conf.d file, ldconfig.
  * verify: headers present, every libcudnn*.so.<major> soname present and in
@@ -172,6 +177,67 @@ static bool recorded_files_ok(struct gp_ctx *c, const char *dir, size_t *n, char
 	return true;
 }
 
+/* In <base>/<to>, the links into a cudnn-* directory other than this
+ * version's: their paths go to *stale, the directories they point into
+ * (in-root, those still there) to *old. */
+static void stale_links(struct gp_ctx *c, const struct cudnn_settings *s, const char *to,
+                        char ***stale, char ***old)
+{
+	_cleanup_free_ char *dir = gp_xasprintf("%s/%s", s->base, to);
+	_cleanup_free_ char *mine = gp_xasprintf("../cudnn-%s/", s->version);
+	_cleanup_strv_ char **names = NULL;
+	if (gp_root_list_dir(&c->root, dir, &names) < 0)
+		return;
+	for (size_t i = 0; names[i]; i++) {
+		_cleanup_free_ char *path = gp_xasprintf("%s/%s", dir, names[i]);
+		_cleanup_free_ char *target = NULL;
+		if (gp_root_readlink(&c->root, path, &target) < 0 ||
+		    strncmp(target, "../cudnn-", 9) != 0 ||
+		    strncmp(target, mine, strlen(mine)) == 0)
+			continue;
+		gp_strv_push(stale, path);
+		_cleanup_free_ char *od = gp_xasprintf(
+		    "%s/%.*s", s->base, (int)strcspn(target + 3, "/"), target + 3);
+		if (gp_root_exists(&c->root, od) && !gp_strv_contains(*old, od))
+			gp_strv_push(old, od);
+	}
+}
+
+/* Every entry of <dir>/<from> has its link <base>/<to>/<name>? *bad names
+ * the first that has not. */
+static bool links_ok(struct gp_ctx *c, const struct cudnn_settings *s, const char *from,
+                     const char *to, char **bad)
+{
+	_cleanup_free_ char *src = gp_xasprintf("%s/%s", s->dir, from);
+	_cleanup_strv_ char **names = NULL;
+	if (gp_root_list_dir(&c->root, src, &names) < 0)
+		return true;
+	for (size_t i = 0; names[i]; i++) {
+		_cleanup_free_ char *want = gp_xasprintf("../cudnn-%s/%s/%s", s->version,
+		                                         from, names[i]);
+		_cleanup_free_ char *path = gp_xasprintf("%s/%s/%s", s->base, to,
+		                                         names[i]);
+		_cleanup_free_ char *have = NULL;
+		if (gp_root_readlink(&c->root, path, &have) < 0 ||
+		    strcmp(have, want) != 0) {
+			*bad = gp_xstrdup(path);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* "; <old dirs> stay in place (...)" for a check reason, or "". */
+static char *old_dirs_note(char *const *old)
+{
+	if (!old || !old[0])
+		return gp_xstrdup("");
+	_cleanup_free_ char *list = gp_strv_join(old, ", ");
+	return gp_xasprintf("; %s %s in place (gpuprov cannot remove a directory "
+	                    "tree yet: remove %s by hand)",
+	                    list, old[1] ? "stay" : "stays", old[1] ? "them" : "it");
+}
+
 static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 {
 	struct cudnn_settings s;
@@ -188,17 +254,42 @@ static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	_cleanup_free_ char *bad = NULL;
 	bool files_ok = recorded_files_ok(c, s.dir, &n, &bad);
 	bool ldconfig_ok = !n || gp_stage_mark_is(c, "cudnn", MARK_LDCONFIG, s.version);
+	_cleanup_free_ char *badlink = NULL;
+	bool links = links_ok(c, &s, "include", "include", &badlink) &&
+	             links_ok(c, &s, "lib", "lib64", &badlink);
+	_cleanup_strv_ char **stale = NULL;
+	_cleanup_strv_ char **old = NULL;
+	stale_links(c, &s, "include", &stale, &old);
+	stale_links(c, &s, "lib64", &stale, &old);
+	_cleanup_free_ char *note = old_dirs_note(old);
+	_cleanup_free_ char *going = stale ? gp_xasprintf(
+	                                         ": %zu link(s) into the old version go",
+	                                         gp_strv_len(stale))
+	                                   : gp_xstrdup("");
 	if (!have)
-		gp_check_set(ck, GP_STATE_NEEDED, "no cuDNN in %s (no %s); install %s",
-		             s.base, hdr, s.version);
+		gp_check_set(ck, GP_STATE_NEEDED, "no cuDNN in %s (no %s); install %s%s",
+		             s.base, hdr, s.version, note);
 	else if (strcmp(have, s.version3) != 0)
 		gp_check_set(ck, GP_STATE_NEEDED,
-		             "%s says cuDNN %s; the profile wants %s", hdr, have,
-		             s.version);
+		             "%s says cuDNN %s; the profile wants %s%s%s", hdr, have,
+		             s.version, going, note);
 	else if (!files_ok)
 		gp_check_set(ck, GP_STATE_NEEDED,
 		             "%s is missing or changed since gpuprov installed it", bad);
-	else if (!ldconfig_ok)
+	else if (!links)
+		gp_check_set(ck, GP_STATE_NEEDED, "the link %s is missing or wrong",
+		             badlink);
+	else if (stale) {
+		struct stat st;
+		bool dangling = gp_root_stat(&c->root, stale[0], &st) < 0;
+		gp_check_set(ck, GP_STATE_NEEDED,
+		             "%s still points into an old version%s%s", stale[0],
+		             dangling
+		                 ? " (a broken link, which gpuprov cannot remove yet: "
+		                   "remove it by hand)"
+		                 : "",
+		             note);
+	} else if (!ldconfig_ok)
 		gp_check_set(ck, GP_STATE_NEEDED, "ldconfig not run for cuDNN %s",
 		             s.version);
 	else
@@ -227,6 +318,25 @@ static int link_dir(struct gp_ctx *c, const struct cudnn_settings *s, const char
 	return 0;
 }
 
+/* After link_dir: the links still pointing into another version (those the
+ * new version has no file for) go, before ldconfig reads lib64. In a dry run
+ * nothing is extracted yet, so the plan lists every old link. The old
+ * directory itself stays: the door has no recursive remove. */
+static int remove_stale_links(struct gp_ctx *c, const struct cudnn_settings *s)
+{
+	_cleanup_strv_ char **stale = NULL;
+	_cleanup_strv_ char **old = NULL;
+	stale_links(c, s, "include", &stale, &old);
+	stale_links(c, s, "lib64", &stale, &old);
+	for (size_t i = 0; stale && stale[i]; i++)
+		if (gp_effect_remove(c, stale[i]) < 0)
+			return -1;
+	for (size_t i = 0; old && old[i]; i++)
+		gp_log(c, "left %s in place: gpuprov cannot remove a directory tree yet",
+		       old[i]);
+	return 0;
+}
+
 static int cudnn_apply(struct gp_ctx *c, const cJSON *cfg)
 {
 	struct cudnn_settings s;
@@ -249,6 +359,8 @@ static int cudnn_apply(struct gp_ctx *c, const cJSON *cfg)
 		rc = link_dir(c, &s, "include", "include");
 	if (rc == 0)
 		rc = link_dir(c, &s, "lib", "lib64");
+	if (rc == 0)
+		rc = remove_stale_links(c, &s);
 	if (rc == 0)
 		rc = gp_effect_write(c, LD_CONF, ld_conf, strlen(ld_conf), 0644);
 	if (rc == 0)

@@ -5,20 +5,26 @@
 
 load helpers
 
-TOP=cudnn-linux-x86_64-8.9.7.29_cuda11-archive
 BASE=usr/local/cuda-11.8
+# The cuDNN version of make_tarball and write_profile.
+VER=8.9.7.29
 
-# make_tarball OUT [evil]: the cuDNN layout; "evil" adds a symlink that
+# make_tarball OUT [evil]: the cuDNN $VER layout; "evil" adds a symlink that
 # leaves the destination.
 make_tarball() {
-	local src=$BATS_TEST_TMPDIR/src
+	local src=$BATS_TEST_TMPDIR/src TOP=cudnn-linux-x86_64-${VER}_cuda11-archive
+	local v3=${VER%.*} patch
+	patch=${v3##*.}
 	rm -rf "$src"
 	mkdir -p "$src/$TOP/include" "$src/$TOP/lib"
-	printf '#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n#define CUDNN_PATCHLEVEL 7\n' \
+	printf '#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n' \
 		> "$src/$TOP/include/cudnn_version.h"
+	printf '#define CUDNN_PATCHLEVEL %s\n' "$patch" \
+		>> "$src/$TOP/include/cudnn_version.h"
 	printf '#include "cudnn_version.h"\n' > "$src/$TOP/include/cudnn.h"
-	printf 'not really a library\n' > "$src/$TOP/lib/libcudnn.so.8.9.7"
-	ln -s libcudnn.so.8.9.7 "$src/$TOP/lib/libcudnn.so.8"
+	printf 'not really a library, version %s\n' "$VER" \
+		> "$src/$TOP/lib/libcudnn.so.$v3"
+	ln -s "libcudnn.so.$v3" "$src/$TOP/lib/libcudnn.so.8"
 	ln -s libcudnn.so.8 "$src/$TOP/lib/libcudnn.so"
 	echo "LICENSE" > "$src/$TOP/LICENSE"
 	[ "${2-}" = evil ] && ln -s ../../../../../etc/passwd "$src/$TOP/lib/libevil.so"
@@ -51,7 +57,7 @@ write_profile() {
   "name": "cudnn-test",
   "extends": "a100-ubuntu2204",
   "stages": {
-    "cudnn": { "method": "tarball", "version": "8.9.7.29", "cuda": "11",
+    "cudnn": { "method": "tarball", "version": "$VER", "cuda": "11",
                "url": "$url", "sha256": "$1" }
   }
 }
@@ -181,4 +187,111 @@ requests() {
 	gp --root "$R" plan --profile "$P" --only cudnn
 	assert_status 65
 	assert_stderr_has "allow_insecure_http"
+}
+
+@test "cudnn: a version change re-points the links, removes the old ones, plans it" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	old=$R/$BASE/cudnn-8.9.7.29
+	VER=8.9.8.15
+	make_tarball "$WWW/cudnn-new.tar.xz"
+	sha=$(sha256sum < "$WWW/cudnn-new.tar.xz" | cut -d' ' -f1)
+	write_profile "$sha" "https://127.0.0.1:$PORT/cudnn-new.tar.xz"
+	snapshot "$R" before
+	gp --root "$R" --ca-file "$CA" plan --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "says cuDNN 8.9.7; the profile wants 8.9.8.15"
+	assert_stdout_has "/$BASE/cudnn-8.9.7.29 stays in place"
+	assert_stdout_has "$sha into /$BASE/cudnn-8.9.8.15 (new directory)"
+	assert_stdout_has "remove link /$BASE/lib64/libcudnn.so.8.9.7 (-> ../cudnn-8.9.7.29/"
+	assert_unchanged "$R" before
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	l=$R/$BASE/lib64 n=../cudnn-8.9.8.15/lib
+	[ "$(readlink "$l/libcudnn.so.8")" = $n/libcudnn.so.8 ] ||
+		fail "libcudnn.so.8 not re-pointed"
+	[ "$(readlink "$l/libcudnn.so.8.9.8")" = $n/libcudnn.so.8.9.8 ] ||
+		fail "libcudnn.so.8.9.8 not linked"
+	[ ! -e "$l/libcudnn.so.8.9.7" ] && [ ! -L "$l/libcudnn.so.8.9.7" ] ||
+		fail "the old library's link is still there"
+	into_old=$(find "$R/$BASE/include" "$R/$BASE/lib64" -lname '*cudnn-8.9.7.29*')
+	[ -z "$into_old" ] || fail "links into the old version: $into_old"
+	dangling=$(find "$R/$BASE/include" "$R/$BASE/lib64" -xtype l)
+	[ -z "$dangling" ] || fail "dangling links: $dangling"
+	assert_journal_true "$R"
+	# The journal keeps no live entry for a removed link (a removal record,
+	# sha256 null); the old directory stays (the door has no recursive
+	# remove), and so do its records. A link is removed as a link: nothing
+	# behind it is copied into the backup tree.
+	[ ! -e "$R/var/lib/gpuprov/backup/$BASE/lib64" ] ||
+		fail "a removed link's target was backed up:" "$(find "$R/var/lib/gpuprov/backup")"
+	live=$(journal_files "$R/var/lib/gpuprov/state.json" | grep -v ' null$' |
+		grep -E "^/$BASE/(include|lib64)/" || true)
+	[ -z "$live" ] || fail "the journal still records old links: $live"
+	journal_files "$R/var/lib/gpuprov/state.json" |
+		grep -q "cudnn-8.9.8.15/lib/libcudnn.so.8.9.8 [0-9a-f]" ||
+		fail "new files not journaled"
+	[ -d "$old" ] || fail "the old directory is gone, yet the door cannot remove it"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "cudnn: satisfied"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "libcudnn.so.8 => /$BASE/lib64/libcudnn.so.8"
+	assert_stdout_has "says 8.9.8"
+}
+
+@test "cudnn: verify fails on a missing soname link; install repairs it" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	rm "$R/$BASE/lib64/libcudnn.so.8"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 3
+	assert_stdout_has "/$BASE/lib64/libcudnn.so.8 is missing or a broken link"
+	assert_stdout_has "gpuprov install --only cudnn"
+	gp --root "$R" plan --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "the link /$BASE/lib64/libcudnn.so.8 is missing or wrong"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 0
+}
+
+@test "cudnn: verify fails on a missing library; install repairs it" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	rm "$R/$BASE/cudnn-8.9.7.29/lib/libcudnn.so.8.9.7"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 3
+	assert_stdout_has "/$BASE/lib64/libcudnn.so.8 is missing or a broken link"
+	gp --root "$R" plan --profile "$P" --only cudnn
+	assert_stdout_has \
+		"libcudnn.so.8.9.7 is missing or changed since gpuprov installed it"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	[ "$(requests)" = 1 ] || fail "the repair downloaded again"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 0
+}
+
+@test "cudnn: verify fails on a header of another version; install repairs it" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	h=$R/$BASE/include/cudnn_version.h
+	sed -i --follow-symlinks 's/CUDNN_PATCHLEVEL 7/CUDNN_PATCHLEVEL 6/' "$h"
+	[ -L "$h" ] || fail "the edit replaced the link"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 3
+	assert_stdout_has "cudnn_version.h says 8.9.6; the profile wants 8.9.7"
+	assert_stdout_has "gpuprov install --only cudnn"
+	gp --root "$R" plan --profile "$P" --only cudnn
+	assert_stdout_has "says cuDNN 8.9.6; the profile wants 8.9.7.29"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	grep -q 'CUDNN_PATCHLEVEL 7' "$h" || fail "header not repaired"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 0
+	gp --root "$R" plan --profile "$P" --only cudnn
+	assert_stdout_has "cudnn: satisfied"
 }

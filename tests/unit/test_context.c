@@ -178,6 +178,29 @@ static void test_symlink_over_file_backs_up(void **state)
 	free(text);
 }
 
+/* Links are removed as links: nothing behind them is read or backed up, and
+ * a dangling one goes too. */
+static void test_remove_symlinks(void **state)
+{
+	struct fixture *f = *state;
+	f->c.dry_run = false;
+	char link[PATH_MAX * 2];
+	snprintf(link, sizeof link, "%s/etc/to-existing", f->dir);
+	assert_int_equal(symlink("existing.conf", link), 0);
+	snprintf(link, sizeof link, "%s/etc/dangling", f->dir);
+	assert_int_equal(symlink("gone.conf", link), 0);
+	assert_int_equal(gp_effect_remove(&f->c, "/etc/to-existing"), 0);
+	assert_int_equal(gp_effect_remove(&f->c, "/etc/dangling"), 0);
+	struct stat st;
+	assert_int_equal(gp_root_lstat(&f->c.root, "/etc/to-existing", &st), -ENOENT);
+	assert_int_equal(gp_root_lstat(&f->c.root, "/etc/dangling", &st), -ENOENT);
+	assert_true(gp_root_exists(&f->c.root, "/etc/existing.conf"));
+	assert_false(gp_root_exists(&f->c.root, "/var/lib/gpuprov/backup"));
+	assert_int_equal(f->sp->n_effects, 2);
+	assert_string_equal(f->sp->effects[0].target, "existing.conf");
+	assert_string_equal(f->sp->effects[1].target, "gone.conf");
+}
+
 /* A tiny root where commands can run chrooted: busybox as /bin/sh. */
 static void make_runnable(struct fixture *f, const char *name, const char *script)
 {
@@ -256,6 +279,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_real_run_logs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_over_file_backs_up, setup,
 		                                teardown),
+		cmocka_unit_test_setup_teardown(test_remove_symlinks, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

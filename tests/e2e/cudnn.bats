@@ -6,77 +6,21 @@
 load helpers
 
 BASE=usr/local/cuda-11.8
-# The cuDNN version of make_tarball and write_profile.
+# The cuDNN version the tarball and profile helpers use (helpers.bash).
 VER=8.9.7.29
-
-# make_tarball OUT [evil]: the cuDNN $VER layout; "evil" adds a symlink that
-# leaves the destination.
-make_tarball() {
-	local src=$BATS_TEST_TMPDIR/src TOP=cudnn-linux-x86_64-${VER}_cuda11-archive
-	local v3=${VER%.*} patch
-	patch=${v3##*.}
-	rm -rf "$src"
-	mkdir -p "$src/$TOP/include" "$src/$TOP/lib"
-	printf '#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n' \
-		> "$src/$TOP/include/cudnn_version.h"
-	printf '#define CUDNN_PATCHLEVEL %s\n' "$patch" \
-		>> "$src/$TOP/include/cudnn_version.h"
-	printf '#include "cudnn_version.h"\n' > "$src/$TOP/include/cudnn.h"
-	printf 'not really a library, version %s\n' "$VER" \
-		> "$src/$TOP/lib/libcudnn.so.$v3"
-	ln -s "libcudnn.so.$v3" "$src/$TOP/lib/libcudnn.so.8"
-	ln -s libcudnn.so.8 "$src/$TOP/lib/libcudnn.so"
-	echo "LICENSE" > "$src/$TOP/LICENSE"
-	[ "${2-}" = evil ] && ln -s ../../../../../etc/passwd "$src/$TOP/lib/libevil.so"
-	tar -C "$src" --owner=0 --group=0 -cJf "$1" "$TOP"
-}
-
-# start_server: serves $WWW over HTTPS; sets PORT and CA.
-start_server() {
-	WWW=$BATS_TEST_TMPDIR/www
-	mkdir -p "$WWW"
-	mkfifo "$BATS_TEST_TMPDIR/httpd.in"
-	"$PYTHON" "$REPO_ROOT/tests/fixtures/httpd.py" --dir "$WWW" \
-		--log "$BATS_TEST_TMPDIR/httpd.log" --tls cudnn-test --max-seconds 60 \
-		< "$BATS_TEST_TMPDIR/httpd.in" > "$BATS_TEST_TMPDIR/httpd.out" 3>&- &
-	exec {HTTPD_FD}> "$BATS_TEST_TMPDIR/httpd.in"
-	local i
-	for ((i = 0; i < 100; i++)); do
-		[ -s "$BATS_TEST_TMPDIR/httpd.out" ] && break
-		sleep 0.05
-	done
-	read -r PORT CA < "$BATS_TEST_TMPDIR/httpd.out" || fail "httpd.py did not start"
-}
-
-# write_profile SHA256 [URL]
-write_profile() {
-	local url=${2:-https://127.0.0.1:$PORT/cudnn.tar.xz}
-	P=$BATS_TEST_TMPDIR/cudnn-test.json
-	cat > "$P" <<JSON
-{
-  "name": "cudnn-test",
-  "extends": "a100-ubuntu2204",
-  "stages": {
-    "cudnn": { "method": "tarball", "version": "$VER", "cuda": "11",
-               "url": "$url", "sha256": "$1" }
-  }
-}
-JSON
-}
 
 setup() {
 	require_root
 	R=$BATS_TEST_TMPDIR/root
 	mkroot "$R" --cuda --ldconfig-cache
-	start_server
+	start_https_server
 	make_tarball "$WWW/cudnn.tar.xz"
 	SHA=$(sha256sum < "$WWW/cudnn.tar.xz" | cut -d' ' -f1)
 	write_profile "$SHA"
 }
 
 teardown() {
-	[ -n "${HTTPD_FD-}" ] && exec {HTTPD_FD}>&-
-	return 0
+	stop_https_server
 }
 
 requests() {

@@ -368,3 +368,74 @@ setup_ubuntu_root() {
 install_ubuntu() {
 	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
 }
+
+# --- cuDNN over loopback HTTPS (cudnn.bats, progress.bats) ------------------
+
+# make_tarball OUT [evil]: a cuDNN-shaped .tar.xz of version $VER (default
+# 8.9.7.29); "evil" adds a symlink that leaves the destination. LIB_BYTES
+# random bytes make the library incompressible (for progress output).
+make_tarball() {
+	local ver=${VER:-8.9.7.29}
+	local src=$BATS_TEST_TMPDIR/src TOP=cudnn-linux-x86_64-${ver}_cuda11-archive
+	local v3=${ver%.*} patch
+	patch=${v3##*.}
+	rm -rf "$src"
+	mkdir -p "$src/$TOP/include" "$src/$TOP/lib"
+	printf '#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n' \
+		> "$src/$TOP/include/cudnn_version.h"
+	printf '#define CUDNN_PATCHLEVEL %s\n' "$patch" \
+		>> "$src/$TOP/include/cudnn_version.h"
+	printf '#include "cudnn_version.h"\n' > "$src/$TOP/include/cudnn.h"
+	if [ -n "${LIB_BYTES-}" ]; then
+		head -c "$LIB_BYTES" /dev/urandom > "$src/$TOP/lib/libcudnn.so.$v3"
+	else
+		printf 'not really a library, version %s\n' "$ver" \
+			> "$src/$TOP/lib/libcudnn.so.$v3"
+	fi
+	ln -s "libcudnn.so.$v3" "$src/$TOP/lib/libcudnn.so.8"
+	ln -s libcudnn.so.8 "$src/$TOP/lib/libcudnn.so"
+	echo "LICENSE" > "$src/$TOP/LICENSE"
+	[ "${2-}" = evil ] && ln -s ../../../../../etc/passwd "$src/$TOP/lib/libevil.so"
+	tar -C "$src" --owner=0 --group=0 -cJf "$1" "$TOP"
+}
+
+# start_https_server: serves $WWW (created) over HTTPS from
+# tests/fixtures/httpd.py on 127.0.0.1; sets PORT and CA. The server's
+# stdin and stdout are fifos: its first line is read (bounded wait, no
+# polling), and it exits when HTTPD_FD closes (stop_https_server) or after
+# 60 s.
+start_https_server() {
+	WWW=$BATS_TEST_TMPDIR/www
+	mkdir -p "$WWW"
+	mkfifo "$BATS_TEST_TMPDIR/httpd.in" "$BATS_TEST_TMPDIR/httpd.out"
+	"$PYTHON" "$REPO_ROOT/tests/fixtures/httpd.py" --dir "$WWW" \
+		--log "$BATS_TEST_TMPDIR/httpd.log" --tls cudnn-test --max-seconds 60 \
+		< "$BATS_TEST_TMPDIR/httpd.in" > "$BATS_TEST_TMPDIR/httpd.out" 3>&- &
+	exec {HTTPD_FD}> "$BATS_TEST_TMPDIR/httpd.in"
+	exec {HTTPD_OUT}< "$BATS_TEST_TMPDIR/httpd.out"
+	read -r -t 20 PORT CA <&"$HTTPD_OUT" || fail "httpd.py did not start"
+}
+
+stop_https_server() {
+	[ -n "${HTTPD_FD-}" ] && exec {HTTPD_FD}>&-
+	[ -n "${HTTPD_OUT-}" ] && exec {HTTPD_OUT}<&-
+	return 0
+}
+
+# write_profile SHA256 [URL]: $P, a profile extending a100-ubuntu2204 whose
+# cudnn stage fetches version $VER from URL (default: cudnn.tar.xz on the
+# loopback server).
+write_profile() {
+	local url=${2:-https://127.0.0.1:$PORT/cudnn.tar.xz}
+	P=$BATS_TEST_TMPDIR/cudnn-test.json
+	cat > "$P" <<JSON
+{
+  "name": "cudnn-test",
+  "extends": "a100-ubuntu2204",
+  "stages": {
+    "cudnn": { "method": "tarball", "version": "${VER:-8.9.7.29}", "cuda": "11",
+               "url": "$url", "sha256": "$1" }
+  }
+}
+JSON
+}

@@ -6,62 +6,21 @@
 
 load helpers
 
-TOP=cudnn-linux-x86_64-8.9.7.29_cuda11-archive
-
-make_tarball() {
-	local src=$BATS_TEST_TMPDIR/src
-	rm -rf "$src"
-	mkdir -p "$src/$TOP/include" "$src/$TOP/lib"
-	printf '#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n#define CUDNN_PATCHLEVEL 7\n' \
-		> "$src/$TOP/include/cudnn_version.h"
-	printf '#include "cudnn_version.h"\n' > "$src/$TOP/include/cudnn.h"
-	# Some incompressible bytes, so there is something to count.
-	head -c 300000 /dev/urandom > "$src/$TOP/lib/libcudnn.so.8.9.7"
-	ln -s libcudnn.so.8.9.7 "$src/$TOP/lib/libcudnn.so.8"
-	ln -s libcudnn.so.8 "$src/$TOP/lib/libcudnn.so"
-	echo "LICENSE" > "$src/$TOP/LICENSE"
-	tar -C "$src" --owner=0 --group=0 -cJf "$1" "$TOP"
-}
-
-start_server() {
-	WWW=$BATS_TEST_TMPDIR/www
-	mkdir -p "$WWW"
-	mkfifo "$BATS_TEST_TMPDIR/httpd.in"
-	"$PYTHON" "$REPO_ROOT/tests/fixtures/httpd.py" --dir "$WWW" \
-		--log "$BATS_TEST_TMPDIR/httpd.log" --tls cudnn-test --max-seconds 60 \
-		< "$BATS_TEST_TMPDIR/httpd.in" > "$BATS_TEST_TMPDIR/httpd.out" 3>&- &
-	exec {HTTPD_FD}> "$BATS_TEST_TMPDIR/httpd.in"
-	local i
-	for ((i = 0; i < 100; i++)); do
-		[ -s "$BATS_TEST_TMPDIR/httpd.out" ] && break
-		sleep 0.05
-	done
-	read -r PORT CA < "$BATS_TEST_TMPDIR/httpd.out" || fail "httpd.py did not start"
-}
+# Some incompressible bytes in the library, so there is something to count.
+LIB_BYTES=300000
 
 setup() {
 	require_root
 	R=$BATS_TEST_TMPDIR/root
 	mkroot "$R" --cuda --ldconfig-cache
-	start_server
+	start_https_server
 	make_tarball "$WWW/cudnn.tar.xz"
 	SHA=$(sha256sum < "$WWW/cudnn.tar.xz" | cut -d' ' -f1)
-	P=$BATS_TEST_TMPDIR/cudnn-test.json
-	cat > "$P" <<JSON
-{
-  "name": "cudnn-test",
-  "extends": "a100-ubuntu2204",
-  "stages": {
-    "cudnn": { "method": "tarball", "version": "8.9.7.29", "cuda": "11",
-               "url": "https://127.0.0.1:$PORT/cudnn.tar.xz", "sha256": "$SHA" }
-  }
-}
-JSON
+	write_profile "$SHA"
 }
 
 teardown() {
-	[ -n "${HTTPD_FD-}" ] && exec {HTTPD_FD}>&-
-	return 0
+	stop_https_server
 }
 
 @test "progress: not a terminal: a final plain line with 100%, no control characters" {

@@ -107,6 +107,14 @@ fuzz: build-fuzz/fuzz_profile
 	./build-fuzz/fuzz_profile -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-timeout=10 -rss_limit_mb=2048 build-fuzz/corpus
 
+# Benchmark (issue 4): gpuprov installing a >=300 MB cuDNN-shaped .tar.xz over
+# loopback HTTPS vs curl + sha256sum -c + tar -xJf; prints times, ratio, peak
+# RSS. Needs root; builds the tarball once into $GPUPROV_TEST_CACHE/bench.
+# Not part of check.
+.PHONY: bench
+bench: $(BUILD)/gpuprov
+	sh tests/bench/bench.sh $(CURDIR)/$(BUILD)/gpuprov
+
 lint:
 	clang-format --dry-run --Werror src/*.c src/*/*.c include/gpuprov/*.h tests/unit/*.c tests/unit/*.h
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \

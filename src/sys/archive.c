@@ -407,12 +407,17 @@ static int open_parent(struct ex *x, const char *rel, const char **base, bool cr
 static int make_room(struct ex *x, const char *name, int pfd, const char *base)
 {
 	struct stat st;
-	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 : -errno;
+	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return fail(x, -errno, "%s: %s", name, strerror(errno));
+	}
 	if (S_ISDIR(st.st_mode))
 		return fail(x, -GP_ARCHIVE_EUNSAFE,
 		            "%s: would replace a directory extracted earlier", name);
-	return unlinkat(pfd, base, 0) < 0 ? -errno : 0;
+	if (unlinkat(pfd, base, 0) < 0)
+		return fail(x, -errno, "%s: %s", name, strerror(errno));
+	return 0;
 }
 
 static int parent_error(struct ex *x, const char *name, int rc)
@@ -424,6 +429,21 @@ static int parent_error(struct ex *x, const char *name, int rc)
 		return fail(x, -GP_ARCHIVE_EUNSAFE,
 		            "%s: a parent of this entry is not a directory", name);
 	return fail(x, rc, "%s: cannot open its directory: %s", name, strerror(-rc));
+}
+
+/* The directory fd for a new non-directory entry at rel, with room made
+ * for it; *base is its last component. A negative result has failed x. */
+static int open_slot(struct ex *x, const char *name, const char *rel, const char **base)
+{
+	int pfd = open_parent(x, rel, base, true);
+	if (pfd < 0)
+		return parent_error(x, name, pfd);
+	int rc = make_room(x, name, pfd, *base);
+	if (rc < 0) {
+		close(pfd);
+		return rc;
+	}
+	return pfd;
 }
 
 /* A libarchive failure: the input's read error, the xz decoder's, "not a
@@ -458,12 +478,9 @@ static int write_file(struct ex *x, struct archive_entry *e, const char *name,
                       const char *rel, mode_t mode)
 {
 	const char *base;
-	_cleanup_close_ int pfd = open_parent(x, rel, &base, true);
+	_cleanup_close_ int pfd = open_slot(x, name, rel, &base);
 	if (pfd < 0)
-		return parent_error(x, name, pfd);
-	int rc = make_room(x, name, pfd, base);
-	if (rc < 0)
-		return x->res->msg[0] ? rc : fail(x, rc, "%s: %s", name, strerror(-rc));
+		return pfd;
 	_cleanup_close_ int fd = openat(
 	    pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -487,7 +504,7 @@ static int write_file(struct ex *x, struct archive_entry *e, const char *name,
 			    x, -GP_ARCHIVE_ETOOBIG,
 			    "%s: the archive holds more than %llu bytes of file data",
 			    name, (unsigned long long)x->o->max_bytes);
-		rc = gp_pwrite_all(fd, buf, size, (off_t)off);
+		int rc = gp_pwrite_all(fd, buf, size, (off_t)off);
 		if (rc < 0)
 			return fail(x, rc, "%s: write: %s", name, strerror(-rc));
 		if (off + (int64_t)size > end)
@@ -533,12 +550,9 @@ static int write_symlink(struct ex *x, struct archive_entry *e, const char *name
 	if (why)
 		return fail(x, -GP_ARCHIVE_EUNSAFE, "%s: %s ('%s')", name, why, target);
 	const char *base;
-	_cleanup_close_ int pfd = open_parent(x, rel, &base, true);
+	_cleanup_close_ int pfd = open_slot(x, name, rel, &base);
 	if (pfd < 0)
-		return parent_error(x, name, pfd);
-	int rc = make_room(x, name, pfd, base);
-	if (rc < 0)
-		return x->res->msg[0] ? rc : fail(x, rc, "%s: %s", name, strerror(-rc));
+		return pfd;
 	if (symlinkat(target, pfd, base) < 0)
 		return fail(x, -errno, "%s: symlink: %s", name, strerror(errno));
 	if (x->o->flags & GP_ARCHIVE_KEEP_MTIME) {
@@ -580,12 +594,9 @@ static int write_hardlink(struct ex *x, const char *name, const char *rel,
 		return fail(x, -GP_ARCHIVE_EUNSAFE,
 		            "%s: hardlink target '%s' is not a regular file", name, link);
 	const char *base;
-	_cleanup_close_ int pfd = open_parent(x, rel, &base, true);
+	_cleanup_close_ int pfd = open_slot(x, name, rel, &base);
 	if (pfd < 0)
-		return parent_error(x, name, pfd);
-	int rc = make_room(x, name, pfd, base);
-	if (rc < 0)
-		return x->res->msg[0] ? rc : fail(x, rc, "%s: %s", name, strerror(-rc));
+		return pfd;
 	if (linkat(tfd, tbase, pfd, base, 0) < 0)
 		return fail(x, -errno, "%s: link: %s", name, strerror(errno));
 	return 0;

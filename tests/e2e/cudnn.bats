@@ -10,13 +10,7 @@ BASE=usr/local/cuda-11.8
 VER=8.9.7.29
 
 setup() {
-	require_root
-	R=$BATS_TEST_TMPDIR/root
-	mkroot "$R" --cuda --ldconfig-cache
-	start_https_server
-	make_tarball "$WWW/cudnn.tar.xz"
-	SHA=$(sha256sum < "$WWW/cudnn.tar.xz" | cut -d' ' -f1)
-	write_profile "$SHA"
+	setup_cudnn_root
 }
 
 teardown() {

@@ -416,6 +416,19 @@ start_https_server() {
 	read -r -t 20 PORT CA <&"$HTTPD_OUT" || fail "httpd.py did not start"
 }
 
+# setup_cudnn_root: the fixture root ($R, with CUDA dirs and an ldconfig
+# stub that answers -p), the loopback server, cudnn.tar.xz of version $VER
+# ($SHA) and the profile $P that installs it.
+setup_cudnn_root() {
+	require_root
+	R=$BATS_TEST_TMPDIR/root
+	mkroot "$R" --cuda --ldconfig-cache
+	start_https_server
+	make_tarball "$WWW/cudnn.tar.xz"
+	SHA=$(sha256sum < "$WWW/cudnn.tar.xz" | cut -d' ' -f1)
+	write_profile "$SHA"
+}
+
 stop_https_server() {
 	[ -n "${HTTPD_FD-}" ] && exec {HTTPD_FD}>&-
 	[ -n "${HTTPD_OUT-}" ] && exec {HTTPD_OUT}<&-

@@ -10,13 +10,7 @@ load helpers
 LIB_BYTES=300000
 
 setup() {
-	require_root
-	R=$BATS_TEST_TMPDIR/root
-	mkroot "$R" --cuda --ldconfig-cache
-	start_https_server
-	make_tarball "$WWW/cudnn.tar.xz"
-	SHA=$(sha256sum < "$WWW/cudnn.tar.xz" | cut -d' ' -f1)
-	write_profile "$SHA"
+	setup_cudnn_root
 }
 
 teardown() {

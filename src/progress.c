@@ -279,9 +279,6 @@ void gp_progress_event(struct gp_progress *p, const struct gp_fetch_progress *ev
 
 int gp_progress_callback(const struct gp_fetch_progress *ev, void *userdata)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-	gp_progress_event(userdata, ev, now);
+	gp_progress_event(userdata, ev, (uint64_t)gp_monotonic_ms());
 	return 0;
 }

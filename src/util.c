@@ -1,5 +1,6 @@
 /* Allocation, strings, buffers, string vectors and the error object. */
 #include <errno.h>
+#include <time.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <string.h>
@@ -288,4 +289,11 @@ int gp_pwrite_all(int fd, const void *data, size_t len, off_t off)
 		off += n;
 	}
 	return 0;
+}
+
+int64_t gp_monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

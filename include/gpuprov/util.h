@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/types.h>
@@ -64,6 +65,9 @@ bool gp_str_ends_with(const char *s, const char *suffix);
 bool gp_streq(const char *a, const char *b); /* NULL-safe */
 /* A copy of s with every from replaced by to. */
 char *gp_str_replace_char(const char *s, char from, char to);
+
+/* Milliseconds on the monotonic clock: for timeouts, backoff and rates. */
+int64_t gp_monotonic_ms(void);
 
 /* Write all of data (retrying short writes and EINTR): 0 or -errno. The
  * p variant writes at off and leaves the fd offset alone. */

@@ -114,13 +114,6 @@ static void curl_init_once(void)
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Is s a sha256 in hex (either case)? */
 static bool is_hex64(const char *s)
 {
@@ -390,7 +383,7 @@ static bool emit(struct job *j, enum gp_fetch_event ev, unsigned retry_in_ms,
 	struct gp_fetcher *f = j->f;
 	if (!f->progress)
 		return false;
-	int64_t t = now_ms() - j->attempt_start_ms;
+	int64_t t = gp_monotonic_ms() - j->attempt_start_ms;
 	uint64_t got = j->written > j->offset ? j->written - j->offset : 0;
 	struct gp_fetch_progress p = {
 		.event = ev,
@@ -794,7 +787,7 @@ static int on_xferinfo(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
 		return 1;
 	if (!f->progress)
 		return 0;
-	int64_t t = now_ms();
+	int64_t t = gp_monotonic_ms();
 	if (j->written == j->last_reported && t - j->last_report_ms < 1000)
 		return 0;
 	j->last_reported = j->written;
@@ -896,7 +889,7 @@ static void job_start(struct job *j)
 	j->range_start = -1;
 	j->abort_why = ABORT_NONE;
 	j->abort_errno = 0;
-	j->attempt_start_ms = now_ms();
+	j->attempt_start_ms = gp_monotonic_ms();
 	j->last_reported = UINT64_MAX;
 	j->res->attempts++;
 	j->tries++;
@@ -978,7 +971,7 @@ static void job_retry(struct job *j, int final_code, long retry_after_s, const c
 			delay = ra;
 	}
 	j->state = JOB_WAITING;
-	j->start_at_ms = now_ms() + (int64_t)delay;
+	j->start_at_ms = gp_monotonic_ms() + (int64_t)delay;
 	if (emit(j, GP_FETCH_EV_RETRY, (unsigned)delay, why))
 		job_cancelled(j);
 }
@@ -1137,7 +1130,7 @@ static void run_jobs(struct gp_fetcher *f, struct job *jobs, size_t n)
 			stop_all(jobs, n);
 			return;
 		}
-		int64_t now = now_ms();
+		int64_t now = gp_monotonic_ms();
 		int64_t wake = now + LOOP_TICK_MS;
 		size_t running = 0, open = 0;
 		for (size_t i = 0; i < n; i++)
@@ -1178,7 +1171,7 @@ static void run_jobs(struct gp_fetcher *f, struct job *jobs, size_t n)
 		}
 		if (finished)
 			continue;
-		int timeout = (int)(wake - now_ms());
+		int timeout = (int)(wake - gp_monotonic_ms());
 		if (timeout < 0)
 			timeout = 0;
 		if (running)

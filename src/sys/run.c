@@ -272,14 +272,6 @@ struct collector {
 	sigset_t wait_mask; /* the mask ppoll waits with: stop signals let through */
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Reads what the pipe holds without waiting. */
 static void drain(struct collector *c)
 {
@@ -333,7 +325,7 @@ static bool pump(struct collector *c, int64_t until, bool want_eof)
 		if (c->stoppable && gp_run_stop_signal)
 			return false;
 		if (until >= 0) {
-			int64_t left = until - now_ms();
+			int64_t left = until - gp_monotonic_ms();
 
 			if (left <= 0)
 				return false;
@@ -356,7 +348,8 @@ static int collect(struct collector *c, const struct gp_run_opts *opts,
                    struct gp_run_result *res)
 {
 	int grace = opts->kill_grace_ms > 0 ? opts->kill_grace_ms : DEFAULT_KILL_GRACE_MS;
-	int64_t deadline = opts->timeout_ms > 0 ? now_ms() + opts->timeout_ms : -1;
+	int64_t deadline = opts->timeout_ms > 0 ? gp_monotonic_ms() + opts->timeout_ms
+	                                        : -1;
 	int status = 0;
 
 	c->stoppable = true;
@@ -364,7 +357,7 @@ static int collect(struct collector *c, const struct gp_run_opts *opts,
 		/* Done; a background child may still hold the pipe. Read on for a
 		 * while, but don't wait on a daemon forever. */
 		c->stoppable = false;
-		pump(c, now_ms() + grace, true);
+		pump(c, gp_monotonic_ms() + grace, true);
 	} else {
 		c->stoppable = false;
 		if (gp_run_stop_signal)
@@ -372,12 +365,12 @@ static int collect(struct collector *c, const struct gp_run_opts *opts,
 		else
 			res->timed_out = true;
 		kill(-c->pid, SIGTERM);
-		pump(c, now_ms() + grace, true);
+		pump(c, gp_monotonic_ms() + grace, true);
 		/* Even when the leader is gone: group members may ignore TERM. */
 		kill(-c->pid, SIGKILL);
 		/* Something outside the group may still hold the pipe: stop reading
 		 * after the grace period. */
-		pump(c, now_ms() + grace, true);
+		pump(c, gp_monotonic_ms() + grace, true);
 	}
 	drain(c);
 

@@ -555,3 +555,10 @@ int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sh
 	walk(c, dest, journal_file, NULL);
 	return save_journal(c);
 }
+
+void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a)
+{
+	/* Placeholder until the engine prefetches: announcing is optional. */
+	(void)c;
+	(void)a;
+}

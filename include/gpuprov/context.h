@@ -66,6 +66,10 @@ int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
  * it records the destination and the files under it that would be replaced. */
 int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
                       const char *dest, unsigned flags);
+/* Announces a download a later step of this run will make (stage prefetch
+ * hooks); the artifact is copied. Not an effect: gp_effect_download still
+ * makes the artifact available, sooner when it was announced. */
+void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a);
 /* Runs a command that changes the target, chrooted when the root is not /. */
 int gp_effect_run(struct gp_ctx *c, char *const argv[]);
 /* Records that a reboot is needed for the stage's changes to take effect. */

@@ -32,6 +32,10 @@ struct gp_stage {
 	int (*apply)(struct gp_ctx *c, const cJSON *cfg);
 	/* Read-only findings. 0, or -1 with c->err set when it could not look. */
 	int (*verify)(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep);
+	/* Optional, read-only, no network: announces the downloads apply will
+	 * need that the profile alone determines (gp_prefetch_add for each), so
+	 * the engine can fetch them while earlier stages apply. */
+	int (*prefetch)(struct gp_ctx *c, const cJSON *cfg);
 };
 
 /* gp_stages[0..gp_stage_count), in run order. A stage whose hooks

@@ -1,0 +1,66 @@
+/* The package layer: one interface over apt (Ubuntu, Debian) and dnf
+ * (Rocky/RHEL 9). Queries read the root's package database (dpkg status,
+ * the rpm database) and see the packages planned earlier in the same run;
+ * the gp_effect_pkg_* functions are effects (see context.h): in dry-run they
+ * record plan entries, for real they run the backend's commands chrooted,
+ * non-interactive, and wait (bounded, with a message) for a dpkg/rpm lock
+ * another process holds, never breaking it.
+ *
+ * The backend comes from the profile's distro.package_manager. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct gp_ctx;
+
+enum gp_pkg_manager { GP_PKG_APT, GP_PKG_DNF };
+
+/* One package wanted at an exact version, or at the repository's candidate
+ * when version is NULL. Versions are the backend's full strings
+ * ("535.183.01-0ubuntu0.22.04.1", "3:560.35.03-1.el9"); a version without a
+ * revision ("535.183.01") matches the newest candidate with that upstream
+ * version. */
+struct gp_pkg_want {
+	const char *name;
+	const char *version;
+};
+
+/* A package repository plus the key that signs it. keyring is downloaded
+ * through the download layer (sha256 required); its key fingerprints are
+ * read before anything is written and must include fingerprint (40 hex
+ * digits, spaces ignored), else the repository is refused. For apt the
+ * keyring is either a cuda-keyring-style .deb (installed with dpkg) or a
+ * binary/armored OpenPGP keyring written to /usr/share/keyrings/<id>.gpg and
+ * referenced by signed-by. */
+struct gp_pkg_repo {
+	const char *id; /* "cuda-ubuntu2204-x86_64": file names derive from it */
+	const char *url; /* base URL (apt: "... ./" flat repo or suite/components) */
+	const char *suite; /* apt: "/" for a flat repository, or a suite name */
+	const char *components; /* apt: "main" etc., NULL for a flat repository */
+	const char *keyring_url;
+	const char *keyring_sha256;
+	const char *fingerprint;
+};
+
+/* The target's package manager. -1 with err set when the profile names none. */
+int gp_pkg_manager(struct gp_ctx *c, enum gp_pkg_manager *pm);
+
+/* Installed version of name (*version set, free it), or *version NULL when
+ * not installed, as the target will look once the effects planned so far
+ * in this run are made. 0, or -1 with c->err set when the database cannot be
+ * read. Never runs a command. */
+int gp_pkg_installed(struct gp_ctx *c, const char *name, char **version);
+/* Is name held (apt-mark hold / dnf versionlock), planned holds included? */
+bool gp_pkg_is_held(struct gp_ctx *c, const char *name);
+
+/* Adds the repository (keyring, source list, metadata refresh); nothing
+ * when it is already configured with that key. */
+int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo);
+/* Installs (or up/downgrades to) the wanted versions in one transaction,
+ * refreshing metadata at most once per run. Already-satisfied wants are not
+ * effects. Held packages among them are unheld for the transaction and held
+ * again after it. */
+int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n);
+/* Holds (hold=true) or releases the named packages as a set. */
+int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, bool hold);

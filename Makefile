@@ -43,7 +43,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
 BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-dev \
 	libcjson-dev libssl-dev liblzma-dev
-TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
+TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 debootstrap apt-utils dpkg-dev \
 	python3-jsonschema clang-format cppcheck openssl
 
 .PHONY: all check check-asan test-run fuzz lint install uninstall clean deps deps-demo demo

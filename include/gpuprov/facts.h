@@ -100,3 +100,10 @@ enum gp_secure_boot { GP_SB_UNKNOWN, GP_SB_NOT_UEFI, GP_SB_OFF, GP_SB_ON };
 enum gp_secure_boot gp_secure_boot_state(const struct gp_root *r);
 /* "on", "off", "not UEFI", "unknown". */
 const char *gp_secure_boot_name(enum gp_secure_boot s);
+
+/* The loaded NVIDIA kernel module from <root>/proc/driver/nvidia/version:
+ * its version ("535.104.05", free it) and whether it is the open flavor
+ * (open may be NULL). -ENOENT when no NVIDIA module is loaded (or /proc is
+ * not there), -EINVAL when the file does not look like NVRM's. */
+int gp_nvidia_module_read(const struct gp_root *r, char **version, bool *open);
+int gp_nvidia_module_parse(const char *text, char **version, bool *open);

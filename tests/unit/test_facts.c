@@ -619,6 +619,49 @@ static void test_modprobe_host_cmdline_not_in_other_root(void **state)
 	gp_root_close(&host);
 }
 
+static void test_nvidia_module_parse(void **state)
+{
+	(void)state;
+	char *v = NULL;
+	bool open = true;
+	assert_int_equal(
+	    gp_nvidia_module_parse("NVRM version: NVIDIA UNIX x86_64 Kernel Module  "
+	                           "535.104.05  Sat Aug 19 01:15:15 UTC 2023\n"
+	                           "GCC version:  gcc version 12.3.0\n",
+	                           &v, &open),
+	    0);
+	assert_string_equal(v, "535.104.05");
+	assert_false(open);
+	free(v);
+	assert_int_equal(gp_nvidia_module_parse(
+	                     "NVRM version: NVIDIA UNIX Open Kernel Module for "
+	                     "x86_64  555.58.02  Release Build  (dvs-builder@U16)\n",
+	                     &v, &open),
+	                 0);
+	assert_string_equal(v, "555.58.02");
+	assert_true(open);
+	free(v);
+	assert_int_equal(gp_nvidia_module_parse("GCC version: 12\n", &v, NULL), -EINVAL);
+	assert_null(v);
+	assert_int_equal(
+	    gp_nvidia_module_parse("NVRM version: NVIDIA UNIX Kernel Module\n", &v, NULL),
+	    -EINVAL);
+	assert_null(v);
+}
+
+static void test_nvidia_module_read(void **state)
+{
+	struct tu_root_fixture *fx = *state;
+	char *v = NULL;
+	assert_int_equal(gp_nvidia_module_read(fx_root(fx), &v, NULL), -ENOENT);
+	tu_write(fx->dir, "proc/driver/nvidia/version",
+	         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 "
+	         "22:23:56 UTC 2024\n");
+	assert_int_equal(gp_nvidia_module_read(fx_root(fx), &v, NULL), 0);
+	assert_string_equal(v, "550.54.15");
+	free(v);
+}
+
 #define FX_TEST(t) cmocka_unit_test_setup_teardown(t, tu_root_setup, tu_root_teardown)
 
 int main(void)
@@ -637,6 +680,8 @@ int main(void)
 		FX_TEST(test_module_loaded),
 		FX_TEST(test_module_loaded_sys_module_fallback),
 		cmocka_unit_test(test_tristate_name),
+		cmocka_unit_test(test_nvidia_module_parse),
+		FX_TEST(test_nvidia_module_read),
 		FX_TEST(test_pci_scan),
 		cmocka_unit_test(test_pci_is_nvidia_gpu),
 		FX_TEST(test_pci_missing_and_malformed),

@@ -227,8 +227,7 @@ read_fifo() {
 	mkroot "$R" --cuda
 	gp --root "$R" plan --profile "$PROFILE"
 	assert_status 4
-	# cudnn is implemented: blocked, as the profile pins no sha256.
-	assert_stdout_has "cudnn: blocked"
+	assert_stdout_has "cudnn: needed"
 	for s in driver cuda pytorch; do
 		printf '%s\n' "$output" | grep -Eq "^\[[0-9]/6\] $s: not implemented" ||
 			fail "plan does not show $s as not implemented:" "$output"

@@ -14,6 +14,7 @@
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/facts.h"
 #include "gpuprov/journal.h"
+#include "gpuprov/pkg.h"
 #include "gpuprov/run.h"
 #include "gpuprov/json.h"
 #include "gpuprov/stage.h"
@@ -35,6 +36,7 @@ struct session {
 static void session_close(struct session *s)
 {
 	gp_ctx_close_fetcher(&s->c);
+	gp_pkg_state_free(&s->c);
 	gp_lock_release(s->lock_fd);
 	if (s->c.log_fd >= 0)
 		close(s->c.log_fd);

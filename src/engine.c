@@ -445,6 +445,7 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 	/* The plan pass may have noted marks in the in-memory journal: start
 	 * the real pass from what is on disk. */
 	c->dry_run = false;
+	gp_pkg_state_free(c); /* the plan pass's planned packages */
 	gp_journal_free(&c->journal);
 	if (gp_journal_load(&c->root, &c->journal, &s->err) < 0)
 		return report_err(s);

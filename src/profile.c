@@ -508,6 +508,16 @@ static char *check_reason(const cJSON *v, size_t i)
 	                  "an empty reason)");
 }
 
+/* A package repository: a URL, or file:///DIR/ for a repository inside the
+ * target root (an offline bundle, a mounted mirror). */
+static char *check_repo_url(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (gp_str_starts_with(s, "file:///"))
+		return strpbrk(s, " \t\r\n") ? why_got(s, "must not contain spaces") : NULL;
+	return check_url(v, i);
+}
+
 /* An OpenPGP v4 fingerprint: 40 hex digits, spaces allowed (as gpg prints it). */
 static char *check_fingerprint(const cJSON *v, size_t i)
 {
@@ -579,7 +589,7 @@ static const struct field distro_fields[] = {
 	STRING("keyring_url", check_url),
 	STRING("keyring_sha256", check_sha256),
 	STRING("keyring_fingerprint", check_fingerprint),
-	STRING("repo_url", check_url),
+	STRING("repo_url", check_repo_url),
 	STRINGS("initramfs", check_argv),
 	STRING("kernel_headers", check_headers_pattern),
 	END,

@@ -210,12 +210,12 @@ read_fifo() {
 	snapshot "$R" before
 	gp --root "$R" install --profile "$PROFILE"
 	assert_status 4
-	assert_stderr_has "driver,cuda,pytorch"
+	assert_stderr_has "driver,pytorch"
 	assert_stderr_has "not implemented"
 	assert_unchanged "$R" before
 	assert_untouched_by_gpuprov "$R"
 	# Excluding just some of them still refuses, naming the rest.
-	gp --root "$R" install --profile "$PROFILE" --skip driver,cuda
+	gp --root "$R" install --profile "$PROFILE" --skip driver
 	assert_status 4
 	assert_stderr_has "implemented yet: pytorch"
 	refute_stderr_has "driver"
@@ -229,7 +229,7 @@ read_fifo() {
 	assert_status 4
 	# cudnn is implemented: blocked, as the profile pins no sha256.
 	assert_stdout_has "cudnn: blocked"
-	for s in driver cuda pytorch; do
+	for s in driver pytorch; do
 		printf '%s\n' "$output" | grep -Eq "^\[[0-9]/6\] $s: not implemented" ||
 			fail "plan does not show $s as not implemented:" "$output"
 	done

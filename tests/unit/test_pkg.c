@@ -206,12 +206,162 @@ static void test_openpgp(void **state)
 	assert_null(gp_openpgp_normalize("EB69"));
 }
 
+/* --- real apt and dpkg --------------------------------------------------- */
+
+struct aptfx {
+	char *dir;
+	struct gp_ctx c;
+	struct gp_err err;
+	struct gp_out out;
+	struct gp_profile prof;
+};
+
+/* Runs a shell command line of the test itself (building fixtures). */
+static int sh(const char *cmd)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int apt_setup(void **state)
+{
+	if (geteuid() != 0)
+		return 0;
+	struct aptfx *f = calloc(1, sizeof *f);
+	f->dir = tu_tmpdir();
+	char *cmd = gp_xasprintf(
+	    "set -e; sh %s/tests/fixtures/debroot.sh %s/root 2>%s/err || exit $?; "
+	    "sh %s/tests/fixtures/aptrepo.sh %s/ar 2>>%s/err; mkdir -p %s/root/srv; "
+	    "cp -a %s/ar/repo %s/root/srv/repo; : > %s/root/etc/apt/sources.list; "
+	    "cp %s/ar/key.gpg %s/root/usr/share/keyrings/t.gpg; echo 'deb "
+	    "[signed-by=/usr/share/keyrings/t.gpg] file:///srv/repo/ /' > "
+	    "%s/root/etc/apt/sources.list.d/t.list",
+	    GP_SRCDIR, f->dir, f->dir, GP_SRCDIR, f->dir, f->dir, f->dir, f->dir, f->dir,
+	    f->dir, f->dir, f->dir, f->dir);
+	int rc = sh(cmd);
+	free(cmd);
+	if (rc != 0) {
+		tu_rmrf(f->dir);
+		free(f->dir);
+		free(f);
+		return 0; /* 77: cannot build a Debian root here; the test skips */
+	}
+	char *root = gp_xasprintf("%s/root", f->dir);
+	assert_int_equal(gp_root_open(&f->c.root, root), 0);
+	free(root);
+	gp_out_init(&f->out, stdout, stderr);
+	f->out.verbosity = -1;
+	f->c.out = &f->out;
+	f->c.err = &f->err;
+	f->c.log_fd = -1;
+	f->c.cmd_timeout_ms = 300000;
+	f->prof.name = "t";
+	f->prof.doc = cJSON_Parse("{\"distro\": {\"package_manager\": \"apt\"}}");
+	f->c.profile = &f->prof;
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_journal_load(&f->c.root, &f->c.journal, &err), 0);
+	f->c.plan = gp_plan_new("t", "0000", f->dir, false);
+	f->c.stage = gp_plan_add_stage(f->c.plan, "driver", "test");
+	*state = f;
+	return 0;
+}
+
+static int apt_teardown(void **state)
+{
+	struct aptfx *f = *state;
+	if (!f)
+		return 0;
+	gp_pkg_state_free(&f->c);
+	gp_plan_free(f->c.plan);
+	gp_journal_free(&f->c.journal);
+	gp_root_close(&f->c.root);
+	cJSON_Delete(f->prof.doc);
+	tu_rmrf(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+static char *installed(struct aptfx *f, const char *name)
+{
+	char *v = NULL;
+	assert_int_equal(gp_pkg_installed(&f->c, name, &v), 0);
+	return v;
+}
+
+static void test_apt_versions_and_hold(void **state)
+{
+	struct aptfx *f = *state;
+	if (!f)
+		skip(); /* needs root and a debootstrapped root (debroot.sh) */
+	const char *set[] = { "nvidia-driver-535-server", "nvidia-dkms-535-server" };
+	/* Exact versions, the upstream one resolved from the lists. */
+	struct gp_pkg_want w[] = { { set[0], "535.104.05" },
+		                   { set[1], "535.104.05-0ubuntu1" } };
+	assert_int_equal(gp_effect_pkg_install(&f->c, w, 2), 0);
+	char *v = installed(f, set[0]);
+	assert_string_equal(v, "535.104.05-0ubuntu1");
+	free(v);
+	/* Hold the set: a later apt-get upgrade in the root moves nothing. */
+	assert_int_equal(gp_effect_pkg_hold(&f->c, set, 2, true), 0);
+	assert_true(gp_pkg_is_held(&f->c, set[0]));
+	char **nv = gp_pkg_nvidia_set(&f->c);
+	assert_int_equal(gp_strv_len(nv), 2);
+	gp_strv_free(nv);
+	char *cmd = gp_xasprintf("chroot %s/root apt-get -q -y upgrade >/dev/null 2>&1",
+	                         f->dir);
+	assert_int_equal(sh(cmd), 0);
+	free(cmd);
+	v = installed(f, set[1]);
+	assert_string_equal(v, "535.104.05-0ubuntu1");
+	free(v);
+	/* A rerun is no effect at all. */
+	size_t before = f->c.stage->n_effects;
+	assert_int_equal(gp_effect_pkg_install(&f->c, w, 2), 0);
+	assert_int_equal(gp_effect_pkg_hold(&f->c, set, 2, true), 0);
+	assert_int_equal(f->c.stage->n_effects, before);
+	/* A dry run of a version change plans unhold, install, hold, and later
+	 * queries see the planned version. */
+	struct gp_pkg_want up[] = { { set[0], "535.183.01-0ubuntu1" },
+		                    { set[1], "535.183.01-0ubuntu1" } };
+	f->c.dry_run = true;
+	assert_int_equal(gp_effect_pkg_install(&f->c, up, 2), 0);
+	v = installed(f, set[0]);
+	assert_string_equal(v, "535.183.01-0ubuntu1");
+	free(v);
+	assert_int_equal(f->c.stage->n_effects, before + 3);
+	char *plan = gp_strv_join(f->c.stage->effects[before + 1].argv, " ");
+	assert_non_null(strstr(plan, "nvidia-driver-535-server=535.183.01-0ubuntu1 "
+	                             "nvidia-dkms-535-server=535.183.01-0ubuntu1"));
+	free(plan);
+	/* For real: the version changes and the hold stays. */
+	gp_pkg_state_free(&f->c);
+	f->c.dry_run = false;
+	assert_int_equal(gp_effect_pkg_install(&f->c, up, 2), 0);
+	v = installed(f, set[0]);
+	assert_string_equal(v, "535.183.01-0ubuntu1");
+	free(v);
+	assert_true(gp_pkg_is_held(&f->c, set[0]));
+	assert_true(gp_pkg_is_held(&f->c, set[1]));
+	/* Release the set. */
+	assert_int_equal(gp_effect_pkg_hold(&f->c, set, 2, false), 0);
+	assert_false(gp_pkg_is_held(&f->c, set[0]));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dpkg_status), cmocka_unit_test(test_vercmp),
 		cmocka_unit_test(test_rpmdb),       cmocka_unit_test(test_commands),
 		cmocka_unit_test(test_openpgp),
+		cmocka_unit_test_setup_teardown(test_apt_versions_and_hold, apt_setup,
+		                                apt_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,8 +71,9 @@ static const char *who(const struct gp_ctx *c)
 
 int gp_pkg_manager(struct gp_ctx *c, enum gp_pkg_manager *pm)
 {
-	const char *m = c->profile ? gp_profile_distro_string(c->profile, "package_manager")
-	                           : NULL;
+	const char *m = c->profile
+	                    ? gp_profile_distro_string(c->profile, "package_manager")
+	                    : NULL;
 	if (gp_streq(m, "apt"))
 		*pm = GP_PKG_APT;
 	else if (gp_streq(m, "dnf"))
@@ -94,9 +95,24 @@ static int read_db(struct gp_ctx *c, enum gp_pkg_manager pm, struct gp_pkgdb *db
 	if (rc < 0)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
 		               "%s: cannot read the package database %s in %s: %s",
-		               who(c), pm == GP_PKG_APT ? GP_DPKG_STATUS : GP_RPMDB_SQLITE,
+		               who(c),
+		               pm == GP_PKG_APT ? GP_DPKG_STATUS : GP_RPMDB_SQLITE,
 		               c->root.dir, strerror(-rc));
 	return 0;
+}
+
+/* The database without an error message: queries that answer "no" when it
+ * cannot be read. */
+static int read_db_quiet(const struct gp_ctx *c, struct gp_pkgdb *db)
+{
+	*db = (struct gp_pkgdb){ 0 };
+	const char *m = c->profile
+	                    ? gp_profile_distro_string(c->profile, "package_manager")
+	                    : NULL;
+	if (!m)
+		return -EINVAL;
+	return strcmp(m, "dnf") == 0 ? gp_rpmdb_read(&c->root, db)
+	                             : gp_dpkg_status_read(&c->root, db);
 }
 
 static ssize_t planned_index(struct gp_pkg_state *s, const char *name)
@@ -130,30 +146,32 @@ int gp_pkg_installed(struct gp_ctx *c, const char *name, char **version)
 
 bool gp_pkg_is_held(struct gp_ctx *c, const char *name)
 {
-	enum gp_pkg_manager pm;
 	struct gp_pkg_state *s = state(c);
 	if (gp_strv_contains(s->held, name))
 		return true;
 	if (gp_strv_contains(s->unheld, name))
 		return false;
-	struct gp_err ignored = { 0 };
-	struct gp_err *saved = c->err;
-	c->err = &ignored;
-	struct gp_pkgdb db = { 0 };
+	struct gp_pkgdb db;
 	bool held = false;
-	if (gp_pkg_manager(c, &pm) == 0 && read_db(c, pm, &db) == 0) {
+	if (read_db_quiet(c, &db) == 0) {
 		const struct gp_pkgdb_entry *e = gp_pkgdb_find(&db, name);
 		held = e && e->held;
 	}
 	gp_pkgdb_free(&db);
-	c->err = saved;
 	return held;
 }
 
 static const char *const nvidia_prefixes[] = {
-	"nvidia-",         "libnvidia-", "linux-modules-nvidia-", "linux-objects-nvidia-",
-	"linux-signatures-nvidia-",     "xserver-xorg-video-nvidia-",
-	"cuda-drivers",    "libcuda1",   "libxnvctrl",            "kmod-nvidia",
+	"nvidia-",
+	"libnvidia-",
+	"linux-modules-nvidia-",
+	"linux-objects-nvidia-",
+	"linux-signatures-nvidia-",
+	"xserver-xorg-video-nvidia-",
+	"cuda-drivers",
+	"libcuda1",
+	"libxnvctrl",
+	"kmod-nvidia",
 	"nvidia",
 };
 
@@ -173,20 +191,16 @@ static int cmp_str(const void *a, const void *b)
 char **gp_pkg_nvidia_set(struct gp_ctx *c)
 {
 	char **out = gp_xcalloc(1, sizeof(char *));
-	enum gp_pkg_manager pm;
-	struct gp_err ignored = { 0 };
-	struct gp_err *saved = c->err;
-	c->err = &ignored;
-	struct gp_pkgdb db = { 0 };
-	if (gp_pkg_manager(c, &pm) == 0 && read_db(c, pm, &db) == 0)
+	struct gp_pkgdb db;
+	if (read_db_quiet(c, &db) == 0)
 		for (size_t i = 0; i < db.n; i++)
 			if (is_nvidia_driver_pkg(db.e[i].name))
 				gp_strv_push(&out, db.e[i].name);
-	c->err = saved;
 	gp_pkgdb_free(&db);
 	struct gp_pkg_state *s = state(c);
 	for (size_t i = 0; s->names[i]; i++)
-		if (is_nvidia_driver_pkg(s->names[i]) && !gp_strv_contains(out, s->names[i]))
+		if (is_nvidia_driver_pkg(s->names[i]) &&
+		    !gp_strv_contains(out, s->names[i]))
 			gp_strv_push(&out, s->names[i]);
 	qsort(out, gp_strv_len(out), sizeof(char *), cmp_str);
 	return out;
@@ -260,8 +274,8 @@ static int wait_for_lock(struct gp_ctx *c, const struct gp_pkg_backend *b)
 				path = b->lock_files[i];
 		if (!path) {
 			if (told)
-				gp_info(c->out, "%s: the %s lock is free; going on", who(c),
-				        b->name);
+				gp_info(c->out, "%s: the %s lock is free; going on",
+				        who(c), b->name);
 			return 0;
 		}
 		_cleanup_free_ char *holder = describe_holder(pid);
@@ -274,13 +288,14 @@ static int wait_for_lock(struct gp_ctx *c, const struct gp_pkg_backend *b)
 			told = true;
 		}
 		if (gp_run_stop_signal || gp_monotonic_ms() >= deadline)
-			return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
-			               "%s: %s is still held by %s after %d s; another "
-			               "package manager run (cloud-init, "
-			               "unattended-upgrades, apt) is busy: let it finish, "
-			               "then run gpuprov again (gpuprov never breaks the "
-			               "lock)",
-			               who(c), path, holder, wait_s);
+			return gp_fail(
+			    c->err, GP_EXIT_APPLY_FAILED,
+			    "%s: %s is still held by %s after %d s; another "
+			    "package manager run (cloud-init, "
+			    "unattended-upgrades, apt) is busy: let it finish, "
+			    "then run gpuprov again (gpuprov never breaks the "
+			    "lock)",
+			    who(c), path, holder, wait_s);
 		struct timespec ts = { .tv_sec = 0, .tv_nsec = 250 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
@@ -442,7 +457,8 @@ int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, boo
 			       hold ? "held" : "released");
 			continue;
 		}
-		if (gp_pkg_is_held(c, names[i]) != hold && !gp_strv_contains(todo, names[i]))
+		if (gp_pkg_is_held(c, names[i]) != hold &&
+		    !gp_strv_contains(todo, names[i]))
 			gp_strv_push(&todo, names[i]);
 	}
 	return hold_names(c, gp_pkg_backend_get(pm), todo, hold);
@@ -464,9 +480,10 @@ char *gp_pkg_repo_problem(const struct gp_pkg_repo *repo)
 		                    "it cannot verify",
 		                    repo->keyring_url);
 	if (!repo->fingerprint)
-		return gp_xasprintf("no key fingerprint pinned for the repository %s (set "
-		                    "distro.keyring_fingerprint)",
-		                    repo->id);
+		return gp_xasprintf(
+		    "no key fingerprint pinned for the repository %s (set "
+		    "distro.keyring_fingerprint)",
+		    repo->id);
 	_cleanup_free_ char *f = gp_openpgp_normalize(repo->fingerprint);
 	if (!f)
 		return gp_xasprintf("the pinned key fingerprint '%s' is not 40 (or 64) "

@@ -514,7 +514,8 @@ static char *check_repo_url(const cJSON *v, size_t i)
 {
 	const char *s = v->valuestring;
 	if (gp_str_starts_with(s, "file:///"))
-		return strpbrk(s, " \t\r\n") ? why_got(s, "must not contain spaces") : NULL;
+		return strpbrk(s, " \t\r\n") ? why_got(s, "must not contain spaces")
+		                             : NULL;
 	return check_url(v, i);
 }
 
@@ -620,9 +621,12 @@ static const struct field driver_fields[] = {
 };
 
 static const struct field cuda_fields[] = {
-	ENUM("method", cuda_methods),      STRING("version", check_cuda_version),
-	STRING("path", check_install_dir), STRING("url", check_url),
-	STRING("sha256", check_sha256),    BOOL("link"),
+	ENUM("method", cuda_methods),
+	STRING("version", check_cuda_version),
+	STRING("path", check_install_dir),
+	STRING("url", check_url),
+	STRING("sha256", check_sha256),
+	BOOL("link"),
 	END,
 };
 

@@ -16,7 +16,8 @@ struct gp_cuda_probe {
 	char *nvcc; /* "12.4.131" (the V number), or "12.4" (release), or NULL */
 };
 /* Fills json, txt and header from the toolkit directory dir (in the root). */
-void gp_cuda_probe_files(const struct gp_root *r, const char *dir, struct gp_cuda_probe *p);
+void gp_cuda_probe_files(const struct gp_root *r, const char *dir,
+                         struct gp_cuda_probe *p);
 void gp_cuda_probe_free(struct gp_cuda_probe *p);
 
 /* "X.Y" of CUDA_VERSION in a cuda.h text, or NULL. */

@@ -111,18 +111,14 @@ static char *blocked_reason(struct gp_ctx *c, const struct cuda_settings *s)
 		if (!s->url)
 			return gp_xstrdup("stages.cuda.url (the runfile) is not set");
 		if (!s->sha256)
-			return gp_xstrdup("stages.cuda.sha256 is not set: gpuprov downloads "
-			                  "nothing without a pinned sha256 (NVIDIA "
-			                  "publishes only MD5 lists for runfiles; the "
-			                  "sha256 is in its redist manifests)");
+			return gp_xstrdup(
+			    "stages.cuda.sha256 is not set: gpuprov downloads "
+			    "nothing without a pinned sha256 (NVIDIA "
+			    "publishes only MD5 lists for runfiles; the "
+			    "sha256 is in its redist manifests)");
 		return NULL;
 	}
-	enum gp_pkg_manager pm;
-	struct gp_err *saved = c->err, ignored = { 0 };
-	c->err = &ignored;
-	int rc = gp_pkg_manager(c, &pm);
-	c->err = saved;
-	if (rc < 0)
+	if (!gp_profile_distro_string(c->profile, "package_manager"))
 		return gp_xstrdup("method repo needs distro.package_manager");
 	_cleanup_free_ char *have = NULL;
 	if (gp_pkg_installed(c, s->package, &have) == 0 && have)
@@ -201,7 +197,8 @@ static int cuda_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 static int apply_runfile(struct gp_ctx *c, const struct cuda_settings *s)
 {
 	_cleanup_free_ char *name = gp_xasprintf("CUDA %s runfile", s->version);
-	const struct gp_fetch_artifact a = { .name = name, .url = s->url,
+	const struct gp_fetch_artifact a = { .name = name,
+		                             .url = s->url,
 		                             .sha256 = s->sha256 };
 	_cleanup_free_ char *cached = NULL;
 	if (gp_effect_download(c, &a, &cached) < 0)
@@ -250,8 +247,7 @@ static char *run_nvcc(struct gp_ctx *c, const char *nvcc, char **err)
 	else if (!gp_run_succeeded(&res)) {
 		_cleanup_free_ char *how = gp_run_describe(&res, c->cmd_timeout_ms);
 		*err = gp_xasprintf("'%s --version' %s", nvcc, how);
-	}
-	else if (!(v = gp_nvcc_version_parse(res.output)))
+	} else if (!(v = gp_nvcc_version_parse(res.output)))
 		*err = gp_xasprintf("'%s --version' printed no 'release X.Y'", nvcc);
 	gp_run_result_free(&res);
 	return v;

@@ -44,7 +44,8 @@ char *gp_nvcc_version_parse(const char *text)
 	return n ? gp_xstrndup(p, n) : NULL;
 }
 
-void gp_cuda_probe_files(const struct gp_root *r, const char *dir, struct gp_cuda_probe *p)
+void gp_cuda_probe_files(const struct gp_root *r, const char *dir,
+                         struct gp_cuda_probe *p)
 {
 	*p = (struct gp_cuda_probe){ 0 };
 	_cleanup_free_ char *jpath = gp_xasprintf("%s/version.json", dir);
@@ -53,8 +54,8 @@ void gp_cuda_probe_files(const struct gp_root *r, const char *dir, struct gp_cud
 	_cleanup_free_ char *text = NULL;
 	if (gp_root_read(r, jpath, &text, NULL) == 0) {
 		cJSON *doc = cJSON_Parse(text);
-		const char *v = gp_json_string(cJSON_GetObjectItemCaseSensitive(doc, "cuda"),
-		                               "version", NULL);
+		const char *v = gp_json_string(
+		    cJSON_GetObjectItemCaseSensitive(doc, "cuda"), "version", NULL);
 		if (v)
 			p->json = gp_xstrdup(v);
 		cJSON_Delete(doc);

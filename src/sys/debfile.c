@@ -79,7 +79,8 @@ static int find_in_data(const void *tar, size_t len, char **path, char **data,
 		*msg = "its data.tar member is damaged";
 		return -EINVAL;
 	}
-	*msg = "it installs no keyring under /usr/share/keyrings or /etc/apt/trusted.gpg.d";
+	*msg =
+	    "it installs no keyring under /usr/share/keyrings or /etc/apt/trusted.gpg.d";
 	return -ENOENT;
 }
 

@@ -58,8 +58,8 @@ static char **apt_hold(char *const *names, bool hold)
 
 static char **apt_import_key(const char *path)
 {
-	char *const argv[] = { "dpkg", "--force-confdef", "--force-confold", "-i",
-		               (char *)path, NULL };
+	char *const argv[] = { "dpkg", "--force-confdef", "--force-confold",
+		               "-i",   (char *)path,      NULL };
 	return gp_strv_copy(argv);
 }
 

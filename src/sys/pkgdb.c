@@ -63,7 +63,8 @@ static int scan_stanzas(const char *text,
 			free(status);
 			pkg = ver = status = NULL;
 		} else if (p[0] != ' ' && p[0] != '\t') {
-			static const char *const keys[] = { "Package:", "Version:", "Status:" };
+			static const char *const keys[] = { "Package:", "Version:",
+				                            "Status:" };
 			char **slots[] = { &pkg, &ver, &status };
 			for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
 				size_t kl = strlen(keys[k]);
@@ -294,7 +295,8 @@ int gp_rpm_header_parse(const void *blob, size_t len, char **name, char **versio
 	if (!str[0] || !str[1])
 		return -EINVAL;
 	*name = gp_xstrdup(str[0]);
-	_cleanup_free_ char *ep = epoch > 0 ? gp_xasprintf("%ld:", epoch) : gp_xstrdup("");
+	_cleanup_free_ char *ep = epoch > 0 ? gp_xasprintf("%ld:", epoch)
+	                                    : gp_xstrdup("");
 	*version = str[2] ? gp_xasprintf("%s%s-%s", ep, str[1], str[2])
 	                  : gp_xasprintf("%s%s", ep, str[1]);
 	return 0;
@@ -344,7 +346,8 @@ int gp_rpmdb_read(const struct gp_root *r, struct gp_pkgdb *db)
 		return -EIO;
 	sqlite3_busy_timeout(h, 5000);
 	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(h, "SELECT blob FROM Packages", -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(h, "SELECT blob FROM Packages", -1, &st, NULL) !=
+	    SQLITE_OK)
 		return -EINVAL;
 	_cleanup_free_ char *locks_text = NULL;
 	gp_root_read(r, GP_DNF_VERSIONLOCK, &locks_text, NULL);

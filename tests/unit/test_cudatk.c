@@ -26,7 +26,9 @@ static void test_parsers(void **state)
 	assert_false(gp_cuda_version_agrees("12.4.0", "12.4.1"));
 	assert_false(gp_cuda_version_agrees("12.40", "12.4"));
 	assert_false(gp_cuda_version_agrees("11.8", "12.4"));
-	struct gp_cuda_probe p = { .json = "12.4.1", .header = "12.4", .nvcc = "11.8.89" };
+	struct gp_cuda_probe p = { .json = "12.4.1",
+		                   .header = "12.4",
+		                   .nvcc = "11.8.89" };
 	char *a, *b;
 	assert_false(gp_cuda_probe_consistent(&p, &a, &b));
 	assert_string_equal(a, "version.json says 12.4.1");
@@ -51,9 +53,10 @@ static void test_real_toolkit(void **state)
 	if (gp_run(&o, argv, &res) == 0 && gp_run_succeeded(&res))
 		p.nvcc = gp_nvcc_version_parse(res.output);
 	gp_run_result_free(&res);
-	print_message("real toolkit: version.json %s, version.txt %s, cuda.h %s, nvcc %s\n",
-	              p.json ? p.json : "-", p.txt ? p.txt : "-",
-	              p.header ? p.header : "-", p.nvcc ? p.nvcc : "-");
+	print_message(
+	    "real toolkit: version.json %s, version.txt %s, cuda.h %s, nvcc %s\n",
+	    p.json ? p.json : "-", p.txt ? p.txt : "-", p.header ? p.header : "-",
+	    p.nvcc ? p.nvcc : "-");
 	assert_non_null(p.header);
 	char *a = NULL, *b = NULL;
 	bool ok = gp_cuda_probe_consistent(&p, &a, &b);

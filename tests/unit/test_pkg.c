@@ -18,13 +18,14 @@
 
 static void test_dpkg_status(void **state)
 {
-	const char *text = "Package: a\nStatus: install ok installed\nVersion: 1.0-1\n"
-	                   "Description: x\n more\n\n"
-	                   "Package: held\nStatus: hold ok installed\nVersion: 2:3.4-5\n\n"
-	                   "Package: gone\nStatus: deinstall ok config-files\n"
-	                   "Version: 1\n\n"
-	                   "Package: half\nStatus: install ok half-configured\n"
-	                   "Version: 1\n";
+	const char *text =
+	    "Package: a\nStatus: install ok installed\nVersion: 1.0-1\n"
+	    "Description: x\n more\n\n"
+	    "Package: held\nStatus: hold ok installed\nVersion: 2:3.4-5\n\n"
+	    "Package: gone\nStatus: deinstall ok config-files\n"
+	    "Version: 1\n\n"
+	    "Package: half\nStatus: install ok half-configured\n"
+	    "Version: 1\n";
 	struct gp_pkgdb db;
 	assert_int_equal(gp_dpkg_status_parse(text, &db), 0);
 	assert_int_equal(db.n, 2);
@@ -170,7 +171,8 @@ static void test_commands(void **state)
 	assert_non_null(strstr(t, "gpgcheck=1\ngpgkey=file:///etc/pki/rpm-gpg/K\n"));
 	free(t);
 	t = gp_pkg_apt.repo_text(&repo, "/k.gpg", "AAAA");
-	assert_non_null(strstr(t, "deb [signed-by=/k.gpg] https://x.example/rhel9/x86_64/ /\n"));
+	assert_non_null(
+	    strstr(t, "deb [signed-by=/k.gpg] https://x.example/rhel9/x86_64/ /\n"));
 	free(t);
 }
 
@@ -178,7 +180,8 @@ static void test_commands(void **state)
  * fingerprint is SHA-1 over 0x99, the two-octet length and the body. */
 static void test_openpgp(void **state)
 {
-	unsigned char key[2 + 12] = { 0x98, 12, 4, 0x5f, 0, 0, 0, 22, 0, 8, 0xaa, 0xbb, 0, 0 };
+	unsigned char key[2 + 12] = { 0x98, 12, 4, 0x5f, 0,    0, 0,
+		                      22,   0,  8, 0xaa, 0xbb, 0, 0 };
 	char **f = NULL;
 	assert_int_equal(gp_openpgp_fingerprints(key, sizeof key, &f), 0);
 	assert_int_equal(gp_strv_len(f), 1);
@@ -186,9 +189,10 @@ static void test_openpgp(void **state)
 	/* The same key armored gives the same fingerprint. */
 	char b64[64];
 	EVP_EncodeBlock((unsigned char *)b64, key, sizeof key);
-	char *armored = gp_xasprintf("-----BEGIN PGP PUBLIC KEY BLOCK-----\nComment: t\n\n"
-	                             "%s\n=abcd\n-----END PGP PUBLIC KEY BLOCK-----\n",
-	                             b64);
+	char *armored = gp_xasprintf(
+	    "-----BEGIN PGP PUBLIC KEY BLOCK-----\nComment: t\n\n"
+	    "%s\n=abcd\n-----END PGP PUBLIC KEY BLOCK-----\n",
+	    b64);
 	char **g = NULL;
 	assert_int_equal(gp_openpgp_fingerprints(armored, strlen(armored), &g), 0);
 	assert_string_equal(f[0], g[0]);
@@ -197,7 +201,8 @@ static void test_openpgp(void **state)
 	gp_strv_free(f);
 	assert_int_equal(gp_openpgp_fingerprints("garbage", 7, &f), -EINVAL);
 	assert_null(f);
-	char *n = gp_openpgp_normalize("eb69 3b30 35cd 5710 e231 e123 a4b4 6996 3bf8 63cc");
+	char *n = gp_openpgp_normalize(
+	    "eb69 3b30 35cd 5710 e231 e123 a4b4 6996 3bf8 63cc");
 	assert_string_equal(n, "EB693B3035CD5710E231E123A4B469963BF863CC");
 	char *p = gp_openpgp_pretty(n);
 	assert_string_equal(p, "EB69 3B30 35CD 5710 E231  E123 A4B4 6996 3BF8 63CC");
@@ -357,8 +362,10 @@ static void test_apt_versions_and_hold(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_dpkg_status), cmocka_unit_test(test_vercmp),
-		cmocka_unit_test(test_rpmdb),       cmocka_unit_test(test_commands),
+		cmocka_unit_test(test_dpkg_status),
+		cmocka_unit_test(test_vercmp),
+		cmocka_unit_test(test_rpmdb),
+		cmocka_unit_test(test_commands),
 		cmocka_unit_test(test_openpgp),
 		cmocka_unit_test_setup_teardown(test_apt_versions_and_hold, apt_setup,
 		                                apt_teardown),

@@ -508,6 +508,36 @@ static char *check_reason(const cJSON *v, size_t i)
 	                  "an empty reason)");
 }
 
+/* A package repository: a URL, or file:///DIR/ for a repository inside the
+ * target root (an offline bundle, a mounted mirror). */
+static char *check_repo_url(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (gp_str_starts_with(s, "file:///"))
+		return strpbrk(s, " \t\r\n") ? why_got(s, "must not contain spaces")
+		                             : NULL;
+	return check_url(v, i);
+}
+
+/* An OpenPGP v4 fingerprint: 40 hex digits, spaces allowed (as gpg prints it). */
+static char *check_fingerprint(const cJSON *v, size_t i)
+{
+	size_t n = 0;
+	for (const char *p = v->valuestring; *p; p++) {
+		if (*p == ' ')
+			continue;
+		if (!strchr(DIGITS "abcdefABCDEF", *p))
+			return why_got(v->valuestring,
+			               "must be a key fingerprint: 40 hex digits (spaces "
+			               "allowed)");
+		n++;
+	}
+	if (n != 40)
+		return why_got(v->valuestring, "must be a key fingerprint: 40 hex digits "
+		                               "(spaces allowed)");
+	return NULL;
+}
+
 static const char *const arches[] = { "x86_64", "aarch64", NULL };
 static const char *const distro_ids[] = { "ubuntu2204", "ubuntu2404", "debian12", "rhel9",
 	                                  NULL };
@@ -559,6 +589,8 @@ static const struct field distro_fields[] = {
 	ENUM("nvidia_repo", distro_ids),
 	STRING("keyring_url", check_url),
 	STRING("keyring_sha256", check_sha256),
+	STRING("keyring_fingerprint", check_fingerprint),
+	STRING("repo_url", check_repo_url),
 	STRINGS("initramfs", check_argv),
 	STRING("kernel_headers", check_headers_pattern),
 	END,
@@ -589,9 +621,13 @@ static const struct field driver_fields[] = {
 };
 
 static const struct field cuda_fields[] = {
-	ENUM("method", cuda_methods),      STRING("version", check_cuda_version),
-	STRING("path", check_install_dir), STRING("url", check_url),
-	STRING("sha256", check_sha256),    END,
+	ENUM("method", cuda_methods),
+	STRING("version", check_cuda_version),
+	STRING("path", check_install_dir),
+	STRING("url", check_url),
+	STRING("sha256", check_sha256),
+	BOOL("link"),
+	END,
 };
 
 static const struct field cudnn_fields[] = {

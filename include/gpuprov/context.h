@@ -32,6 +32,9 @@ struct gp_ctx {
 	 * freed by gp_ctx_close_fetcher. allow_http comes from the profile. */
 	struct gp_fetch_opts fetch_opts;
 	struct gp_fetcher *fetcher;
+	/* The package layer's state for this run (pkg.c): planned installs and
+	 * holds, whether metadata was refreshed; freed by gp_pkg_state_free. */
+	struct gp_pkg_state *pkg;
 };
 
 /* Reads a file as the target will look once the effects planned so far in

@@ -452,3 +452,57 @@ write_profile() {
 }
 JSON
 }
+
+# --- Real apt and dpkg (cuda.bats; reusable by driver and cudnn tests) ------
+
+# setup_apt_root: a debootstrapped Debian 12 root in $R (skipped loudly when
+# tests/fixtures/debroot.sh cannot build one) with no network sources, the
+# stand-in repository from tests/fixtures/aptrepo.sh (built once per file
+# into $BATS_FILE_TMPDIR/aptrepo, in $AR) copied to $R/srv/repo, the keyring
+# package served over loopback HTTPS ($WWW, $PORT, $CA), and $KSHA, $FPR set.
+setup_apt_root() {
+	require_root
+	R=$BATS_TEST_TMPDIR/root
+	local rc=0
+	sh "$REPO_ROOT/tests/fixtures/debroot.sh" "$R" 2> "$BATS_TEST_TMPDIR/debroot.err" || rc=$?
+	[ "$rc" -eq 77 ] && skip "$(cat "$BATS_TEST_TMPDIR/debroot.err")"
+	[ "$rc" -eq 0 ] || fail "debroot.sh failed:" "$(cat "$BATS_TEST_TMPDIR/debroot.err")"
+	AR=$BATS_FILE_TMPDIR/aptrepo
+	if [ ! -s "$AR/key.fpr" ]; then
+		rc=0
+		sh "$REPO_ROOT/tests/fixtures/aptrepo.sh" "$AR" 2> "$BATS_TEST_TMPDIR/aptrepo.err" || rc=$?
+		[ "$rc" -eq 77 ] && skip "$(cat "$BATS_TEST_TMPDIR/aptrepo.err")"
+		[ "$rc" -eq 0 ] || fail "aptrepo.sh failed:" "$(cat "$BATS_TEST_TMPDIR/aptrepo.err")"
+	fi
+	: > "$R/etc/apt/sources.list"
+	rm -f "$R"/etc/apt/sources.list.d/*
+	mkdir -p "$R/srv"
+	cp -a "$AR/repo" "$R/srv/repo"
+	start_https_server
+	cp "$AR/cuda-keyring_1.1-1_all.deb" "$WWW/"
+	KSHA=$(sha256sum < "$AR/cuda-keyring_1.1-1_all.deb" | cut -d' ' -f1)
+	FPR=$(cat "$AR/key.fpr")
+}
+
+# write_apt_profile FILE STAGES-JSON [FINGERPRINT]: a Debian 12 profile whose
+# NVIDIA repository is the stand-in one.
+write_apt_profile() {
+	cat > "$1" <<JSON
+{
+  "name": "apt-test",
+  "extends": "distro/debian12",
+  "distro": {
+    "keyring_url": "https://127.0.0.1:$PORT/cuda-keyring_1.1-1_all.deb",
+    "keyring_sha256": "$KSHA",
+    "keyring_fingerprint": "${3:-$FPR}",
+    "repo_url": "file:///srv/repo/"
+  },
+  "stages": $2
+}
+JSON
+}
+
+# dpkg_status ROOT PACKAGE: "STATUS VERSION" as dpkg-query reads it in ROOT.
+dpkg_status() {
+	chroot "$1" dpkg-query -W -f '${Status} ${Version}\n' "$2" 2>/dev/null || echo "not-installed"
+}

@@ -192,6 +192,9 @@ static void check_headers(struct gp_ctx *c, struct drv *d, enum gp_pkg_manager p
 		if (headers_installed(c, k))
 			continue;
 		_cleanup_free_ char *pkg = headers_package(c, k);
+		_cleanup_free_ char *have = NULL;
+		if (pkg && gp_pkg_installed(c, pkg, &have) == 0 && have)
+			continue;
 		const char *which = i == 0 ? "the running kernel" : "the newer installed kernel";
 		if (!pkg) {
 			block(d,

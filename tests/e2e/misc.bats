@@ -210,7 +210,7 @@ read_fifo() {
 	snapshot "$R" before
 	gp --root "$R" install --profile "$PROFILE"
 	assert_status 4
-	assert_stderr_has "driver,cuda,pytorch"
+	assert_stderr_has "cuda,pytorch"
 	assert_stderr_has "not implemented"
 	assert_unchanged "$R" before
 	assert_untouched_by_gpuprov "$R"
@@ -229,7 +229,7 @@ read_fifo() {
 	assert_status 4
 	# cudnn is implemented: blocked, as the profile pins no sha256.
 	assert_stdout_has "cudnn: blocked"
-	for s in driver cuda pytorch; do
+	for s in cuda pytorch; do
 		printf '%s\n' "$output" | grep -Eq "^\[[0-9]/6\] $s: not implemented" ||
 			fail "plan does not show $s as not implemented:" "$output"
 	done
@@ -241,7 +241,7 @@ read_fifo() {
 	assert_status 0
 	assert_untouched_by_gpuprov "$R"
 	# verify cannot verify them either, and says so (never a fake pass).
-	gp --root "$R" verify --profile "$PROFILE" --skip nouveau,env,cudnn
+	gp --root "$R" verify --profile "$PROFILE" --skip nouveau,driver,env,cudnn
 	assert_status 4
 	refute_stdout_has "  pass  "
 	assert_untouched_by_gpuprov "$R"

@@ -17,8 +17,12 @@ enum gp_drv_source { GP_DRV_CANONICAL, GP_DRV_NVIDIA };
  * of them, CONFLICT when one needs open (Blackwell, Grace Hopper) and
  * another proprietary (Volta and older); *needs_open and *needs_prop (may
  * be NULL) get the first GPU needing each. */
-enum gp_flavor_need { GP_FLAVOR_ANY, GP_FLAVOR_OPEN, GP_FLAVOR_PROPRIETARY,
-	              GP_FLAVOR_CONFLICT };
+enum gp_flavor_need {
+	GP_FLAVOR_ANY,
+	GP_FLAVOR_OPEN,
+	GP_FLAVOR_PROPRIETARY,
+	GP_FLAVOR_CONFLICT
+};
 enum gp_flavor_need gp_gpus_flavor_need(const struct gp_gpu_info *const *gpus, size_t n,
                                         const struct gp_gpu_info **needs_open,
                                         const struct gp_gpu_info **needs_prop);
@@ -69,7 +73,8 @@ char *gp_drv_runfile_url(const char *version);
  * nouveau handling of its own (the nouveau stage owns that), no X
  * configuration, and MOK signing when key and cert are given (both or
  * neither). */
-char **gp_drv_runfile_argv(const char *path, bool open, const char *key, const char *cert);
+char **gp_drv_runfile_argv(const char *path, bool open, const char *key,
+                           const char *cert);
 
 /* The flavour of a kernel release, as Ubuntu names it ("generic" for
  * "5.15.0-91-generic", "aws" for "6.8.0-1012-aws"); NULL when the release has

@@ -85,18 +85,28 @@ static void hold(struct gp_drv_pkgs *p, const char *fmt, ...)
 /* Canonical's driver set of one branch: these prefixes + "535-server"; the
  * user-space packages that must move together with the kernel modules. */
 static const char *const canonical_set[] = {
-	"nvidia-driver-",        "nvidia-utils-",          "nvidia-compute-utils-",
-	"libnvidia-compute-",    "libnvidia-common-",      "libnvidia-gl-",
-	"libnvidia-decode-",     "libnvidia-encode-",      "libnvidia-extra-",
-	"libnvidia-cfg1-",       "libnvidia-fbc1-",        "nvidia-kernel-common-",
+	"nvidia-driver-",
+	"nvidia-utils-",
+	"nvidia-compute-utils-",
+	"libnvidia-compute-",
+	"libnvidia-common-",
+	"libnvidia-gl-",
+	"libnvidia-decode-",
+	"libnvidia-encode-",
+	"libnvidia-extra-",
+	"libnvidia-cfg1-",
+	"libnvidia-fbc1-",
+	"nvidia-kernel-common-",
 	"xserver-xorg-video-nvidia-",
 };
 /* NVIDIA's dnf set (unversioned names; the module stream pins the branch). */
 static const char *const dnf_set[] = {
-	"nvidia-driver",          "nvidia-driver-libs",     "nvidia-driver-cuda",
-	"nvidia-driver-cuda-libs", "nvidia-kmod-common",     "kmod-nvidia-open-dkms",
-	"kmod-nvidia-latest-dkms", "nvidia-persistenced",    "nvidia-modprobe",
-	"libnvidia-ml",           "libnvidia-cfg",          "nvidia-settings",
+	"nvidia-driver",           "nvidia-driver-libs",
+	"nvidia-driver-cuda",      "nvidia-driver-cuda-libs",
+	"nvidia-kmod-common",      "kmod-nvidia-open-dkms",
+	"kmod-nvidia-latest-dkms", "nvidia-persistenced",
+	"nvidia-modprobe",         "libnvidia-ml",
+	"libnvidia-cfg",           "nvidia-settings",
 };
 
 static void canonical(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
@@ -151,7 +161,8 @@ static void nvidia_apt(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
 static void dnf(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
 {
 	/* dnf install @module:stream installs the stream's default profile. */
-	want(p, gp_xasprintf("@nvidia-driver:%s-%s", ch->branch, ch->open ? "open" : "dkms"),
+	want(p,
+	     gp_xasprintf("@nvidia-driver:%s-%s", ch->branch, ch->open ? "open" : "dkms"),
 	     NULL);
 	p->probe = gp_xstrdup("nvidia-driver");
 	if (ch->version)
@@ -188,8 +199,9 @@ char *gp_drv_runfile_name(const char *version)
 
 char *gp_drv_runfile_url(const char *version)
 {
-	return gp_xasprintf("https://us.download.nvidia.com/tesla/%s/NVIDIA-Linux-x86_64-%s.run",
-	                    version, version);
+	return gp_xasprintf(
+	    "https://us.download.nvidia.com/tesla/%s/NVIDIA-Linux-x86_64-%s.run", version,
+	    version);
 }
 
 char **gp_drv_runfile_argv(const char *path, bool open, const char *key, const char *cert)
@@ -207,7 +219,8 @@ char **gp_drv_runfile_argv(const char *path, bool open, const char *key, const c
 	gp_strv_push(&v, "--no-disable-nouveau");
 	gp_strv_push(&v, "--no-x-check");
 	if (key && cert) {
-		_cleanup_free_ char *k = gp_xasprintf("--module-signing-secret-key=%s", key);
+		_cleanup_free_ char *k = gp_xasprintf("--module-signing-secret-key=%s",
+		                                      key);
 		_cleanup_free_ char *c = gp_xasprintf("--module-signing-public-key=%s",
 		                                      cert);
 		gp_strv_push(&v, k);

@@ -102,7 +102,8 @@ static bool apt_lists_have(struct gp_ctx *c, const char *pkg, bool *lists)
 		if (!gp_str_ends_with(names[i], "_Packages"))
 			continue;
 		*lists = true;
-		_cleanup_free_ char *path = gp_xasprintf("/var/lib/apt/lists/%s", names[i]);
+		_cleanup_free_ char *path = gp_xasprintf("/var/lib/apt/lists/%s",
+		                                         names[i]);
 		_cleanup_free_ char *text = NULL;
 		if (gp_root_read(&c->root, path, &text, NULL) < 0)
 			continue;
@@ -121,7 +122,8 @@ static char **installed_kernels(struct gp_ctx *c)
 	_cleanup_strv_ char **mods = NULL, **boot = NULL;
 	if (gp_root_list_dir(&c->root, "/lib/modules", &mods) == 0)
 		for (size_t i = 0; mods[i]; i++) {
-			_cleanup_free_ char *p = gp_xasprintf("/boot/vmlinuz-%s", mods[i]);
+			_cleanup_free_ char *p = gp_xasprintf("/boot/vmlinuz-%s",
+			                                      mods[i]);
 			/* A directory left by a removed kernel is not a kernel. */
 			if (gp_root_exists(&c->root, p))
 				gp_strv_push(&all, mods[i]);
@@ -144,7 +146,8 @@ static void find_kernels(struct gp_ctx *c, struct drv *d)
 	/* Without a running kernel (an image) the newest installed one boots. */
 	const char *floor = running;
 	for (size_t i = 0; all[i]; i++)
-		if (!floor && (!d->kernels[0] || gp_kver_compare(all[i], d->kernels[0]) > 0)) {
+		if (!floor &&
+		    (!d->kernels[0] || gp_kver_compare(all[i], d->kernels[0]) > 0)) {
 			gp_strv_free(d->kernels);
 			d->kernels = gp_xcalloc(1, sizeof(char *));
 			gp_strv_push(&d->kernels, all[i]);
@@ -195,23 +198,26 @@ static void check_headers(struct gp_ctx *c, struct drv *d, enum gp_pkg_manager p
 		_cleanup_free_ char *have = NULL;
 		if (pkg && gp_pkg_installed(c, pkg, &have) == 0 && have)
 			continue;
-		const char *which = i == 0 ? "the running kernel" : "the newer installed kernel";
+		const char *which = i == 0 ? "the running kernel"
+		                           : "the newer installed kernel";
 		if (!pkg) {
-			block(d,
-			      "kernel headers for %s %s are not installed and the profile "
-			      "names no headers package (distro.kernel_headers); install "
-			      "them, or use prebuilt modules",
-			      which, k);
+			block(
+			    d,
+			    "kernel headers for %s %s are not installed and the profile "
+			    "names no headers package (distro.kernel_headers); install "
+			    "them, or use prebuilt modules",
+			    which, k);
 			return;
 		}
 		bool lists = false;
 		if (pm == GP_PKG_APT && !apt_lists_have(c, pkg, &lists) && lists) {
-			block(d,
-			      "kernel headers for %s %s are not installed and %s is not "
-			      "in the root's package lists, so DKMS cannot build the "
-			      "module for it; install the headers (or remove the kernel), "
-			      "or use prebuilt modules where the distribution has them",
-			      which, k, pkg);
+			block(
+			    d,
+			    "kernel headers for %s %s are not installed and %s is not "
+			    "in the root's package lists, so DKMS cannot build the "
+			    "module for it; install the headers (or remove the kernel), "
+			    "or use prebuilt modules where the distribution has them",
+			    which, k, pkg);
 			return;
 		}
 		gp_strv_push(&d->header_pkgs, pkg);
@@ -260,8 +266,10 @@ static void resolve_flavor(struct gp_ctx *c, struct drv *d)
 	if (strcmp(d->modules, "auto") == 0) {
 		if (gp_driver_auto_flavor(gpus, n, ref, &d->ch.open) < 0)
 			block(d,
-			      "\"modules\": \"auto\": no single flavor drives %s (10de:%04x, "
-			      "%s), which needs the proprietary modules, and %s (10de:%04x, "
+			      "\"modules\": \"auto\": no single flavor drives %s "
+			      "(10de:%04x, "
+			      "%s), which needs the proprietary modules, and %s "
+			      "(10de:%04x, "
 			      "%s), which needs the open ones; give these GPUs separate "
 			      "machines or profiles",
 			      p->name, p->device, p->arch, o->name, o->device, o->arch);
@@ -291,11 +299,14 @@ static void secure_boot(struct gp_ctx *c, struct drv *d)
 		const char *paths[] = { d->mok_key, d->mok_cert };
 		for (size_t i = 0; i < 2; i++)
 			if (!gp_root_exists(&c->root, paths[i]))
-				block(d,
-				      "the MOK %s %s named by the profile does not exist in "
-				      "%s; create the key pair and enrol the certificate "
-				      "(mokutil --import CERT, then reboot to confirm it)",
-				      i ? "certificate" : "signing key", paths[i], c->root.dir);
+				block(
+				    d,
+				    "the MOK %s %s named by the profile does not exist "
+				    "in "
+				    "%s; create the key pair and enrol the certificate "
+				    "(mokutil --import CERT, then reboot to confirm it)",
+				    i ? "certificate" : "signing key", paths[i],
+				    c->root.dir);
 		return;
 	}
 	if (d->sb != GP_SB_ON)
@@ -336,11 +347,13 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 	d->sha256 = gp_json_string(cfg, "sha256", NULL);
 	d->hold = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "hold"));
 	struct gp_os_release osr = { 0 };
-	bool ubuntu = gp_os_release_read(&c->root, &osr) == 0 && gp_streq(osr.id, "ubuntu");
+	bool ubuntu = gp_os_release_read(&c->root, &osr) == 0 &&
+	              gp_streq(osr.id, "ubuntu");
 	gp_os_release_free(&osr);
 	const char *source = gp_json_string(cfg, "source", NULL);
-	d->ch.source = gp_streq(source, "nvidia") || (!source && !ubuntu) ? GP_DRV_NVIDIA
-	                                                                  : GP_DRV_CANONICAL;
+	d->ch.source = gp_streq(source, "nvidia") || (!source && !ubuntu)
+	                   ? GP_DRV_NVIDIA
+	                   : GP_DRV_CANONICAL;
 	d->sb = gp_secure_boot_state(&c->root);
 	d->pci_known = gp_pci_scan(&c->root, &d->pci) == 0;
 	for (size_t i = 0; i < d->pci.n; i++)
@@ -353,27 +366,32 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 	if (gp_pkg_manager(c, &pm) < 0)
 		return -1;
 	if (!d->branch)
-		block(d, "set stages.driver.branch (e.g. \"535\") or stages.driver.version");
+		block(d,
+		      "set stages.driver.branch (e.g. \"535\") or stages.driver.version");
 	else if (d->ch.method == GP_DRV_RUNFILE && !d->ch.version)
 		block(d, "the runfile method needs an exact stages.driver.version (the "
 		         "file is NVIDIA-Linux-x86_64-<version>.run)");
 	else if (d->ch.method == GP_DRV_RUNFILE && !d->sha256)
-		block(d, "stages.driver.sha256 is not set: gpuprov downloads nothing "
-		         "without a pinned sha256; pin the sha256 of %s",
-		         d->url ? d->url : "the runfile");
+		block(d,
+		      "stages.driver.sha256 is not set: gpuprov downloads nothing "
+		      "without a pinned sha256; pin the sha256 of %s",
+		      d->url ? d->url : "the runfile");
 	else if (d->ch.method == GP_DRV_APT && pm != GP_PKG_APT)
 		block(d, "method apt on a dnf system; use \"method\": \"dnf\"");
 	else if (d->ch.method == GP_DRV_DNF && pm != GP_PKG_DNF)
 		block(d, "method dnf on an apt system; use \"method\": \"apt\"");
-	else if (d->ch.method == GP_DRV_APT && d->ch.source == GP_DRV_CANONICAL && !ubuntu)
+	else if (d->ch.method == GP_DRV_APT && d->ch.source == GP_DRV_CANONICAL &&
+	         !ubuntu)
 		block(d, "\"source\": \"canonical\" needs Ubuntu (Canonical's archive); "
 		         "use \"source\": \"nvidia\"");
 	if (d->pci_known && !d->n_nvidia && !c->plan->mismatch)
-		block(d, "no NVIDIA GPU in %s%s (no PCI display or 3D controller of "
-		         "vendor 10de); check that the GPU is seated and visible "
-		         "(lspci -d 10de:), or run with --force to install for a GPU "
-		         "that is not there yet",
-		      gp_root_is_host(&c->root) ? "" : c->root.dir, "/sys/bus/pci/devices");
+		block(d,
+		      "no NVIDIA GPU in %s%s (no PCI display or 3D controller of "
+		      "vendor 10de); check that the GPU is seated and visible "
+		      "(lspci -d 10de:), or run with --force to install for a GPU "
+		      "that is not there yet",
+		      gp_root_is_host(&c->root) ? "" : c->root.dir,
+		      "/sys/bus/pci/devices");
 	if (!d->blocked)
 		resolve_flavor(c, d);
 	if (d->blocked)
@@ -386,9 +404,10 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 	else if (canonical && strcmp(d->kernel_modules, "dkms") != 0)
 		d->ch.prebuilt = prebuilt_available(c, d);
 	if (canonical && !d->ch.prebuilt && strcmp(d->kernel_modules, "prebuilt") == 0)
-		block(d, "\"kernel_modules\": \"prebuilt\", but linux-modules-nvidia-* "
-		         "for kernel %s is neither installed nor in the root's package "
-		         "lists; use \"kernel_modules\": \"dkms\" (or \"auto\")",
+		block(d,
+		      "\"kernel_modules\": \"prebuilt\", but linux-modules-nvidia-* "
+		      "for kernel %s is neither installed nor in the root's package "
+		      "lists; use \"kernel_modules\": \"dkms\" (or \"auto\")",
 		      d->kernels[0] ? d->kernels[0] : "(unknown)");
 	secure_boot(c, d);
 	if (!d->ch.prebuilt || d->ch.method == GP_DRV_RUNFILE)
@@ -442,7 +461,8 @@ static char *missing_packages(struct gp_ctx *c, const struct drv *d)
 		_cleanup_free_ char *v = NULL;
 		gp_pkg_installed(c, w->name, &v);
 		_cleanup_free_ char *up = v ? gp_pkg_upstream_version(v) : NULL;
-		if (v && (!w->version || gp_streq(up, w->version) || gp_streq(v, w->version)))
+		if (v &&
+		    (!w->version || gp_streq(up, w->version) || gp_streq(v, w->version)))
 			continue;
 		gp_buf_printf(&b, "%s%s", b.len ? ", " : "", w->name);
 	}
@@ -500,10 +520,11 @@ static char *module_differs(const struct drv *d, const struct module_state *m,
 	if (m->rc < 0)
 		return gp_xstrdup("/proc/driver/nvidia/version is unreadable");
 	if (installed && gp_version_compare(m->version, installed) != 0)
-		return gp_xasprintf("the loaded nvidia module is %s, the installed driver "
-		                    "%s (until a reboot: \"Driver/library version "
-		                    "mismatch\")",
-		                    m->version, installed);
+		return gp_xasprintf(
+		    "the loaded nvidia module is %s, the installed driver "
+		    "%s (until a reboot: \"Driver/library version "
+		    "mismatch\")",
+		    m->version, installed);
 	if (m->open != d->ch.open)
 		return gp_xasprintf("the loaded nvidia module is the %s flavor, the "
 		                    "profile's is %s",
@@ -520,8 +541,8 @@ static char *describe_target(const struct drv *d)
 	                    d->ch.version ? " " : "", d->ch.version ? d->ch.version : "",
 	                    flavor_name(d->ch.open),
 	                    d->ch.method == GP_DRV_DNF ? ", DKMS"
-	                    : d->ch.prebuilt             ? ", prebuilt signed"
-	                                                 : ", DKMS");
+	                    : d->ch.prebuilt           ? ", prebuilt signed"
+	                                               : ", DKMS");
 }
 
 static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
@@ -538,41 +559,46 @@ static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	}
 	_cleanup_free_ char *target = describe_target(&d);
 	_cleanup_free_ char *have = installed_version(c, &d);
-	_cleanup_free_ char *missing = d.ch.method == GP_DRV_RUNFILE ? NULL
-	                                                             : missing_packages(c, &d);
+	_cleanup_free_ char *missing = d.ch.method == GP_DRV_RUNFILE
+	                                   ? NULL
+	                                   : missing_packages(c, &d);
 	_cleanup_free_ char *unheld = not_held(c, &d);
 	struct module_state m;
 	module_state(c, &m);
 	_cleanup_free_ char *differs = module_differs(&d, &m, have);
 	if (!gp_driver_version_matches(have, d.branch, d.ch.version)) {
 		if (have)
-			gp_check_set(ck, GP_STATE_NEEDED, "installed driver %s, the profile "
-			                                  "wants %s",
+			gp_check_set(ck, GP_STATE_NEEDED,
+			             "installed driver %s, the profile "
+			             "wants %s",
 			             have, target);
 		else
-			gp_check_set(ck, GP_STATE_NEEDED, "no NVIDIA driver installed; will "
-			                                  "install %s",
+			gp_check_set(ck, GP_STATE_NEEDED,
+			             "no NVIDIA driver installed; will "
+			             "install %s",
 			             target);
 	} else if (missing) {
-		gp_check_set(ck, GP_STATE_NEEDED, "driver %s installed, but not: %s", have,
-		             missing);
+		gp_check_set(ck, GP_STATE_NEEDED, "driver %s installed, but not: %s",
+		             have, missing);
 	} else if (d.ch.method == GP_DRV_RUNFILE && d.header_pkgs[0]) {
 		gp_check_set(ck, GP_STATE_NEEDED, "kernel headers missing: %s",
 		             d.header_pkgs[0]);
 	} else if (unheld) {
-		gp_check_set(ck, GP_STATE_NEEDED, "driver %s installed, not held: %s", have,
-		             unheld);
+		gp_check_set(ck, GP_STATE_NEEDED, "driver %s installed, not held: %s",
+		             have, unheld);
 	} else if (differs) {
 		gp_check_set(ck, GP_STATE_REBOOT_PENDING,
-		             "driver %s installed, but %s; reboot to load it", have, differs);
+		             "driver %s installed, but %s; reboot to load it", have,
+		             differs);
 	} else if (!m.proc) {
 		gp_check_set(ck, GP_STATE_SATISFIED,
 		             "driver %s installed%s; whether its module is loaded is "
 		             "unknown (no proc/modules in the root)",
 		             have, d.hold ? " and held" : "");
 	} else {
-		gp_check_set(ck, GP_STATE_SATISFIED, "driver %s (%s) installed%s and loaded",
-		             have, flavor_name(d.ch.open), d.hold ? ", held" : "");
+		gp_check_set(ck, GP_STATE_SATISFIED,
+		             "driver %s (%s) installed%s and loaded", have,
+		             flavor_name(d.ch.open), d.hold ? ", held" : "");
 	}
 	free(m.version);
 	drv_free(&d);
@@ -586,10 +612,11 @@ static int add_nvidia_repo(struct gp_ctx *c)
 	const cJSON *distro = cJSON_GetObjectItemCaseSensitive(c->profile->doc, "distro");
 	const char *id = gp_json_string(distro, "nvidia_repo", NULL);
 	if (!id)
-		return gp_fail(c->err, GP_EXIT_INVALID_INPUT,
-		               "%s: \"source\": \"nvidia\" needs distro.nvidia_repo (e.g. "
-		               "\"ubuntu2204\")",
-		               c->profile->path);
+		return gp_fail(
+		    c->err, GP_EXIT_INVALID_INPUT,
+		    "%s: \"source\": \"nvidia\" needs distro.nvidia_repo (e.g. "
+		    "\"ubuntu2204\")",
+		    c->profile->path);
 	_cleanup_free_ char *rid = gp_xasprintf("cuda-%s-x86_64", id);
 	_cleanup_free_ char *url = gp_xasprintf(NVIDIA_REPO_BASE "%s/x86_64/", id);
 	const struct gp_pkg_repo repo = {
@@ -622,7 +649,9 @@ static int run_installer(struct gp_ctx *c, const struct drv *d)
 	_cleanup_free_ char *name = gp_drv_runfile_name(d->ch.version);
 	_cleanup_free_ char *url = d->url ? gp_xstrdup(d->url)
 	                                  : gp_drv_runfile_url(d->ch.version);
-	const struct gp_fetch_artifact a = { .name = name, .url = url, .sha256 = d->sha256 };
+	const struct gp_fetch_artifact a = { .name = name,
+		                             .url = url,
+		                             .sha256 = d->sha256 };
 	_cleanup_free_ char *path = NULL;
 	if (gp_effect_download(c, &a, &path) < 0)
 		return -1;
@@ -656,14 +685,15 @@ static int apply_steps(struct gp_ctx *c, const struct drv *d)
 		return -1;
 	if (d->hold && d->ch.method != GP_DRV_RUNFILE) {
 		_cleanup_strv_ char **set = installed_set(c, d);
-		if (gp_effect_pkg_hold(c, (const char *const *)set, gp_strv_len(set), true) < 0)
+		if (gp_effect_pkg_hold(c, (const char *const *)set, gp_strv_len(set),
+		                       true) < 0)
 			return -1;
 	}
 	_cleanup_free_ char *now = installed_version(c, d);
 	struct module_state m;
 	module_state(c, &m);
 	/* In a plan the version a branch resolves to is not known yet. */
-	const char *expect = d->ch.version ? d->ch.version
+	const char *expect = d->ch.version                     ? d->ch.version
 	                     : now && gp_version_is_valid(now) ? now
 	                                                       : NULL;
 	_cleanup_free_ char *differs = module_differs(d, &m, expect);
@@ -700,7 +730,8 @@ static char *not_loaded_hint(struct gp_ctx *c, const struct drv *d)
 	for (size_t i = 0; i < d->pci.n; i++) {
 		const char *drvname = d->pci.devs[i].driver;
 		if (gp_pci_is_nvidia_gpu(&d->pci.devs[i]) && drvname &&
-		    (strcmp(drvname, "nouveau") == 0 || gp_str_starts_with(drvname, "nova")))
+		    (strcmp(drvname, "nouveau") == 0 ||
+		     gp_str_starts_with(drvname, "nova")))
 			return gp_xasprintf("%s holds %s: run 'gpuprov install --only "
 			                    "nouveau' and reboot",
 			                    drvname, d->pci.devs[i].address);
@@ -711,10 +742,11 @@ static char *not_loaded_hint(struct gp_ctx *c, const struct drv *d)
 		                    "'dkms autoinstall' (or rerun gpuprov install)",
 		                    d->kernels[0]);
 	if (d->sb == GP_SB_ON && (!d->ch.prebuilt || d->ch.method == GP_DRV_RUNFILE))
-		return gp_xstrdup("Secure Boot is on: the kernel rejected the module's "
-		                  "signature (dmesg: \"Key was rejected by service\"); "
-		                  "enrol the signing key with 'mokutil --import CERT' and "
-		                  "reboot, or use Canonical's signed linux-modules-nvidia-*");
+		return gp_xstrdup(
+		    "Secure Boot is on: the kernel rejected the module's "
+		    "signature (dmesg: \"Key was rejected by service\"); "
+		    "enrol the signing key with 'mokutil --import CERT' and "
+		    "reboot, or use Canonical's signed linux-modules-nvidia-*");
 	return gp_xstrdup("reboot: the driver was installed after the last boot; if it "
 	                  "still does not load, see dmesg for NVRM errors");
 }
@@ -739,10 +771,12 @@ static void verify_module(struct gp_ctx *c, const struct drv *d, struct gp_repor
 		gp_report_add(rep, STAGE, GP_FAIL, "module version",
 		              "reboot to load the installed module (user space was "
 		              "upgraded under the running module)",
-		              "loaded module %s, installed user space %s", m->version, have);
+		              "loaded module %s, installed user space %s", m->version,
+		              have);
 	else
 		gp_report_add(rep, STAGE, GP_PASS, "module version", NULL,
-		              "loaded module %s equals the installed user space", m->version);
+		              "loaded module %s equals the installed user space",
+		              m->version);
 	if (m->open != d->ch.open)
 		gp_report_add(rep, STAGE, GP_FAIL, "module flavor",
 		              "reboot to load the installed flavor; if it persists, "
@@ -789,26 +823,28 @@ static void verify_nvml(struct gp_ctx *c, const struct drv *d, struct gp_report 
 		gp_report_add(rep, STAGE, GP_FAIL, "NVML driver version",
 		              "library mismatch: the NVML library is from another driver "
 		              "than the loaded module; reboot, or reinstall the driver",
-		              "NVML %s, module %s", n->driver_version ? n->driver_version : "?",
-		              m->version);
+		              "NVML %s, module %s",
+		              n->driver_version ? n->driver_version : "?", m->version);
 	else
 		gp_report_add(rep, STAGE, GP_PASS, "NVML driver version", NULL, "%s",
 		              n->driver_version ? n->driver_version : "?");
 	struct gp_buf names = { 0 };
 	size_t off = 0;
 	for (int i = 0; i < n->count && i < GP_PROBE_MAX_GPUS; i++) {
-		gp_buf_printf(&names, "%s%s", i ? ", " : "", n->names[i] ? n->names[i] : "?");
+		gp_buf_printf(&names, "%s%s", i ? ", " : "",
+		              n->names[i] ? n->names[i] : "?");
 		off += n->persistence[i] == 0;
 	}
 	if (d->pci_known && n->count != (int)d->n_nvidia)
-		gp_report_add(rep, STAGE, GP_FAIL, "NVML GPUs",
-		              n->count == 0 ? "no GPU initialised: see dmesg for NVRM "
-		                              "errors (a GPU the driver does not support, "
-		                              "or one that fell off the bus)"
-		                            : "a GPU is missing: see dmesg (Xid 79: fell off "
-		                              "the bus) and the PCI binding below",
-		              "NVML sees %d GPU(s), PCI has %zu%s%s", n->count, d->n_nvidia,
-		              names.len ? ": " : "", names.len ? names.data : "");
+		gp_report_add(
+		    rep, STAGE, GP_FAIL, "NVML GPUs",
+		    n->count == 0 ? "no GPU initialised: see dmesg for NVRM "
+		                    "errors (a GPU the driver does not support, "
+		                    "or one that fell off the bus)"
+		                  : "a GPU is missing: see dmesg (Xid 79: fell off "
+		                    "the bus) and the PCI binding below",
+		    "NVML sees %d GPU(s), PCI has %zu%s%s", n->count, d->n_nvidia,
+		    names.len ? ": " : "", names.len ? names.data : "");
 	else
 		gp_report_add(rep, STAGE, GP_PASS, "NVML GPUs", NULL, "%d: %s", n->count,
 		              names.len ? names.data : "none");
@@ -839,24 +875,27 @@ static void verify_cuda(struct gp_ctx *c, const struct drv *d, struct gp_report 
 	const char *tk = gp_json_string(cuda, "version", NULL);
 	if (tk && cu->version_rc == 0) {
 		char have[16];
-		snprintf(have, sizeof have, "%d.%d", cu->version / 1000, cu->version % 1000 / 10);
+		snprintf(have, sizeof have, "%d.%d", cu->version / 1000,
+		         cu->version % 1000 / 10);
 		if (gp_version_compare(have, tk) < 0)
-			gp_report_add(rep, STAGE, GP_FAIL, "driver vs toolkit",
-			              "the CUDA toolkit needs a newer driver: raise "
-			              "stages.driver.branch (see 'gpuprov profiles lint')",
-			              "the driver supports CUDA %s, the profile's toolkit is %s",
-			              have, tk);
+			gp_report_add(
+			    rep, STAGE, GP_FAIL, "driver vs toolkit",
+			    "the CUDA toolkit needs a newer driver: raise "
+			    "stages.driver.branch (see 'gpuprov profiles lint')",
+			    "the driver supports CUDA %s, the profile's toolkit is %s",
+			    have, tk);
 	}
 	const char *why = cu->init_error ? cu->init_error : "?";
 	switch (cu->init_rc) {
 	case GP_CUDA_SUCCESS:
 		break;
 	case GP_CUDA_ERROR_STUB_LIBRARY:
-		gp_report_add(rep, STAGE, GP_FAIL, "cuInit",
-		              "the libcuda.so.1 found is the CUDA toolkit's stub "
-		              "(lib64/stubs), not the driver's: remove the stubs directory "
-		              "from /etc/ld.so.conf.d and LD_LIBRARY_PATH",
-		              "cuInit: %d (%s)", cu->init_rc, why);
+		gp_report_add(
+		    rep, STAGE, GP_FAIL, "cuInit",
+		    "the libcuda.so.1 found is the CUDA toolkit's stub "
+		    "(lib64/stubs), not the driver's: remove the stubs directory "
+		    "from /etc/ld.so.conf.d and LD_LIBRARY_PATH",
+		    "cuInit: %d (%s)", cu->init_rc, why);
 		return;
 	case GP_CUDA_ERROR_INSUFFICIENT_DRIVER:
 		gp_report_add(rep, STAGE, GP_FAIL, "cuInit",
@@ -882,7 +921,8 @@ static void verify_cuda(struct gp_ctx *c, const struct drv *d, struct gp_report 
 		gp_report_add(rep, STAGE, GP_FAIL, "CUDA devices",
 		              "CUDA_VISIBLE_DEVICES may hide GPUs, or a GPU failed to "
 		              "initialise (dmesg)",
-		              "libcuda sees %d device(s), NVML %d", cu->count, p->nvml.count);
+		              "libcuda sees %d device(s), NVML %d", cu->count,
+		              p->nvml.count);
 	else
 		gp_report_add(rep, STAGE, GP_PASS, "CUDA devices", NULL,
 		              "cuInit ok, %d device(s)", cu->count);
@@ -898,17 +938,20 @@ static void verify_binding(const struct drv *d, struct gp_report *rep)
 			continue;
 		_cleanup_free_ char *check = gp_xasprintf("binding %s", g->address);
 		if (gp_streq(g->driver, "nvidia"))
-			gp_report_add(rep, STAGE, GP_PASS, check, NULL, "bound to nvidia");
+			gp_report_add(rep, STAGE, GP_PASS, check, NULL,
+			              "bound to nvidia");
 		else if (g->driver)
-			gp_report_add(rep, STAGE, GP_FAIL, check,
-			              "nouveau or nova_core holds the GPU: 'gpuprov install "
-			              "--only nouveau', then reboot",
-			              "bound to %s, not nvidia", g->driver);
+			gp_report_add(
+			    rep, STAGE, GP_FAIL, check,
+			    "nouveau or nova_core holds the GPU: 'gpuprov install "
+			    "--only nouveau', then reboot",
+			    "bound to %s, not nvidia", g->driver);
 		else
-			gp_report_add(rep, STAGE, GP_FAIL, check,
-			              "no driver bound: the nvidia module is not loaded or "
-			              "refused the GPU (dmesg)",
-			              "not bound to any driver");
+			gp_report_add(
+			    rep, STAGE, GP_FAIL, check,
+			    "no driver bound: the nvidia module is not loaded or "
+			    "refused the GPU (dmesg)",
+			    "not bound to any driver");
 	}
 }
 
@@ -925,14 +968,15 @@ static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 		              "'gpuprov install' would be blocked");
 	if (!gp_driver_version_matches(have, d.branch, d.ch.version)) {
 		_cleanup_free_ char *target = d.blocked ? NULL : describe_target(&d);
-		gp_report_add(rep, STAGE, GP_FAIL, "installed",
-		              "run 'gpuprov install --only driver'",
-		              "installed: %s; the profile wants %s", have ? have : "none",
-		              target ? target
-		                     : (d.ch.version ? d.ch.version
-		                                     : (d.branch ? d.branch : "?")));
+		gp_report_add(
+		    rep, STAGE, GP_FAIL, "installed",
+		    "run 'gpuprov install --only driver'",
+		    "installed: %s; the profile wants %s", have ? have : "none",
+		    target ? target
+		           : (d.ch.version ? d.ch.version : (d.branch ? d.branch : "?")));
 	} else {
-		gp_report_add(rep, STAGE, GP_PASS, "installed", NULL, "user space %s", have);
+		gp_report_add(rep, STAGE, GP_PASS, "installed", NULL, "user space %s",
+		              have);
 	}
 	struct module_state m;
 	module_state(c, &m);
@@ -949,8 +993,8 @@ static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 			              "cannot start the probe: %s", strerror(-rc));
 		else if (p.error)
 			gp_report_add(rep, STAGE, GP_FAIL, "NVML and libcuda",
-			              "run 'nvidia-smi' for the driver's own view",
-			              "%s", p.error);
+			              "run 'nvidia-smi' for the driver's own view", "%s",
+			              p.error);
 		if (rc == 0) {
 			verify_nvml(c, &d, rep, &p.nvml, &m);
 			verify_cuda(c, &d, rep, &p);

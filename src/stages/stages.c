@@ -13,8 +13,8 @@ static const struct gp_stage stage_pytorch = {
 };
 
 const struct gp_stage *const gp_stages[] = {
-	&gp_stage_nouveau, &gp_stage_driver,  &stage_cuda,
-	&gp_stage_cudnn,   &stage_pytorch, &gp_stage_env,
+	&gp_stage_nouveau, &gp_stage_driver, &stage_cuda,
+	&gp_stage_cudnn,   &stage_pytorch,   &gp_stage_env,
 };
 const size_t gp_stage_count = ARRAY_SIZE(gp_stages);
 

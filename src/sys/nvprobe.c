@@ -287,7 +287,8 @@ int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, struct gp_nvprobe *p
 		;
 	bool ended = false;
 	char *save = NULL;
-	for (char *l = strtok_r(out.data, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+	for (char *l = strtok_r(out.data, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save))
 		parse_line(p, l, &ended);
 	gp_buf_free(&out);
 	if (!done)

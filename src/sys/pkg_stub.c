@@ -180,8 +180,8 @@ int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo)
 	_cleanup_free_ char *path = gp_xasprintf("/etc/apt/sources.list.d/%s.list",
 	                                         repo->id);
 	_cleanup_free_ char *line = gp_xasprintf(
-	    "deb [signed-by=/usr/share/keyrings/%s.gpg] %s %s%s%s\n", repo->id,
-	    repo->url, repo->suite, repo->components ? " " : "",
+	    "deb [signed-by=/usr/share/keyrings/%s.gpg] %s %s%s%s\n", repo->id, repo->url,
+	    repo->suite, repo->components ? " " : "",
 	    repo->components ? repo->components : "");
 	return gp_effect_write(c, path, line, strlen(line), 0644);
 }
@@ -210,11 +210,12 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	for (size_t i = 0; i < n; i++) {
 		if (satisfied(c, &want[i]))
 			continue;
-		_cleanup_free_ char *arg =
-		    want[i].version ? gp_xasprintf("%s%s%s", want[i].name,
-		                                   pm == GP_PKG_APT ? "=" : "-",
-		                                   want[i].version)
-		                    : gp_xstrdup(want[i].name);
+		_cleanup_free_ char *arg = want[i].version
+		                               ? gp_xasprintf("%s%s%s", want[i].name,
+		                                              pm == GP_PKG_APT ? "="
+		                                                               : "-",
+		                                              want[i].version)
+		                               : gp_xstrdup(want[i].name);
 		gp_strv_push(&argv, arg);
 		todo++;
 	}

@@ -306,6 +306,15 @@ static bool plain_absolute_path(const char *s)
 	}
 }
 
+/* A file in the target root: a plain absolute path. */
+static char *check_file_path(const cJSON *v, size_t i)
+{
+	if (plain_absolute_path(v->valuestring))
+		return NULL;
+	return why_got(v->valuestring, "must be an absolute path such as "
+	                               "\"/var/lib/shim-signed/mok/MOK.priv\"");
+}
+
 /* An argv: the first element is a bare command name (looked up in the
  * root's /usr/sbin:/usr/bin:/sbin:/bin) or an absolute path. */
 static char *check_argv(const cJSON *v, size_t i)
@@ -544,6 +553,8 @@ static const char *const distro_ids[] = { "ubuntu2204", "ubuntu2404", "debian12"
 static const char *const package_managers[] = { "apt", "dnf", NULL };
 static const char *const driver_methods[] = { "apt", "dnf", "runfile", NULL };
 static const char *const flavors[] = { "server", "desktop", NULL };
+static const char *const driver_sources[] = { "canonical", "nvidia", NULL };
+static const char *const kernel_module_kinds[] = { "auto", "prebuilt", "dkms", NULL };
 static const char *const module_kinds[] = { "open", "proprietary", "auto", NULL };
 static const char *const cuda_methods[] = { "repo", "runfile", NULL };
 static const char *const cudnn_methods[] = { "tarball", "apt", NULL };
@@ -617,6 +628,10 @@ static const struct field driver_fields[] = {
 	BOOL("hold"),
 	STRING("url", check_url),
 	STRING("sha256", check_sha256),
+	ENUM("source", driver_sources),
+	ENUM("kernel_modules", kernel_module_kinds),
+	STRING("mok_key", check_file_path),
+	STRING("mok_cert", check_file_path),
 	END,
 };
 

@@ -46,6 +46,7 @@ const struct gp_stage *gp_stage_find(const char *name);
 bool gp_stage_implemented(const struct gp_stage *s);
 
 extern const struct gp_stage gp_stage_nouveau;
+extern const struct gp_stage gp_stage_driver;
 extern const struct gp_stage gp_stage_env;
 extern const struct gp_stage gp_stage_cudnn;
 extern const struct gp_stage gp_stage_cuda;

@@ -187,6 +187,6 @@ dry_runs() {
 	j=$BATS_TEST_TMPDIR/plan.json
 	printf '%s\n' "$output" > "$j"
 	[ "$(json_get "$j" '[s["state"].replace("_", " ") for s in d["stages"]]')" = \
-		'["needed", "not implemented", "not implemented", "blocked", "not implemented", "needed"]' ]
+		'["needed", "not implemented", "not implemented", "blocked", "blocked", "needed"]' ]
 	assert_untouched_by_gpuprov "$R"
 }

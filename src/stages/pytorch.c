@@ -276,7 +276,7 @@ static char *installed_version(struct gp_ctx *c, const struct torch *t, const ch
 		                                         dir, n);
 		_cleanup_free_ char *text = NULL;
 		if (conda) {
-			if (!gp_str_starts_with(n, name) || n[nlen] != '-' ||
+			if (strncmp(n, name, nlen) != 0 || n[nlen] != '-' ||
 			    gp_ctx_read(c, path, &text, NULL) < 0)
 				continue;
 			cJSON *doc = cJSON_Parse(text);

@@ -628,22 +628,14 @@ static const struct field cudnn_fields[] = {
 };
 
 static const struct field pytorch_fields[] = {
-	ENUM("method", pytorch_methods),
-	STRING("prefix", check_prefix_dir),
-	STRING("env", check_conda_env),
-	STRING("python", check_python_version),
-	STRINGS("packages", check_pin),
-	STRING("index_url", check_url),
-	STRING("installer_url", check_url),
-	STRING("installer_sha256", check_sha256),
-	STRINGS("channels", check_channel),
-	BOOL("defaults_tos_accepted"),
-	ENUM("installer", pytorch_installers),
-	STRINGS("extra_index_urls", check_url),
-	STRING("ca_bundle", check_root_file),
-	STRING("proxy", check_proxy_url),
-	STRING("channel_alias", check_url),
-	END,
+	ENUM("method", pytorch_methods),       STRING("prefix", check_prefix_dir),
+	STRING("env", check_conda_env),        STRING("python", check_python_version),
+	STRINGS("packages", check_pin),        STRING("index_url", check_url),
+	STRING("installer_url", check_url),    STRING("installer_sha256", check_sha256),
+	STRINGS("channels", check_channel),    BOOL("defaults_tos_accepted"),
+	ENUM("installer", pytorch_installers), STRINGS("extra_index_urls", check_url),
+	STRING("ca_bundle", check_root_file),  STRING("proxy", check_proxy_url),
+	STRING("channel_alias", check_url),    END,
 };
 
 static const struct field env_fields[] = {

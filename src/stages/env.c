@@ -148,12 +148,13 @@ static const char *conda_prefix(const struct gp_ctx *c)
 static char *render_conda(const struct gp_ctx *c, const char *prefix)
 {
 	struct gp_buf b = { 0 };
-	gp_buf_printf(&b,
-	              "# Written by gpuprov (stage env) from profile %s; gpuprov replaces\n"
-	              "# this file, so change the profile instead. Makes `conda` a shell\n"
-	              "# function in login shells, as `conda init` would, without ~/.bashrc.\n"
-	              "if [ -f ",
-	              c->profile->name);
+	gp_buf_printf(
+	    &b,
+	    "# Written by gpuprov (stage env) from profile %s; gpuprov replaces\n"
+	    "# this file, so change the profile instead. Makes `conda` a shell\n"
+	    "# function in login shells, as `conda init` would, without ~/.bashrc.\n"
+	    "if [ -f ",
+	    c->profile->name);
 	_cleanup_free_ char *sh = gp_xasprintf("%s/etc/profile.d/conda.sh", prefix);
 	append_sh_quoted(&b, sh);
 	gp_buf_puts(&b, " ]; then\n\t. ");
@@ -167,16 +168,16 @@ static char *render_conda(const struct gp_ctx *c, const char *prefix)
 static char *conda_state(struct gp_ctx *c, const cJSON *cfg)
 {
 	if (!conda_init(cfg))
-		return gp_xstrdup(gp_ctx_exists(c, CONDA_SCRIPT)
-		                      ? CONDA_SCRIPT " is there but conda_init is off"
-		                      : "");
+		return gp_xstrdup(gp_ctx_exists(c, CONDA_SCRIPT) ? CONDA_SCRIPT
+		                      " is there but conda_init is off"
+		                                                 : "");
 	const char *prefix = conda_prefix(c);
 	if (!prefix)
 		return NULL;
 	_cleanup_free_ char *want = render_conda(c, prefix);
 	return gp_xstrdup(file_is(c, CONDA_SCRIPT, want) ? ""
 	                                                 : CONDA_SCRIPT
-	                  " differs from the profile");
+	                      " differs from the profile");
 }
 
 static int apply_conda(struct gp_ctx *c, const cJSON *cfg)
@@ -191,10 +192,11 @@ static int env_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 {
 	_cleanup_free_ char *conda = conda_state(c, cfg);
 	if (!conda) {
-		gp_check_set(ck, GP_STATE_BLOCKED,
-		             "stages.env.conda_init needs stages.pytorch with method "
-		             "conda (the snippet sources <prefix>/etc/profile.d/conda.sh); "
-		             "set conda_init to false or remove it");
+		gp_check_set(
+		    ck, GP_STATE_BLOCKED,
+		    "stages.env.conda_init needs stages.pytorch with method "
+		    "conda (the snippet sources <prefix>/etc/profile.d/conda.sh); "
+		    "set conda_init to false or remove it");
 		return 0;
 	}
 	struct env_settings s;
@@ -209,7 +211,8 @@ static int env_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	if (script_ok && ld_ok && ldconfig_ok && !*conda)
 		gp_check_set(ck, GP_STATE_SATISFIED, "%s and %s up to date%s",
 		             PROFILE_SCRIPT, LD_CONF,
-		             conda_init(cfg) ? "; conda initialised for login shells" : "");
+		             conda_init(cfg) ? "; conda initialised for login shells"
+		                             : "");
 	else {
 		struct gp_buf why = { 0 };
 		if (!script_ok)
@@ -307,9 +310,10 @@ static void verify_conda(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 		return;
 	const char *prefix = conda_prefix(c);
 	if (!prefix) {
-		gp_report_add(rep, "env", GP_FAIL, "conda_init",
-		              "set stages.pytorch.method to conda, or conda_init to false",
-		              "stages.pytorch has no conda prefix");
+		gp_report_add(
+		    rep, "env", GP_FAIL, "conda_init",
+		    "set stages.pytorch.method to conda, or conda_init to false",
+		    "stages.pytorch has no conda prefix");
 		return;
 	}
 	_cleanup_free_ char *want = render_conda(c, prefix);
@@ -320,8 +324,8 @@ static void verify_conda(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 	              ok ? "sources conda.sh" : "is missing or differs");
 	bool there = gp_root_exists(&c->root, sh);
 	gp_report_add(rep, "env", there ? GP_PASS : GP_FAIL, "conda.sh",
-	              "install conda first: 'gpuprov install --only pytorch'", "%s %s", sh,
-	              there ? "present" : "missing");
+	              "install conda first: 'gpuprov install --only pytorch'", "%s %s",
+	              sh, there ? "present" : "missing");
 }
 
 static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)

@@ -32,7 +32,7 @@
 #include "gpuprov/version.h"
 
 #define MINIFORGE                                                                        \
-	"https://github.com/conda-forge/miniforge/releases/latest/download/"              \
+	"https://github.com/conda-forge/miniforge/releases/latest/download/"             \
 	"Miniforge3-Linux-x86_64.sh"
 #define INSTALL "run 'gpuprov install --only pytorch'"
 
@@ -82,7 +82,9 @@ static char *normalize(const char *name, size_t n)
 {
 	char *s = gp_xstrndup(name, n);
 	for (char *p = s; *p; p++)
-		*p = *p == '-' || *p == '.' ? '_' : (char)(*p | (*p >= 'A' && *p <= 'Z' ? 0x20 : 0));
+		*p = *p == '-' || *p == '.'
+		         ? '_'
+		         : (char)(*p | (*p >= 'A' && *p <= 'Z' ? 0x20 : 0));
 	return s;
 }
 
@@ -126,7 +128,8 @@ static int settings(struct gp_ctx *c, const cJSON *cfg, struct torch *t)
 	*t = (struct torch){ 0 };
 	t->method = gp_json_string(cfg, "method", "conda");
 	t->installer = gp_json_string(cfg, "installer", "pip");
-	t->prefix = gp_json_string(cfg, "prefix", is_conda(t) ? "/opt/conda" : "/opt/venv");
+	t->prefix = gp_json_string(cfg, "prefix",
+	                           is_conda(t) ? "/opt/conda" : "/opt/venv");
 	t->env = gp_json_string(cfg, "env", "torch");
 	t->python = gp_json_string(cfg, "python", NULL);
 	t->pins = gp_json_strv(cfg, "packages");
@@ -141,7 +144,8 @@ static int settings(struct gp_ctx *c, const cJSON *cfg, struct torch *t)
 		t->channels = gp_xcalloc(1, sizeof(char *));
 		gp_strv_push(&t->channels, "conda-forge");
 	}
-	t->tos = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "defaults_tos_accepted"));
+	t->tos = cJSON_IsTrue(
+	    cJSON_GetObjectItemCaseSensitive(cfg, "defaults_tos_accepted"));
 	t->ca_bundle = gp_json_string(cfg, "ca_bundle", NULL);
 	t->proxy = gp_json_string(cfg, "proxy", NULL);
 	t->tag = pip_installs(t) ? index_tag(t->index_url) : NULL;
@@ -149,10 +153,9 @@ static int settings(struct gp_ctx *c, const cJSON *cfg, struct torch *t)
 	for (size_t i = 0; t->pins[i]; i++) {
 		const char *p = t->pins[i];
 		size_t n = strcspn(p, "=");
-		_cleanup_free_ char *w =
-		    t->tag && !strchr(p, '+') && tagged_project(p, n)
-		        ? gp_xasprintf("%s+%s", p, t->tag)
-		        : gp_xstrdup(p);
+		_cleanup_free_ char *w = t->tag && !strchr(p, '+') && tagged_project(p, n)
+		                             ? gp_xasprintf("%s+%s", p, t->tag)
+		                             : gp_xstrdup(p);
 		gp_strv_push(&t->want, w);
 	}
 	t->envdir = is_conda(t) ? gp_xasprintf("%s/envs/%s", t->prefix, t->env)
@@ -172,7 +175,7 @@ static int settings(struct gp_ctx *c, const cJSON *cfg, struct torch *t)
 /* Anaconda's channels, whose terms of service must be accepted. */
 static bool is_defaults_channel(const char *ch)
 {
-	static const char *const names[] = { "defaults", "main", "r",   "msys2",
+	static const char *const names[] = { "defaults", "main", "r",       "msys2",
 		                             "free",     "pro",  "anaconda" };
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
 		if (strcmp(ch, names[i]) == 0)
@@ -210,7 +213,8 @@ static char *distro_python(struct gp_ctx *c)
 
 static bool have_ensurepip(struct gp_ctx *c, const char *ver)
 {
-	_cleanup_free_ char *p = gp_xasprintf("/usr/lib/python%s/ensurepip/__init__.py", ver);
+	_cleanup_free_ char *p = gp_xasprintf("/usr/lib/python%s/ensurepip/__init__.py",
+	                                      ver);
 	return gp_ctx_exists(c, p);
 }
 
@@ -230,7 +234,8 @@ static char *env_python(struct gp_ctx *c, const struct torch *t)
 		for (size_t i = 0; lines[i]; i++) {
 			char key[32], val[64];
 			if (sscanf(lines[i], " %31[a-z_] = %63s", key, val) == 2 &&
-			    (strcmp(key, "version") == 0 || strcmp(key, "version_info") == 0))
+			    (strcmp(key, "version") == 0 ||
+			     strcmp(key, "version_info") == 0))
 				return gp_xstrdup(val);
 		}
 		return NULL;
@@ -252,7 +257,8 @@ static char *env_python(struct gp_ctx *c, const struct torch *t)
 static char *site_packages(const struct torch *t, const char *pyver)
 {
 	const char *dot = strchr(pyver, '.');
-	size_t n = dot ? strcspn(dot + 1, ".") + (size_t)(dot + 1 - pyver) : strlen(pyver);
+	size_t n = dot ? strcspn(dot + 1, ".") + (size_t)(dot + 1 - pyver)
+	               : strlen(pyver);
 	return gp_xasprintf("%s/lib/python%.*s/site-packages", t->envdir, (int)n, pyver);
 }
 
@@ -272,8 +278,8 @@ static char *installed_version(struct gp_ctx *c, const struct torch *t, const ch
 		const char *n = names[i];
 		if (!gp_str_ends_with(n, conda ? ".json" : ".dist-info"))
 			continue;
-		_cleanup_free_ char *path = gp_xasprintf(conda ? "%s/%s" : "%s/%s/METADATA",
-		                                         dir, n);
+		_cleanup_free_ char *path = gp_xasprintf(
+		    conda ? "%s/%s" : "%s/%s/METADATA", dir, n);
 		_cleanup_free_ char *text = NULL;
 		if (conda) {
 			if (strncmp(n, name, nlen) != 0 || n[nlen] != '-' ||
@@ -283,7 +289,8 @@ static char *installed_version(struct gp_ctx *c, const struct torch *t, const ch
 			const char *jn = gp_json_string(doc, "name", NULL);
 			const char *jv = gp_json_string(doc, "version", NULL);
 			_cleanup_free_ char *norm = jn ? normalize(jn, strlen(jn)) : NULL;
-			char *r = norm && jv && strcmp(norm, want) == 0 ? gp_xstrdup(jv) : NULL;
+			char *r = norm && jv && strcmp(norm, want) == 0 ? gp_xstrdup(jv)
+			                                                : NULL;
 			cJSON_Delete(doc);
 			if (r)
 				return r;
@@ -295,7 +302,8 @@ static char *installed_version(struct gp_ctx *c, const struct torch *t, const ch
 		_cleanup_strv_ char **lines = gp_strv_split(text, '\n');
 		for (size_t j = 0; lines[j] && *lines[j] != '\r'; j++)
 			if (gp_str_starts_with(lines[j], "Version: "))
-				return gp_xstrndup(lines[j] + 9, strcspn(lines[j] + 9, "\r "));
+				return gp_xstrndup(lines[j] + 9,
+				                   strcspn(lines[j] + 9, "\r "));
 	}
 	return NULL;
 }
@@ -425,8 +433,9 @@ static void survey(struct gp_ctx *c, const struct torch *t, struct survey *s)
 	for (size_t i = 0; t->want[i]; i++) {
 		const char *w = t->want[i];
 		size_t n = strcspn(w, "=");
-		_cleanup_free_ char *have =
-		    s->pyver ? installed_version(c, t, s->pyver, w, n) : NULL;
+		_cleanup_free_ char *have = s->pyver
+		                                ? installed_version(c, t, s->pyver, w, n)
+		                                : NULL;
 		if (version_is(have, w + n + 2))
 			continue;
 		_cleanup_free_ char *why = gp_xasprintf("%s (installed: %s)", w,
@@ -437,7 +446,8 @@ static void survey(struct gp_ctx *c, const struct torch *t, struct survey *s)
 }
 
 /* Why the stage cannot go on, or NULL. */
-static char *blocked_reason(struct gp_ctx *c, const struct torch *t, const struct survey *s)
+static char *blocked_reason(struct gp_ctx *c, const struct torch *t,
+                            const struct survey *s)
 {
 	const char *dflt = first_defaults_channel(t);
 	if (is_conda(t) && dflt && !t->tos)
@@ -510,8 +520,8 @@ static int torch_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 		gp_check_set(ck, GP_STATE_NEEDED, "%s", why.data + 2);
 	else {
 		_cleanup_free_ char *list = gp_strv_join(t.want, ", ");
-		gp_check_set(ck, GP_STATE_SATISFIED, "%s: Python %s%s%s", t.envdir, s.pyver,
-		             *list ? ", " : "", list);
+		gp_check_set(ck, GP_STATE_SATISFIED, "%s: Python %s%s%s", t.envdir,
+		             s.pyver, *list ? ", " : "", list);
 	}
 	gp_buf_free(&why);
 	survey_free(&s);
@@ -620,7 +630,8 @@ static int install_venv(struct gp_ctx *c, const struct torch *t, const struct su
 		enum gp_pkg_manager pm;
 		if (gp_pkg_manager(c, &pm) < 0)
 			return -1;
-		const struct gp_pkg_want w = { pm == GP_PKG_APT ? "python3-venv" : "python3",
+		const struct gp_pkg_want w = { pm == GP_PKG_APT ? "python3-venv"
+			                                        : "python3",
 			                       NULL };
 		if (gp_effect_pkg_install(c, &w, 1) < 0)
 			return -1;
@@ -629,10 +640,11 @@ static int install_venv(struct gp_ctx *c, const struct torch *t, const struct su
 	return gp_effect_run(c, argv);
 }
 
-static int install_packages(struct gp_ctx *c, const struct torch *t, const struct survey *s)
+static int install_packages(struct gp_ctx *c, const struct torch *t,
+                            const struct survey *s)
 {
-	if (pip_installs(t) &&
-	    gp_effect_write(c, s->pip_conf_path, s->pip_conf, strlen(s->pip_conf), 0644) < 0)
+	if (pip_installs(t) && gp_effect_write(c, s->pip_conf_path, s->pip_conf,
+	                                       strlen(s->pip_conf), 0644) < 0)
 		return -1;
 	/* A fresh environment has none of them. */
 	char *const *todo = s->pyver ? s->missing_want : t->want;
@@ -641,9 +653,14 @@ static int install_packages(struct gp_ctx *c, const struct torch *t, const struc
 	char **argv;
 	if (pip_installs(t)) {
 		argv = argv_new(t->python_bin);
-		const char *fixed[] = { "-m", "pip", "install", "--no-input",
-			                "--disable-pip-version-check", "--no-cache-dir",
-			                "--index-url", t->index };
+		const char *fixed[] = { "-m",
+			                "pip",
+			                "install",
+			                "--no-input",
+			                "--disable-pip-version-check",
+			                "--no-cache-dir",
+			                "--index-url",
+			                t->index };
 		for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
 			gp_strv_push(&argv, fixed[i]);
 		for (size_t i = 0; t->extra && t->extra[i]; i++) {
@@ -729,9 +746,10 @@ static const char verify_script[] =
 
 #define MARK "GPUPROV-TORCH "
 
-static const char *cpu_hint = "install CUDA wheels: set stages.pytorch.index_url to a CUDA "
-                              "wheel index such as https://download.pytorch.org/whl/cu128, "
-                              "then " INSTALL;
+static const char *cpu_hint =
+    "install CUDA wheels: set stages.pytorch.index_url to a CUDA "
+    "wheel index such as https://download.pytorch.org/whl/cu128, "
+    "then " INSTALL;
 
 /* The wheel's CUDA build against the loaded NVIDIA module. */
 static void verify_driver(struct gp_ctx *c, struct gp_report *rep, const char *cuda,
@@ -742,33 +760,36 @@ static void verify_driver(struct gp_ctx *c, struct gp_report *rep, const char *c
 	const char *floor = gp_cuda_minor_compat_driver(cuda);
 	const char *full = gp_cuda_min_driver(cuda);
 	if (rc == -ENOENT)
-		gp_report_add(rep, "pytorch", GP_FAIL, "driver for the wheel",
-		              "install the NVIDIA driver (stage driver) and reboot; "
-		              "/proc/driver/nvidia/version appears once it is loaded",
-		              "no NVIDIA kernel module is loaded; %s is built for CUDA %s",
-		              source, cuda);
+		gp_report_add(
+		    rep, "pytorch", GP_FAIL, "driver for the wheel",
+		    "install the NVIDIA driver (stage driver) and reboot; "
+		    "/proc/driver/nvidia/version appears once it is loaded",
+		    "no NVIDIA kernel module is loaded; %s is built for CUDA %s", source,
+		    cuda);
 	else if (rc < 0)
 		gp_report_add(rep, "pytorch", GP_WARN, "driver for the wheel",
 		              "check /proc/driver/nvidia/version",
-		              "cannot read the loaded driver's version: %s", strerror(-rc));
+		              "cannot read the loaded driver's version: %s",
+		              strerror(-rc));
 	else if (!floor)
 		gp_report_add(rep, "pytorch", GP_WARN, "driver for the wheel",
 		              "use a CUDA 11, 12 or 13 wheel index",
 		              "gpuprov knows no minimum driver for CUDA %s (%s)", cuda,
 		              source);
 	else if (gp_version_compare(drv, floor) < 0)
-		gp_report_add(rep, "pytorch", GP_FAIL, "driver for the wheel",
-		              "driver too old for the wheel: upgrade the driver, or set "
-		              "stages.pytorch.index_url to a wheel index for an older "
-		              "CUDA (e.g. https://download.pytorch.org/whl/cu118) and " INSTALL,
-		              "driver %s is older than %s, the least a CUDA %s build (%s) "
-		              "needs%s%s",
-		              drv, floor, cuda, source, full ? "; full support from " : "",
-		              full ? full : "");
+		gp_report_add(
+		    rep, "pytorch", GP_FAIL, "driver for the wheel",
+		    "driver too old for the wheel: upgrade the driver, or set "
+		    "stages.pytorch.index_url to a wheel index for an older "
+		    "CUDA (e.g. https://download.pytorch.org/whl/cu118) and " INSTALL,
+		    "driver %s is older than %s, the least a CUDA %s build (%s) "
+		    "needs%s%s",
+		    drv, floor, cuda, source, full ? "; full support from " : "",
+		    full ? full : "");
 	else
 		gp_report_add(rep, "pytorch", GP_PASS, "driver for the wheel", NULL,
-		              "driver %s runs the CUDA %s build (%s; needs %s or newer)", drv,
-		              cuda, source, floor);
+		              "driver %s runs the CUDA %s build (%s; needs %s or newer)",
+		              drv, cuda, source, floor);
 }
 
 /* Findings from the script's JSON. */
@@ -793,8 +814,8 @@ static void verify_runtime(struct gp_ctx *c, struct gp_report *rep, const cJSON 
 		              version);
 		return;
 	}
-	gp_report_add(rep, "pytorch", GP_PASS, "CUDA build", NULL, "torch.version.cuda %s",
-	              cuda);
+	gp_report_add(rep, "pytorch", GP_PASS, "CUDA build", NULL,
+	              "torch.version.cuda %s", cuda);
 	if (!driver_checked) {
 		_cleanup_free_ char *src = gp_xasprintf("torch %s", version);
 		verify_driver(c, rep, cuda, src);
@@ -809,34 +830,36 @@ static void verify_runtime(struct gp_ctx *c, struct gp_report *rep, const cJSON 
 		              "the wheel should bundle cuDNN: reinstall with " INSTALL,
 		              "torch.backends.cudnn.version() gives nothing");
 	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "available"))) {
-		gp_report_add(rep, "pytorch", GP_FAIL, "GPU visible",
-		              "no GPU visible to PyTorch: check that the NVIDIA driver is "
-		              "loaded and /dev/nvidia* exist (nvidia-smi), that "
-		              "CUDA_VISIBLE_DEVICES does not hide the GPUs, and, in a "
-		              "container, that it was started with GPU access",
-		              "torch.cuda.is_available() is False");
+		gp_report_add(
+		    rep, "pytorch", GP_FAIL, "GPU visible",
+		    "no GPU visible to PyTorch: check that the NVIDIA driver is "
+		    "loaded and /dev/nvidia* exist (nvidia-smi), that "
+		    "CUDA_VISIBLE_DEVICES does not hide the GPUs, and, in a "
+		    "container, that it was started with GPU access",
+		    "torch.cuda.is_available() is False");
 		return;
 	}
 	const cJSON *names = cJSON_GetObjectItemCaseSensitive(r, "names");
 	struct gp_buf b = { 0 };
-	const cJSON *n;
-	cJSON_ArrayForEach(n, names) gp_buf_printf(&b, "%s%s", b.len ? ", " : "",
-	                                           cJSON_IsString(n) ? n->valuestring : "?");
+	for (const cJSON *n = cJSON_IsArray(names) ? names->child : NULL; n; n = n->next)
+		gp_buf_printf(&b, "%s%s", b.len ? ", " : "",
+		              cJSON_IsString(n) ? n->valuestring : "?");
 	int count = cJSON_GetArraySize(names);
-	gp_report_add(rep, "pytorch", GP_PASS, "GPU visible", NULL, "%d device%s: %s", count,
-	              count == 1 ? "" : "s", b.len ? b.data : "none");
+	gp_report_add(rep, "pytorch", GP_PASS, "GPU visible", NULL, "%d device%s: %s",
+	              count, count == 1 ? "" : "s", b.len ? b.data : "none");
 	gp_buf_free(&b);
 	const cJSON *mm = cJSON_GetObjectItemCaseSensitive(r, "matmul");
 	if (cJSON_IsNumber(mm) && mm->valuedouble == 8.0)
 		gp_report_add(rep, "pytorch", GP_PASS, "tensor op on the GPU", NULL,
 		              "(ones(2,2) @ ones(2,2)).sum() on cuda is 8");
 	else
-		gp_report_add(rep, "pytorch", GP_FAIL, "tensor op on the GPU",
-		              "the GPU is visible but cannot run a kernel: check dmesg for "
-		              "Xid errors and that the wheel's CUDA build supports this GPU",
-		              "(ones(2,2) @ ones(2,2)).sum() on cuda gave %s",
-		              cJSON_IsNumber(mm) ? "a wrong result"
-		                                 : gp_json_string(r, "matmul_error", "nothing"));
+		gp_report_add(
+		    rep, "pytorch", GP_FAIL, "tensor op on the GPU",
+		    "the GPU is visible but cannot run a kernel: check dmesg for "
+		    "Xid errors and that the wheel's CUDA build supports this GPU",
+		    "(ones(2,2) @ ones(2,2)).sum() on cuda gave %s",
+		    cJSON_IsNumber(mm) ? "a wrong result"
+		                       : gp_json_string(r, "matmul_error", "nothing"));
 }
 
 static void run_script(struct gp_ctx *c, const struct torch *t, struct gp_report *rep,
@@ -848,18 +871,19 @@ static void run_script(struct gp_ctx *c, const struct torch *t, struct gp_report
 	const char *line = res.output ? strstr(res.output, MARK) : NULL;
 	cJSON *doc = NULL;
 	if (line) {
-		_cleanup_free_ char *json = gp_xstrndup(line + strlen(MARK),
-		                                        strcspn(line + strlen(MARK), "\n"));
+		_cleanup_free_ char *json = gp_xstrndup(
+		    line + strlen(MARK), strcspn(line + strlen(MARK), "\n"));
 		doc = cJSON_Parse(json);
 	}
 	if (rc < 0 || !gp_run_succeeded(&res) || !doc) {
-		_cleanup_free_ char *how = rc < 0 ? gp_xstrdup(strerror(-rc))
-		                                  : gp_run_describe(&res, c->cmd_timeout_ms);
-		gp_report_add(rep, "pytorch", GP_FAIL, "import torch",
-		              "the environment's Python does not run: reinstall with " INSTALL,
-		              "%s -c <check script> in %s: %s%s%.300s", t->python_bin,
-		              c->root.dir, how, res.output_len ? ": " : "",
-		              res.output ? res.output : "");
+		_cleanup_free_ char *how = rc < 0
+		                               ? gp_xstrdup(strerror(-rc))
+		                               : gp_run_describe(&res, c->cmd_timeout_ms);
+		gp_report_add(
+		    rep, "pytorch", GP_FAIL, "import torch",
+		    "the environment's Python does not run: reinstall with " INSTALL,
+		    "%s -c <check script> in %s: %s%s%.300s", t->python_bin, c->root.dir,
+		    how, res.output_len ? ": " : "", res.output ? res.output : "");
 	} else
 		verify_runtime(c, rep, doc, driver_checked);
 	cJSON_Delete(doc);
@@ -870,15 +894,15 @@ static void verify_env(struct gp_ctx *c, const struct torch *t, const struct sur
                        struct gp_report *rep)
 {
 	if (s->python_ok)
-		gp_report_add(rep, "pytorch", GP_PASS, "environment", NULL, "%s: Python %s",
-		              t->envdir, s->pyver);
+		gp_report_add(rep, "pytorch", GP_PASS, "environment", NULL,
+		              "%s: Python %s", t->envdir, s->pyver);
 	else if (!is_conda(t) && !s->has_pip)
 		gp_report_add(rep, "pytorch", GP_FAIL, "environment", INSTALL,
 		              "%s has Python %s but no pip", t->envdir, s->pyver);
 	else
 		gp_report_add(rep, "pytorch", GP_FAIL, "environment", INSTALL,
-		              "%s has Python %s; the profile wants %s", t->envdir, s->pyver,
-		              t->python ? t->python : "another");
+		              "%s has Python %s; the profile wants %s", t->envdir,
+		              s->pyver, t->python ? t->python : "another");
 	for (size_t i = 0; t->want[i]; i++) {
 		const char *w = t->want[i];
 		size_t n = strcspn(w, "=");
@@ -888,8 +912,8 @@ static void verify_env(struct gp_ctx *c, const struct torch *t, const struct sur
 			gp_report_add(rep, "pytorch", GP_PASS, check, NULL, "%s", have);
 		else
 			gp_report_add(rep, "pytorch", GP_FAIL, check, INSTALL,
-			              "installed: %s; the profile wants %s", have ? have : "none",
-			              w + n + 2);
+			              "installed: %s; the profile wants %s",
+			              have ? have : "none", w + n + 2);
 	}
 	/* The wheel's local version says which CUDA it is built for. */
 	_cleanup_free_ char *tv = installed_version(c, t, s->pyver, "torch", 5);

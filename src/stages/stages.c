@@ -14,7 +14,7 @@ static const struct gp_stage stage_driver = {
 static const struct gp_stage stage_cuda = { .name = "cuda", .summary = "CUDA toolkit" };
 
 const struct gp_stage *const gp_stages[] = {
-	&gp_stage_nouveau, &stage_driver,  &stage_cuda,
+	&gp_stage_nouveau, &stage_driver,     &stage_cuda,
 	&gp_stage_cudnn,   &gp_stage_pytorch, &gp_stage_env,
 };
 const size_t gp_stage_count = ARRAY_SIZE(gp_stages);

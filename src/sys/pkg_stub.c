@@ -108,11 +108,12 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 		}
 		if (have && (!want[i].version || strcmp(have, want[i].version) == 0))
 			continue;
-		_cleanup_free_ char *arg =
-		    want[i].version ? gp_xasprintf("%s%s%s", want[i].name,
-		                                   pm == GP_PKG_APT ? "=" : "-",
-		                                   want[i].version)
-		                    : gp_xstrdup(want[i].name);
+		_cleanup_free_ char *arg = want[i].version
+		                               ? gp_xasprintf("%s%s%s", want[i].name,
+		                                              pm == GP_PKG_APT ? "="
+		                                                               : "-",
+		                                              want[i].version)
+		                               : gp_xstrdup(want[i].name);
 		gp_strv_push(&argv, arg);
 	}
 	int rc = gp_strv_len(argv) > fixed ? gp_effect_run(c, argv) : 0;

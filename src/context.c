@@ -556,6 +556,15 @@ int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sh
 	return save_journal(c);
 }
 
+int gp_ctx_rewrite_url(struct gp_ctx *c, const char *url, char **out)
+{
+	*out = NULL;
+	if (get_fetcher(c) < 0)
+		return -1;
+	*out = gp_fetch_rewrite_url(c->fetcher, url);
+	return 0;
+}
+
 void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a)
 {
 	/* Placeholder until the engine prefetches: announcing is optional. */

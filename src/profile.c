@@ -489,6 +489,28 @@ static char *check_channel(const cJSON *v, size_t i)
 	                  "\"nvidia/label/cuda-12.4.1\", not URLs");
 }
 
+/* A file inside the target root that a tool there reads (pip's cert). */
+static char *check_root_file(const cJSON *v, size_t i)
+{
+	if (plain_absolute_path(v->valuestring))
+		return NULL;
+	return why_got(v->valuestring,
+	               "must be a plain absolute path inside the root: no '.' or "
+	               "'..' components, no '//' or trailing '/', no ':' or control "
+	               "characters");
+}
+
+/* A proxy for pip and conda: http:// is normal for a proxy (TLS to the index
+ * goes through it with CONNECT), so allow_insecure_http does not apply. */
+static char *check_proxy_url(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (!gp_str_starts_with(s, "http://") && !gp_str_starts_with(s, "https://"))
+		return why_got(s, "must be an http:// or https:// proxy URL, e.g. "
+		                  "\"http://proxy.lan:3128\"");
+	return check_url(v, i);
+}
+
 /* The rule ids, for the did-you-mean; gp_compat_rule_known() decides. */
 static const char *const rule_ids[] = {
 	GP_RULE_DRIVER_CUDA,  GP_RULE_GPU_CUDA,      GP_RULE_CUDNN_CUDA,
@@ -560,6 +582,7 @@ static const char *const cuda_methods[] = { "repo", "runfile", NULL };
 static const char *const cudnn_methods[] = { "tarball", "apt", NULL };
 static const char *const cuda_majors[] = { "11", "12", "13", NULL };
 static const char *const pytorch_methods[] = { "conda", "venv", NULL };
+static const char *const pytorch_installers[] = { "pip", "conda", NULL };
 
 #define STRING(k, chk)                                                                   \
 	{                                                                                \
@@ -656,17 +679,14 @@ static const struct field cudnn_fields[] = {
 };
 
 static const struct field pytorch_fields[] = {
-	ENUM("method", pytorch_methods),
-	STRING("prefix", check_prefix_dir),
-	STRING("env", check_conda_env),
-	STRING("python", check_python_version),
-	STRINGS("packages", check_pin),
-	STRING("index_url", check_url),
-	STRING("installer_url", check_url),
-	STRING("installer_sha256", check_sha256),
-	STRINGS("channels", check_channel),
-	BOOL("defaults_tos_accepted"),
-	END,
+	ENUM("method", pytorch_methods),       STRING("prefix", check_prefix_dir),
+	STRING("env", check_conda_env),        STRING("python", check_python_version),
+	STRINGS("packages", check_pin),        STRING("index_url", check_url),
+	STRING("installer_url", check_url),    STRING("installer_sha256", check_sha256),
+	STRINGS("channels", check_channel),    BOOL("defaults_tos_accepted"),
+	ENUM("installer", pytorch_installers), STRINGS("extra_index_urls", check_url),
+	STRING("ca_bundle", check_root_file),  STRING("proxy", check_proxy_url),
+	STRING("channel_alias", check_url),    END,
 };
 
 static const struct field env_fields[] = {

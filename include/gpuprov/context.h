@@ -69,6 +69,10 @@ int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
  * it records the destination and the files under it that would be replaced. */
 int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
                       const char *dest, unsigned flags);
+/* url after --mirror rewriting (*out, free it), for URLs that a tool in the
+ * root fetches from itself (pip's index, conda's channel alias). Touches
+ * nothing. 0, or -1 with c->err set (a bad --ca-file). */
+int gp_ctx_rewrite_url(struct gp_ctx *c, const char *url, char **out);
 /* Announces a download a later step of this run will make (stage prefetch
  * hooks); the artifact is copied. Not an effect: gp_effect_download still
  * makes the artifact available, sooner when it was announced. */

@@ -409,7 +409,7 @@ start_https_server() {
 	mkdir -p "$WWW"
 	mkfifo "$BATS_TEST_TMPDIR/httpd.in" "$BATS_TEST_TMPDIR/httpd.out"
 	"$PYTHON" "$REPO_ROOT/tests/fixtures/httpd.py" --dir "$WWW" \
-		--log "$BATS_TEST_TMPDIR/httpd.log" --tls cudnn-test --max-seconds 60 \
+		--log "$BATS_TEST_TMPDIR/httpd.log" --tls cudnn-test --max-seconds 60 ${HTTPD_ARGS-} \
 		< "$BATS_TEST_TMPDIR/httpd.in" > "$BATS_TEST_TMPDIR/httpd.out" 3>&- &
 	exec {HTTPD_FD}> "$BATS_TEST_TMPDIR/httpd.in"
 	exec {HTTPD_OUT}< "$BATS_TEST_TMPDIR/httpd.out"
@@ -463,10 +463,8 @@ JSON
 setup_apt_root() {
 	require_root
 	R=$BATS_TEST_TMPDIR/root
+	debroot "$R"
 	local rc=0
-	sh "$REPO_ROOT/tests/fixtures/debroot.sh" "$R" 2> "$BATS_TEST_TMPDIR/debroot.err" || rc=$?
-	[ "$rc" -eq 77 ] && skip "$(cat "$BATS_TEST_TMPDIR/debroot.err")"
-	[ "$rc" -eq 0 ] || fail "debroot.sh failed:" "$(cat "$BATS_TEST_TMPDIR/debroot.err")"
 	AR=$BATS_FILE_TMPDIR/aptrepo
 	if [ ! -s "$AR/key.fpr" ]; then
 		rc=0
@@ -505,4 +503,75 @@ JSON
 # dpkg_status ROOT PACKAGE: "STATUS VERSION" as dpkg-query reads it in ROOT.
 dpkg_status() {
 	chroot "$1" dpkg-query -W -f '${Status} ${Version}\n' "$2" 2>/dev/null || echo "not-installed"
+}
+
+# --- PyTorch stage (pytorch.bats, pytorch_verify.bats, conda.bats) -----------
+
+# debroot DIR: the cached real Debian 12 root (tests/fixtures/debroot.sh) in
+# DIR; the test is skipped, saying why, when it cannot be built here.
+debroot() {
+	local rc=0
+	sh "$REPO_ROOT/tests/fixtures/debroot.sh" "$1" 2> "$1.err" || rc=$?
+	[ "$rc" -eq 77 ] && skip "no Debian root: $(tail -1 "$1.err")"
+	[ "$rc" -eq 0 ] || fail "debroot.sh failed ($rc):" "$(cat "$1.err")"
+}
+
+# fake_torch JSON: what the stand-in torch module reports (mkwheels.py).
+fake_torch() {
+	printf '%s\n' "$1" > "$R/etc/fake-torch.json"
+}
+
+# nvidia_driver VERSION: the loaded NVIDIA module as /proc describes it;
+# "none" removes it.
+nvidia_driver() {
+	rm -rf "$R/proc/driver/nvidia"
+	[ "$1" = none ] && return 0
+	mkdir -p "$R/proc/driver/nvidia"
+	printf 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Release Build\n' "$1" \
+		> "$R/proc/driver/nvidia/version"
+}
+
+# setup_torch_root: $R, the Debian root with one A100 that the stand-in torch
+# sees and driver 570.86.15 loaded; the loopback HTTPS wheel index of
+# mkwheels.py ($BAD_HASH: the project whose links carry a wrong sha256) at
+# https://127.0.0.1:$PORT/whl/<tag>; its CA inside the root as $ROOT_CA.
+setup_torch_root() {
+	require_root
+	R=$BATS_TEST_TMPDIR/root
+	debroot "$R"
+	HTTPD_ARGS=--tree start_https_server
+	"$PYTHON" "$REPO_ROOT/tests/fixtures/mkwheels.py" "$WWW" ${BAD_HASH:+--bad-hash "$BAD_HASH"} ||
+		fail "mkwheels.py failed"
+	ROOT_CA=/etc/ssl/gpuprov-test-ca.pem
+	cp "$CA" "$R$ROOT_CA"
+	fake_torch '{"available": true, "devices": ["NVIDIA A100-SXM4-80GB"], "cudnn": 90100, "matmul": 8.0}'
+	nvidia_driver 570.86.15
+}
+
+# torch_profile TAG [TORCH VISION AUDIO] [EXTRA_JSON]: $P, a Debian 12
+# profile whose pytorch stage makes a venv in /opt/venv and installs the
+# three pins from the loopback index's TAG.
+torch_profile() {
+	local tag=$1 t=${2:-2.7.1} v=${3:-0.22.1} a=${4:-2.7.1} extra=${5-}
+	P=$BATS_TEST_TMPDIR/torch-test.json
+	cat > "$P" <<JSON
+{
+  "name": "torch-test",
+  "extends": "distro/debian12",
+  "stages": {
+    "pytorch": { "method": "venv", "prefix": "/opt/venv",
+                 "index_url": "https://127.0.0.1:$PORT/whl/$tag",
+                 "ca_bundle": "$ROOT_CA",
+                 "packages": ["torch==$t", "torchvision==$v", "torchaudio==$a"]$extra }
+  }
+}
+JSON
+}
+
+# dist_version ENV PROJECT: the installed version from its dist-info.
+dist_version() {
+	local m
+	for m in "$1"/lib/python3*/site-packages/"$2"-*.dist-info/METADATA; do
+		[ -f "$m" ] && sed -n 's/^Version: //p' "$m"
+	done
 }

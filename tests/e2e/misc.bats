@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # Lock contention, backups of replaced files, the RHEL-family (dracut) path
-# and stages that are not implemented yet.
+# and a stock profile whose blocked stage stops install.
 
 load helpers
 
@@ -205,43 +205,18 @@ read_fifo() {
 	assert_stdout_has '"dracut"'
 }
 
-@test "not implemented: install without --only exits 4 naming the stages, changes nothing" {
+@test "stock profile: every stage is implemented; a blocked one stops install before any change" {
 	mkroot "$R" --cuda
-	snapshot "$R" before
-	gp --root "$R" install --profile "$PROFILE"
-	assert_status 4
-	assert_stderr_has "implemented yet: pytorch"
-	assert_stderr_has "not implemented"
-	assert_unchanged "$R" before
-	assert_untouched_by_gpuprov "$R"
-	# Excluding just some of them still refuses, naming the rest.
-	gp --root "$R" install --profile "$PROFILE" --skip driver
-	assert_status 4
-	assert_stderr_has "implemented yet: pytorch"
-	refute_stderr_has "driver"
-	assert_unchanged "$R" before
-	assert_untouched_by_gpuprov "$R"
-}
-
-@test "not implemented: plan shows the unbuilt stages as \"not implemented\"" {
-	mkroot "$R" --cuda
+	snapshot "$R" before var/lib/gpuprov var/lib/gpuprov/lock
 	gp --root "$R" plan --profile "$PROFILE"
 	assert_status 4
-	assert_stdout_has "cudnn: needed"
-	for s in pytorch; do
-		printf '%s\n' "$output" | grep -Eq "^\[[0-9]/6\] $s: not implemented" ||
-			fail "plan does not show $s as not implemented:" "$output"
-	done
-	assert_stdout_has "nouveau: needed"
-	assert_stdout_has "env: needed"
+	refute_stdout_has "not implemented"
+	assert_stdout_has "pytorch: blocked - stages.pytorch.installer_sha256 is not set"
 	assert_untouched_by_gpuprov "$R"
-	# status before any install also lists them.
-	gp --root "$R" status
-	assert_status 0
-	assert_untouched_by_gpuprov "$R"
-	# verify cannot verify them either, and says so (never a fake pass).
-	gp --root "$R" verify --profile "$PROFILE" --skip nouveau,driver,env,cudnn,cuda
+	gp --root "$R" install --profile "$PROFILE"
 	assert_status 4
-	refute_stdout_has "  pass  "
-	assert_untouched_by_gpuprov "$R"
+	assert_stderr_has "pytorch"
+	# Only the lock file: install takes the lock before its preflight pass.
+	assert_unchanged "$R" before var/lib/gpuprov var/lib/gpuprov/lock
+	[ ! -e "$R/var/log/stub-commands.log" ] || fail "a command ran"
 }

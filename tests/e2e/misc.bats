@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # Lock contention, backups of replaced files, the RHEL-family (dracut) path
-# and a stock profile whose blocked stage stops install.
+# and the stock profile's plan on a fresh server.
 
 load helpers
 
@@ -205,18 +205,19 @@ read_fifo() {
 	assert_stdout_has '"dracut"'
 }
 
-@test "stock profile: every stage is implemented; a blocked one stops install before any change" {
-	mkroot "$R" --cuda
-	snapshot "$R" before var/lib/gpuprov var/lib/gpuprov/lock
+@test "stock profile on a fresh server: every stage planned, cudnn after the cuda stage of the same run" {
+	mkroot "$R"
 	gp --root "$R" plan --profile "$PROFILE"
-	assert_status 4
+	assert_status 5 # a reboot will follow (nouveau)
 	refute_stdout_has "not implemented"
-	assert_stdout_has "pytorch: blocked - stages.pytorch.installer_sha256 is not set"
+	refute_stdout_has "blocked"
+	assert_stdout_has "[3/6] cuda: needed - cuda-toolkit-11-8 is not installed"
+	# The toolkit directory does not exist yet: the cuda stage installs it first.
+	assert_stdout_has "[4/6] cudnn: needed - no cuDNN in /usr/local/cuda-11.8"
 	assert_untouched_by_gpuprov "$R"
-	gp --root "$R" install --profile "$PROFILE"
+	# Without the cuda stage in the run, cudnn has nowhere to go.
+	gp --root "$R" plan --profile "$PROFILE" --skip cuda
 	assert_status 4
-	assert_stderr_has "pytorch"
-	# Only the lock file: install takes the lock before its preflight pass.
-	assert_unchanged "$R" before var/lib/gpuprov var/lib/gpuprov/lock
-	[ ! -e "$R/var/log/stub-commands.log" ] || fail "a command ran"
+	assert_stdout_has "cudnn: blocked - the CUDA toolkit directory /usr/local/cuda-11.8 does not exist"
+	assert_untouched_by_gpuprov "$R"
 }

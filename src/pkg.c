@@ -600,7 +600,9 @@ static int check_keyring(struct gp_ctx *c, const struct gp_pkg_backend *b,
 		kl = dl;
 	} else {
 		*kpath = b->keyring_path(repo, memmem(data, len, "-----BEGIN PGP", 14));
-		*kdata = gp_xstrndup(data, len);
+		/* A binary keyring has NUL bytes: a copy, not a string. */
+		*kdata = gp_xmalloc(len + 1);
+		memcpy(*kdata, data, len);
 		*klen = len;
 	}
 	_cleanup_strv_ char **fprs = NULL;

@@ -107,9 +107,10 @@ static void dnf(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
 	want(p,
 	     gp_xasprintf("@nvidia-driver:%s-%s", ch->branch, ch->open ? "open" : "dkms"),
 	     NULL);
+	/* The probe too: a stream is no package, and naming nvidia-driver
+	 * makes it installed (or planned) where the package layer looks. */
 	p->probe = gp_xstrdup("nvidia-driver");
-	if (ch->version)
-		want(p, gp_xstrdup(p->probe), ch->version);
+	want(p, gp_xstrdup(p->probe), ch->version);
 }
 
 void gp_drv_packages(const struct gp_drv_choice *ch, struct gp_drv_pkgs *out)

@@ -83,6 +83,13 @@ static void test_nvidia_repo_and_dnf(void **state)
 	assert_string_equal(w, "@nvidia-driver:580-dkms nvidia-driver=580.95.05");
 	free(w);
 	gp_drv_pkgs_free(&p);
+	ch.version = NULL;
+	ch.open = true;
+	gp_drv_packages(&ch, &p);
+	w = wants(&p);
+	assert_string_equal(w, "@nvidia-driver:580-open nvidia-driver");
+	free(w);
+	gp_drv_pkgs_free(&p);
 }
 
 static void test_flavor(void **state)

@@ -480,7 +480,10 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	if (rc == 0)
 		rc = hold_names(c, b, held, true);
 	gp_strv_free(held);
-	gp_strv_free(versions);
+	/* Not gp_strv_free: a want without a version leaves a NULL in it. */
+	for (size_t i = 0; i < k; i++)
+		free(versions[i]);
+	free(versions);
 	free(w);
 	free(need);
 	return rc;

@@ -206,6 +206,50 @@ char **gp_pkg_nvidia_set(struct gp_ctx *c)
 	return out;
 }
 
+int gp_pkg_available(struct gp_ctx *c, const char *name)
+{
+	enum gp_pkg_manager pm;
+	if (gp_pkg_manager(c, &pm) < 0 || pm != GP_PKG_APT)
+		return -ENOENT;
+	_cleanup_strv_ char **versions = NULL;
+	int lists = gp_apt_candidates(&c->root, name, &versions);
+	if (lists <= 0)
+		return -ENOENT;
+	return versions[0] != NULL;
+}
+
+#define NVIDIA_REPOS "https://developer.download.nvidia.com/compute/cuda/repos/"
+
+void gp_pkg_nvidia_repo(const struct gp_profile *p, struct gp_pkg_nvidia_repo *r)
+{
+	*r = (struct gp_pkg_nvidia_repo){ 0 };
+	const char *nv = gp_profile_distro_string(p, "nvidia_repo");
+	const char *url = gp_profile_distro_string(p, "repo_url");
+	const char *fpr = gp_profile_distro_string(p, "keyring_fingerprint");
+	r->id = nv ? gp_xasprintf("cuda-%s-x86_64", nv) : gp_xstrdup("cuda");
+	if (url)
+		r->url = gp_xstrdup(url);
+	else if (nv)
+		r->url = gp_xasprintf(NVIDIA_REPOS "%s/x86_64/", nv);
+	if (!fpr && gp_streq(gp_profile_distro_string(p, "package_manager"), "apt"))
+		fpr = GP_NVIDIA_APT_KEY;
+	r->repo = (struct gp_pkg_repo){
+		.id = r->id,
+		.url = r->url,
+		.suite = "/",
+		.keyring_url = gp_profile_distro_string(p, "keyring_url"),
+		.keyring_sha256 = gp_profile_distro_string(p, "keyring_sha256"),
+		.fingerprint = fpr,
+	};
+}
+
+void gp_pkg_nvidia_repo_free(struct gp_pkg_nvidia_repo *r)
+{
+	free(r->id);
+	free(r->url);
+	*r = (struct gp_pkg_nvidia_repo){ 0 };
+}
+
 /* --- locks ---------------------------------------------------------------- */
 
 /* Who holds an fcntl lock on path in the root: 0 with *pid (0 when unknown,
@@ -436,7 +480,10 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	if (rc == 0)
 		rc = hold_names(c, b, held, true);
 	gp_strv_free(held);
-	gp_strv_free(versions);
+	/* Not gp_strv_free: a want without a version leaves a NULL in it. */
+	for (size_t i = 0; i < k; i++)
+		free(versions[i]);
+	free(versions);
 	free(w);
 	free(need);
 	return rc;
@@ -469,7 +516,9 @@ int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, boo
 char *gp_pkg_repo_problem(const struct gp_pkg_repo *repo)
 {
 	if (!repo->url)
-		return gp_xasprintf("no URL for the repository %s", repo->id);
+		return gp_xasprintf("no URL for the repository %s (set "
+		                    "distro.nvidia_repo or distro.repo_url)",
+		                    repo->id);
 	if (!repo->keyring_url)
 		return gp_xasprintf("no keyring URL for the repository %s (set "
 		                    "distro.keyring_url)",
@@ -554,7 +603,9 @@ static int check_keyring(struct gp_ctx *c, const struct gp_pkg_backend *b,
 		kl = dl;
 	} else {
 		*kpath = b->keyring_path(repo, memmem(data, len, "-----BEGIN PGP", 14));
-		*kdata = gp_xstrndup(data, len);
+		/* A binary keyring has NUL bytes: a copy, not a string. */
+		*kdata = gp_xmalloc(len + 1);
+		memcpy(*kdata, data, len);
 		*klen = len;
 	}
 	_cleanup_strv_ char **fprs = NULL;

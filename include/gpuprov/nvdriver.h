@@ -56,8 +56,8 @@ struct gp_drv_pkgs {
 	struct gp_pkg_want *want; /* names owned; versions point into the choice */
 	size_t n_want;
 	char *probe; /* the package whose installed version is the driver's */
-	char **hold; /* NULL-terminated: the driver's set, to hold where installed */
 };
+/* (`hold: true` holds the whole installed NVIDIA set: gp_pkg_nvidia_set.) */
 
 /* "535-server-open": the Canonical name suffix (branch, -server, -open). */
 char *gp_drv_suffix(const struct gp_drv_choice *ch);

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 struct gp_ctx;
+struct gp_profile;
 
 enum gp_pkg_manager { GP_PKG_APT, GP_PKG_DNF };
 
@@ -83,6 +84,29 @@ char *gp_pkg_repo_problem(const struct gp_pkg_repo *repo);
  * nvidia- prefix)). Sorted; never NULL. For `hold: true`:
  * gp_effect_pkg_hold(c, set, gp_strv_len(set), true). */
 char **gp_pkg_nvidia_set(struct gp_ctx *c);
+
+/* Can name be installed from the repositories the root knows? 1 when apt's
+ * downloaded lists offer it, 0 when they do not, -ENOENT when that is not
+ * known: no apt lists yet (metadata never refreshed), or dnf, whose metadata
+ * gpuprov does not read. Installed and planned packages are not considered
+ * (ask gp_pkg_installed). Never runs a command. */
+int gp_pkg_available(struct gp_ctx *c, const char *name);
+
+/* NVIDIA's CUDA repository as the profile describes it; the driver and CUDA
+ * stages add the same one. id cuda-<distro.nvidia_repo>-x86_64 ("cuda"
+ * without nvidia_repo), URL distro.repo_url or NVIDIA's
+ * <nvidia_repo>/x86_64/ directory, flat (suite "/"), keyring from
+ * distro.keyring_url and keyring_sha256, key distro.keyring_fingerprint,
+ * else (apt only) GP_NVIDIA_APT_KEY. repo's strings point into the profile
+ * and into the struct: free it with gp_pkg_nvidia_repo_free. */
+struct gp_pkg_nvidia_repo {
+	struct gp_pkg_repo repo;
+	char *id, *url;
+};
+void gp_pkg_nvidia_repo(const struct gp_profile *p, struct gp_pkg_nvidia_repo *r);
+void gp_pkg_nvidia_repo_free(struct gp_pkg_nvidia_repo *r);
+/* The key that signs NVIDIA's apt repositories (reference section 3). */
+#define GP_NVIDIA_APT_KEY "EB693B3035CD5710E231E123A4B469963BF863CC"
 
 /* How long the effects wait for a dpkg/rpm lock another process holds:
  * GPUPROV_LOCK_WAIT (seconds) from the environment, default 300. */

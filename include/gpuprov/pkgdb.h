@@ -39,7 +39,8 @@ int gp_dpkg_status_parse(const char *text, struct gp_pkgdb *db);
 int gp_dpkg_status_read(const struct gp_root *r, struct gp_pkgdb *db);
 
 /* Every version of name in the root's apt lists (*_Packages), newest first
- * (dpkg order), duplicates dropped. An empty list when none. */
+ * (dpkg order), duplicates dropped. An empty list when none. Returns how
+ * many Packages lists there are (0: never refreshed), or -errno. */
 int gp_apt_candidates(const struct gp_root *r, const char *name, char ***versions);
 /* The same for one Packages text (appends to *versions, unsorted). */
 void gp_apt_packages_scan(const char *text, const char *name, char ***versions);

@@ -71,75 +71,26 @@ static void want(struct gp_drv_pkgs *p, char *name, const char *version)
 	p->want[p->n_want++] = (struct gp_pkg_want){ .name = name, .version = version };
 }
 
-static void hold(struct gp_drv_pkgs *p, const char *fmt, ...) _printf_(2, 3);
-static void hold(struct gp_drv_pkgs *p, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	_cleanup_free_ char *name = gp_xvasprintf(fmt, ap);
-	va_end(ap);
-	if (!gp_strv_contains(p->hold, name))
-		gp_strv_push(&p->hold, name);
-}
-
-/* Canonical's driver set of one branch: these prefixes + "535-server"; the
- * user-space packages that must move together with the kernel modules. */
-static const char *const canonical_set[] = {
-	"nvidia-driver-",
-	"nvidia-utils-",
-	"nvidia-compute-utils-",
-	"libnvidia-compute-",
-	"libnvidia-common-",
-	"libnvidia-gl-",
-	"libnvidia-decode-",
-	"libnvidia-encode-",
-	"libnvidia-extra-",
-	"libnvidia-cfg1-",
-	"libnvidia-fbc1-",
-	"nvidia-kernel-common-",
-	"xserver-xorg-video-nvidia-",
-};
-/* NVIDIA's dnf set (unversioned names; the module stream pins the branch). */
-static const char *const dnf_set[] = {
-	"nvidia-driver",           "nvidia-driver-libs",
-	"nvidia-driver-cuda",      "nvidia-driver-cuda-libs",
-	"nvidia-kmod-common",      "kmod-nvidia-open-dkms",
-	"kmod-nvidia-latest-dkms", "nvidia-persistenced",
-	"nvidia-modprobe",         "libnvidia-ml",
-	"libnvidia-cfg",           "nvidia-settings",
-};
-
 static void canonical(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
 {
 	_cleanup_free_ char *sfx = gp_drv_suffix(ch);
-	/* nvidia-utils-535-server etc. carry no -open: only the driver meta and
-	 * the kernel packages do. */
-	_cleanup_free_ char *base = gp_xasprintf("%s%s", ch->branch,
-	                                         ch->server ? "-server" : "");
 	p->probe = gp_xasprintf("nvidia-driver-%s", sfx);
 	want(p, gp_xstrdup(p->probe), ch->version);
-	for (size_t i = 0; i < ARRAY_SIZE(canonical_set); i++)
-		hold(p, "%s%s", canonical_set[i], base);
-	hold(p, "%s", p->probe);
 	if (ch->prebuilt) {
 		for (size_t i = 0; ch->kernels && ch->kernels[i]; i++) {
 			char *m = gp_xasprintf("linux-modules-nvidia-%s-%s", sfx,
 			                       ch->kernels[i]);
-			hold(p, "%s", m);
 			want(p, m, NULL);
 		}
 		/* The flavour's meta package follows kernel updates. */
 		if (ch->kernel_flavour) {
 			char *m = gp_xasprintf("linux-modules-nvidia-%s-%s", sfx,
 			                       ch->kernel_flavour);
-			hold(p, "%s", m);
 			want(p, m, NULL);
 		}
 	} else {
 		char *d = gp_xasprintf("nvidia-dkms-%s", sfx);
-		hold(p, "%s", d);
 		want(p, d, ch->version);
-		hold(p, "nvidia-kernel-source-%s", sfx);
 	}
 }
 
@@ -148,14 +99,6 @@ static void nvidia_apt(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
 	p->probe = gp_xasprintf(ch->open ? "nvidia-open-%s" : "cuda-drivers-%s",
 	                        ch->branch);
 	want(p, gp_xstrdup(p->probe), ch->version);
-	hold(p, "%s", p->probe);
-	/* NVIDIA's repository uses Canonical's user-space names, plus
-	 * unversioned DKMS source packages. */
-	for (size_t i = 0; i < ARRAY_SIZE(canonical_set); i++)
-		hold(p, "%s%s", canonical_set[i], ch->branch);
-	hold(p, "nvidia-driver-%s-open", ch->branch);
-	hold(p, "%s", ch->open ? "nvidia-kernel-open-dkms" : "nvidia-kernel-dkms");
-	hold(p, "nvidia-kernel-source-%s%s", ch->branch, ch->open ? "-open" : "");
 }
 
 static void dnf(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
@@ -164,16 +107,15 @@ static void dnf(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
 	want(p,
 	     gp_xasprintf("@nvidia-driver:%s-%s", ch->branch, ch->open ? "open" : "dkms"),
 	     NULL);
+	/* The probe too: a stream is no package, and naming nvidia-driver
+	 * makes it installed (or planned) where the package layer looks. */
 	p->probe = gp_xstrdup("nvidia-driver");
-	if (ch->version)
-		want(p, gp_xstrdup(p->probe), ch->version);
-	for (size_t i = 0; i < ARRAY_SIZE(dnf_set); i++)
-		hold(p, "%s", dnf_set[i]);
+	want(p, gp_xstrdup(p->probe), ch->version);
 }
 
 void gp_drv_packages(const struct gp_drv_choice *ch, struct gp_drv_pkgs *out)
 {
-	*out = (struct gp_drv_pkgs){ .hold = gp_xcalloc(1, sizeof(char *)) };
+	*out = (struct gp_drv_pkgs){ 0 };
 	if (ch->method == GP_DRV_DNF)
 		dnf(ch, out);
 	else if (ch->method == GP_DRV_APT && ch->source == GP_DRV_CANONICAL)
@@ -188,7 +130,6 @@ void gp_drv_pkgs_free(struct gp_drv_pkgs *p)
 		free((char *)p->want[i].name);
 	free(p->want);
 	free(p->probe);
-	gp_strv_free(p->hold);
 	*p = (struct gp_drv_pkgs){ 0 };
 }
 

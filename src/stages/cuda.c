@@ -30,7 +30,6 @@
 #include "gpuprov/stage.h"
 #include "gpuprov/version.h"
 
-#define NVIDIA_REPOS "https://developer.download.nvidia.com/compute/cuda/repos/"
 #define CUDA_LINK "/usr/local/cuda"
 
 struct cuda_settings {
@@ -42,8 +41,7 @@ struct cuda_settings {
 	bool link;
 	char *link_target;
 	const char *url, *sha256; /* runfile */
-	struct gp_pkg_repo repo;
-	char *repo_id, *repo_url;
+	struct gp_pkg_nvidia_repo nv;
 };
 
 static void settings_free(struct cuda_settings *s)
@@ -52,8 +50,7 @@ static void settings_free(struct cuda_settings *s)
 	free(s->path);
 	free(s->package);
 	free(s->link_target);
-	free(s->repo_id);
-	free(s->repo_url);
+	gp_pkg_nvidia_repo_free(&s->nv);
 }
 
 static void settings(struct gp_ctx *c, const cJSON *cfg, struct cuda_settings *s)
@@ -84,23 +81,7 @@ static void settings(struct gp_ctx *c, const cJSON *cfg, struct cuda_settings *s
 	}
 	s->url = gp_json_string(cfg, "url", NULL);
 	s->sha256 = gp_json_string(cfg, "sha256", NULL);
-	const struct gp_profile *p = c->profile;
-	const char *nv = gp_profile_distro_string(p, "nvidia_repo");
-	const char *rurl = gp_profile_distro_string(p, "repo_url");
-	if (nv)
-		s->repo_id = gp_xasprintf("cuda-%s-x86_64", nv);
-	if (rurl)
-		s->repo_url = gp_xstrdup(rurl);
-	else if (nv)
-		s->repo_url = gp_xasprintf(NVIDIA_REPOS "%s/x86_64/", nv);
-	s->repo = (struct gp_pkg_repo){
-		.id = s->repo_id ? s->repo_id : "cuda",
-		.url = s->repo_url,
-		.suite = "/",
-		.keyring_url = gp_profile_distro_string(p, "keyring_url"),
-		.keyring_sha256 = gp_profile_distro_string(p, "keyring_sha256"),
-		.fingerprint = gp_profile_distro_string(p, "keyring_fingerprint"),
-	};
+	gp_pkg_nvidia_repo(c->profile, &s->nv);
 }
 
 static char *blocked_reason(struct gp_ctx *c, const struct cuda_settings *s)
@@ -123,7 +104,7 @@ static char *blocked_reason(struct gp_ctx *c, const struct cuda_settings *s)
 	_cleanup_free_ char *have = NULL;
 	if (gp_pkg_installed(c, s->package, &have) == 0 && have)
 		return NULL; /* installed: no repository needed to check it */
-	char *problem = gp_pkg_repo_problem(&s->repo);
+	char *problem = gp_pkg_repo_problem(&s->nv.repo);
 	if (!problem)
 		return NULL;
 	char *r = gp_xasprintf("cannot add NVIDIA's repository: %s", problem);
@@ -223,7 +204,7 @@ static int cuda_apply(struct gp_ctx *c, const cJSON *cfg)
 		rc = gp_pkg_installed(c, s.package, &have);
 		if (rc == 0 && (!have || !files_ok(c, &s, &why))) {
 			const struct gp_pkg_want w = { .name = s.package };
-			rc = gp_effect_pkg_add_repo(c, &s.repo);
+			rc = gp_effect_pkg_add_repo(c, &s.nv.repo);
 			if (rc == 0)
 				rc = gp_effect_pkg_install(c, &w, 1);
 		}

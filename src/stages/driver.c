@@ -36,9 +36,6 @@
 #include "gpuprov/version.h"
 
 #define MOK_CONF "/etc/dkms/framework.conf.d/gpuprov-mok.conf"
-#define NVIDIA_REPO_BASE "https://developer.download.nvidia.com/compute/cuda/repos/"
-/* NVIDIA's CUDA repository signing key (reference section 3). */
-#define NVIDIA_REPO_FINGERPRINT "EB693B3035CD5710E231E123A4B469963BF863CC"
 #define PROBE_TIMEOUT_MS 30000
 
 static const char *const lib_dirs[] = { "/usr/lib/x86_64-linux-gnu", "/usr/lib64",
@@ -85,33 +82,6 @@ static void block(struct drv *d, const char *fmt, ...)
 	va_start(ap, fmt);
 	d->blocked = gp_xvasprintf(fmt, ap);
 	va_end(ap);
-}
-
-/* Does a Packages file of the root's apt lists name pkg? *lists says
- * whether there are any lists at all (never refreshed: nothing is known).
- * The package layer does not answer "available" questions, so the stage
- * reads the lists itself, read-only. */
-static bool apt_lists_have(struct gp_ctx *c, const char *pkg, bool *lists)
-{
-	_cleanup_strv_ char **names = NULL;
-	*lists = false;
-	if (gp_root_list_dir(&c->root, "/var/lib/apt/lists", &names) < 0)
-		return false;
-	_cleanup_free_ char *needle = gp_xasprintf("Package: %s\n", pkg);
-	for (size_t i = 0; names[i]; i++) {
-		if (!gp_str_ends_with(names[i], "_Packages"))
-			continue;
-		*lists = true;
-		_cleanup_free_ char *path = gp_xasprintf("/var/lib/apt/lists/%s",
-		                                         names[i]);
-		_cleanup_free_ char *text = NULL;
-		if (gp_root_read(&c->root, path, &text, NULL) < 0)
-			continue;
-		const char *hit = strstr(text, needle);
-		if (hit && (hit == text || hit[-1] == '\n'))
-			return true;
-	}
-	return false;
 }
 
 /* Kernel releases installed in the root: /lib/modules/<kver> (with a
@@ -181,7 +151,7 @@ static char *headers_package(struct gp_ctx *c, const char *kver)
 /* Headers for every kernel: installed, or installable (apt lists name the
  * package; with no lists, or with dnf, whose metadata gpuprov does not
  * read, installability is left to the package manager in apply). */
-static void check_headers(struct gp_ctx *c, struct drv *d, enum gp_pkg_manager pm)
+static void check_headers(struct gp_ctx *c, struct drv *d)
 {
 	d->header_pkgs = gp_xcalloc(1, sizeof(char *));
 	if (!d->kernels[0]) {
@@ -209,8 +179,7 @@ static void check_headers(struct gp_ctx *c, struct drv *d, enum gp_pkg_manager p
 			    which, k);
 			return;
 		}
-		bool lists = false;
-		if (pm == GP_PKG_APT && !apt_lists_have(c, pkg, &lists) && lists) {
+		if (gp_pkg_available(c, pkg) == 0) {
 			block(
 			    d,
 			    "kernel headers for %s %s are not installed and %s is not "
@@ -233,10 +202,9 @@ static bool prebuilt_available(struct gp_ctx *c, const struct drv *d)
 		_cleanup_free_ char *pkg = gp_xasprintf("linux-modules-nvidia-%s-%s", sfx,
 		                                        d->kernels[i]);
 		_cleanup_free_ char *have = NULL;
-		bool lists;
 		if (gp_pkg_installed(c, pkg, &have) == 0 && have)
 			continue;
-		if (!apt_lists_have(c, pkg, &lists))
+		if (gp_pkg_available(c, pkg) != 1)
 			return false;
 	}
 	return d->kernels[0] != NULL;
@@ -320,6 +288,25 @@ static void secure_boot(struct gp_ctx *c, struct drv *d)
 	      "'mokutil --import CERT' and a reboot (Ubuntu's is "
 	      "/var/lib/shim-signed/mok/MOK.priv and MOK.der), or turn Secure Boot off",
 	      d->ch.method == GP_DRV_RUNFILE ? "the runfile installer" : "DKMS");
+}
+
+static char *installed_version(struct gp_ctx *c, const struct drv *d);
+
+/* NVIDIA's repository must be addable before a driver from it is
+ * installed: a keyring without sha256 or pin would fail in apply. */
+static void repo_preflight(struct gp_ctx *c, struct drv *d)
+{
+	if (d->ch.source != GP_DRV_NVIDIA || d->ch.method == GP_DRV_RUNFILE)
+		return;
+	_cleanup_free_ char *have = installed_version(c, d);
+	if (gp_driver_version_matches(have, d->branch, d->ch.version))
+		return; /* installed: the repository is not needed to keep it */
+	struct gp_pkg_nvidia_repo nv;
+	gp_pkg_nvidia_repo(c->profile, &nv);
+	_cleanup_free_ char *problem = gp_pkg_repo_problem(&nv.repo);
+	if (problem)
+		block(d, "cannot add NVIDIA's repository: %s", problem);
+	gp_pkg_nvidia_repo_free(&nv);
 }
 
 static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
@@ -411,11 +398,12 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 		      d->kernels[0] ? d->kernels[0] : "(unknown)");
 	secure_boot(c, d);
 	if (!d->ch.prebuilt || d->ch.method == GP_DRV_RUNFILE)
-		check_headers(c, d, pm);
+		check_headers(c, d);
 	if (!d->header_pkgs)
 		d->header_pkgs = gp_xcalloc(1, sizeof(char *));
 	if (d->ch.method != GP_DRV_RUNFILE)
 		gp_drv_packages(&d->ch, &d->pkgs);
+	repo_preflight(c, d);
 	return 0;
 }
 
@@ -471,23 +459,11 @@ static char *missing_packages(struct gp_ctx *c, const struct drv *d)
 	return b.len ? gp_buf_steal(&b) : NULL;
 }
 
-/* The installed members of the driver's set (what hold holds). */
-static char **installed_set(struct gp_ctx *c, const struct drv *d)
-{
-	char **v = gp_xcalloc(1, sizeof(char *));
-	for (size_t i = 0; d->pkgs.hold && d->pkgs.hold[i]; i++) {
-		_cleanup_free_ char *have = NULL;
-		if (gp_pkg_installed(c, d->pkgs.hold[i], &have) == 0 && have)
-			gp_strv_push(&v, d->pkgs.hold[i]);
-	}
-	return v;
-}
-
 static char *not_held(struct gp_ctx *c, const struct drv *d)
 {
 	if (!d->hold || d->ch.method == GP_DRV_RUNFILE)
 		return NULL;
-	_cleanup_strv_ char **set = installed_set(c, d);
+	_cleanup_strv_ char **set = gp_pkg_nvidia_set(c);
 	struct gp_buf b = { 0 };
 	for (size_t i = 0; set[i]; i++)
 		if (!gp_pkg_is_held(c, set[i]))
@@ -609,26 +585,11 @@ static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 
 static int add_nvidia_repo(struct gp_ctx *c)
 {
-	const cJSON *distro = cJSON_GetObjectItemCaseSensitive(c->profile->doc, "distro");
-	const char *id = gp_json_string(distro, "nvidia_repo", NULL);
-	if (!id)
-		return gp_fail(
-		    c->err, GP_EXIT_INVALID_INPUT,
-		    "%s: \"source\": \"nvidia\" needs distro.nvidia_repo (e.g. "
-		    "\"ubuntu2204\")",
-		    c->profile->path);
-	_cleanup_free_ char *rid = gp_xasprintf("cuda-%s-x86_64", id);
-	_cleanup_free_ char *url = gp_xasprintf(NVIDIA_REPO_BASE "%s/x86_64/", id);
-	const struct gp_pkg_repo repo = {
-		.id = rid,
-		.url = url,
-		.suite = "/",
-		.keyring_url = gp_json_string(distro, "keyring_url", NULL),
-		.keyring_sha256 = gp_json_string(distro, "keyring_sha256", NULL),
-		.fingerprint = gp_json_string(distro, "keyring_fingerprint",
-		                              NVIDIA_REPO_FINGERPRINT),
-	};
-	return gp_effect_pkg_add_repo(c, &repo);
+	struct gp_pkg_nvidia_repo nv;
+	gp_pkg_nvidia_repo(c->profile, &nv);
+	int rc = gp_effect_pkg_add_repo(c, &nv.repo);
+	gp_pkg_nvidia_repo_free(&nv);
+	return rc;
 }
 
 static int mok_config(struct gp_ctx *c, const struct drv *d)
@@ -664,8 +625,11 @@ static int apply_steps(struct gp_ctx *c, const struct drv *d)
 {
 	_cleanup_free_ char *have = installed_version(c, d);
 	bool want_install = !gp_driver_version_matches(have, d->branch, d->ch.version);
+	_cleanup_free_ char *missing = d->ch.method == GP_DRV_RUNFILE
+	                                   ? NULL
+	                                   : missing_packages(c, d);
 	if (d->ch.source == GP_DRV_NVIDIA && d->ch.method != GP_DRV_RUNFILE &&
-	    add_nvidia_repo(c) < 0)
+	    (want_install || missing) && add_nvidia_repo(c) < 0)
 		return -1;
 	if (mok_config(c, d) < 0)
 		return -1;
@@ -673,18 +637,22 @@ static int apply_steps(struct gp_ctx *c, const struct drv *d)
 	size_t nh = gp_strv_len(d->header_pkgs);
 	size_t np = d->ch.method != GP_DRV_RUNFILE ? d->pkgs.n_want : 0;
 	struct gp_pkg_want *w = gp_xcalloc(nh + np + 1, sizeof(*w));
+	size_t n = 0;
 	for (size_t i = 0; i < nh; i++)
-		w[i].name = d->header_pkgs[i];
-	if (np)
-		memcpy(w + nh, d->pkgs.want, np * sizeof(*w));
-	int rc = nh + np ? gp_effect_pkg_install(c, w, nh + np) : 0;
+		w[n++].name = d->header_pkgs[i];
+	/* A dnf module stream is no package the layer can find installed: it
+	 * is wanted while its probe package is not there at the version. */
+	for (size_t i = 0; i < np; i++)
+		if (d->pkgs.want[i].name[0] != '@' || want_install)
+			w[n++] = d->pkgs.want[i];
+	int rc = n ? gp_effect_pkg_install(c, w, n) : 0;
 	free(w);
 	if (rc < 0)
 		return -1;
 	if (d->ch.method == GP_DRV_RUNFILE && want_install && run_installer(c, d) < 0)
 		return -1;
 	if (d->hold && d->ch.method != GP_DRV_RUNFILE) {
-		_cleanup_strv_ char **set = installed_set(c, d);
+		_cleanup_strv_ char **set = gp_pkg_nvidia_set(c);
 		if (gp_effect_pkg_hold(c, (const char *const *)set, gp_strv_len(set),
 		                       true) < 0)
 			return -1;

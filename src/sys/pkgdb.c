@@ -242,16 +242,18 @@ int gp_apt_candidates(const struct gp_root *r, const char *name, char ***version
 		return 0;
 	if (rc < 0)
 		return rc;
+	int lists = 0;
 	for (size_t i = 0; files[i]; i++) {
 		if (!gp_str_ends_with(files[i], "_Packages"))
 			continue;
+		lists++;
 		_cleanup_free_ char *path = gp_xasprintf("%s/%s", GP_APT_LISTS, files[i]);
 		_cleanup_free_ char *text = NULL;
 		if (gp_root_read(r, path, &text, NULL) == 0)
 			gp_apt_packages_scan(text, name, versions);
 	}
 	qsort(*versions, gp_strv_len(*versions), sizeof(char *), cmp_newest_first);
-	return 0;
+	return lists;
 }
 
 /* --- rpm ---------------------------------------------------------------- */

@@ -3,8 +3,8 @@
 # apt-mark and dnf (mkroot.sh --pkg-stubs), a stand-in NVIDIA runfile served
 # over loopback HTTPS, and stand-in libnvidia-ml.so.1 / libcuda.so.1 built
 # from tests/fixtures/fakenv/ (driven by the root's /etc/fakenv.conf) for
-# verify. Until the package layer is merged, the packages go through the
-# temporary src/sys/pkg_stub.c; the real-apt tests come with that merge.
+# verify. The packages go through the real package layer (src/pkg.c), whose
+# commands the stubs accept; driver_apt.bats runs real apt and dpkg.
 
 load helpers
 
@@ -75,6 +75,9 @@ fake_libs() {
 	printf '%s\n' "$@" > "$R/etc/fakenv.conf"
 }
 
+# The package layer's apt-get install (src/sys/pkg_apt.c).
+APT_INSTALL="apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install --no-install-recommends --allow-downgrades"
+
 APT535='{ "method": "apt", "branch": "535", "flavor": "server", "modules": "proprietary", "hold": true }'
 
 @test "driver: dry-run lists the exact packages, headers and hold, changes nothing" {
@@ -84,8 +87,9 @@ APT535='{ "method": "apt", "branch": "535", "flavor": "server", "modules": "prop
 	gp --root "$R" plan --profile "$P"
 	assert_status 5
 	assert_stdout_has "driver: needed - no NVIDIA driver installed; will install nvidia-driver-535-server 535.183.01 (proprietary modules, DKMS)"
-	assert_stdout_has "run apt-get install -y linux-headers-5.15.0-91-generic nvidia-driver-535-server=535.183.01 nvidia-dkms-535-server=535.183.01"
-	assert_stdout_has "run apt-mark hold nvidia-driver-535-server nvidia-dkms-535-server"
+	assert_stdout_line "      run apt-get -q -y update"
+	assert_stdout_line "      run $APT_INSTALL linux-headers-5.15.0-91-generic nvidia-driver-535-server=535.183.01 nvidia-dkms-535-server=535.183.01"
+	assert_stdout_line "      run apt-mark hold nvidia-dkms-535-server nvidia-driver-535-server"
 	assert_stdout_has "reboot required: the nvidia module is not loaded"
 	assert_unchanged "$R" before
 	assert_untouched_by_gpuprov "$R"
@@ -97,7 +101,9 @@ APT535='{ "method": "apt", "branch": "535", "flavor": "server", "modules": "prop
 	gp --root "$R" install --profile "$P"
 	assert_status 5
 	assert_stderr_has "reboot required (driver: the nvidia module is not loaded"
-	grep -q "^/usr/bin/apt-get install -y linux-headers-5.15.0-91-generic nvidia-driver-535-server nvidia-dkms-535-server$" \
+	grep -qx "/usr/bin/$APT_INSTALL linux-headers-5.15.0-91-generic nvidia-driver-535-server nvidia-dkms-535-server" \
+		"$R/var/log/stub-commands.log" || fail "commands: $(stub_log "$R")"
+	grep -qx "/usr/bin/apt-mark hold nvidia-dkms-535-server nvidia-driver-535-server" \
 		"$R/var/log/stub-commands.log" || fail "commands: $(stub_log "$R")"
 	grep -A1 '^Package: nvidia-driver-535-server$' "$R/var/lib/dpkg/status" |
 		grep -q 'Status: hold ok installed' || fail "not held: $(cat "$R/var/lib/dpkg/status")"
@@ -174,15 +180,64 @@ APT535='{ "method": "apt", "branch": "535", "flavor": "server", "modules": "prop
 	assert_stdout_has "nvidia-open-580"
 }
 
-@test "driver: dnf installs the module stream and locks the set" {
+# dnf_root: a rocky9 root with the dnf stub, NVIDIA's repository key as a
+# stand-in served over loopback HTTPS ($FPR, $KSHA) and $P for DRIVER-JSON.
+dnf_setup() {
 	drv_root --distro rocky9
-	drv_profile '{ "method": "dnf", "branch": "580", "modules": "open", "hold": true }' rocky9
+	start_https_server
+	FPR=$(stand_in_key "$WWW/RPM-GPG-KEY-test")
+	KSHA=$(sha256sum < "$WWW/RPM-GPG-KEY-test" | cut -d' ' -f1)
+	P=$BATS_TEST_TMPDIR/drv.json
+	cat > "$P" <<JSON
+{
+  "name": "drv-test",
+  "extends": "distro/rocky9",
+  "distro": { "keyring_url": "https://127.0.0.1:$PORT/RPM-GPG-KEY-test",
+              "keyring_sha256": "$KSHA", "keyring_fingerprint": "$FPR" },
+  "stages": { "driver": $1 }
+}
+JSON
+}
+
+@test "driver: dnf installs the module stream and locks the set" {
+	dnf_setup '{ "method": "dnf", "branch": "580", "modules": "open", "hold": true }'
 	echo '* 3:580.95.05-1.el9' > "$R/var/lib/stub-pkg/candidates"
-	gp --root "$R" install --profile "$P"
+	k=kernel-devel-5.14.0-362.8.1.el9_3.x86_64
+	gp --root "$R" --ca-file "$CA" plan --profile "$P"
 	assert_status 5
-	grep -q "^/usr/bin/dnf install -y kernel-devel-5.14.0-362.8.1.el9_3.x86_64 @nvidia-driver:580-open$" \
+	assert_stdout_line "      download https://127.0.0.1:$PORT/RPM-GPG-KEY-test"
+	assert_stdout_line "      create /etc/yum.repos.d/cuda-rhel9-x86_64.repo (new file, mode 0644)"
+	assert_stdout_line "      run dnf -y -q makecache"
+	assert_stdout_line "      run dnf -y -q install $k @nvidia-driver:580-open nvidia-driver"
+	assert_stdout_line "      run dnf -y -q versionlock add nvidia-driver"
+	# The transaction's outcome: the rpm database the real dnf would leave.
+	rpmdb_write "$R/var/lib/stub-pkg/rpmdb.after" "nvidia-driver 3:580.95.05-1.el9" \
+		"kmod-nvidia-open-dkms 3:580.95.05-1.el9" "$k 5.14.0-362.8.1.el9_3"
+	gp --root "$R" --ca-file "$CA" install --profile "$P"
+	assert_status 5
+	assert_stderr_has "reboot required (driver: the nvidia module is not loaded"
+	grep -qx "/usr/bin/dnf -y -q install $k @nvidia-driver:580-open nvidia-driver" \
 		"$R/var/log/stub-commands.log" || fail "commands: $(stub_log "$R")"
-	grep -qx nvidia-driver "$R/etc/dnf/plugins/versionlock.list" || fail "not locked"
+	grep -qx "/usr/bin/dnf -y -q versionlock add kmod-nvidia-open-dkms nvidia-driver" \
+		"$R/var/log/stub-commands.log" || fail "commands: $(stub_log "$R")"
+	grep -qx 'nvidia-driver-3:580.95.05-1.el9.\*' "$R/etc/dnf/plugins/versionlock.list" ||
+		fail "not locked: $(cat "$R/etc/dnf/plugins/versionlock.list")"
+	grep -qx "gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-cuda-rhel9-x86_64" \
+		"$R/etc/yum.repos.d/cuda-rhel9-x86_64.repo" || fail "no repository file"
+	cmp "$WWW/RPM-GPG-KEY-test" "$R/etc/pki/rpm-gpg/RPM-GPG-KEY-cuda-rhel9-x86_64" ||
+		fail "the key was not installed"
+	# Rerun, same boot: nothing to install, the stream is not asked for again.
+	gp --root "$R" --ca-file "$CA" install --profile "$P"
+	assert_status 5
+	assert_stdout_has "driver: reboot pending - driver 580.95.05 installed, but the nvidia module is not loaded"
+	[ "$(grep -c ' install ' "$R/var/log/stub-commands.log")" = 1 ] ||
+		fail "installed twice: $(stub_log "$R")"
+}
+
+@test "driver preflight: NVIDIA's dnf repository without a keyring sha256" {
+	drv_root --distro rocky9
+	drv_profile '{ "method": "dnf", "branch": "580", "modules": "open" }' rocky9
+	assert_blocked "cannot add NVIDIA's repository: no sha256 for the keyring https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/cuda-rhel9.repo (set distro.keyring_sha256)"
 }
 
 # --- preflight: blocked before any change (exit 4, tree unchanged) ---------

@@ -575,3 +575,54 @@ dist_version() {
 		[ -f "$m" ] && sed -n 's/^Version: //p' "$m"
 	done
 }
+
+# --- Package stubs and dnf (driver.bats, driver_apt.bats) -------------------
+
+# assert_stdout_line LINE: stdout has exactly this line (leading blanks of
+# the plan's indentation included).
+assert_stdout_line() {
+	printf '%s\n' "$output" | grep -Fxq -- "$1" ||
+		fail "stdout lacks the line: $1" "--- stdout:" "$output"
+}
+
+# rpmdb_write FILE "NAME [EPOCH:]VERSION-RELEASE"...: an rpm sqlite database
+# (rpmdb.sqlite: table Packages of header blobs, as rpm 4.16+ writes it)
+# with these packages, for the dnf stub of mkroot.sh --pkg-stubs.
+rpmdb_write() {
+	"$PYTHON" - "$@" <<'PY'
+import sqlite3, struct, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("CREATE TABLE Packages (hnum INTEGER PRIMARY KEY AUTOINCREMENT, blob BLOB NOT NULL)")
+for spec in sys.argv[2:]:
+    name, evr = spec.split()
+    epoch, _, vr = evr.rpartition(":")
+    ver, rel = vr.rsplit("-", 1)
+    ents, data = [], b""
+    for tag, s in ((1000, name), (1001, ver), (1002, rel)):
+        ents.append((tag, 6, len(data), 1))
+        data += s.encode() + b"\0"
+    if epoch:
+        data += b"\0" * (-len(data) % 4)
+        ents.append((1003, 4, len(data), 1))
+        data += struct.pack(">I", int(epoch))
+    blob = struct.pack(">II", len(ents), len(data))
+    blob += b"".join(struct.pack(">IIII", *e) for e in ents) + data
+    db.execute("INSERT INTO Packages (blob) VALUES (?)", (blob,))
+db.commit()
+PY
+}
+
+# stand_in_key FILE: writes a minimal OpenPGP v4 public key packet (EdDSA,
+# random key material; nothing is ever verified with it) and prints its
+# fingerprint, for repository tests that need a pin but no signature.
+stand_in_key() {
+	"$PYTHON" - "$1" <<'PY'
+import hashlib, os, struct, sys
+oid = bytes.fromhex("2b06010401da470f01")
+body = bytes([4]) + struct.pack(">I", 1700000000) + bytes([22, len(oid)]) + oid
+body += struct.pack(">H", 263) + b"\x40" + os.urandom(32)
+open(sys.argv[1], "wb").write(bytes([0x99]) + struct.pack(">H", len(body)) + body)
+pre = bytes([0x99]) + struct.pack(">H", len(body))
+print(hashlib.sha1(pre + body).hexdigest().upper())
+PY
+}

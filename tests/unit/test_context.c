@@ -147,6 +147,28 @@ static void test_real_write_backs_up_and_journals(void **state)
 	assert_true(gp_root_exists(&f->c.root, "/etc/profile.d/x.sh"));
 }
 
+/* Binary content (an OpenPGP keyring) survives the plan and the write:
+ * NUL bytes included. */
+static void test_binary_write(void **state)
+{
+	struct fixture *f = *state;
+	static const char key[] = { (char)0x99, 0, 5, 4, 0, 0, 0, 1 };
+	f->c.dry_run = true;
+	assert_int_equal(gp_effect_write(&f->c, "/etc/k.gpg", key, sizeof key, 0644), 0);
+	char *data = NULL;
+	size_t len = 0;
+	assert_int_equal(gp_ctx_read(&f->c, "/etc/k.gpg", &data, &len), 0);
+	assert_int_equal(len, sizeof key);
+	assert_memory_equal(data, key, sizeof key);
+	free(data);
+	f->c.dry_run = false;
+	assert_int_equal(gp_effect_write(&f->c, "/etc/k2.gpg", key, sizeof key, 0644), 0);
+	assert_int_equal(gp_root_read(&f->c.root, "/etc/k2.gpg", &data, &len), 0);
+	assert_int_equal(len, sizeof key);
+	assert_memory_equal(data, key, sizeof key);
+	free(data);
+}
+
 static void test_real_remove_backs_up(void **state)
 {
 	struct fixture *f = *state;
@@ -272,6 +294,7 @@ int main(void)
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_real_write_backs_up_and_journals,
 		                                setup, teardown),
+		cmocka_unit_test_setup_teardown(test_binary_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_real_remove_backs_up, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_real_run_failure_message, setup,

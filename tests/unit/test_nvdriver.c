@@ -33,8 +33,6 @@ static void test_canonical_dkms(void **state)
 	assert_string_equal(w, "nvidia-driver-535-server=535.183.01 "
 	                       "nvidia-dkms-535-server=535.183.01");
 	assert_string_equal(p.probe, "nvidia-driver-535-server");
-	assert_true(gp_strv_contains(p.hold, "libnvidia-compute-535-server"));
-	assert_true(gp_strv_contains(p.hold, "nvidia-utils-535-server"));
 	free(w);
 	gp_drv_pkgs_free(&p);
 }
@@ -83,6 +81,13 @@ static void test_nvidia_repo_and_dnf(void **state)
 	gp_drv_packages(&ch, &p);
 	char *w = wants(&p);
 	assert_string_equal(w, "@nvidia-driver:580-dkms nvidia-driver=580.95.05");
+	free(w);
+	gp_drv_pkgs_free(&p);
+	ch.version = NULL;
+	ch.open = true;
+	gp_drv_packages(&ch, &p);
+	w = wants(&p);
+	assert_string_equal(w, "@nvidia-driver:580-open nvidia-driver");
 	free(w);
 	gp_drv_pkgs_free(&p);
 }

@@ -211,6 +211,56 @@ static void test_openpgp(void **state)
 	assert_null(gp_openpgp_normalize("EB69"));
 }
 
+/* gp_pkg_available reads the apt lists; without lists, or for dnf, the
+ * answer is "not known". NVIDIA's repository from the profile. */
+static void test_available_and_nvidia_repo(void **state)
+{
+	(void)state;
+	char *dir = tu_tmpdir();
+	struct gp_ctx c = { 0 };
+	struct gp_profile prof = { .name = "t" };
+	prof.doc = cJSON_Parse("{\"distro\": {\"package_manager\": \"apt\", "
+	                       "\"nvidia_repo\": \"ubuntu2204\"}}");
+	c.profile = &prof;
+	assert_int_equal(gp_root_open(&c.root, dir), 0);
+	assert_int_equal(gp_pkg_available(&c, "nvidia-driver-535"), -ENOENT);
+	tu_write(dir, "var/lib/apt/lists/x_dists_jammy_main_binary-amd64_Packages",
+	         "Package: nvidia-driver-535\nVersion: 535.183.01-0ubuntu1\n\n"
+	         "Package: linux-headers-5.15.0-91-generic\nVersion: 1\n\n");
+	tu_write(dir, "var/lib/apt/lists/x_dists_jammy_InRelease", "Package: nope\n");
+	assert_int_equal(gp_pkg_available(&c, "nvidia-driver-535"), 1);
+	assert_int_equal(gp_pkg_available(&c, "linux-headers-5.15.0-91-generic"), 1);
+	assert_int_equal(gp_pkg_available(&c, "nvidia-driver-53"), 0);
+	assert_int_equal(gp_pkg_available(&c, "nope"), 0);
+	struct gp_pkg_nvidia_repo nv;
+	gp_pkg_nvidia_repo(&prof, &nv);
+	assert_string_equal(nv.repo.id, "cuda-ubuntu2204-x86_64");
+	assert_string_equal(nv.repo.url, "https://developer.download.nvidia.com/"
+	                                 "compute/cuda/repos/ubuntu2204/x86_64/");
+	assert_string_equal(nv.repo.suite, "/");
+	assert_string_equal(nv.repo.fingerprint, GP_NVIDIA_APT_KEY);
+	assert_null(nv.repo.keyring_url);
+	char *why = gp_pkg_repo_problem(&nv.repo);
+	assert_string_equal(why, "no keyring URL for the repository "
+	                         "cuda-ubuntu2204-x86_64 (set distro.keyring_url)");
+	free(why);
+	gp_pkg_nvidia_repo_free(&nv);
+	cJSON_Delete(prof.doc);
+	/* dnf: availability unknown, no apt key assumed, a mirror URL kept. */
+	prof.doc = cJSON_Parse("{\"distro\": {\"package_manager\": \"dnf\", "
+	                       "\"repo_url\": \"file:///srv/repo/\"}}");
+	assert_int_equal(gp_pkg_available(&c, "nvidia-driver-535"), -ENOENT);
+	gp_pkg_nvidia_repo(&prof, &nv);
+	assert_string_equal(nv.repo.id, "cuda");
+	assert_string_equal(nv.repo.url, "file:///srv/repo/");
+	assert_null(nv.repo.fingerprint);
+	gp_pkg_nvidia_repo_free(&nv);
+	cJSON_Delete(prof.doc);
+	gp_root_close(&c.root);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 /* --- real apt and dpkg --------------------------------------------------- */
 
 struct aptfx {
@@ -367,6 +417,7 @@ int main(void)
 		cmocka_unit_test(test_rpmdb),
 		cmocka_unit_test(test_commands),
 		cmocka_unit_test(test_openpgp),
+		cmocka_unit_test(test_available_and_nvidia_repo),
 		cmocka_unit_test_setup_teardown(test_apt_versions_and_hold, apt_setup,
 		                                apt_teardown),
 	};

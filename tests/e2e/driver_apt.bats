@@ -1,0 +1,154 @@
+#!/usr/bin/env bats
+# The driver stage against real apt and dpkg: one debootstrapped Debian 12
+# root for the whole file (tests/fixtures/debroot.sh; unpacking one costs
+# seconds), posing as Ubuntu 22.04 (os-release, a 5.15.0-91-generic kernel
+# with its headers, an A100 in sys/) so that Canonical's package names
+# apply, with the signed stand-in repository of tests/fixtures/aptrepo.sh as
+# its only apt source (nvidia-driver-535-server and nvidia-dkms-535-server in
+# 535.104.05 and 535.183.01). The tests run in order on that root: plan,
+# install 535.104.05 and hold it, apt-get upgrade leaves it, rerun, reboot,
+# then the profile moves to 535.183.01.
+
+load helpers
+
+KVER=5.15.0-91-generic
+APT_INSTALL="apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install --no-install-recommends --allow-downgrades"
+
+setup_file() {
+	R=$BATS_FILE_TMPDIR/root
+	export R
+	local rc=0 why=$BATS_FILE_TMPDIR/skip
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "needs root (chroot)" > "$why"
+		return 0
+	fi
+	sh "$REPO_ROOT/tests/fixtures/debroot.sh" "$R" 2> "$BATS_FILE_TMPDIR/debroot.err" || rc=$?
+	if [ "$rc" -eq 77 ]; then
+		cp "$BATS_FILE_TMPDIR/debroot.err" "$why"
+		return 0
+	fi
+	[ "$rc" -eq 0 ] || fail "debroot.sh failed:" "$(cat "$BATS_FILE_TMPDIR/debroot.err")"
+	local ar=$BATS_FILE_TMPDIR/aptrepo
+	rc=0
+	sh "$REPO_ROOT/tests/fixtures/aptrepo.sh" "$ar" 2> "$BATS_FILE_TMPDIR/aptrepo.err" || rc=$?
+	if [ "$rc" -eq 77 ]; then
+		cp "$BATS_FILE_TMPDIR/aptrepo.err" "$why"
+		return 0
+	fi
+	[ "$rc" -eq 0 ] || fail "aptrepo.sh failed:" "$(cat "$BATS_FILE_TMPDIR/aptrepo.err")"
+	# The stand-in repository is the archive (source canonical).
+	: > "$R/etc/apt/sources.list"
+	rm -f "$R"/etc/apt/sources.list.d/*
+	mkdir -p "$R/srv"
+	cp -a "$ar/repo" "$R/srv/repo"
+	cp "$ar/key.gpg" "$R/usr/share/keyrings/stand-in.gpg"
+	echo "deb [signed-by=/usr/share/keyrings/stand-in.gpg] file:///srv/repo/ /" \
+		> "$R/etc/apt/sources.list.d/stand-in.list"
+	rm -f "$R/etc/os-release"
+	printf '%s\n' 'NAME="Ubuntu"' 'VERSION_ID="22.04"' 'ID=ubuntu' 'ID_LIKE=debian' \
+		'PRETTY_NAME="Ubuntu 22.04.4 LTS (stand-in)"' > "$R/etc/os-release"
+	# The running kernel, its headers (DKMS) and the GPU.
+	mkdir -p "$R/proc/sys/kernel/random" "$R/lib/modules/$KVER" "$R/boot" \
+		"$R/usr/src/linux-headers-$KVER" "$R/$GPU_DEV"
+	echo "$KVER" > "$R/proc/sys/kernel/osrelease"
+	echo 11111111-2222-4333-8444-555555555555 > "$R/proc/sys/kernel/random/boot_id"
+	echo "ahci 45056 2 - Live 0x0000000000000000" > "$R/proc/modules"
+	echo "vmlinuz $KVER" > "$R/boot/vmlinuz-$KVER"
+	echo 0x10de > "$R/$GPU_DEV/vendor"
+	echo 0x20b0 > "$R/$GPU_DEV/device"
+	echo 0x030200 > "$R/$GPU_DEV/class"
+}
+
+setup() {
+	[ ! -e "$BATS_FILE_TMPDIR/skip" ] || skip "$(cat "$BATS_FILE_TMPDIR/skip")"
+	P=$BATS_TEST_TMPDIR/p.json
+	profile 535.104.05
+}
+
+# profile VERSION: $P installs nvidia-driver-535-server VERSION with DKMS,
+# held.
+profile() {
+	cat > "$P" <<JSON
+{
+  "name": "drv-apt",
+  "extends": "distro/ubuntu2204",
+  "stages": { "driver": { "method": "apt", "source": "canonical", "branch": "535",
+    "version": "$1", "flavor": "server", "modules": "proprietary",
+    "kernel_modules": "dkms", "hold": true } }
+}
+JSON
+}
+
+# versions: "STATUS VERSION" of the driver and its DKMS package, one line.
+versions() {
+	echo "$(dpkg_status "$R" nvidia-driver-535-server) / $(dpkg_status "$R" nvidia-dkms-535-server)"
+}
+
+@test "driver apt: the plan names the exact packages and the hold, and changes nothing" {
+	snapshot "$R" before
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "driver: needed - no NVIDIA driver installed; will install nvidia-driver-535-server 535.104.05 (proprietary modules, DKMS)"
+	assert_stdout_line "      run apt-get -q -y update"
+	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=535.104.05 nvidia-dkms-535-server=535.104.05"
+	assert_stdout_line "      run apt-mark hold nvidia-dkms-535-server nvidia-driver-535-server"
+	assert_unchanged "$R" before
+}
+
+@test "driver apt: installs the exact version, older than the candidate, and holds the set" {
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	assert_stderr_has "reboot required (driver: the nvidia module is not loaded"
+	# The upstream version was resolved to the archive's full one.
+	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=535.104.05-0ubuntu1 nvidia-dkms-535-server=535.104.05-0ubuntu1"
+	[ "$(versions)" = "hold ok installed 535.104.05-0ubuntu1 / hold ok installed 535.104.05-0ubuntu1" ] ||
+		fail "installed: $(versions)"
+	run chroot "$R" nvidia-smi
+	[[ "$output" == *"Driver Version: 535.104.05"* ]] || fail "nvidia-smi: $output"
+}
+
+@test "driver apt: a later apt-get upgrade in the root does not move the held set" {
+	run chroot "$R" apt-cache policy nvidia-driver-535-server
+	[[ "$output" == *"Candidate: 535.183.01-0ubuntu1"* ]] ||
+		fail "the archive should offer a newer version: $output"
+	run chroot "$R" apt-get -q -y upgrade
+	[ "$status" -eq 0 ] || fail "apt-get upgrade: $output"
+	[ "$(versions)" = "hold ok installed 535.104.05-0ubuntu1 / hold ok installed 535.104.05-0ubuntu1" ] ||
+		fail "moved: $(versions)"
+}
+
+@test "driver apt: a rerun before the reboot changes nothing and still asks for it" {
+	snapshot "$R" before var/log/gpuprov.log var/lib/gpuprov/state.json var/lib/gpuprov/lock
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	assert_stdout_has "driver: reboot pending - driver 535.104.05 installed, but the nvidia module is not loaded; reboot to load it"
+	refute_stdout_has "apt-get"
+	refute_stdout_has "apt-mark"
+	assert_unchanged "$R" before var/log/gpuprov.log var/lib/gpuprov/state.json var/lib/gpuprov/lock
+}
+
+@test "driver apt: after the reboot the loaded module is the installed one: satisfied" {
+	mkdir -p "$R/proc/driver/nvidia"
+	printf 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sun Jan 1\n' \
+		> "$R/proc/driver/nvidia/version"
+	echo "nvidia 56000000 0 - Live 0x0" >> "$R/proc/modules"
+	new_boot_id "$R"
+	gp --root "$R" install --profile "$P"
+	assert_status 0
+	assert_stdout_has "driver: satisfied - driver 535.104.05 (proprietary) installed, held and loaded"
+}
+
+@test "driver apt: a version change in the profile unholds, installs and holds again" {
+	profile 535.183.01
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "driver: needed - installed driver 535.104.05, the profile wants nvidia-driver-535-server 535.183.01 (proprietary modules, DKMS)"
+	assert_stdout_line "      run apt-mark unhold nvidia-driver-535-server nvidia-dkms-535-server"
+	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=535.183.01-0ubuntu1 nvidia-dkms-535-server=535.183.01-0ubuntu1"
+	assert_stdout_line "      run apt-mark hold nvidia-driver-535-server nvidia-dkms-535-server"
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	assert_stderr_has "the loaded nvidia module is 535.104.05, the installed driver 535.183.01"
+	[ "$(versions)" = "hold ok installed 535.183.01-0ubuntu1 / hold ok installed 535.183.01-0ubuntu1" ] ||
+		fail "installed: $(versions)"
+}

@@ -14,6 +14,7 @@
 #include "gpuprov/context.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
+#include "gpuprov/prefetch.h"
 #include "gpuprov/run.h"
 
 int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len)
@@ -396,8 +397,16 @@ int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_resu
 
 void gp_ctx_close_fetcher(struct gp_ctx *c)
 {
+	gp_prefetch_free(c->prefetch);
+	c->prefetch = NULL;
 	gp_fetcher_free(c->fetcher);
 	c->fetcher = NULL;
+}
+
+static bool allow_http(const struct gp_ctx *c)
+{
+	return c->profile && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+	                         c->profile->doc, "allow_insecure_http"));
 }
 
 static int get_fetcher(struct gp_ctx *c)
@@ -407,8 +416,7 @@ static int get_fetcher(struct gp_ctx *c)
 	struct gp_fetch_opts o = c->fetch_opts;
 	if (c->out)
 		gp_progress_attach(c->out, &o);
-	o.allow_http = c->profile && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
-	                                 c->profile->doc, "allow_insecure_http"));
+	o.allow_http = allow_http(c);
 	if (gp_fetcher_new(&c->root, &o, &c->fetcher, c->err) < 0)
 		return -1;
 	return 0;
@@ -444,10 +452,19 @@ int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
 		*cache_path = gp_xstrdup(e->path);
 		return 0;
 	}
-	gp_log(c, "download %s (sha256 %s)%s", e->url, a->sha256,
-	       e->cached ? ": in the cache" : "");
 	struct gp_fetch_result res = { 0 };
-	int rc = gp_fetch_one(c->fetcher, a, &res, c->err);
+	int rc;
+	if (gp_prefetch_wait(c->prefetch, a->sha256, &res)) {
+		gp_log(c, "download %s (sha256 %s): fetched in the background", e->url,
+		       a->sha256);
+		rc = res.status;
+		if (rc < 0)
+			c->err->exit_code = 0; /* the failure below is this one */
+	} else {
+		gp_log(c, "download %s (sha256 %s)%s", e->url, a->sha256,
+		       e->cached ? ": in the cache" : "");
+		rc = gp_fetch_one(c->fetcher, a, &res, c->err);
+	}
 	if (rc < 0) {
 		gp_log(c, "download failed: %s", res.msg);
 		gp_fail(c->err,
@@ -558,7 +575,34 @@ int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sh
 
 void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a)
 {
-	/* Placeholder until the engine prefetches: announcing is optional. */
-	(void)c;
-	(void)a;
+	if (c->dry_run)
+		return;
+	gp_prefetch_list_add(&c->prefetch, a);
+}
+
+size_t gp_ctx_prefetch_start(struct gp_ctx *c)
+{
+	size_t n = gp_prefetch_count(c->prefetch);
+	if (!n || c->dry_run || c->fetch_opts.offline)
+		return 0;
+	/* The main fetcher first: it sets up the progress renderer, which the
+	 * thread then shares (gp_progress_callback serialises on the stream). */
+	if (get_fetcher(c) < 0) {
+		gp_log(c, "no background downloads: %s", c->err->msg);
+		return 0;
+	}
+	struct gp_fetch_opts o = c->fetch_opts;
+	if (c->out && c->out->progress.mode != GP_PROGRESS_OFF) {
+		o.progress = gp_progress_callback;
+		o.progress_data = &c->out->progress;
+	}
+	o.allow_http = allow_http(c);
+	struct gp_err err = { 0 };
+	if (gp_prefetch_start(c->prefetch, &c->root, &o, &err) < 0) {
+		gp_log(c, "no background downloads: %s", err.msg);
+		return 0;
+	}
+	_cleanup_free_ char *names = gp_prefetch_names(c->prefetch);
+	gp_log(c, "downloading in the background: %s", names);
+	return n;
 }

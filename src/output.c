@@ -11,11 +11,14 @@ void gp_out_init(struct gp_out *o, FILE *out, FILE *err)
 
 static void emit(const struct gp_out *o, const char *prefix, const char *fmt, va_list ap)
 {
+	/* One line at a time, also against background download progress. */
+	flockfile(o->err);
 	fputs("gpuprov: ", o->err);
 	fputs(prefix, o->err);
 	vfprintf(o->err, fmt, ap);
 	fputc('\n', o->err);
 	fflush(o->err);
+	funlockfile(o->err);
 }
 
 void gp_error(const struct gp_out *o, const char *fmt, ...)

@@ -32,14 +32,23 @@ struct gp_ctx {
 	 * freed by gp_ctx_close_fetcher. allow_http comes from the profile. */
 	struct gp_fetch_opts fetch_opts;
 	struct gp_fetcher *fetcher;
+	/* Announced downloads (gp_prefetch_add) and, once started, the thread
+	 * fetching them (prefetch.h); freed by gp_ctx_close_fetcher. */
+	struct gp_prefetch *prefetch;
 };
 
 /* Reads a file as the target will look once the effects planned so far in
  * this run are made (identical to the root outside dry-run). */
 int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len);
 bool gp_ctx_exists(struct gp_ctx *c, const char *path);
-/* Frees the context's fetcher (see fetch_opts); NULL-safe, idempotent. */
+/* Stops the prefetch thread (what it has not finished stays as .part files)
+ * and frees the context's fetcher (see fetch_opts); idempotent. */
 void gp_ctx_close_fetcher(struct gp_ctx *c);
+/* Starts downloading the announced artifacts in the background (the engine
+ * calls it after the stages' prefetch hooks, never in dry-run or offline).
+ * Returns the number of artifacts it fetches; a failure to start is logged
+ * and not an error (each download then happens when its stage needs it). */
+size_t gp_ctx_prefetch_start(struct gp_ctx *c);
 
 /* Appends a timestamped line to the run log (when there is one) and shows
  * it on stderr with -v. */
@@ -68,7 +77,9 @@ int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sh
                       const char *dest, unsigned flags);
 /* Announces a download a later step of this run will make (stage prefetch
  * hooks); the artifact is copied. Not an effect: gp_effect_download still
- * makes the artifact available, sooner when it was announced. */
+ * makes the artifact available, sooner when it was announced: it waits for
+ * the background download of the artifact with the same sha256 and reports
+ * its failure, if any, as its own. Ignored once the downloads started. */
 void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a);
 /* Runs a command that changes the target, chrooted when the root is not /. */
 int gp_effect_run(struct gp_ctx *c, char *const argv[]);

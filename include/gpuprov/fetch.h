@@ -162,6 +162,12 @@ static inline void gp_fetcher_freep(struct gp_fetcher **f)
 }
 #define _cleanup_fetcher_ _cleanup_(gp_fetcher_freep)
 
+/* Stops the fetcher's current gp_fetch_many from another thread (the one
+ * thread-safe function here): transfers end, and the artifacts not done
+ * fail with -GP_FETCH_ECANCELED, their .part files kept. Later calls on
+ * this fetcher fail the same way. NULL is fine. */
+void gp_fetch_cancel(struct gp_fetcher *f);
+
 /* The URL the fetcher would download for url, after mirror rewriting. */
 char *gp_fetch_rewrite_url(const struct gp_fetcher *f, const char *url);
 

@@ -17,7 +17,8 @@
  *         include/ and lib/ has its link, no link points into another
  *         cudnn-* directory, and ldconfig ran for this version.
  * apply:  download (sha256 pinned by the profile; see below), extract,
- *         symlinks, ld.so.conf.d file, ldconfig.
+ *         symlinks, ld.so.conf.d file, ldconfig. The prefetch hook
+ *         announces the tarball, so it downloads while earlier stages apply.
  * verify: headers present, every libcudnn*.so.<major> soname present and in
  *         the root's linker cache (`ldconfig -p`), version equal to the
  *         profile's, CUDA major equal to the installed toolkit's.
@@ -337,6 +338,19 @@ static int remove_stale_links(struct gp_ctx *c, const struct cudnn_settings *s)
 	return 0;
 }
 
+/* The tarball, when the profile pins it (URL and sha256). */
+static int cudnn_prefetch(struct gp_ctx *c, const cJSON *cfg)
+{
+	struct cudnn_settings s;
+	settings(c, cfg, &s);
+	_cleanup_free_ char *name = gp_xasprintf("cudnn %s", s.version);
+	if (strcmp(s.method, "tarball") == 0 && s.version && s.url && s.sha256)
+		gp_prefetch_add(c, &(const struct gp_fetch_artifact){
+		                       .name = name, .url = s.url, .sha256 = s.sha256 });
+	settings_free(&s);
+	return 0;
+}
+
 static int cudnn_apply(struct gp_ctx *c, const cJSON *cfg)
 {
 	struct cudnn_settings s;
@@ -541,4 +555,5 @@ const struct gp_stage gp_stage_cudnn = {
 	.check = cudnn_check,
 	.apply = cudnn_apply,
 	.verify = cudnn_verify,
+	.prefetch = cudnn_prefetch,
 };

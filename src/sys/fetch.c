@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/file.h>
@@ -64,6 +65,7 @@ struct gp_fetcher {
 	long low_speed_time;
 	long connect_timeout;
 	CURLM *multi;
+	atomic_bool cancelled; /* gp_fetch_cancel, from another thread */
 	int dirfd; /* the cache directory during one gp_fetch_many call, else -1 */
 };
 
@@ -268,6 +270,14 @@ void gp_fetcher_free(struct gp_fetcher *f)
 	if (f->dirfd >= 0)
 		close(f->dirfd);
 	free(f);
+}
+
+void gp_fetch_cancel(struct gp_fetcher *f)
+{
+	if (!f)
+		return;
+	atomic_store(&f->cancelled, true);
+	curl_multi_wakeup(f->multi);
 }
 
 char *gp_fetch_rewrite_url(const struct gp_fetcher *f, const char *url)
@@ -1107,7 +1117,7 @@ static bool job_blocked(const struct job *jobs, size_t i)
 	return false;
 }
 
-static void stop_all(struct job *jobs, size_t n)
+static void stop_all(struct job *jobs, size_t n, bool cancelled)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct job *j = &jobs[i];
@@ -1118,16 +1128,19 @@ static void stop_all(struct job *jobs, size_t n)
 			curl_easy_cleanup(j->easy);
 			j->easy = NULL;
 		}
-		job_fail(j, -EINTR, "%s: stopped by a signal before it finished",
-		         j->what);
+		if (cancelled)
+			job_cancelled(j);
+		else
+			job_fail(j, -EINTR, "%s: stopped by a signal before it finished",
+			         j->what);
 	}
 }
 
 static void run_jobs(struct gp_fetcher *f, struct job *jobs, size_t n)
 {
 	for (;;) {
-		if (gp_run_stop_signal) {
-			stop_all(jobs, n);
+		if (gp_run_stop_signal || atomic_load(&f->cancelled)) {
+			stop_all(jobs, n, !gp_run_stop_signal);
 			return;
 		}
 		int64_t now = gp_monotonic_ms();

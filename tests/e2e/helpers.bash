@@ -403,14 +403,14 @@ make_tarball() {
 # tests/fixtures/httpd.py on 127.0.0.1; sets PORT and CA. The server's
 # stdin and stdout are fifos: its first line is read (bounded wait, no
 # polling), and it exits when HTTPD_FD closes (stop_https_server) or after
-# 60 s.
+# 60 s. The array HTTPD_ARGS, when set, adds options (--notify, --release).
 start_https_server() {
 	WWW=$BATS_TEST_TMPDIR/www
 	mkdir -p "$WWW"
 	mkfifo "$BATS_TEST_TMPDIR/httpd.in" "$BATS_TEST_TMPDIR/httpd.out"
 	"$PYTHON" "$REPO_ROOT/tests/fixtures/httpd.py" --dir "$WWW" \
 		--log "$BATS_TEST_TMPDIR/httpd.log" --tls cudnn-test --max-seconds 60 \
-		< "$BATS_TEST_TMPDIR/httpd.in" > "$BATS_TEST_TMPDIR/httpd.out" 3>&- &
+		"${HTTPD_ARGS[@]}" < "$BATS_TEST_TMPDIR/httpd.in" > "$BATS_TEST_TMPDIR/httpd.out" 3>&- &
 	exec {HTTPD_FD}> "$BATS_TEST_TMPDIR/httpd.in"
 	exec {HTTPD_OUT}< "$BATS_TEST_TMPDIR/httpd.out"
 	read -r -t 20 PORT CA <&"$HTTPD_OUT" || fail "httpd.py did not start"

@@ -573,6 +573,75 @@ int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sh
 	return save_journal(c);
 }
 
+/* The regular files under a tree, and the first of them the journal does
+ * not record as written (a removal record does not count). */
+struct unrecorded {
+	char *first;
+	size_t files;
+};
+
+static void find_unrecorded(struct gp_ctx *c, const char *path, const struct stat *st,
+                            void *data)
+{
+	struct unrecorded *u = data;
+	if (!S_ISREG(st->st_mode))
+		return;
+	u->files++;
+	if (!u->first && !gp_journal_file_sha256(&c->journal, path))
+		u->first = gp_xstrdup(path);
+}
+
+int gp_effect_remove_tree(struct gp_ctx *c, const char *path)
+{
+	if (refuse_when_stopping(c) < 0)
+		return -1;
+	if (path[0] != '/' || !path[1] || strstr(path, "/../") ||
+	    gp_str_ends_with(path, "/.."))
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		               "%s: will not remove the directory tree '%s': give an "
+		               "absolute path below / without '..'",
+		               stage_name(c), path);
+	struct stat st;
+	int rc = gp_root_lstat(&c->root, path, &st);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0 || !S_ISDIR(st.st_mode))
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		               "%s: will not remove %s: %s", stage_name(c), path,
+		               rc < 0 ? strerror(-rc)
+		               : S_ISLNK(st.st_mode)
+		                   ? "it is a symlink, not a directory (never followed)"
+		                   : "it is not a directory");
+	struct unrecorded u = { 0 };
+	walk(c, path, find_unrecorded, &u);
+	if (u.first || !u.files) {
+		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		        "%s: will not remove %s: %s%s; move %s away (or remove the "
+		        "directory by hand), then run again",
+		        stage_name(c), path,
+		        u.first ? "it holds a file gpuprov did not install: "
+		                : "gpuprov recorded no file in it",
+		        u.first ? u.first : "", u.first ? "that file" : "it");
+		free(u.first);
+		return -1;
+	}
+	struct gp_effect *e = add_effect(c, GP_EFFECT_REMOVE_TREE);
+	e->path = gp_xstrdup(path);
+	e->replaces = gp_xcalloc(1, sizeof(char *));
+	walk(c, path, collect_path, &e->replaces);
+	if (c->dry_run)
+		return 0;
+	rc = gp_root_remove_tree(&c->root, path);
+	if (rc < 0)
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		               "%s: cannot remove the directory %s: %s", stage_name(c),
+		               path, strerror(-rc));
+	journal_forget_under(c, path);
+	gp_log(c, "removed the directory %s (%zu entries)", path,
+	       gp_strv_len(e->replaces));
+	return save_journal(c);
+}
+
 void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a)
 {
 	if (c->dry_run)

@@ -75,6 +75,14 @@ int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
  * it records the destination and the files under it that would be replaced. */
 int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
                       const char *dest, unsigned flags);
+/* Removes the directory path (in the root; never "/", no "..") and all
+ * under it, following no symlink (path itself must be a directory, not a
+ * link to one), and forgets its journal records. Only a tree gpuprov made:
+ * every regular file in it must be one the journal records as written by
+ * gpuprov, else it is refused naming the first other file. An absent path
+ * is not an effect. In dry-run it records the directory and every entry
+ * that would go. */
+int gp_effect_remove_tree(struct gp_ctx *c, const char *path);
 /* Announces a download a later step of this run will make (stage prefetch
  * hooks); the artifact is copied. Not an effect: gp_effect_download still
  * makes the artifact available, sooner when it was announced: it waits for

@@ -15,7 +15,8 @@
  *         (MAJOR.MINOR.PATCHLEVEL), every file gpuprov recorded under
  *         <base>/cudnn-<version> is there with its sha256, every entry of its
  *         include/ and lib/ has its link, no link points into another
- *         cudnn-* directory, and ldconfig ran for this version.
+ *         cudnn-* directory, no other cudnn-* directory gpuprov installed
+ *         is left, and ldconfig ran for this version.
  * apply:  download (sha256 pinned by the profile; see below), extract,
  *         symlinks, ld.so.conf.d file, ldconfig. The prefetch hook
  *         announces the tarball, so it downloads while earlier stages apply.
@@ -179,10 +180,9 @@ static bool recorded_files_ok(struct gp_ctx *c, const char *dir, size_t *n, char
 }
 
 /* In <base>/<to>, the links into a cudnn-* directory other than this
- * version's: their paths go to *stale, the directories they point into
- * (in-root, those still there) to *old. */
+ * version's go to *stale. */
 static void stale_links(struct gp_ctx *c, const struct cudnn_settings *s, const char *to,
-                        char ***stale, char ***old)
+                        char ***stale)
 {
 	_cleanup_free_ char *dir = gp_xasprintf("%s/%s", s->base, to);
 	_cleanup_free_ char *mine = gp_xasprintf("../cudnn-%s/", s->version);
@@ -197,11 +197,41 @@ static void stale_links(struct gp_ctx *c, const struct cudnn_settings *s, const 
 		    strncmp(target, mine, strlen(mine)) == 0)
 			continue;
 		gp_strv_push(stale, path);
-		_cleanup_free_ char *od = gp_xasprintf(
-		    "%s/%.*s", s->base, (int)strcspn(target + 3, "/"), target + 3);
-		if (gp_root_exists(&c->root, od) && !gp_strv_contains(*old, od))
-			gp_strv_push(old, od);
 	}
+}
+
+/* Does the journal record a file of this stage under dir? */
+static bool recorded_under(struct gp_ctx *c, const char *dir)
+{
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
+	size_t len = strlen(dir);
+	for (const cJSON *f = files ? files->child : NULL; f; f = f->next)
+		if (gp_streq(gp_json_string(f, "stage", NULL), "cudnn") &&
+		    gp_json_string(f, "sha256", NULL) && strncmp(f->string, dir, len) == 0 &&
+		    f->string[len] == '/')
+			return true;
+	return false;
+}
+
+/* The <base>/cudnn-<other version> directories gpuprov installed (the
+ * journal records files in them): a version change removes them. */
+static char **old_dirs(struct gp_ctx *c, const struct cudnn_settings *s)
+{
+	char **old = gp_xcalloc(1, sizeof(char *));
+	_cleanup_free_ char *mine = gp_xasprintf("cudnn-%s", s->version);
+	_cleanup_strv_ char **names = NULL;
+	if (gp_root_list_dir(&c->root, s->base, &names) < 0)
+		return old;
+	for (size_t i = 0; names[i]; i++) {
+		_cleanup_free_ char *path = gp_xasprintf("%s/%s", s->base, names[i]);
+		struct stat st;
+		if (strncmp(names[i], "cudnn-", 6) != 0 || strcmp(names[i], mine) == 0 ||
+		    gp_root_lstat(&c->root, path, &st) < 0 || !S_ISDIR(st.st_mode) ||
+		    !recorded_under(c, path))
+			continue;
+		gp_strv_push(&old, path);
+	}
+	return old;
 }
 
 /* Every entry of <dir>/<from> has its link <base>/<to>/<name>? *bad names
@@ -228,15 +258,13 @@ static bool links_ok(struct gp_ctx *c, const struct cudnn_settings *s, const cha
 	return true;
 }
 
-/* "; <old dirs> stay in place (...)" for a check reason, or "". */
+/* "; the old <dirs> go" for a check reason, or "". */
 static char *old_dirs_note(char *const *old)
 {
 	if (!old || !old[0])
 		return gp_xstrdup("");
 	_cleanup_free_ char *list = gp_strv_join(old, ", ");
-	return gp_xasprintf("; %s %s in place (gpuprov cannot remove a directory "
-	                    "tree yet: remove %s by hand)",
-	                    list, old[1] ? "stay" : "stays", old[1] ? "them" : "it");
+	return gp_xasprintf("; the old %s %s", list, old[1] ? "go" : "goes");
 }
 
 static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
@@ -259,9 +287,9 @@ static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	bool links = links_ok(c, &s, "include", "include", &badlink) &&
 	             links_ok(c, &s, "lib", "lib64", &badlink);
 	_cleanup_strv_ char **stale = NULL;
-	_cleanup_strv_ char **old = NULL;
-	stale_links(c, &s, "include", &stale, &old);
-	stale_links(c, &s, "lib64", &stale, &old);
+	stale_links(c, &s, "include", &stale);
+	stale_links(c, &s, "lib64", &stale);
+	_cleanup_strv_ char **old = old_dirs(c, &s);
 	_cleanup_free_ char *note = old_dirs_note(old);
 	_cleanup_free_ char *going = stale ? gp_xasprintf(
 	                                         ": %zu link(s) into the old version go",
@@ -280,17 +308,13 @@ static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	else if (!links)
 		gp_check_set(ck, GP_STATE_NEEDED, "the link %s is missing or wrong",
 		             badlink);
-	else if (stale) {
-		struct stat st;
-		bool dangling = gp_root_stat(&c->root, stale[0], &st) < 0;
-		gp_check_set(ck, GP_STATE_NEEDED,
-		             "%s still points into an old version%s%s", stale[0],
-		             dangling
-		                 ? " (a broken link, which gpuprov cannot remove yet: "
-		                   "remove it by hand)"
-		                 : "",
-		             note);
-	} else if (!ldconfig_ok)
+	else if (stale)
+		gp_check_set(ck, GP_STATE_NEEDED, "%s still points into an old version%s",
+		             stale[0], note);
+	else if (old[0])
+		gp_check_set(ck, GP_STATE_NEEDED, "the old cuDNN directory %s is still there",
+		             old[0]);
+	else if (!ldconfig_ok)
 		gp_check_set(ck, GP_STATE_NEEDED, "ldconfig not run for cuDNN %s",
 		             s.version);
 	else
@@ -320,21 +344,21 @@ static int link_dir(struct gp_ctx *c, const struct cudnn_settings *s, const char
 }
 
 /* After link_dir: the links still pointing into another version (those the
- * new version has no file for) go, before ldconfig reads lib64. In a dry run
- * nothing is extracted yet, so the plan lists every old link. The old
- * directory itself stays: the door has no recursive remove. */
-static int remove_stale_links(struct gp_ctx *c, const struct cudnn_settings *s)
+ * new version has no file for) go, before ldconfig reads lib64, and then
+ * the old version's directories. In a dry run nothing is extracted yet, so
+ * the plan lists every old link. */
+static int remove_old_version(struct gp_ctx *c, const struct cudnn_settings *s)
 {
 	_cleanup_strv_ char **stale = NULL;
-	_cleanup_strv_ char **old = NULL;
-	stale_links(c, s, "include", &stale, &old);
-	stale_links(c, s, "lib64", &stale, &old);
+	stale_links(c, s, "include", &stale);
+	stale_links(c, s, "lib64", &stale);
 	for (size_t i = 0; stale && stale[i]; i++)
 		if (gp_effect_remove(c, stale[i]) < 0)
 			return -1;
-	for (size_t i = 0; old && old[i]; i++)
-		gp_log(c, "left %s in place: gpuprov cannot remove a directory tree yet",
-		       old[i]);
+	_cleanup_strv_ char **old = old_dirs(c, s);
+	for (size_t i = 0; old[i]; i++)
+		if (gp_effect_remove_tree(c, old[i]) < 0)
+			return -1;
 	return 0;
 }
 
@@ -374,7 +398,7 @@ static int cudnn_apply(struct gp_ctx *c, const cJSON *cfg)
 	if (rc == 0)
 		rc = link_dir(c, &s, "lib", "lib64");
 	if (rc == 0)
-		rc = remove_stale_links(c, &s);
+		rc = remove_old_version(c, &s);
 	if (rc == 0)
 		rc = gp_effect_write(c, LD_CONF, ld_conf, strlen(ld_conf), 0644);
 	if (rc == 0)

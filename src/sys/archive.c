@@ -668,39 +668,6 @@ static int extract_entry(struct ex *x, struct archive_entry *e)
 
 /* ---- the staging directory and the swap ---- */
 
-/* rm -rf of name in dfd without following symlinks. */
-static int rm_tree_at(int dfd, const char *name)
-{
-	if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
-		return 0;
-	if (errno != EISDIR && errno != EPERM)
-		return -errno;
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	struct stat st;
-	/* Without u+wx we could not empty it (when not root). */
-	if (fstat(fd, &st) == 0 && (st.st_mode & 0700) != 0700)
-		fchmod(fd, (st.st_mode & 07777) | 0700);
-	_cleanup_(closedirp) DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	int rc = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		int r = rm_tree_at(dirfd(d), de->d_name);
-		if (r < 0 && rc == 0)
-			rc = r;
-	}
-	if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && rc == 0)
-		rc = -errno;
-	return rc;
-}
-
 #define STAGING_TAG ".gpuprov-staging."
 #define OLD_TAG ".gpuprov-old."
 
@@ -734,7 +701,7 @@ static void remove_stale(int pfd, const char *base)
 			continue;
 		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 			continue;
-		rm_tree_at(pfd, de->d_name);
+		gp_rm_tree_at(pfd, de->d_name);
 	}
 }
 
@@ -813,7 +780,7 @@ static int swap_in(struct ex *x, int pfd, const char *staging, const char *base,
 		}
 		old = aside;
 	}
-	if (rm_tree_at(pfd, old) < 0) {
+	if (gp_rm_tree_at(pfd, old) < 0) {
 		const char *slash = strrchr(dest, '/');
 		snprintf(x->res->leftover, sizeof x->res->leftover, "%.*s/%s",
 		         (int)(slash - dest), dest, old);
@@ -1034,7 +1001,7 @@ static int extract(const struct gp_root *root, const char *dest_in,
 	if (rc == 0)
 		rc = swap_in(&x, pfd, staging, base, dest);
 	if (rc < 0) {
-		rm_tree_at(pfd, staging);
+		gp_rm_tree_at(pfd, staging);
 		return rc;
 	}
 	fsync(pfd);

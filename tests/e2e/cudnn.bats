@@ -127,7 +127,7 @@ requests() {
 	assert_stderr_has "allow_insecure_http"
 }
 
-@test "cudnn: a version change re-points the links, removes the old ones, plans it" {
+@test "cudnn: a version change re-points the links, removes the old ones and the old directory, plans it" {
 	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
 	assert_status 0
 	old=$R/$BASE/cudnn-8.9.7.29
@@ -139,7 +139,9 @@ requests() {
 	gp --root "$R" --ca-file "$CA" plan --profile "$P" --only cudnn
 	assert_status 0
 	assert_stdout_has "says cuDNN 8.9.7; the profile wants 8.9.8.15"
-	assert_stdout_has "/$BASE/cudnn-8.9.7.29 stays in place"
+	assert_stdout_has "the old /$BASE/cudnn-8.9.7.29 goes"
+	assert_stdout_has "remove directory /$BASE/cudnn-8.9.7.29 (6 entries, installed by gpuprov)"
+	assert_stdout_has "removes /$BASE/cudnn-8.9.7.29/lib/libcudnn.so.8.9.7"
 	assert_stdout_has "$sha into /$BASE/cudnn-8.9.8.15 (new directory)"
 	assert_stdout_has "remove link /$BASE/lib64/libcudnn.so.8.9.7 (-> ../cudnn-8.9.7.29/"
 	assert_unchanged "$R" before
@@ -158,9 +160,8 @@ requests() {
 	[ -z "$dangling" ] || fail "dangling links: $dangling"
 	assert_journal_true "$R"
 	# The journal keeps no live entry for a removed link (a removal record,
-	# sha256 null); the old directory stays (the door has no recursive
-	# remove), and so do its records. A link is removed as a link: nothing
-	# behind it is copied into the backup tree.
+	# sha256 null) and no record of the old directory, which is gone. A link
+	# is removed as a link: nothing behind it is copied into the backup tree.
 	[ ! -e "$R/var/lib/gpuprov/backup/$BASE/lib64" ] ||
 		fail "a removed link's target was backed up:" "$(find "$R/var/lib/gpuprov/backup")"
 	live=$(journal_files "$R/var/lib/gpuprov/state.json" | grep -v ' null$' |
@@ -169,7 +170,9 @@ requests() {
 	journal_files "$R/var/lib/gpuprov/state.json" |
 		grep -q "cudnn-8.9.8.15/lib/libcudnn.so.8.9.8 [0-9a-f]" ||
 		fail "new files not journaled"
-	[ -d "$old" ] || fail "the old directory is gone, yet the door cannot remove it"
+	[ ! -e "$old" ] || fail "the old directory is still there: $(find "$old")"
+	! journal_files "$R/var/lib/gpuprov/state.json" | grep -q "cudnn-8.9.7.29" ||
+		fail "the journal still records the old directory"
 	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
 	assert_status 0
 	assert_stdout_has "cudnn: satisfied"
@@ -232,4 +235,25 @@ requests() {
 	assert_status 0
 	gp --root "$R" plan --profile "$P" --only cudnn
 	assert_stdout_has "cudnn: satisfied"
+}
+
+@test "cudnn: a version change refuses to remove an old directory holding a file gpuprov did not install" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	old=$R/$BASE/cudnn-8.9.7.29
+	echo "operator notes" > "$old/NOTES"
+	VER=8.9.8.15
+	make_tarball "$WWW/cudnn-new.tar.xz"
+	sha=$(sha256sum < "$WWW/cudnn-new.tar.xz" | cut -d' ' -f1)
+	write_profile "$sha" "https://127.0.0.1:$PORT/cudnn-new.tar.xz"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 1
+	assert_stderr_has "cudnn: will not remove /$BASE/cudnn-8.9.7.29: it holds a file gpuprov did not install: /$BASE/cudnn-8.9.7.29/NOTES; move that file away"
+	[ "$(cat "$old/NOTES")" = "operator notes" ] || fail "the operator's file was touched"
+	[ -f "$old/lib/libcudnn.so.8.9.7" ] || fail "the old directory was partly removed"
+	assert_journal_true "$R"
+	rm "$old/NOTES"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	[ ! -e "$old" ] || fail "the old directory is still there"
 }

@@ -422,18 +422,19 @@ static int get_fetcher(struct gp_ctx *c)
 	return 0;
 }
 
-int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
-                       char **cache_path)
+/* The DOWNLOAD plan entry, after the checks every run makes (a sha256,
+ * offline and not cached); NULL with c->err set when they fail. */
+static struct gp_effect *plan_download(struct gp_ctx *c, const struct gp_fetch_artifact *a)
 {
-	*cache_path = NULL;
 	if (refuse_when_stopping(c) < 0 || get_fetcher(c) < 0)
-		return -1;
-	if (!a->sha256)
-		return gp_fail(
-		    c->err, GP_EXIT_APPLY_FAILED,
-		    "%s: %s has no sha256; gpuprov downloads nothing it cannot "
-		    "verify",
-		    stage_name(c), a->name ? a->name : a->url);
+		return NULL;
+	if (!a->sha256) {
+		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		        "%s: %s has no sha256; gpuprov downloads nothing it cannot "
+		        "verify",
+		        stage_name(c), a->name ? a->name : a->url);
+		return NULL;
+	}
 	struct gp_effect *e = add_effect(c, GP_EFFECT_DOWNLOAD);
 	e->url = gp_fetch_rewrite_url(c->fetcher, a->url);
 	e->sha256 = gp_xstrdup(a->sha256);
@@ -441,44 +442,64 @@ int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
 	e->path = gp_fetch_cache_path(c->fetcher, a->sha256);
 	e->cached = gp_fetch_is_cached(c->fetcher, a);
 	/* Offline and missing: fail in the plan pass already, before any change. */
-	if (c->fetch_opts.offline && !e->cached && strncmp(e->url, "file://", 7) != 0)
-		return gp_fail(
-		    c->err, GP_EXIT_APPLY_FAILED,
-		    "%s: offline, and %s (%s, sha256 %s) is not in the cache %s",
-		    stage_name(c), a->name ? a->name : a->url, e->url, a->sha256,
-		    c->fetch_opts.cache_dir ? c->fetch_opts.cache_dir
-		                            : GP_FETCH_DEFAULT_CACHE);
-	if (c->dry_run) {
-		*cache_path = gp_xstrdup(e->path);
-		return 0;
+	if (c->fetch_opts.offline && !e->cached && strncmp(e->url, "file://", 7) != 0) {
+		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		        "%s: offline, and %s (%s, sha256 %s) is not in the cache %s",
+		        stage_name(c), a->name ? a->name : a->url, e->url, a->sha256,
+		        c->fetch_opts.cache_dir ? c->fetch_opts.cache_dir
+		                                : GP_FETCH_DEFAULT_CACHE);
+		return NULL;
 	}
+	return e;
+}
+
+/* A download's failure, as the stage's error. */
+static int download_failed(struct gp_ctx *c, struct gp_fetch_result *res)
+{
+	gp_log(c, "download failed: %s", res->msg);
+	gp_fail(c->err, c->err->exit_code ? c->err->exit_code : GP_EXIT_APPLY_FAILED,
+	        "%s: %s", stage_name(c), res->msg);
+	gp_fetch_result_clear(res);
+	return -1;
+}
+
+/* The real download of the planned e: from the background download when
+ * there is one, else in this thread. */
+static int download_real(struct gp_ctx *c, const struct gp_effect *e,
+                         const struct gp_fetch_artifact *a, char **cache_path)
+{
 	struct gp_fetch_result res = { 0 };
-	int rc;
 	if (gp_prefetch_wait(c->prefetch, a->sha256, &res)) {
 		gp_log(c, "download %s (sha256 %s): fetched in the background", e->url,
 		       a->sha256);
-		rc = res.status;
-		if (rc < 0)
-			c->err->exit_code = 0; /* the failure below is this one */
+		c->err->exit_code = 0; /* a failure is this one's */
 	} else {
 		gp_log(c, "download %s (sha256 %s)%s", e->url, a->sha256,
 		       e->cached ? ": in the cache" : "");
-		rc = gp_fetch_one(c->fetcher, a, &res, c->err);
+		gp_fetch_one(c->fetcher, a, &res, c->err);
 	}
-	if (rc < 0) {
-		gp_log(c, "download failed: %s", res.msg);
-		gp_fail(c->err,
-		        c->err->exit_code ? c->err->exit_code : GP_EXIT_APPLY_FAILED,
-		        "%s: %s", stage_name(c), res.msg);
-		gp_fetch_result_clear(&res);
-		return -1;
-	}
+	if (res.status < 0)
+		return download_failed(c, &res);
 	gp_log(c, "%s %s: %llu bytes, sha256 %s",
 	       res.from_cache ? "cached" : "downloaded", res.path,
 	       (unsigned long long)res.size, res.sha256);
 	*cache_path = TAKE_PTR(res.path);
 	gp_fetch_result_clear(&res);
 	return 0;
+}
+
+int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
+                       char **cache_path)
+{
+	*cache_path = NULL;
+	struct gp_effect *e = plan_download(c, a);
+	if (!e)
+		return -1;
+	if (c->dry_run) {
+		*cache_path = gp_xstrdup(e->path);
+		return 0;
+	}
+	return download_real(c, e, a, cache_path);
 }
 
 /* Calls fn for every non-directory entry under dir (in-root path), sorted,
@@ -531,11 +552,10 @@ static void journal_forget_under(struct gp_ctx *c, const char *dir)
 	}
 }
 
-int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
-                      const char *dest, unsigned flags)
+/* The EXTRACT plan entry: destination and what it replaces. */
+static void plan_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
+                         const char *dest)
 {
-	if (refuse_when_stopping(c) < 0)
-		return -1;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_EXTRACT);
 	e->source = gp_xstrdup(archive_path);
 	e->sha256 = gp_xstrdup(sha256);
@@ -546,8 +566,33 @@ int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sh
 		e->replaces = gp_xcalloc(1, sizeof(char *));
 		walk(c, dest, collect_path, &e->replaces);
 	}
-	if (c->dry_run)
-		return 0;
+}
+
+/* After an extraction: the error, or the log line and the journal. */
+static int extracted(struct gp_ctx *c, const char *what, const char *dest, int rc,
+                     const struct gp_archive_result *res)
+{
+	if (rc < 0) {
+		gp_log(c, "extract failed: %s", res->msg);
+		return gp_fail(
+		    c->err, GP_EXIT_APPLY_FAILED,
+		    "%s: cannot extract %s into %s: %s: %s; nothing was installed "
+		    "there",
+		    stage_name(c), what, dest, gp_archive_strerror(rc), res->msg);
+	}
+	gp_log(c, "extracted %llu entries (%llu bytes) into %s%s%s%s",
+	       (unsigned long long)res->entries, (unsigned long long)res->out_bytes,
+	       dest, res->replaced ? ", replacing the old one" : "",
+	       res->leftover[0] ? "; the old directory could not be removed: " : "",
+	       res->leftover);
+	journal_forget_under(c, dest);
+	walk(c, dest, journal_file, NULL);
+	return save_journal(c);
+}
+
+static int extract_cached(struct gp_ctx *c, const char *archive_path,
+                          const char *sha256, const char *dest, unsigned flags)
+{
 	if (parent_dir(c, dest) < 0)
 		return -1;
 	_cleanup_free_ char *host = gp_root_host_path(&c->root, archive_path);
@@ -555,22 +600,102 @@ int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sh
 	struct gp_archive_result res;
 	gp_log(c, "extract %s into %s", archive_path, dest);
 	int rc = gp_archive_extract_file(&c->root, dest, host, &opts, &res);
-	if (rc < 0) {
-		gp_log(c, "extract failed: %s", res.msg);
-		return gp_fail(
-		    c->err, GP_EXIT_APPLY_FAILED,
-		    "%s: cannot extract %s into %s: %s: %s; nothing was installed "
-		    "there",
-		    stage_name(c), archive_path, dest, gp_archive_strerror(rc), res.msg);
+	return extracted(c, archive_path, dest, rc, &res);
+}
+
+int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
+                      const char *dest, unsigned flags)
+{
+	if (refuse_when_stopping(c) < 0)
+		return -1;
+	plan_extract(c, archive_path, sha256, dest);
+	if (c->dry_run)
+		return 0;
+	return extract_cached(c, archive_path, sha256, dest, flags);
+}
+
+/* The options of a background download: the context's, with the progress
+ * renderer the main fetcher set up (get_fetcher first). */
+static struct gp_fetch_opts background_opts(struct gp_ctx *c)
+{
+	struct gp_fetch_opts o = c->fetch_opts;
+	if (c->out && c->out->progress.mode != GP_PROGRESS_OFF) {
+		o.progress = gp_progress_callback;
+		o.progress_data = &c->out->progress;
 	}
-	gp_log(c, "extracted %llu entries (%llu bytes) into %s%s%s%s",
-	       (unsigned long long)res.entries, (unsigned long long)res.out_bytes, dest,
-	       res.replaced ? ", replacing the old one" : "",
-	       res.leftover[0] ? "; the old directory could not be removed: " : "",
-	       res.leftover);
-	journal_forget_under(c, dest);
-	walk(c, dest, journal_file, NULL);
-	return save_journal(c);
+	o.allow_http = allow_http(c);
+	return o;
+}
+
+/* Extracts while pf downloads: the archive layer hashes what it reads and
+ * renames into place only once it matched; the reader ends only after the
+ * download's own check. When the stream breaks (the download started over,
+ * or the archive failed on bytes that may not be the file's), the verified
+ * download is extracted once it is complete. */
+static int stream_extract(struct gp_ctx *c, struct gp_prefetch *pf,
+                          const struct gp_effect *dl, const char *dest, unsigned flags)
+{
+	if (parent_dir(c, dest) < 0)
+		return -1;
+	struct gp_prefetch_reader *r = gp_prefetch_reader_new(pf, dl->sha256);
+	const struct gp_archive_opts opts = { .sha256 = dl->sha256, .flags = flags };
+	struct gp_archive_result ares;
+	gp_log(c, "extract %s into %s while it downloads", dl->url, dest);
+	int rc = gp_archive_extract(&c->root, dest, gp_prefetch_read, r, &opts, &ares);
+	bool restarted = gp_prefetch_reader_restarted(r);
+	gp_prefetch_reader_free(r);
+	struct gp_fetch_result res = { 0 };
+	gp_prefetch_wait(pf, dl->sha256, &res);
+	c->err->exit_code = 0;
+	if (res.status < 0)
+		return download_failed(c, &res);
+	gp_log(c, "downloaded %s: %llu bytes, sha256 %s", res.path,
+	       (unsigned long long)res.size, res.sha256);
+	gp_fetch_result_clear(&res);
+	if (rc == 0)
+		return extracted(c, dl->url, dest, rc, &ares);
+	gp_log(c, "extracting while downloading failed (%s); extracting the verified "
+	          "download instead",
+	       restarted ? "the download started over" : ares.msg);
+	return extract_cached(c, dl->path, dl->sha256, dest, flags);
+}
+
+int gp_effect_download_extract(struct gp_ctx *c, const struct gp_fetch_artifact *a,
+                               const char *dest, unsigned flags)
+{
+	struct gp_effect *dl = plan_download(c, a);
+	if (!dl)
+		return -1;
+	bool cached = dl->cached;
+	plan_extract(c, dl->path, a->sha256, dest);
+	if (c->dry_run)
+		return 0;
+	/* plan_extract may have moved the plan's effects array. */
+	dl = &c->stage->effects[c->stage->n_effects - 2];
+	struct gp_prefetch *own = NULL;
+	struct gp_prefetch *pf = c->prefetch;
+	if (!cached && !gp_prefetch_has(pf, a->sha256)) {
+		gp_prefetch_list_add(&own, a);
+		struct gp_fetch_opts o = background_opts(c);
+		struct gp_err err = { 0 };
+		if (gp_prefetch_start(own, &c->root, &o, &err) < 0)
+			gp_log(c, "cannot download in the background: %s", err.msg);
+		pf = own;
+	}
+	int rc;
+	if (!cached && gp_prefetch_has(pf, a->sha256) &&
+	    !gp_prefetch_done(pf, a->sha256)) {
+		rc = stream_extract(c, pf, dl, dest, flags);
+	} else {
+		/* In the cache already, or the download is over: extract the
+		 * verified file (hashed before the decoder sees a byte). */
+		_cleanup_free_ char *path = NULL;
+		rc = download_real(c, dl, a, &path);
+		if (rc == 0)
+			rc = extract_cached(c, path, a->sha256, dest, flags);
+	}
+	gp_prefetch_free(own);
+	return rc;
 }
 
 /* The regular files under a tree, and the first of them the journal does
@@ -660,12 +785,7 @@ size_t gp_ctx_prefetch_start(struct gp_ctx *c)
 		gp_log(c, "no background downloads: %s", c->err->msg);
 		return 0;
 	}
-	struct gp_fetch_opts o = c->fetch_opts;
-	if (c->out && c->out->progress.mode != GP_PROGRESS_OFF) {
-		o.progress = gp_progress_callback;
-		o.progress_data = &c->out->progress;
-	}
-	o.allow_http = allow_http(c);
+	struct gp_fetch_opts o = background_opts(c);
 	struct gp_err err = { 0 };
 	if (gp_prefetch_start(c->prefetch, &c->root, &o, &err) < 0) {
 		gp_log(c, "no background downloads: %s", err.msg);

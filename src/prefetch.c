@@ -5,7 +5,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/prefetch.h"
@@ -14,6 +16,10 @@
 struct slot {
 	struct gp_fetch_artifact a; /* strings owned */
 	char sha[65]; /* lowercase */
+	/* From the thread's progress events, for readers (gp_prefetch_read). */
+	bool started; /* a transfer began: the .part exists */
+	uint64_t written; /* bytes of the .part that hold the file's bytes */
+	unsigned restarts;
 	bool done;
 	struct gp_fetch_result res; /* once done: a copy, path owned */
 };
@@ -28,6 +34,8 @@ struct gp_prefetch {
 	void *progress_data;
 	pthread_t thread;
 	bool started;
+	const struct gp_root *root;
+	size_t index_base; /* progress indexes of this instance start here */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 };
@@ -78,20 +86,27 @@ char *gp_prefetch_names(const struct gp_prefetch *pf)
 static int on_progress(const struct gp_fetch_progress *p, void *userdata)
 {
 	struct gp_prefetch *pf = userdata;
-	if (p->event == GP_FETCH_EV_DONE && p->index < pf->n) {
-		const struct gp_fetch_result *r = &pf->res[p->index];
+	if (p->index < pf->n) {
 		pthread_mutex_lock(&pf->lock);
 		struct slot *s = &pf->slots[p->index];
-		s->res = *r;
-		s->res.path = r->path ? gp_xstrdup(r->path) : NULL;
-		s->done = true;
+		if (p->event == GP_FETCH_EV_DONE) {
+			const struct gp_fetch_result *r = &pf->res[p->index];
+			s->res = *r;
+			s->res.path = r->path ? gp_xstrdup(r->path) : NULL;
+			s->written = r->status == 0 ? r->size : s->written;
+			s->done = true;
+		} else {
+			s->started = true;
+			s->written = p->done;
+		}
+		s->restarts = p->restarts;
 		pthread_cond_broadcast(&pf->cond);
 		pthread_mutex_unlock(&pf->lock);
 	}
 	if (!pf->progress)
 		return 0;
 	struct gp_fetch_progress moved = *p;
-	moved.index += GP_PREFETCH_INDEX_BASE;
+	moved.index += pf->index_base;
 	return pf->progress(&moved, pf->progress_data);
 }
 
@@ -122,6 +137,10 @@ int gp_prefetch_start(struct gp_prefetch *pf, const struct gp_root *root,
 {
 	if (!pf || pf->started || !pf->n)
 		return 0;
+	/* Each instance its own range of progress indexes. */
+	static atomic_size_t instances;
+	pf->index_base = GP_PREFETCH_INDEX_BASE * (atomic_fetch_add(&instances, 1) + 1);
+	pf->root = root;
 	struct gp_fetch_opts o = *opts;
 	pf->progress = o.progress;
 	pf->progress_data = o.progress_data;
@@ -151,16 +170,37 @@ int gp_prefetch_start(struct gp_prefetch *pf, const struct gp_root *root,
 	return 0;
 }
 
-bool gp_prefetch_wait(struct gp_prefetch *pf, const char *sha256,
-                      struct gp_fetch_result *res)
+static struct slot *find_slot(struct gp_prefetch *pf, const char *sha256)
 {
 	char sha[65];
 	if (!pf || !pf->started || !sha256 || gp_sha256_normalize(sha256, sha) < 0)
-		return false;
-	struct slot *s = NULL;
-	for (size_t i = 0; i < pf->n && !s; i++)
+		return NULL;
+	for (size_t i = 0; i < pf->n; i++)
 		if (strcmp(pf->slots[i].sha, sha) == 0)
-			s = &pf->slots[i];
+			return &pf->slots[i];
+	return NULL;
+}
+
+bool gp_prefetch_has(struct gp_prefetch *pf, const char *sha256)
+{
+	return find_slot(pf, sha256) != NULL;
+}
+
+bool gp_prefetch_done(struct gp_prefetch *pf, const char *sha256)
+{
+	struct slot *s = find_slot(pf, sha256);
+	if (!s)
+		return false;
+	pthread_mutex_lock(&pf->lock);
+	bool done = s->done;
+	pthread_mutex_unlock(&pf->lock);
+	return done;
+}
+
+bool gp_prefetch_wait(struct gp_prefetch *pf, const char *sha256,
+                      struct gp_fetch_result *res)
+{
+	struct slot *s = find_slot(pf, sha256);
 	if (!s)
 		return false;
 	pthread_mutex_lock(&pf->lock);
@@ -170,6 +210,108 @@ bool gp_prefetch_wait(struct gp_prefetch *pf, const char *sha256,
 	res->path = s->res.path ? gp_xstrdup(s->res.path) : NULL;
 	pthread_mutex_unlock(&pf->lock);
 	return true;
+}
+
+/* ---- reading along ---- */
+
+struct gp_prefetch_reader {
+	struct gp_prefetch *pf;
+	struct slot *s;
+	int fd;
+	uint64_t pos;
+	unsigned restarts; /* the slot's count when fd was opened */
+	int status; /* the read error returned, once there was one */
+};
+
+struct gp_prefetch_reader *gp_prefetch_reader_new(struct gp_prefetch *pf,
+                                                  const char *sha256)
+{
+	struct slot *s = find_slot(pf, sha256);
+	if (!s)
+		return NULL;
+	struct gp_prefetch_reader *r = gp_xcalloc(1, sizeof *r);
+	*r = (struct gp_prefetch_reader){ .pf = pf, .s = s, .fd = -1 };
+	return r;
+}
+
+/* Under the lock: opens the .part (or, once done, the cached file). */
+static int reader_open(struct gp_prefetch_reader *r)
+{
+	struct slot *s = r->s;
+	_cleanup_free_ char *path = gp_fetch_cache_path(r->pf->fetcher, s->sha);
+	_cleanup_free_ char *part = gp_xasprintf("%s.part", path);
+	int fd = -ENOENT;
+	if (!s->done)
+		fd = gp_root_openat(r->pf->root, part, O_RDONLY | O_NOFOLLOW, 0);
+	if (fd == -ENOENT && s->done && s->res.status == 0)
+		fd = gp_root_openat(r->pf->root, path, O_RDONLY | O_NOFOLLOW, 0);
+	if (fd >= 0) {
+		r->fd = fd;
+		r->restarts = s->restarts;
+	}
+	return fd;
+}
+
+ssize_t gp_prefetch_read(void *userdata, void *buf, size_t len)
+{
+	struct gp_prefetch_reader *r = userdata;
+	struct slot *s = r->s;
+	struct gp_prefetch *pf = r->pf;
+	if (r->status)
+		return r->status;
+	uint64_t avail = 0;
+	pthread_mutex_lock(&pf->lock);
+	for (;;) {
+		if (r->fd >= 0 && s->restarts != r->restarts) {
+			r->status = -ESTALE; /* what we read may be another file's */
+			break;
+		}
+		if (r->fd < 0 && (s->started || s->done)) {
+			int fd = reader_open(r);
+			if (fd < 0 && fd != -ENOENT) {
+				r->status = fd;
+				break;
+			}
+		}
+		if (r->fd >= 0 && s->written > r->pos) {
+			avail = s->written - r->pos;
+			break;
+		}
+		if (s->done) {
+			/* The end, once every byte was read: only after the
+			 * download's own sha256 check passed. */
+			if (s->res.status < 0)
+				r->status = -EIO;
+			break;
+		}
+		pthread_cond_wait(&pf->cond, &pf->lock);
+	}
+	pthread_mutex_unlock(&pf->lock);
+	if (r->status)
+		return r->status;
+	if (!avail)
+		return 0;
+	ssize_t n = pread(r->fd, buf, len < avail ? len : (size_t)avail, (off_t)r->pos);
+	if (n < 0)
+		return r->status = -errno;
+	if (n == 0) /* shorter than the thread said: the file was replaced */
+		return r->status = -ESTALE;
+	r->pos += (uint64_t)n;
+	return n;
+}
+
+bool gp_prefetch_reader_restarted(const struct gp_prefetch_reader *r)
+{
+	return r && r->status == -ESTALE;
+}
+
+void gp_prefetch_reader_free(struct gp_prefetch_reader *r)
+{
+	if (!r)
+		return;
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r);
 }
 
 void gp_prefetch_free(struct gp_prefetch *pf)

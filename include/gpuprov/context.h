@@ -75,6 +75,17 @@ int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
  * it records the destination and the files under it that would be replaced. */
 int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
                       const char *dest, unsigned flags);
+/* gp_effect_download and gp_effect_extract in one (the same two plan
+ * entries), streaming when the artifact is not cached yet: the archive is
+ * extracted while it downloads (download -> sha256 -> decompress ->
+ * staging in one pass, memory bounded whatever its size), the staging
+ * directory is renamed into place only after the archive's sha256 matched,
+ * and the verified download still ends up in the cache. If the stream
+ * breaks (the download starts over, or the extraction fails), the complete
+ * verified download is extracted instead. A download already done or
+ * cached is extracted from the cache file. */
+int gp_effect_download_extract(struct gp_ctx *c, const struct gp_fetch_artifact *a,
+                               const char *dest, unsigned flags);
 /* Removes the directory path (in the root; never "/", no "..") and all
  * under it, following no symlink (path itself must be a directory, not a
  * link to one), and forgets its journal records. Only a tree gpuprov made:

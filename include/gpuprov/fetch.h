@@ -103,6 +103,10 @@ struct gp_fetch_progress {
 	const char *message; /* RETRY: why; DONE: the failure message, or NULL */
 	int status; /* DONE: 0 or the negative code */
 	bool from_cache; /* DONE: served from the cache without any transfer */
+	/* Times the file was started over from zero so far (a server that
+	 * ignored a Range, a hash mismatch): bytes read from the .part before
+	 * a change of this count are not the file's any more. */
+	unsigned restarts;
 };
 
 /* Called from inside gp_fetch_one/gp_fetch_many, in the caller's thread.

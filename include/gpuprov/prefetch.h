@@ -17,6 +17,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "gpuprov/fetch.h"
 #include "gpuprov/root.h"
@@ -47,6 +48,29 @@ int gp_prefetch_start(struct gp_prefetch *pf, const struct gp_root *root,
  * Otherwise returns false and leaves res alone. */
 bool gp_prefetch_wait(struct gp_prefetch *pf, const char *sha256,
                       struct gp_fetch_result *res);
+
+/* Is an artifact with this sha256 listed (and the thread started)? Is it
+ * done (successfully or not)? Neither waits. */
+bool gp_prefetch_has(struct gp_prefetch *pf, const char *sha256);
+bool gp_prefetch_done(struct gp_prefetch *pf, const char *sha256);
+
+/* Reading an artifact while the thread downloads it, for streaming into
+ * the archive layer: gp_prefetch_read (a gp_archive_read_fn) returns the
+ * bytes as they land in <cache>/<sha256>.part, waits (condition variable)
+ * for more, and returns 0 only once the download is done and its sha256
+ * matched. Bytes read before that are unverified: the consumer must hash
+ * what it read (the archive layer does). A resume continues where it was;
+ * when the file starts over from zero (a server ignoring Range, a hash
+ * mismatch) the reader fails with -ESTALE; a failed download gives -EIO
+ * (the download's own result comes from gp_prefetch_wait). NULL when the
+ * sha256 is not listed or the thread does not run. */
+struct gp_prefetch_reader;
+struct gp_prefetch_reader *gp_prefetch_reader_new(struct gp_prefetch *pf,
+                                                  const char *sha256);
+ssize_t gp_prefetch_read(void *reader, void *buf, size_t len);
+/* Did the reader stop because the download started over? */
+bool gp_prefetch_reader_restarted(const struct gp_prefetch_reader *r);
+void gp_prefetch_reader_free(struct gp_prefetch_reader *r);
 
 /* Stops what is still running (its .part files are kept), joins the thread
  * and frees everything. NULL is fine. */

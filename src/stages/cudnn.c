@@ -17,7 +17,9 @@
  *         include/ and lib/ has its link, no link points into another
  *         cudnn-* directory, no other cudnn-* directory gpuprov installed
  *         is left, and ldconfig ran for this version.
- * apply:  download (sha256 pinned by the profile; see below), extract,
+ * apply:  download (sha256 pinned by the profile; see below) and extract
+ *         (streamed: extracted while it downloads, renamed into place after
+ *         the sha256 matched),
  *         symlinks, ld.so.conf.d file, ldconfig. The prefetch hook
  *         announces the tarball, so it downloads while earlier stages apply.
  * verify: headers present, every libcudnn*.so.<major> soname present and in
@@ -383,16 +385,13 @@ static int cudnn_apply(struct gp_ctx *c, const cJSON *cfg)
 	const struct gp_fetch_artifact a = { .name = name,
 		                             .url = s.url,
 		                             .sha256 = s.sha256 };
-	_cleanup_free_ char *cached = NULL;
 	_cleanup_free_ char *ld_conf = gp_xasprintf(
 	    "# Written by gpuprov (stage cudnn) from profile %s.\n%s/lib64\n",
 	    c->profile->name, s.base);
 	char *const ldconfig[] = { "ldconfig", NULL };
-	int rc = gp_effect_download(c, &a, &cached);
+	int rc = gp_effect_mkdir(c, s.base, 0755);
 	if (rc == 0)
-		rc = gp_effect_mkdir(c, s.base, 0755);
-	if (rc == 0)
-		rc = gp_effect_extract(c, cached, s.sha256, s.dir, GP_ARCHIVE_STRIP_TOP);
+		rc = gp_effect_download_extract(c, &a, s.dir, GP_ARCHIVE_STRIP_TOP);
 	if (rc == 0)
 		rc = link_dir(c, &s, "include", "include");
 	if (rc == 0)

@@ -92,6 +92,7 @@ struct job {
 	enum job_state state;
 	int64_t start_at_ms; /* JOB_WAITING: when the next attempt may start */
 	bool mismatch_retried;
+	unsigned restarts; /* see gp_fetch_progress.restarts */
 	unsigned tries; /* attempts since the last one that made progress */
 	CURL *easy;
 	/* The current response. */
@@ -405,6 +406,7 @@ static bool emit(struct job *j, enum gp_fetch_event ev, unsigned retry_in_ms,
 		.rate = t > 0 ? (double)got * 1000.0 / (double)t : 0.0,
 		.attempt = j->res->attempts,
 		.retry_in_ms = retry_in_ms,
+		.restarts = j->restarts,
 		.message = message,
 		.status = j->res->status,
 		.from_cache = j->res->from_cache,
@@ -592,6 +594,7 @@ static void job_mismatch(struct job *j, int code, const char *actual, const char
 		snprintf(msg, sizeof msg, "%s", why);
 	unlinkat(f->dirfd, j->part, 0);
 	job_close(j);
+	j->restarts++;
 	if (!j->mismatch_retried) {
 		j->mismatch_retried = true;
 		j->tries = 0; /* a fresh download, with a fresh retry budget */
@@ -696,6 +699,7 @@ static int job_open_part(struct job *j)
 /* Puts the .part back to zero bytes (a server without ranges, a bad range). */
 static int job_truncate(struct job *j)
 {
+	j->restarts++;
 	if (ftruncate(j->fd, 0) < 0)
 		return -errno;
 	gp_sha256_reset(j->md);
@@ -814,6 +818,7 @@ static int on_xferinfo(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
 		.done = j->written,
 		.total = total,
 		.attempt = j->res->attempts,
+		.restarts = j->restarts,
 	};
 	int64_t dt = t - j->attempt_start_ms;
 	if (dt > 0 && j->written > j->offset)

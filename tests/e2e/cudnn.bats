@@ -257,3 +257,66 @@ requests() {
 	assert_status 0
 	[ ! -e "$old" ] || fail "the old directory is still there"
 }
+
+# --- Extracting while downloading --------------------------------------------
+# The server cuts the first answer after 4096 bytes (drop=4096), so the
+# download is still running (waiting 1 s to resume) when the stage extracts:
+# the stream path is taken without any sleep in the test.
+
+staging_left() {
+	find "$R/$BASE" -name '.*gpuprov-staging*' -o -name '.*gpuprov-old*'
+}
+
+@test "cudnn: extracts while downloading; resumes under it; the cache keeps the verified file" {
+	LIB_BYTES=300000 make_tarball "$WWW/big.tar.xz"
+	sha=$(sha256sum < "$WWW/big.tar.xz" | cut -d' ' -f1)
+	write_profile "$sha" "https://127.0.0.1:$PORT/big.tar.xz?drop=4096"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	grep -q "cudnn: extract https://127.0.0.1:$PORT/big.tar.xz?drop=4096 into /$BASE/cudnn-8.9.7.29 while it downloads" \
+		"$R/var/log/gpuprov.log" || fail "not streamed:" "$(cat "$R/var/log/gpuprov.log")"
+	! grep -q "extracting the verified download instead" "$R/var/log/gpuprov.log" ||
+		fail "the stream broke:" "$(cat "$R/var/log/gpuprov.log")"
+	[ "$(grep -c '^GET' "$BATS_TEST_TMPDIR/httpd.log")" = 2 ] &&
+		grep -q "range=bytes=4096-" "$BATS_TEST_TMPDIR/httpd.log" ||
+		fail "expected one cut request and one resume:" "$(cat "$BATS_TEST_TMPDIR/httpd.log")"
+	cmp "$WWW/big.tar.xz" "$R/var/cache/gpuprov/$sha" || fail "the cache lacks the file"
+	[ "$(cat "$R/$BASE/cudnn-8.9.7.29/lib/libcudnn.so.8.9.7" | wc -c)" = 300000 ] ||
+		fail "the library is not whole"
+	[ -z "$(staging_left)" ] || fail "left behind: $(staging_left)"
+	assert_journal_true "$R"
+	rm -rf "$R/$BASE/cudnn-8.9.7.29"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	[ "$(grep -c '^GET' "$BATS_TEST_TMPDIR/httpd.log")" = 2 ] || fail "the rerun used the network"
+}
+
+@test "cudnn: a checksum mismatch while extracting during the download leaves no trace" {
+	LIB_BYTES=300000 make_tarball "$WWW/big.tar.xz"
+	bad=0000000000000000000000000000000000000000000000000000000000000000
+	write_profile "$bad" "https://127.0.0.1:$PORT/big.tar.xz?drop=4096"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 1
+	assert_stderr_has "sha256 mismatch: expected $bad, got $(sha256sum < "$WWW/big.tar.xz" | cut -d' ' -f1), twice"
+	grep -q "while it downloads" "$R/var/log/gpuprov.log" || fail "not streamed"
+	[ ! -e "$R/$BASE/cudnn-8.9.7.29" ] || fail "destination created"
+	[ -z "$(staging_left)" ] || fail "left behind: $(staging_left)"
+	[ -z "$(ls -A "$R/var/cache/gpuprov")" ] || fail "cache: $(ls -A "$R/var/cache/gpuprov")"
+	[ -z "$(stub_log "$R")" ] || fail "a command ran"
+}
+
+@test "cudnn: a truncated xz stream fails while downloading and again from the cache; no trace" {
+	LIB_BYTES=300000 make_tarball "$WWW/big.tar.xz"
+	head -c 200000 "$WWW/big.tar.xz" > "$WWW/cut.tar.xz"
+	sha=$(sha256sum < "$WWW/cut.tar.xz" | cut -d' ' -f1)
+	write_profile "$sha" "https://127.0.0.1:$PORT/cut.tar.xz?drop=4096"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 1
+	assert_stderr_has "cannot extract /var/cache/gpuprov/$sha into /$BASE/cudnn-8.9.7.29: truncated or corrupt archive"
+	grep -q "while it downloads" "$R/var/log/gpuprov.log" || fail "not streamed"
+	grep -q "extracting the verified download instead" "$R/var/log/gpuprov.log" ||
+		fail "no second try from the cache"
+	[ ! -e "$R/$BASE/cudnn-8.9.7.29" ] || fail "destination created"
+	[ -z "$(staging_left)" ] || fail "left behind: $(staging_left)"
+	[ -z "$(stub_log "$R")" ] || fail "a command ran"
+}

@@ -91,6 +91,53 @@ static int refuse_when_stopping(struct gp_ctx *c)
 	    stage_name(c), (int)gp_run_stop_signal, d ? d : "unknown signal");
 }
 
+/* "dev:ino:size:mtime:ctime" (times in ns) of a file: while it is the same,
+ * the file was not written, replaced or touched since (ctime cannot be set
+ * from user space), so its recorded sha256 still holds. */
+static char *fingerprint(const struct stat *st)
+{
+	return gp_xasprintf("%llu:%llu:%lld:%lld.%09ld:%lld.%09ld",
+	                    (unsigned long long)st->st_dev, (unsigned long long)st->st_ino,
+	                    (long long)st->st_size, (long long)st->st_mtim.tv_sec,
+	                    st->st_mtim.tv_nsec, (long long)st->st_ctim.tv_sec,
+	                    st->st_ctim.tv_nsec);
+}
+
+static cJSON *file_record(const struct gp_ctx *c, const char *path)
+{
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
+	return cJSON_GetObjectItemCaseSensitive(files, path);
+}
+
+/* Adds the file's fingerprint to its journal record (just written). */
+static void record_fingerprint(struct gp_ctx *c, const char *path)
+{
+	cJSON *rec = file_record(c, path);
+	struct stat st;
+	if (!rec || gp_root_lstat(&c->root, path, &st) < 0)
+		return;
+	_cleanup_free_ char *fp = fingerprint(&st);
+	cJSON_DeleteItemFromObjectCaseSensitive(rec, "stat");
+	cJSON_AddStringToObject(rec, "stat", fp);
+}
+
+bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
+                                 bool *hashed)
+{
+	*hashed = false;
+	const cJSON *rec = file_record(c, path);
+	const char *want = gp_json_string(rec, "sha256", NULL);
+	struct stat st;
+	if (!want || gp_root_lstat(&c->root, path, &st) < 0 || !S_ISREG(st.st_mode))
+		return false;
+	_cleanup_free_ char *fp = fingerprint(&st);
+	if (!deep && gp_streq(gp_json_string(rec, "stat", NULL), fp))
+		return true;
+	*hashed = true;
+	char have[65];
+	return gp_root_sha256_file(&c->root, path, have) == 0 && strcmp(have, want) == 0;
+}
+
 /* Copies what is at path into the backup tree unless gpuprov wrote it
  * itself (then the first backup, taken before gpuprov's first write,
  * already holds the operator's version). Returns the backup path. */
@@ -186,6 +233,7 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 	char sha[65];
 	gp_sha256_hex(data, len, sha);
 	gp_journal_record_file(&c->journal, path, sha, stage_name(c), backup_path);
+	record_fingerprint(c, path);
 	gp_log(c, "wrote %s (%zu bytes, mode %04o, sha256 %s)", path, len,
 	       (unsigned)mode & 07777, sha);
 	return save_journal(c);
@@ -536,8 +584,10 @@ static void journal_file(struct gp_ctx *c, const char *path, const struct stat *
 	if (!S_ISREG(st->st_mode))
 		return;
 	char sha[65];
-	if (gp_root_sha256_file(&c->root, path, sha) == 0)
+	if (gp_root_sha256_file(&c->root, path, sha) == 0) {
 		gp_journal_record_file(&c->journal, path, sha, stage_name(c), NULL);
+		record_fingerprint(c, path);
+	}
 }
 
 /* Forgets the journal's files under dir (the directory was replaced). */

@@ -50,6 +50,13 @@ void gp_ctx_close_fetcher(struct gp_ctx *c);
  * and not an error (each download then happens when its stage needs it). */
 size_t gp_ctx_prefetch_start(struct gp_ctx *c);
 
+/* Is the file at path still the one gpuprov recorded (journal sha256)? The
+ * journal also keeps each file's device, inode, size, mtime and ctime as it
+ * was written: when they are unchanged the file is trusted without reading
+ * it; otherwise, or with deep (verify), it is hashed. *hashed says which. */
+bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
+                                 bool *hashed);
+
 /* Appends a timestamped line to the run log (when there is one) and shows
  * it on stderr with -v. */
 void gp_log(struct gp_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

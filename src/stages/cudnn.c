@@ -6,25 +6,27 @@
  * <base>/lib64/<library> become relative symlinks into that directory,
  * /etc/ld.so.conf.d/gpuprov-cudnn.conf lists <base>/lib64, and ldconfig runs
  * chrooted. A version change extracts a new directory, re-points the links
- * both versions have and removes (gp_effect_remove) the links into another
- * cudnn-* directory that the new version lacks; nothing of the CUDA tree
- * itself is overwritten by the archive. The old cudnn-<version> directory
- * stays in place, and the journal keeps its files: the effect door has no
- * recursive remove (it needs a gp_effect_remove_tree); check names it.
+ * both versions have, removes (gp_effect_remove) the links into another
+ * cudnn-* directory that the new version lacks, then the old cudnn-<version>
+ * directories gpuprov installed (gp_effect_remove_tree, which refuses a tree
+ * holding a file gpuprov did not install); nothing of the CUDA tree itself
+ * is overwritten by the archive.
  * check:  cudnn_version.h under <base>/include has the profile's version
  *         (MAJOR.MINOR.PATCHLEVEL), every file gpuprov recorded under
- *         <base>/cudnn-<version> is there with its sha256, every entry of its
- *         include/ and lib/ has its link, no link points into another
- *         cudnn-* directory, no other cudnn-* directory gpuprov installed
- *         is left, and ldconfig ran for this version.
- * apply:  download (sha256 pinned by the profile; see below) and extract
- *         (streamed: extracted while it downloads, renamed into place after
- *         the sha256 matched),
- *         symlinks, ld.so.conf.d file, ldconfig. The prefetch hook
- *         announces the tarball, so it downloads while earlier stages apply.
- * verify: headers present, every libcudnn*.so.<major> soname present and in
- *         the root's linker cache (`ldconfig -p`), version equal to the
- *         profile's, CUDA major equal to the installed toolkit's.
+ *         <base>/cudnn-<version> is unchanged (hashed only when its size,
+ *         mtime, ctime or inode differ from those recorded), every entry of
+ *         its include/ and lib/ has its link, no link points into another
+ *         cudnn-* directory, no other cudnn-* directory gpuprov installed is
+ *         left, and ldconfig ran for this version.
+ * apply:  download (sha256 pinned by the profile; see below) and extract in
+ *         one pass (extracted while it downloads, renamed into place after
+ *         the sha256 matched), symlinks, ld.so.conf.d file, ldconfig. The
+ *         prefetch hook announces the tarball, so it downloads while earlier
+ *         stages apply.
+ * verify: every recorded file hashes to its sha256, headers present, every
+ *         libcudnn*.so.<major> soname present and in the root's linker cache
+ *         (`ldconfig -p`), version equal to the profile's, CUDA major equal
+ *         to the installed toolkit's.
  *
  * sha256: gpuprov downloads nothing without a pinned sha256. NVIDIA's
  * redistrib_<A.B.C>.json manifest has no pinned hash of its own, so a hash
@@ -157,23 +159,27 @@ static char *blocked_reason(struct gp_ctx *c, const struct cudnn_settings *s)
 	return NULL;
 }
 
-/* Files the journal records for this stage under dir: each present with its
- * sha256? *n counts them; *bad names the first that is not. */
-static bool recorded_files_ok(struct gp_ctx *c, const char *dir, size_t *n, char **bad)
+/* Files the journal records for this stage under dir: each present and
+ * unchanged? Only those whose size, times or inode changed are hashed,
+ * unless deep (verify). *n counts them, *hashed those read; *bad names the
+ * first that is not intact. */
+static bool recorded_files_ok(struct gp_ctx *c, const char *dir, bool deep, size_t *n,
+                              size_t *hashed, char **bad)
 {
-	*n = 0;
+	*n = *hashed = 0;
 	*bad = NULL;
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
 	size_t len = strlen(dir);
 	for (const cJSON *f = files ? files->child : NULL; f; f = f->next) {
 		if (!gp_streq(gp_json_string(f, "stage", NULL), "cudnn") ||
+		    !gp_json_string(f, "sha256", NULL) ||
 		    strncmp(f->string, dir, len) != 0 || f->string[len] != '/')
 			continue;
 		(*n)++;
-		const char *want = gp_json_string(f, "sha256", NULL);
-		char have[65];
-		if (!want || gp_root_sha256_file(&c->root, f->string, have) < 0 ||
-		    strcmp(have, want) != 0) {
+		bool read;
+		bool ok = gp_ctx_recorded_file_intact(c, f->string, deep, &read);
+		*hashed += read;
+		if (!ok) {
 			*bad = gp_xstrdup(f->string);
 			return false;
 		}
@@ -281,9 +287,12 @@ static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	}
 	_cleanup_free_ char *hdr = gp_xasprintf("%s/include/cudnn_version.h", s.base);
 	_cleanup_free_ char *have = header_version(c, hdr);
-	size_t n;
+	size_t n, hashed;
 	_cleanup_free_ char *bad = NULL;
-	bool files_ok = recorded_files_ok(c, s.dir, &n, &bad);
+	bool files_ok = recorded_files_ok(c, s.dir, false, &n, &hashed, &bad);
+	gp_log(c, "%zu of %zu recorded files hashed (the others kept their size, "
+	          "times and inode)",
+	       hashed, n);
 	bool ldconfig_ok = !n || gp_stage_mark_is(c, "cudnn", MARK_LDCONFIG, s.version);
 	_cleanup_free_ char *badlink = NULL;
 	bool links = links_ok(c, &s, "include", "include", &badlink) &&
@@ -503,6 +512,18 @@ static int cudnn_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 		gp_report_add(rep, "cudnn", GP_FAIL, "version", install,
 		              "%s says %s; the profile wants %s", hdr,
 		              have ? have : "nothing readable", s.version3);
+
+	/* Every file gpuprov installed, hashed (check trusts unchanged
+	 * size, times and inode; verify reads them all). */
+	size_t nfiles, hashed;
+	_cleanup_free_ char *bad = NULL;
+	if (recorded_files_ok(c, s.dir, true, &nfiles, &hashed, &bad) && nfiles)
+		gp_report_add(rep, "cudnn", GP_PASS, "files", NULL,
+		              "%zu files in %s have the sha256 gpuprov recorded", nfiles,
+		              s.dir);
+	else if (nfiles)
+		gp_report_add(rep, "cudnn", GP_FAIL, "files", install,
+		              "%s is missing or changed since gpuprov installed it", bad);
 
 	/* Sonames: libcudnn*.so.<major> in the extracted library directory. */
 	_cleanup_free_ char *major = gp_xstrndup(s.version, strcspn(s.version, "."));

@@ -320,3 +320,35 @@ staging_left() {
 	[ -z "$(staging_left)" ] || fail "left behind: $(staging_left)"
 	[ -z "$(stub_log "$R")" ] || fail "a command ran"
 }
+
+@test "cudnn: check hashes only files whose size, times or inode changed; verify hashes all" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	lib=$R/$BASE/cudnn-8.9.7.29/lib/libcudnn.so.8.9.7
+	touch -r "$lib" "$BATS_TEST_TMPDIR/mtime"
+	gp -v --root "$R" plan --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "cudnn: satisfied"
+	assert_stderr_has "cudnn: 0 of 4 recorded files hashed"
+	# Same bytes, new mtime: hashed, still intact.
+	touch "$lib"
+	gp -v --root "$R" plan --profile "$P" --only cudnn
+	assert_stdout_has "cudnn: satisfied"
+	assert_stderr_has "cudnn: 1 of 4 recorded files hashed"
+	# Other bytes in place (same inode and size), the mtime put back: the
+	# ctime still tells, so it is hashed and found changed.
+	ino=$(stat -c %i "$lib")
+	printf NOT | dd of="$lib" conv=notrunc status=none
+	touch -r "$BATS_TEST_TMPDIR/mtime" "$lib"
+	[ "$(stat -c %i "$lib")" = "$ino" ] || fail "the edit replaced the file"
+	gp -v --root "$R" plan --profile "$P" --only cudnn
+	assert_stdout_has "libcudnn.so.8.9.7 is missing or changed since gpuprov installed it"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 3
+	assert_stdout_has "/$BASE/cudnn-8.9.7.29/lib/libcudnn.so.8.9.7 is missing or changed since gpuprov installed it"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "4 files in /$BASE/cudnn-8.9.7.29 have the sha256 gpuprov recorded"
+}

@@ -578,16 +578,37 @@ static void collect_path(struct gp_ctx *c, const char *path, const struct stat *
 	gp_strv_push((char ***)data, path);
 }
 
+/* The sha256s the archive layer computed while writing, by path relative
+ * to the destination (a later entry for the same path wins). */
+struct written {
+	cJSON *by_rel;
+	size_t dest_len;
+};
+
+static void on_file_written(void *data, const char *rel, const char *sha256)
+{
+	struct written *w = data;
+	cJSON_DeleteItemFromObjectCaseSensitive(w->by_rel, rel);
+	cJSON_AddItemToObject(w->by_rel, rel,
+	                      sha256 ? cJSON_CreateString(sha256) : cJSON_CreateNull());
+}
+
+/* Journals a regular file under an extracted tree, with the sha256 taken
+ * while it was written when there is one, else read now. */
 static void journal_file(struct gp_ctx *c, const char *path, const struct stat *st,
                          void *data)
 {
+	const struct written *w = data;
 	if (!S_ISREG(st->st_mode))
 		return;
+	const char *known = gp_json_string(w->by_rel, path + w->dest_len + 1, NULL);
 	char sha[65];
-	if (gp_root_sha256_file(&c->root, path, sha) == 0) {
-		gp_journal_record_file(&c->journal, path, sha, stage_name(c), NULL);
-		record_fingerprint(c, path);
-	}
+	if (known)
+		snprintf(sha, sizeof sha, "%s", known);
+	else if (gp_root_sha256_file(&c->root, path, sha) < 0)
+		return;
+	gp_journal_record_file(&c->journal, path, sha, stage_name(c), NULL);
+	record_fingerprint(c, path);
 }
 
 /* Forgets the journal's files under dir (the directory was replaced). */
@@ -620,7 +641,7 @@ static void plan_extract(struct gp_ctx *c, const char *archive_path, const char 
 
 /* After an extraction: the error, or the log line and the journal. */
 static int extracted(struct gp_ctx *c, const char *what, const char *dest, int rc,
-                     const struct gp_archive_result *res)
+                     const struct gp_archive_result *res, const struct written *w)
 {
 	if (rc < 0) {
 		gp_log(c, "extract failed: %s", res->msg);
@@ -636,7 +657,7 @@ static int extracted(struct gp_ctx *c, const char *what, const char *dest, int r
 	       res->leftover[0] ? "; the old directory could not be removed: " : "",
 	       res->leftover);
 	journal_forget_under(c, dest);
-	walk(c, dest, journal_file, NULL);
+	walk(c, dest, journal_file, (void *)w);
 	return save_journal(c);
 }
 
@@ -646,11 +667,17 @@ static int extract_cached(struct gp_ctx *c, const char *archive_path,
 	if (parent_dir(c, dest) < 0)
 		return -1;
 	_cleanup_free_ char *host = gp_root_host_path(&c->root, archive_path);
-	const struct gp_archive_opts opts = { .sha256 = sha256, .flags = flags };
+	struct written w = { .by_rel = cJSON_CreateObject(), .dest_len = strlen(dest) };
+	const struct gp_archive_opts opts = { .sha256 = sha256,
+		                              .flags = flags,
+		                              .on_file = on_file_written,
+		                              .on_file_data = &w };
 	struct gp_archive_result res;
 	gp_log(c, "extract %s into %s", archive_path, dest);
 	int rc = gp_archive_extract_file(&c->root, dest, host, &opts, &res);
-	return extracted(c, archive_path, dest, rc, &res);
+	rc = extracted(c, archive_path, dest, rc, &res, &w);
+	cJSON_Delete(w.by_rel);
+	return rc;
 }
 
 int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
@@ -688,7 +715,11 @@ static int stream_extract(struct gp_ctx *c, struct gp_prefetch *pf,
 	if (parent_dir(c, dest) < 0)
 		return -1;
 	struct gp_prefetch_reader *r = gp_prefetch_reader_new(pf, dl->sha256);
-	const struct gp_archive_opts opts = { .sha256 = dl->sha256, .flags = flags };
+	struct written w = { .by_rel = cJSON_CreateObject(), .dest_len = strlen(dest) };
+	const struct gp_archive_opts opts = { .sha256 = dl->sha256,
+		                              .flags = flags,
+		                              .on_file = on_file_written,
+		                              .on_file_data = &w };
 	struct gp_archive_result ares;
 	gp_log(c, "extract %s into %s while it downloads", dl->url, dest);
 	int rc = gp_archive_extract(&c->root, dest, gp_prefetch_read, r, &opts, &ares);
@@ -697,13 +728,19 @@ static int stream_extract(struct gp_ctx *c, struct gp_prefetch *pf,
 	struct gp_fetch_result res = { 0 };
 	gp_prefetch_wait(pf, dl->sha256, &res);
 	c->err->exit_code = 0;
-	if (res.status < 0)
+	if (res.status < 0) {
+		cJSON_Delete(w.by_rel);
 		return download_failed(c, &res);
+	}
 	gp_log(c, "downloaded %s: %llu bytes, sha256 %s", res.path,
 	       (unsigned long long)res.size, res.sha256);
 	gp_fetch_result_clear(&res);
-	if (rc == 0)
-		return extracted(c, dl->url, dest, rc, &ares);
+	if (rc == 0) {
+		rc = extracted(c, dl->url, dest, rc, &ares, &w);
+		cJSON_Delete(w.by_rel);
+		return rc;
+	}
+	cJSON_Delete(w.by_rel);
 	gp_log(c, "extracting while downloading failed (%s); extracting the verified "
 	          "download instead",
 	       restarted ? "the download started over" : ares.msg);

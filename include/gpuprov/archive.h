@@ -59,6 +59,14 @@ struct gp_archive_opts {
 	/* Refuse archives whose regular files hold more than this many bytes in
 	 * total (a decompression bomb filling the disk); 0: no limit. */
 	uint64_t max_bytes;
+	/* Called for each regular file written, with its path relative to dest
+	 * and the sha256 of its content, hashed as it was written (so a caller
+	 * that records hashes need not read the files again); sha256 is NULL
+	 * for a hardlink (a second name of an earlier file). Called during the
+	 * extraction: the files are final only once it succeeded, and a later
+	 * entry may replace one. NULL: not called. */
+	void (*on_file)(void *data, const char *rel, const char *sha256);
+	void *on_file_data;
 };
 
 struct gp_archive_result {

@@ -624,6 +624,13 @@ static void entry_times(struct archive_entry *e, struct timespec ts[2])
 	ts[0].tv_nsec = ts[1].tv_nsec = archive_entry_mtime_nsec(e);
 }
 
+static void hash_zeros(struct gp_sha256 *md, uint64_t n)
+{
+	static const unsigned char zeros[65536];
+	for (; n; n -= n < sizeof zeros ? n : sizeof zeros)
+		gp_sha256_update(md, zeros, n < sizeof zeros ? (size_t)n : sizeof zeros);
+}
+
 static int write_file(struct ex *x, struct archive_entry *e, const char *name,
                       const char *rel, mode_t mode)
 {
@@ -636,6 +643,9 @@ static int write_file(struct ex *x, struct archive_entry *e, const char *name,
 	if (fd < 0)
 		return fail(x, -errno, "%s: cannot create: %s", name, strerror(errno));
 	int64_t end = 0;
+	_cleanup_(gp_sha256_freep) struct gp_sha256 *md = x->o->on_file ? gp_sha256_new()
+	                                                                  : NULL;
+	bool in_order = true; /* blocks came in offset order: md is the content's */
 	for (;;) {
 		const void *buf;
 		size_t size;
@@ -657,13 +667,22 @@ static int write_file(struct ex *x, struct archive_entry *e, const char *name,
 		int rc = gp_pwrite_all(fd, buf, size, (off_t)off);
 		if (rc < 0)
 			return fail(x, rc, "%s: write: %s", name, strerror(-rc));
+		if (md && off < end)
+			in_order = false;
+		if (md && in_order) {
+			hash_zeros(md, (uint64_t)(off - end)); /* a hole before it */
+			gp_sha256_update(md, buf, size);
+		}
 		if (off + (int64_t)size > end)
 			end = off + (int64_t)size;
 	}
 	/* A sparse file ending in a hole: give it its full size. */
-	if (archive_entry_size_is_set(e) && archive_entry_size(e) > end &&
-	    ftruncate(fd, (off_t)archive_entry_size(e)) < 0)
-		return fail(x, -errno, "%s: truncate: %s", name, strerror(errno));
+	if (archive_entry_size_is_set(e) && archive_entry_size(e) > end) {
+		if (ftruncate(fd, (off_t)archive_entry_size(e)) < 0)
+			return fail(x, -errno, "%s: truncate: %s", name, strerror(errno));
+		if (md)
+			hash_zeros(md, (uint64_t)(archive_entry_size(e) - end));
+	}
 	if (fchmod(fd, mode) < 0)
 		return fail(x, -errno, "%s: chmod: %s", name, strerror(errno));
 	if (x->o->flags & GP_ARCHIVE_KEEP_MTIME) {
@@ -673,8 +692,19 @@ static int write_file(struct ex *x, struct archive_entry *e, const char *name,
 			return fail(x, -errno, "%s: set times: %s", name,
 			            strerror(errno));
 	}
+	if (md && !in_order) { /* overlapping blocks: read back what is there */
+		gp_sha256_reset(md);
+		int rc = gp_sha256_update_fd(md, fd, 0, NULL);
+		if (rc < 0)
+			return fail(x, rc, "%s: read back: %s", name, strerror(-rc));
+	}
 	if (close(TAKE_FD(fd)) < 0)
 		return fail(x, -errno, "%s: write: %s", name, strerror(errno));
+	if (md) {
+		char hex[65];
+		gp_sha256_peek_hex(md, hex);
+		x->o->on_file(x->o->on_file_data, rel, hex);
+	}
 	return 0;
 }
 
@@ -749,6 +779,8 @@ static int write_hardlink(struct ex *x, const char *name, const char *rel,
 		return pfd;
 	if (linkat(tfd, tbase, pfd, base, 0) < 0)
 		return fail(x, -errno, "%s: link: %s", name, strerror(errno));
+	if (x->o->on_file)
+		x->o->on_file(x->o->on_file_data, rel, NULL);
 	return 0;
 }
 

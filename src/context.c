@@ -97,10 +97,10 @@ static int refuse_when_stopping(struct gp_ctx *c)
 static char *fingerprint(const struct stat *st)
 {
 	return gp_xasprintf("%llu:%llu:%lld:%lld.%09ld:%lld.%09ld",
-	                    (unsigned long long)st->st_dev, (unsigned long long)st->st_ino,
-	                    (long long)st->st_size, (long long)st->st_mtim.tv_sec,
-	                    st->st_mtim.tv_nsec, (long long)st->st_ctim.tv_sec,
-	                    st->st_ctim.tv_nsec);
+	                    (unsigned long long)st->st_dev,
+	                    (unsigned long long)st->st_ino, (long long)st->st_size,
+	                    (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
+	                    (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
 }
 
 static cJSON *file_record(const struct gp_ctx *c, const char *path)
@@ -472,7 +472,8 @@ static int get_fetcher(struct gp_ctx *c)
 
 /* The DOWNLOAD plan entry, after the checks every run makes (a sha256,
  * offline and not cached); NULL with c->err set when they fail. */
-static struct gp_effect *plan_download(struct gp_ctx *c, const struct gp_fetch_artifact *a)
+static struct gp_effect *plan_download(struct gp_ctx *c,
+                                       const struct gp_fetch_artifact *a)
 {
 	if (refuse_when_stopping(c) < 0 || get_fetcher(c) < 0)
 		return NULL;
@@ -652,8 +653,8 @@ static int extracted(struct gp_ctx *c, const char *what, const char *dest, int r
 		    stage_name(c), what, dest, gp_archive_strerror(rc), res->msg);
 	}
 	gp_log(c, "extracted %llu entries (%llu bytes) into %s%s%s%s",
-	       (unsigned long long)res->entries, (unsigned long long)res->out_bytes,
-	       dest, res->replaced ? ", replacing the old one" : "",
+	       (unsigned long long)res->entries, (unsigned long long)res->out_bytes, dest,
+	       res->replaced ? ", replacing the old one" : "",
 	       res->leftover[0] ? "; the old directory could not be removed: " : "",
 	       res->leftover);
 	journal_forget_under(c, dest);
@@ -661,8 +662,8 @@ static int extracted(struct gp_ctx *c, const char *what, const char *dest, int r
 	return save_journal(c);
 }
 
-static int extract_cached(struct gp_ctx *c, const char *archive_path,
-                          const char *sha256, const char *dest, unsigned flags)
+static int extract_cached(struct gp_ctx *c, const char *archive_path, const char *sha256,
+                          const char *dest, unsigned flags)
 {
 	if (parent_dir(c, dest) < 0)
 		return -1;
@@ -741,8 +742,9 @@ static int stream_extract(struct gp_ctx *c, struct gp_prefetch *pf,
 		return rc;
 	}
 	cJSON_Delete(w.by_rel);
-	gp_log(c, "extracting while downloading failed (%s); extracting the verified "
-	          "download instead",
+	gp_log(c,
+	       "extracting while downloading failed (%s); extracting the verified "
+	       "download instead",
 	       restarted ? "the download started over" : ares.msg);
 	return extract_cached(c, dl->path, dl->sha256, dest, flags);
 }
@@ -818,8 +820,8 @@ int gp_effect_remove_tree(struct gp_ctx *c, const char *path)
 	if (rc == -ENOENT)
 		return 0;
 	if (rc < 0 || !S_ISDIR(st.st_mode))
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
-		               "%s: will not remove %s: %s", stage_name(c), path,
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: will not remove %s: %s",
+		               stage_name(c), path,
 		               rc < 0 ? strerror(-rc)
 		               : S_ISLNK(st.st_mode)
 		                   ? "it is a symlink, not a directory (never followed)"

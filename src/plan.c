@@ -38,10 +38,14 @@ const char *gp_stage_state_id(enum gp_stage_state s)
 const char *gp_effect_kind_name(enum gp_effect_kind k)
 {
 	static const char *const names[] = {
-		[GP_EFFECT_WRITE] = "write",       [GP_EFFECT_REMOVE] = "remove",
-		[GP_EFFECT_SYMLINK] = "symlink",   [GP_EFFECT_MKDIR] = "mkdir",
-		[GP_EFFECT_RUN] = "run",           [GP_EFFECT_REBOOT] = "reboot",
-		[GP_EFFECT_DOWNLOAD] = "download", [GP_EFFECT_EXTRACT] = "extract",
+		[GP_EFFECT_WRITE] = "write",
+		[GP_EFFECT_REMOVE] = "remove",
+		[GP_EFFECT_SYMLINK] = "symlink",
+		[GP_EFFECT_MKDIR] = "mkdir",
+		[GP_EFFECT_RUN] = "run",
+		[GP_EFFECT_REBOOT] = "reboot",
+		[GP_EFFECT_DOWNLOAD] = "download",
+		[GP_EFFECT_EXTRACT] = "extract",
 		[GP_EFFECT_REMOVE_TREE] = "remove_tree",
 	};
 	return (unsigned)k < ARRAY_SIZE(names) ? names[k] : "?";

@@ -215,8 +215,8 @@ static bool recorded_under(struct gp_ctx *c, const char *dir)
 	size_t len = strlen(dir);
 	for (const cJSON *f = files ? files->child : NULL; f; f = f->next)
 		if (gp_streq(gp_json_string(f, "stage", NULL), "cudnn") &&
-		    gp_json_string(f, "sha256", NULL) && strncmp(f->string, dir, len) == 0 &&
-		    f->string[len] == '/')
+		    gp_json_string(f, "sha256", NULL) &&
+		    strncmp(f->string, dir, len) == 0 && f->string[len] == '/')
 			return true;
 	return false;
 }
@@ -290,8 +290,9 @@ static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	size_t n, hashed;
 	_cleanup_free_ char *bad = NULL;
 	bool files_ok = recorded_files_ok(c, s.dir, false, &n, &hashed, &bad);
-	gp_log(c, "%zu of %zu recorded files hashed (the others kept their size, "
-	          "times and inode)",
+	gp_log(c,
+	       "%zu of %zu recorded files hashed (the others kept their size, "
+	       "times and inode)",
 	       hashed, n);
 	bool ldconfig_ok = !n || gp_stage_mark_is(c, "cudnn", MARK_LDCONFIG, s.version);
 	_cleanup_free_ char *badlink = NULL;
@@ -323,8 +324,8 @@ static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 		gp_check_set(ck, GP_STATE_NEEDED, "%s still points into an old version%s",
 		             stale[0], note);
 	else if (old[0])
-		gp_check_set(ck, GP_STATE_NEEDED, "the old cuDNN directory %s is still there",
-		             old[0]);
+		gp_check_set(ck, GP_STATE_NEEDED,
+		             "the old cuDNN directory %s is still there", old[0]);
 	else if (!ldconfig_ok)
 		gp_check_set(ck, GP_STATE_NEEDED, "ldconfig not run for cuDNN %s",
 		             s.version);

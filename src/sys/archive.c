@@ -644,7 +644,7 @@ static int write_file(struct ex *x, struct archive_entry *e, const char *name,
 		return fail(x, -errno, "%s: cannot create: %s", name, strerror(errno));
 	int64_t end = 0;
 	_cleanup_(gp_sha256_freep) struct gp_sha256 *md = x->o->on_file ? gp_sha256_new()
-	                                                                  : NULL;
+	                                                                : NULL;
 	bool in_order = true; /* blocks came in offset order: md is the content's */
 	for (;;) {
 		const void *buf;

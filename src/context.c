@@ -233,7 +233,6 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 	char sha[65];
 	gp_sha256_hex(data, len, sha);
 	gp_journal_record_file(&c->journal, path, sha, stage_name(c), backup_path);
-	record_fingerprint(c, path);
 	gp_log(c, "wrote %s (%zu bytes, mode %04o, sha256 %s)", path, len,
 	       (unsigned)mode & 07777, sha);
 	return save_journal(c);

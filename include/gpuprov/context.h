@@ -50,10 +50,11 @@ void gp_ctx_close_fetcher(struct gp_ctx *c);
  * and not an error (each download then happens when its stage needs it). */
 size_t gp_ctx_prefetch_start(struct gp_ctx *c);
 
-/* Is the file at path still the one gpuprov recorded (journal sha256)? The
- * journal also keeps each file's device, inode, size, mtime and ctime as it
- * was written: when they are unchanged the file is trusted without reading
- * it; otherwise, or with deep (verify), it is hashed. *hashed says which. */
+/* Is the file at path still the one gpuprov recorded (journal sha256)? For
+ * files gp_effect_extract installed the journal also keeps the device,
+ * inode, size, mtime and ctime they had: while those are unchanged the file
+ * is trusted without reading it; otherwise, or with deep (verify), it is
+ * hashed. *hashed says which. */
 bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
                                  bool *hashed);
 

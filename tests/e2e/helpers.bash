@@ -299,14 +299,15 @@ temp_files() {
 	find "$1" -name '.#*'
 }
 
-# journal_view FILE: the journal with every "time" left out, keys sorted:
-# what two runs that did the same work must agree on.
+# journal_view FILE: the journal with every "time" and "stat" (a file's
+# inode and times) left out, keys sorted: what two runs that did the same
+# work must agree on.
 journal_view() {
 	"$PYTHON" - "$1" <<'PY'
 import json, sys
 def strip(v):
     if isinstance(v, dict):
-        return {k: strip(x) for k, x in v.items() if k != "time"}
+        return {k: strip(x) for k, x in v.items() if k not in ("time", "stat")}
     if isinstance(v, list):
         return [strip(x) for x in v]
     return v

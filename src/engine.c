@@ -551,6 +551,8 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		start_prefetch(&s, o);
 	}
 	bool failed = run_pass(&s, o);
+	/* Background downloads no stage took any more stop before the report. */
+	gp_ctx_close_fetcher(c);
 	if (!c->dry_run) {
 		record_reboot(&s, c->plan);
 		if (gp_journal_save(&c->root, &c->journal) < 0) {

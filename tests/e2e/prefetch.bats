@@ -70,10 +70,13 @@ took_background_download() {
 }
 
 @test "prefetch: a 404 is reported for the artifact when cudnn needs it; nouveau applied" {
-	write_profile "$SHA" "https://127.0.0.1:$PORT/missing.tar.xz"
+	write_profile "$SHA" "https://127.0.0.1:$PORT/missing.tar.xz?hold=1"
 	gp --root "$R" --ca-file "$CA" install --profile "$P" --only nouveau,cudnn
 	assert_status 1
-	assert_stderr_has "cudnn: cudnn 8.9.7.29 (https://127.0.0.1:$PORT/missing.tar.xz): HTTP 404 from the server; check the URL"
+	assert_stderr_has "cudnn: cudnn 8.9.7.29 (https://127.0.0.1:$PORT/missing.tar.xz?hold=1): HTTP 404 from the server; check the URL"
+	[ "$(cat "$R/var/log/prefetch.log")" = \
+		"seen while update-initramfs ran: GET /missing.tar.xz?hold=1 range=-" ] ||
+		fail "not requested while update-initramfs ran:" "$(cat "$R/var/log/prefetch.log")"
 	[ "$(requests)" = 1 ] || fail "expected one request, got $(requests)"
 	took_background_download
 	[ -f "$R/etc/modprobe.d/blacklist-nouveau.conf" ] &&

@@ -137,7 +137,10 @@ typedef ssize_t (*gp_archive_read_fn)(void *userdata, void *buf, size_t len);
  *
  * Memory is bounded by the decoder's window and fixed buffers, whatever the
  * archive size (about 20 MiB for a 64 MiB archive from xz -T2 -1 on two
- * threads). xz_threads == 0 runs liblzma's multithreaded decoder on every
+ * threads). xz is decoded in a thread of its own (liblzma's threads, if
+ * any, below it), pipelined through 2.5 MiB of chunk rings with the tar
+ * parsing, writes and hashing in the caller's thread; the read callback is
+ * still only called from the caller's thread. xz_threads == 0 runs liblzma's multithreaded decoder on every
  * CPU we may use (when liblzma >= 5.4 is installed and <lzma.h> was there
  * at build time) if the input was hashed before decoding (see
  * gp_archive_extract_fd) or liblzma is >= 5.8.1, else single-threaded.

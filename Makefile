@@ -7,7 +7,7 @@ MANDIR ?= $(PREFIX)/share/man
 DESTDIR ?=
 
 CC ?= cc
-PKGS := libcurl libarchive libcjson libkmod libcrypto liblzma
+PKGS := libcurl libarchive libcjson libkmod libcrypto liblzma sqlite3
 BUILD ?= build
 CFLAGS ?= -O2 -g
 WARNINGS := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes \
@@ -42,9 +42,9 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
 BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-dev \
-	libcjson-dev libssl-dev liblzma-dev
-TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 debootstrap apt-utils dpkg-dev \
-	python3-jsonschema clang-format cppcheck openssl
+	libcjson-dev libssl-dev liblzma-dev libsqlite3-dev
+TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
+	python3-jsonschema clang-format cppcheck openssl debootstrap apt-utils dpkg-dev gnupg
 
 .PHONY: all check check-asan test-run fuzz lint install uninstall clean deps deps-demo demo
 

@@ -855,6 +855,15 @@ int gp_effect_remove_tree(struct gp_ctx *c, const char *path)
 	return save_journal(c);
 }
 
+int gp_ctx_rewrite_url(struct gp_ctx *c, const char *url, char **out)
+{
+	*out = NULL;
+	if (get_fetcher(c) < 0)
+		return -1;
+	*out = gp_fetch_rewrite_url(c->fetcher, url);
+	return 0;
+}
+
 void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a)
 {
 	if (c->dry_run)

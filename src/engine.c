@@ -14,6 +14,7 @@
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/facts.h"
 #include "gpuprov/journal.h"
+#include "gpuprov/pkg.h"
 #include "gpuprov/run.h"
 #include "gpuprov/json.h"
 #include "gpuprov/stage.h"
@@ -35,6 +36,7 @@ struct session {
 static void session_close(struct session *s)
 {
 	gp_ctx_close_fetcher(&s->c);
+	gp_pkg_state_free(&s->c);
 	gp_lock_release(s->lock_fd);
 	if (s->c.log_fd >= 0)
 		close(s->c.log_fd);
@@ -443,6 +445,7 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 	/* The plan pass may have noted marks in the in-memory journal: start
 	 * the real pass from what is on disk. */
 	c->dry_run = false;
+	gp_pkg_state_free(c); /* the plan pass's planned packages */
 	gp_journal_free(&c->journal);
 	if (gp_journal_load(&c->root, &c->journal, &s->err) < 0)
 		return report_err(s);

@@ -131,6 +131,14 @@ struct gp_effect *gp_stage_plan_add_effect(struct gp_stage_plan *sp,
 	return e;
 }
 
+bool gp_plan_stage_needed(const struct gp_plan *p, const char *name)
+{
+	for (size_t i = 0; p && i < p->n_stages; i++)
+		if (strcmp(p->stages[i].name, name) == 0)
+			return p->stages[i].state == GP_STATE_NEEDED;
+	return false;
+}
+
 bool gp_plan_reboot_required(const struct gp_plan *p)
 {
 	for (size_t i = 0; i < p->n_stages; i++) {

@@ -306,6 +306,15 @@ static bool plain_absolute_path(const char *s)
 	}
 }
 
+/* A file in the target root: a plain absolute path. */
+static char *check_file_path(const cJSON *v, size_t i)
+{
+	if (plain_absolute_path(v->valuestring))
+		return NULL;
+	return why_got(v->valuestring, "must be an absolute path such as "
+	                               "\"/var/lib/shim-signed/mok/MOK.priv\"");
+}
+
 /* An argv: the first element is a bare command name (looked up in the
  * root's /usr/sbin:/usr/bin:/sbin:/bin) or an absolute path. */
 static char *check_argv(const cJSON *v, size_t i)
@@ -480,6 +489,28 @@ static char *check_channel(const cJSON *v, size_t i)
 	                  "\"nvidia/label/cuda-12.4.1\", not URLs");
 }
 
+/* A file inside the target root that a tool there reads (pip's cert). */
+static char *check_root_file(const cJSON *v, size_t i)
+{
+	if (plain_absolute_path(v->valuestring))
+		return NULL;
+	return why_got(v->valuestring,
+	               "must be a plain absolute path inside the root: no '.' or "
+	               "'..' components, no '//' or trailing '/', no ':' or control "
+	               "characters");
+}
+
+/* A proxy for pip and conda: http:// is normal for a proxy (TLS to the index
+ * goes through it with CONNECT), so allow_insecure_http does not apply. */
+static char *check_proxy_url(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (!gp_str_starts_with(s, "http://") && !gp_str_starts_with(s, "https://"))
+		return why_got(s, "must be an http:// or https:// proxy URL, e.g. "
+		                  "\"http://proxy.lan:3128\"");
+	return check_url(v, i);
+}
+
 /* The rule ids, for the did-you-mean; gp_compat_rule_known() decides. */
 static const char *const rule_ids[] = {
 	GP_RULE_DRIVER_CUDA,  GP_RULE_GPU_CUDA,      GP_RULE_CUDNN_CUDA,
@@ -508,17 +539,50 @@ static char *check_reason(const cJSON *v, size_t i)
 	                  "an empty reason)");
 }
 
+/* A package repository: a URL, or file:///DIR/ for a repository inside the
+ * target root (an offline bundle, a mounted mirror). */
+static char *check_repo_url(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (gp_str_starts_with(s, "file:///"))
+		return strpbrk(s, " \t\r\n") ? why_got(s, "must not contain spaces")
+		                             : NULL;
+	return check_url(v, i);
+}
+
+/* An OpenPGP v4 fingerprint: 40 hex digits, spaces allowed (as gpg prints it). */
+static char *check_fingerprint(const cJSON *v, size_t i)
+{
+	size_t n = 0;
+	for (const char *p = v->valuestring; *p; p++) {
+		if (*p == ' ')
+			continue;
+		if (!strchr(DIGITS "abcdefABCDEF", *p))
+			return why_got(v->valuestring,
+			               "must be a key fingerprint: 40 hex digits (spaces "
+			               "allowed)");
+		n++;
+	}
+	if (n != 40)
+		return why_got(v->valuestring, "must be a key fingerprint: 40 hex digits "
+		                               "(spaces allowed)");
+	return NULL;
+}
+
 static const char *const arches[] = { "x86_64", "aarch64", NULL };
 static const char *const distro_ids[] = { "ubuntu2204", "ubuntu2404", "debian12", "rhel9",
 	                                  NULL };
 static const char *const package_managers[] = { "apt", "dnf", NULL };
 static const char *const driver_methods[] = { "apt", "dnf", "runfile", NULL };
 static const char *const flavors[] = { "server", "desktop", NULL };
+static const char *const driver_sources[] = { "canonical", "nvidia", NULL };
+static const char *const kernel_module_kinds[] = { "auto", "prebuilt", "dkms", NULL };
 static const char *const module_kinds[] = { "open", "proprietary", "auto", NULL };
 static const char *const cuda_methods[] = { "repo", "runfile", NULL };
 static const char *const cudnn_methods[] = { "tarball", "apt", NULL };
 static const char *const cuda_majors[] = { "11", "12", "13", NULL };
 static const char *const pytorch_methods[] = { "conda", "venv", NULL };
+static const char *const pytorch_installers[] = { "pip", "conda", NULL };
 
 #define STRING(k, chk)                                                                   \
 	{                                                                                \
@@ -559,6 +623,8 @@ static const struct field distro_fields[] = {
 	ENUM("nvidia_repo", distro_ids),
 	STRING("keyring_url", check_url),
 	STRING("keyring_sha256", check_sha256),
+	STRING("keyring_fingerprint", check_fingerprint),
+	STRING("repo_url", check_repo_url),
 	STRINGS("initramfs", check_argv),
 	STRING("kernel_headers", check_headers_pattern),
 	END,
@@ -585,13 +651,21 @@ static const struct field driver_fields[] = {
 	BOOL("hold"),
 	STRING("url", check_url),
 	STRING("sha256", check_sha256),
+	ENUM("source", driver_sources),
+	ENUM("kernel_modules", kernel_module_kinds),
+	STRING("mok_key", check_file_path),
+	STRING("mok_cert", check_file_path),
 	END,
 };
 
 static const struct field cuda_fields[] = {
-	ENUM("method", cuda_methods),      STRING("version", check_cuda_version),
-	STRING("path", check_install_dir), STRING("url", check_url),
-	STRING("sha256", check_sha256),    END,
+	ENUM("method", cuda_methods),
+	STRING("version", check_cuda_version),
+	STRING("path", check_install_dir),
+	STRING("url", check_url),
+	STRING("sha256", check_sha256),
+	BOOL("link"),
+	END,
 };
 
 static const struct field cudnn_fields[] = {
@@ -605,17 +679,14 @@ static const struct field cudnn_fields[] = {
 };
 
 static const struct field pytorch_fields[] = {
-	ENUM("method", pytorch_methods),
-	STRING("prefix", check_prefix_dir),
-	STRING("env", check_conda_env),
-	STRING("python", check_python_version),
-	STRINGS("packages", check_pin),
-	STRING("index_url", check_url),
-	STRING("installer_url", check_url),
-	STRING("installer_sha256", check_sha256),
-	STRINGS("channels", check_channel),
-	BOOL("defaults_tos_accepted"),
-	END,
+	ENUM("method", pytorch_methods),       STRING("prefix", check_prefix_dir),
+	STRING("env", check_conda_env),        STRING("python", check_python_version),
+	STRINGS("packages", check_pin),        STRING("index_url", check_url),
+	STRING("installer_url", check_url),    STRING("installer_sha256", check_sha256),
+	STRINGS("channels", check_channel),    BOOL("defaults_tos_accepted"),
+	ENUM("installer", pytorch_installers), STRINGS("extra_index_urls", check_url),
+	STRING("ca_bundle", check_root_file),  STRING("proxy", check_proxy_url),
+	STRING("channel_alias", check_url),    END,
 };
 
 static const struct field env_fields[] = {

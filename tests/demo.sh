@@ -15,9 +15,10 @@ rc=$?
 set -e
 case $rc in
 0) echo "(exit 0: nothing to do)" ;;
-4) echo "(exit 4: install would stop here before changing anything: stages marked 'not" \
-	"implemented' are not built yet, and a 'blocked' one says what it needs;" \
-	"'--skip driver,cuda,cudnn,pytorch' plans the rest)" ;;
-5) echo "(exit 5: install would ask for a reboot)" ;;
+4) echo "(exit 4: install would stop here before changing anything: a 'blocked'" \
+	"stage says what it needs)" ;;
+5) echo "(exit 5: install would make these changes, then ask for a reboot: nouveau" \
+	"must be gone before the driver stage runs; 'gpuprov install' again after it" \
+	"does the rest)" ;;
 *) echo "(exit $rc)"; exit "$rc" ;;
 esac

@@ -34,6 +34,9 @@ struct gp_compat_report {
  * Overrides from the profile's "override" (one {"rule", "reason"} object or
  * an array of them) are applied: the issue is kept, with the reason. */
 void gp_compat_check(const cJSON *profile, struct gp_compat_report *rep);
+/* The profile's reason for overriding rule, or NULL (stages that check the
+ * same rule against the live host honour it too). */
+const char *gp_compat_override(const cJSON *profile, const char *rule);
 /* Issues not overridden. */
 size_t gp_compat_blocking(const struct gp_compat_report *rep);
 void gp_compat_report_free(struct gp_compat_report *rep);

@@ -35,6 +35,9 @@ struct gp_ctx {
 	/* Announced downloads (gp_prefetch_add) and, once started, the thread
 	 * fetching them (prefetch.h); freed by gp_ctx_close_fetcher. */
 	struct gp_prefetch *prefetch;
+	/* The package layer's state for this run (pkg.c): planned installs and
+	 * holds, whether metadata was refreshed; freed by gp_pkg_state_free. */
+	struct gp_pkg_state *pkg;
 };
 
 /* Reads a file as the target will look once the effects planned so far in
@@ -102,6 +105,10 @@ int gp_effect_download_extract(struct gp_ctx *c, const struct gp_fetch_artifact 
  * is not an effect. In dry-run it records the directory and every entry
  * that would go. */
 int gp_effect_remove_tree(struct gp_ctx *c, const char *path);
+/* url after --mirror rewriting (*out, free it), for URLs that a tool in the
+ * root fetches from itself (pip's index, conda's channel alias). Touches
+ * nothing. 0, or -1 with c->err set (a bad --ca-file). */
+int gp_ctx_rewrite_url(struct gp_ctx *c, const char *url, char **out);
 /* Announces a download a later step of this run will make (stage prefetch
  * hooks); the artifact is copied. Not an effect: gp_effect_download still
  * makes the artifact available, sooner when it was announced: it waits for

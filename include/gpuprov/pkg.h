@@ -64,3 +64,30 @@ int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo);
 int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n);
 /* Holds (hold=true) or releases the named packages as a set. */
 int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, bool hold);
+
+/* --- additions (issue 5) ------------------------------------------------ */
+
+/* Frees c->pkg (NULL-safe); the engine calls it when the run ends. */
+void gp_pkg_state_free(struct gp_ctx *c);
+
+/* Why the repository cannot be added as described (no keyring URL, no
+ * sha256, no or a malformed fingerprint), for a stage's check to block on;
+ * NULL when it can. Free it. */
+char *gp_pkg_repo_problem(const struct gp_pkg_repo *repo);
+
+/* The NVIDIA driver set installed (or planned) in the root: every package
+ * whose name starts with one of NVIDIA's driver prefixes (nvidia-,
+ * libnvidia-, linux-modules-nvidia-, linux-objects-nvidia-,
+ * linux-signatures-nvidia-, xserver-xorg-video-nvidia-, cuda-drivers,
+ * libcuda1, libxnvctrl, kmod-nvidia, nvidia (dnf module packages share the
+ * nvidia- prefix)). Sorted; never NULL. For `hold: true`:
+ * gp_effect_pkg_hold(c, set, gp_strv_len(set), true). */
+char **gp_pkg_nvidia_set(struct gp_ctx *c);
+
+/* How long the effects wait for a dpkg/rpm lock another process holds:
+ * GPUPROV_LOCK_WAIT (seconds) from the environment, default 300. */
+#define GP_PKG_LOCK_WAIT_DEFAULT_S 300
+
+/* The keyring path a cuda-keyring package installs (NVIDIA's layout); the
+ * dry-run's repository file names it before the package is downloaded. */
+#define GP_CUDA_KEYRING_PATH "/usr/share/keyrings/cuda-archive-keyring.gpg"

@@ -96,6 +96,9 @@ void gp_stage_plan_set(struct gp_stage_plan *sp, enum gp_stage_state state,
 struct gp_effect *gp_stage_plan_add_effect(struct gp_stage_plan *sp,
                                            enum gp_effect_kind k);
 bool gp_plan_reboot_required(const struct gp_plan *p);
+/* Is stage name in this plan with changes to make (state NEEDED), i.e. will
+ * it have applied before a later stage of the same run? */
+bool gp_plan_stage_needed(const struct gp_plan *p, const char *name);
 /* Latest planned content of path across the plan (for reads that must see
  * earlier planned writes). Returns true when the plan writes or removes it;
  * *exists tells which. */

@@ -46,8 +46,11 @@ const struct gp_stage *gp_stage_find(const char *name);
 bool gp_stage_implemented(const struct gp_stage *s);
 
 extern const struct gp_stage gp_stage_nouveau;
+extern const struct gp_stage gp_stage_driver;
 extern const struct gp_stage gp_stage_env;
 extern const struct gp_stage gp_stage_cudnn;
+extern const struct gp_stage gp_stage_cuda;
+extern const struct gp_stage gp_stage_pytorch;
 
 /* Marks in the journal that tie a follow-up command to the input it ran
  * for (the initramfs rebuilt for this blacklist, ldconfig run for this

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gpuprov/compat.h"
+#include "gpuprov/nvdriver.h"
 #include "gpuprov/nvidia.h"
 #include "gpuprov/util.h"
 #include "gpuprov/version.h"
@@ -366,15 +367,6 @@ static void rule_torch_driver(struct check *c)
 	    alt ? ", or the wheel index " : "", alt ? alt : "");
 }
 
-static const struct gp_gpu_info *first_needing(const struct check *c, bool want_open)
-{
-	for (size_t i = 0; i < c->n_gpus; i++)
-		if (want_open ? gp_gpu_needs_open_modules(c->gpus[i])
-		              : gp_gpu_needs_proprietary(c->gpus[i]))
-			return c->gpus[i];
-	return NULL;
-}
-
 /* g cannot run the chosen flavor ("open"), it needs the other one. other is
  * a matched GPU that does need the chosen flavor, or NULL. */
 static void flavor_issue(struct check *c, const struct gp_gpu_info *g, const char *chosen,
@@ -402,8 +394,8 @@ static void rule_module_flavor(struct check *c)
 	const char *modules = str_member(c->driver, "modules");
 	if (!modules)
 		return;
-	const struct gp_gpu_info *needs_open = first_needing(c, true);
-	const struct gp_gpu_info *needs_prop = first_needing(c, false);
+	const struct gp_gpu_info *needs_open, *needs_prop;
+	gp_gpus_flavor_need(c->gpus, c->n_gpus, &needs_open, &needs_prop);
 
 	if (strcmp(modules, "open") == 0) {
 		if (c->have_drv && !driver_meets(&c->drv, OPEN_MODULES_FIRST_BRANCH)) {
@@ -535,6 +527,12 @@ void gp_compat_check(const cJSON *profile, struct gp_compat_report *rep)
 		if (why)
 			rep->issues[i].override = gp_xstrdup(why);
 	}
+}
+
+const char *gp_compat_override(const cJSON *profile, const char *rule)
+{
+	return override_reason(cJSON_GetObjectItemCaseSensitive(profile, "override"),
+	                       rule);
 }
 
 size_t gp_compat_blocking(const struct gp_compat_report *rep)

@@ -151,7 +151,9 @@ static char *blocked_reason(struct gp_ctx *c, const struct cudnn_settings *s)
 	if (!s->base)
 		return gp_xstrdup("no destination: set stages.cudnn.path or "
 		                  "stages.cuda.path");
-	if (s->base_from_cuda && !gp_ctx_exists(c, s->base))
+	/* A toolkit the cuda stage installs earlier in this run will be there. */
+	if (s->base_from_cuda && !gp_ctx_exists(c, s->base) &&
+	    !gp_plan_stage_needed(c->plan, "cuda"))
 		return gp_xasprintf("the CUDA toolkit directory %s does not exist; "
 		                    "install CUDA first (stage cuda) or set "
 		                    "stages.cudnn.path",

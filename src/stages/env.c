@@ -1,10 +1,13 @@
 /* Stage env: the shell and linker environment for CUDA.
  * check:  /etc/profile.d/gpuprov-cuda.sh and /etc/ld.so.conf.d/gpuprov-cuda.conf
  *         hold exactly what the profile asks for, and ldconfig ran for that
- *         ld.so.conf.d content.
- * apply:  writes both files and runs ldconfig chrooted.
+ *         ld.so.conf.d content; with conda_init, /etc/profile.d/gpuprov-conda.sh
+ *         sources the conda prefix's etc/profile.d/conda.sh (without it, that
+ *         file is absent).
+ * apply:  writes (or removes) the files and runs ldconfig chrooted.
  * verify: sourcing the script twice in the root's sh gives the expected
- *         values with no duplicate PATH entries; the directories exist. */
+ *         values with no duplicate PATH entries; the directories exist; the
+ *         conda snippet matches and conda.sh is there. */
 #include <string.h>
 #include <sys/stat.h>
 
@@ -17,6 +20,7 @@
 #define LD_CONF "/etc/ld.so.conf.d/gpuprov-cuda.conf"
 #define DEFAULT_CUDA_HOME "/usr/local/cuda"
 #define MARK_LDCONFIG "ldconfig_ran_for"
+#define CONDA_SCRIPT "/etc/profile.d/gpuprov-conda.sh"
 
 /* Settings resolved from the profile with defaults. */
 struct env_settings {
@@ -125,15 +129,74 @@ static void sha_of(const char *s, char out[65])
 	gp_sha256_hex(s, strlen(s), out);
 }
 
+static bool conda_init(const cJSON *cfg)
+{
+	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "conda_init"));
+}
+
+/* The conda prefix of stages.pytorch (method conda), or NULL. */
+static const char *conda_prefix(const struct gp_ctx *c)
+{
+	const cJSON *py = gp_profile_stage(c->profile, "pytorch");
+	if (!py || strcmp(gp_json_string(py, "method", "conda"), "conda") != 0)
+		return NULL;
+	return gp_json_string(py, "prefix", "/opt/conda");
+}
+
+/* The snippet for login shells: conda's own conda.sh makes `conda` a shell
+ * function (activate/deactivate), without touching anyone's ~/.bashrc. */
+static char *render_conda(const struct gp_ctx *c, const char *prefix)
+{
+	struct gp_buf b = { 0 };
+	gp_buf_printf(
+	    &b,
+	    "# Written by gpuprov (stage env) from profile %s; gpuprov replaces\n"
+	    "# this file, so change the profile instead. Makes `conda` a shell\n"
+	    "# function in login shells, as `conda init` would, without ~/.bashrc.\n"
+	    "if [ -f ",
+	    c->profile->name);
+	_cleanup_free_ char *sh = gp_xasprintf("%s/etc/profile.d/conda.sh", prefix);
+	append_sh_quoted(&b, sh);
+	gp_buf_puts(&b, " ]; then\n\t. ");
+	append_sh_quoted(&b, sh);
+	gp_buf_puts(&b, "\nfi\n");
+	return gp_buf_steal(&b);
+}
+
+/* conda_init: "" when the snippet is as the profile wants, else why not
+ * (NULL when it cannot be: no conda prefix). */
+static char *conda_state(struct gp_ctx *c, const cJSON *cfg)
+{
+	if (!conda_init(cfg))
+		return gp_xstrdup(gp_ctx_exists(c, CONDA_SCRIPT) ? CONDA_SCRIPT
+		                      " is there but conda_init is off"
+		                                                 : "");
+	const char *prefix = conda_prefix(c);
+	if (!prefix)
+		return NULL;
+	_cleanup_free_ char *want = render_conda(c, prefix);
+	return gp_xstrdup(file_is(c, CONDA_SCRIPT, want) ? ""
+	                                                 : CONDA_SCRIPT
+	                      " differs from the profile");
+}
+
+static int apply_conda(struct gp_ctx *c, const cJSON *cfg)
+{
+	if (!conda_init(cfg))
+		return gp_effect_remove(c, CONDA_SCRIPT);
+	_cleanup_free_ char *want = render_conda(c, conda_prefix(c));
+	return gp_effect_write(c, CONDA_SCRIPT, want, strlen(want), 0644);
+}
+
 static int env_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 {
-	/* Accepted by the schema for the conda/PyTorch work; doing nothing for
-	 * it would be a silent success. */
-	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "conda_init"))) {
+	_cleanup_free_ char *conda = conda_state(c, cfg);
+	if (!conda) {
 		gp_check_set(
 		    ck, GP_STATE_BLOCKED,
-		    "stages.env.conda_init is not implemented in this version of "
-		    "gpuprov; set it to false or remove it");
+		    "stages.env.conda_init needs stages.pytorch with method "
+		    "conda (the snippet sources <prefix>/etc/profile.d/conda.sh); "
+		    "set conda_init to false or remove it");
 		return 0;
 	}
 	struct env_settings s;
@@ -145,9 +208,11 @@ static int env_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	bool script_ok = file_is(c, PROFILE_SCRIPT, script);
 	bool ld_ok = file_is(c, LD_CONF, ld_conf);
 	bool ldconfig_ok = gp_stage_mark_is(c, "env", MARK_LDCONFIG, sha);
-	if (script_ok && ld_ok && ldconfig_ok)
-		gp_check_set(ck, GP_STATE_SATISFIED, "%s and %s up to date",
-		             PROFILE_SCRIPT, LD_CONF);
+	if (script_ok && ld_ok && ldconfig_ok && !*conda)
+		gp_check_set(ck, GP_STATE_SATISFIED, "%s and %s up to date%s",
+		             PROFILE_SCRIPT, LD_CONF,
+		             conda_init(cfg) ? "; conda initialised for login shells"
+		                             : "");
 	else {
 		struct gp_buf why = { 0 };
 		if (!script_ok)
@@ -158,6 +223,8 @@ static int env_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 		else if (!ldconfig_ok)
 			gp_buf_printf(&why, "%sldconfig not run for " LD_CONF,
 			              why.len ? "; " : "");
+		if (*conda)
+			gp_buf_printf(&why, "%s%s", why.len ? "; " : "", conda);
 		gp_check_set(ck, GP_STATE_NEEDED, "%s", why.data);
 		gp_buf_free(&why);
 	}
@@ -174,6 +241,8 @@ static int env_apply(struct gp_ctx *c, const cJSON *cfg)
 	char sha[65];
 	sha_of(ld_conf, sha);
 	int rc = gp_effect_write(c, PROFILE_SCRIPT, script, strlen(script), 0644);
+	if (rc == 0)
+		rc = apply_conda(c, cfg);
 	if (rc == 0)
 		rc = gp_effect_write(c, LD_CONF, ld_conf, strlen(ld_conf), 0644);
 	if (rc == 0 && !gp_stage_mark_is(c, "env", MARK_LDCONFIG, sha)) {
@@ -235,6 +304,30 @@ static void verify_dirs(struct gp_ctx *c, struct gp_report *rep, char *const *di
 	}
 }
 
+static void verify_conda(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
+{
+	if (!conda_init(cfg))
+		return;
+	const char *prefix = conda_prefix(c);
+	if (!prefix) {
+		gp_report_add(
+		    rep, "env", GP_FAIL, "conda_init",
+		    "set stages.pytorch.method to conda, or conda_init to false",
+		    "stages.pytorch has no conda prefix");
+		return;
+	}
+	_cleanup_free_ char *want = render_conda(c, prefix);
+	_cleanup_free_ char *sh = gp_xasprintf("%s/etc/profile.d/conda.sh", prefix);
+	bool ok = file_is(c, CONDA_SCRIPT, want);
+	gp_report_add(rep, "env", ok ? GP_PASS : GP_FAIL, "conda_init",
+	              "run 'gpuprov install --only env'", "%s %s", CONDA_SCRIPT,
+	              ok ? "sources conda.sh" : "is missing or differs");
+	bool there = gp_root_exists(&c->root, sh);
+	gp_report_add(rep, "env", there ? GP_PASS : GP_FAIL, "conda.sh",
+	              "install conda first: 'gpuprov install --only pytorch'", "%s %s",
+	              sh, there ? "present" : "missing");
+}
+
 static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 {
 	struct env_settings s;
@@ -284,6 +377,7 @@ static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 			              "expected %s, got %s", v->valuestring,
 			              got ? got : "(unset)");
 	}
+	verify_conda(c, cfg, rep);
 	char *const home_dir[] = { (char *)s.cuda_home, NULL };
 	verify_dirs(c, rep, home_dir);
 	verify_dirs(c, rep, s.path);

@@ -5,21 +5,10 @@
 
 #include "gpuprov/stage.h"
 
-/* Stages that later work will build; listed so plans show the whole job. */
-static const struct gp_stage stage_driver = {
-	.name = "driver",
-	.summary = "NVIDIA kernel driver and user-space libraries",
-	.flags = GP_STAGE_NEEDS_REBOOTED_KERNEL | GP_STAGE_MAY_REBOOT,
-};
-static const struct gp_stage stage_cuda = { .name = "cuda", .summary = "CUDA toolkit" };
-static const struct gp_stage stage_pytorch = {
-	.name = "pytorch",
-	.summary = "conda or venv environment with PyTorch",
-};
 
 const struct gp_stage *const gp_stages[] = {
-	&gp_stage_nouveau, &stage_driver,  &stage_cuda,
-	&gp_stage_cudnn,   &stage_pytorch, &gp_stage_env,
+	&gp_stage_nouveau, &gp_stage_driver,  &gp_stage_cuda,
+	&gp_stage_cudnn,   &gp_stage_pytorch, &gp_stage_env,
 };
 const size_t gp_stage_count = ARRAY_SIZE(gp_stages);
 

@@ -408,13 +408,13 @@ corrupt_journal() {
 	assert_stderr_empty
 }
 
-@test "bad input: env.conda_init (not implemented yet) blocks instead of silently doing nothing" {
+@test "bad input: env.conda_init without a conda prefix blocks instead of silently doing nothing" {
 	mkdir "$BATS_TEST_TMPDIR/p"
-	printf '{"name": "ci", "extends": "a100-ubuntu2204", "stages": {"env": {"conda_init": true}}}\n' \
+	printf '{"name": "ci", "extends": "a100-ubuntu2204", "stages": {"pytorch": {"method": "venv"}, "env": {"conda_init": true}}}\n' \
 		> "$BATS_TEST_TMPDIR/p/ci.json"
 	gp --root "$R" --profile-dir "$BATS_TEST_TMPDIR/p" install --profile ci --only env
 	assert_status 4
-	assert_stderr_has "conda_init is not implemented"
+	assert_stderr_has "stages.env.conda_init needs stages.pytorch with method conda"
 	assert_stderr_has "nothing was changed"
 	# false is fine.
 	printf '{"name": "ci", "extends": "a100-ubuntu2204", "stages": {"env": {"conda_init": false}}}\n' \

@@ -111,7 +111,13 @@ requests() {
 }
 
 @test "cudnn: no sha256 in the profile blocks (no manifest fallback), apt blocks" {
-	gp --root "$R" plan --profile "$PROFILE" --only cudnn
+	P=$BATS_TEST_TMPDIR/cudnn-nosha.json
+	cat > "$P" <<-JSON
+	{ "name": "cudnn-nosha", "extends": "distro/ubuntu2204",
+	  "stages": { "cuda": { "method": "repo", "version": "11.8", "path": "/$BASE" },
+	              "cudnn": { "method": "tarball", "version": "8.9.7.29", "cuda": "11" } } }
+	JSON
+	gp --root "$R" plan --profile "$P" --only cudnn
 	assert_status 4
 	assert_stdout_has "cudnn: blocked - stages.cudnn.sha256 is not set"
 	sed -i 's/"tarball"/"apt"/' "$P"

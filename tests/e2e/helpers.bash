@@ -404,14 +404,15 @@ make_tarball() {
 # tests/fixtures/httpd.py on 127.0.0.1; sets PORT and CA. The server's
 # stdin and stdout are fifos: its first line is read (bounded wait, no
 # polling), and it exits when HTTPD_FD closes (stop_https_server) or after
-# 60 s. The array HTTPD_ARGS, when set, adds options (--notify, --release).
+# 60 s. HTTPD_ARGS, when set, adds options (split on spaces: --tree,
+# --notify FIFO, --release FIFO).
 start_https_server() {
 	WWW=$BATS_TEST_TMPDIR/www
 	mkdir -p "$WWW"
 	mkfifo "$BATS_TEST_TMPDIR/httpd.in" "$BATS_TEST_TMPDIR/httpd.out"
 	"$PYTHON" "$REPO_ROOT/tests/fixtures/httpd.py" --dir "$WWW" \
-		--log "$BATS_TEST_TMPDIR/httpd.log" --tls cudnn-test --max-seconds 60 \
-		"${HTTPD_ARGS[@]}" < "$BATS_TEST_TMPDIR/httpd.in" > "$BATS_TEST_TMPDIR/httpd.out" 3>&- &
+		--log "$BATS_TEST_TMPDIR/httpd.log" --tls cudnn-test --max-seconds 60 ${HTTPD_ARGS-} \
+		< "$BATS_TEST_TMPDIR/httpd.in" > "$BATS_TEST_TMPDIR/httpd.out" 3>&- &
 	exec {HTTPD_FD}> "$BATS_TEST_TMPDIR/httpd.in"
 	exec {HTTPD_OUT}< "$BATS_TEST_TMPDIR/httpd.out"
 	read -r -t 20 PORT CA <&"$HTTPD_OUT" || fail "httpd.py did not start"
@@ -452,4 +453,127 @@ write_profile() {
   }
 }
 JSON
+}
+
+# --- Real apt and dpkg (cuda.bats; reusable by driver and cudnn tests) ------
+
+# setup_apt_root: a debootstrapped Debian 12 root in $R (skipped loudly when
+# tests/fixtures/debroot.sh cannot build one) with no network sources, the
+# stand-in repository from tests/fixtures/aptrepo.sh (built once per file
+# into $BATS_FILE_TMPDIR/aptrepo, in $AR) copied to $R/srv/repo, the keyring
+# package served over loopback HTTPS ($WWW, $PORT, $CA), and $KSHA, $FPR set.
+setup_apt_root() {
+	require_root
+	R=$BATS_TEST_TMPDIR/root
+	debroot "$R"
+	local rc=0
+	AR=$BATS_FILE_TMPDIR/aptrepo
+	if [ ! -s "$AR/key.fpr" ]; then
+		rc=0
+		sh "$REPO_ROOT/tests/fixtures/aptrepo.sh" "$AR" 2> "$BATS_TEST_TMPDIR/aptrepo.err" || rc=$?
+		[ "$rc" -eq 77 ] && skip "$(cat "$BATS_TEST_TMPDIR/aptrepo.err")"
+		[ "$rc" -eq 0 ] || fail "aptrepo.sh failed:" "$(cat "$BATS_TEST_TMPDIR/aptrepo.err")"
+	fi
+	: > "$R/etc/apt/sources.list"
+	rm -f "$R"/etc/apt/sources.list.d/*
+	mkdir -p "$R/srv"
+	cp -a "$AR/repo" "$R/srv/repo"
+	start_https_server
+	cp "$AR/cuda-keyring_1.1-1_all.deb" "$WWW/"
+	KSHA=$(sha256sum < "$AR/cuda-keyring_1.1-1_all.deb" | cut -d' ' -f1)
+	FPR=$(cat "$AR/key.fpr")
+}
+
+# write_apt_profile FILE STAGES-JSON [FINGERPRINT]: a Debian 12 profile whose
+# NVIDIA repository is the stand-in one.
+write_apt_profile() {
+	cat > "$1" <<JSON
+{
+  "name": "apt-test",
+  "extends": "distro/debian12",
+  "distro": {
+    "keyring_url": "https://127.0.0.1:$PORT/cuda-keyring_1.1-1_all.deb",
+    "keyring_sha256": "$KSHA",
+    "keyring_fingerprint": "${3:-$FPR}",
+    "repo_url": "file:///srv/repo/"
+  },
+  "stages": $2
+}
+JSON
+}
+
+# dpkg_status ROOT PACKAGE: "STATUS VERSION" as dpkg-query reads it in ROOT.
+dpkg_status() {
+	chroot "$1" dpkg-query -W -f '${Status} ${Version}\n' "$2" 2>/dev/null || echo "not-installed"
+}
+
+# --- PyTorch stage (pytorch.bats, pytorch_verify.bats, conda.bats) -----------
+
+# debroot DIR: the cached real Debian 12 root (tests/fixtures/debroot.sh) in
+# DIR; the test is skipped, saying why, when it cannot be built here.
+debroot() {
+	local rc=0
+	sh "$REPO_ROOT/tests/fixtures/debroot.sh" "$1" 2> "$1.err" || rc=$?
+	[ "$rc" -eq 77 ] && skip "no Debian root: $(tail -1 "$1.err")"
+	[ "$rc" -eq 0 ] || fail "debroot.sh failed ($rc):" "$(cat "$1.err")"
+}
+
+# fake_torch JSON: what the stand-in torch module reports (mkwheels.py).
+fake_torch() {
+	printf '%s\n' "$1" > "$R/etc/fake-torch.json"
+}
+
+# nvidia_driver VERSION: the loaded NVIDIA module as /proc describes it;
+# "none" removes it.
+nvidia_driver() {
+	rm -rf "$R/proc/driver/nvidia"
+	[ "$1" = none ] && return 0
+	mkdir -p "$R/proc/driver/nvidia"
+	printf 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Release Build\n' "$1" \
+		> "$R/proc/driver/nvidia/version"
+}
+
+# setup_torch_root: $R, the Debian root with one A100 that the stand-in torch
+# sees and driver 570.86.15 loaded; the loopback HTTPS wheel index of
+# mkwheels.py ($BAD_HASH: the project whose links carry a wrong sha256) at
+# https://127.0.0.1:$PORT/whl/<tag>; its CA inside the root as $ROOT_CA.
+setup_torch_root() {
+	require_root
+	R=$BATS_TEST_TMPDIR/root
+	debroot "$R"
+	HTTPD_ARGS=--tree start_https_server
+	"$PYTHON" "$REPO_ROOT/tests/fixtures/mkwheels.py" "$WWW" ${BAD_HASH:+--bad-hash "$BAD_HASH"} ||
+		fail "mkwheels.py failed"
+	ROOT_CA=/etc/ssl/gpuprov-test-ca.pem
+	cp "$CA" "$R$ROOT_CA"
+	fake_torch '{"available": true, "devices": ["NVIDIA A100-SXM4-80GB"], "cudnn": 90100, "matmul": 8.0}'
+	nvidia_driver 570.86.15
+}
+
+# torch_profile TAG [TORCH VISION AUDIO] [EXTRA_JSON]: $P, a Debian 12
+# profile whose pytorch stage makes a venv in /opt/venv and installs the
+# three pins from the loopback index's TAG.
+torch_profile() {
+	local tag=$1 t=${2:-2.7.1} v=${3:-0.22.1} a=${4:-2.7.1} extra=${5-}
+	P=$BATS_TEST_TMPDIR/torch-test.json
+	cat > "$P" <<JSON
+{
+  "name": "torch-test",
+  "extends": "distro/debian12",
+  "stages": {
+    "pytorch": { "method": "venv", "prefix": "/opt/venv",
+                 "index_url": "https://127.0.0.1:$PORT/whl/$tag",
+                 "ca_bundle": "$ROOT_CA",
+                 "packages": ["torch==$t", "torchvision==$v", "torchaudio==$a"]$extra }
+  }
+}
+JSON
+}
+
+# dist_version ENV PROJECT: the installed version from its dist-info.
+dist_version() {
+	local m
+	for m in "$1"/lib/python3*/site-packages/"$2"-*.dist-info/METADATA; do
+		[ -f "$m" ] && sed -n 's/^Version: //p' "$m"
+	done
 }

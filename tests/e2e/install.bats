@@ -86,8 +86,8 @@ options snd-hda-intel power_save=1" ]
 		fail "status does not show nouveau as reboot pending:" "$output"
 	printf '%s\n' "$output" | grep -Eq '^  env +done' ||
 		fail "status does not show env as done:" "$output"
-	printf '%s\n' "$output" | grep -Eq '^  driver +not implemented' ||
-		fail "status does not show driver as not implemented:" "$output"
+	printf '%s\n' "$output" | grep -Eq '^  cuda +not implemented' ||
+		fail "status does not show cuda as not implemented:" "$output"
 	assert_stdout_has "files written: 3"
 
 	gp --root "$R" --json status

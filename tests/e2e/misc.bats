@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # Lock contention, backups of replaced files, the RHEL-family (dracut) path
-# and stages that are not implemented yet.
+# and the stock profile's plan on a fresh server.
 
 load helpers
 
@@ -205,44 +205,19 @@ read_fifo() {
 	assert_stdout_has '"dracut"'
 }
 
-@test "not implemented: install without --only exits 4 naming the stages, changes nothing" {
-	mkroot "$R" --cuda
-	snapshot "$R" before
-	gp --root "$R" install --profile "$PROFILE"
-	assert_status 4
-	assert_stderr_has "driver,cuda,pytorch"
-	assert_stderr_has "not implemented"
-	assert_unchanged "$R" before
-	assert_untouched_by_gpuprov "$R"
-	# Excluding just some of them still refuses, naming the rest.
-	gp --root "$R" install --profile "$PROFILE" --skip driver,cuda
-	assert_status 4
-	assert_stderr_has "implemented yet: pytorch"
-	refute_stderr_has "driver"
-	assert_unchanged "$R" before
-	assert_untouched_by_gpuprov "$R"
-}
-
-@test "not implemented: plan shows the unbuilt stages as \"not implemented\"" {
-	mkroot "$R" --cuda
+@test "stock profile on a fresh server: every stage planned, cudnn after the cuda stage of the same run" {
+	mkroot "$R"
 	gp --root "$R" plan --profile "$PROFILE"
-	assert_status 4
-	# cudnn is implemented: blocked, as the profile pins no sha256.
-	assert_stdout_has "cudnn: blocked"
-	for s in driver cuda pytorch; do
-		printf '%s\n' "$output" | grep -Eq "^\[[0-9]/6\] $s: not implemented" ||
-			fail "plan does not show $s as not implemented:" "$output"
-	done
-	assert_stdout_has "nouveau: needed"
-	assert_stdout_has "env: needed"
+	assert_status 5 # a reboot will follow (nouveau)
+	refute_stdout_has "not implemented"
+	refute_stdout_has "blocked"
+	assert_stdout_has "[3/6] cuda: needed - cuda-toolkit-11-8 is not installed"
+	# The toolkit directory does not exist yet: the cuda stage installs it first.
+	assert_stdout_has "[4/6] cudnn: needed - no cuDNN in /usr/local/cuda-11.8"
 	assert_untouched_by_gpuprov "$R"
-	# status before any install also lists them.
-	gp --root "$R" status
-	assert_status 0
-	assert_untouched_by_gpuprov "$R"
-	# verify cannot verify them either, and says so (never a fake pass).
-	gp --root "$R" verify --profile "$PROFILE" --skip nouveau,env,cudnn
+	# Without the cuda stage in the run, cudnn has nowhere to go.
+	gp --root "$R" plan --profile "$PROFILE" --skip cuda
 	assert_status 4
-	refute_stdout_has "  pass  "
+	assert_stdout_has "cudnn: blocked - the CUDA toolkit directory /usr/local/cuda-11.8 does not exist"
 	assert_untouched_by_gpuprov "$R"
 }

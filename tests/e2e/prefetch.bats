@@ -13,7 +13,7 @@ setup() {
 	require_root
 	R=$BATS_TEST_TMPDIR/root
 	mkroot "$R" --cuda --ldconfig-cache
-	HTTPD_ARGS=(--notify "$R/tmp/httpd-seen" --release "$R/tmp/httpd-release")
+	HTTPD_ARGS="--notify $R/tmp/httpd-seen --release $R/tmp/httpd-release"
 	start_https_server
 	make_tarball "$WWW/cudnn.tar.xz"
 	SHA=$(sha256sum < "$WWW/cudnn.tar.xz" | cut -d' ' -f1)

@@ -1,0 +1,92 @@
+/* NVIDIA driver knowledge for the driver stage: which packages make up a
+ * driver of a branch (Canonical's archive names or NVIDIA's repository
+ * names), the module flavor a set of GPUs needs, the runfile installer's
+ * command line and kernel release ordering. Pure: no I/O, unit-tested. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gpuprov/nvidia.h"
+#include "gpuprov/pkg.h"
+
+enum gp_drv_method { GP_DRV_APT, GP_DRV_DNF, GP_DRV_RUNFILE };
+enum gp_drv_source { GP_DRV_CANONICAL, GP_DRV_NVIDIA };
+
+/* The module flavor a set of GPUs can use: FLAVOR_ANY when both serve all
+ * of them, CONFLICT when one needs open (Blackwell, Grace Hopper) and
+ * another proprietary (Volta and older); *needs_open and *needs_prop (may
+ * be NULL) get the first GPU needing each. */
+enum gp_flavor_need {
+	GP_FLAVOR_ANY,
+	GP_FLAVOR_OPEN,
+	GP_FLAVOR_PROPRIETARY,
+	GP_FLAVOR_CONFLICT
+};
+enum gp_flavor_need gp_gpus_flavor_need(const struct gp_gpu_info *const *gpus, size_t n,
+                                        const struct gp_gpu_info **needs_open,
+                                        const struct gp_gpu_info **needs_prop);
+
+/* NVIDIA's default flavor for a driver branch or version when the GPUs do
+ * not decide: open from R560 (560.28.03 made them the default), proprietary
+ * before. */
+#define GP_OPEN_DEFAULT_BRANCH "560"
+bool gp_driver_open_by_default(const char *branch_or_version);
+
+/* "modules": "auto" resolved for the GPUs present: 0 with *open set, or -1
+ * when no flavor drives all of them (CONFLICT). GPUs gpuprov does not know
+ * (unknown ids) do not decide: they follow NVIDIA's default for the branch. */
+int gp_driver_auto_flavor(const struct gp_gpu_info *const *gpus, size_t n,
+                          const char *branch_or_version, bool *open);
+
+/* What the driver stage installs. */
+struct gp_drv_choice {
+	enum gp_drv_method method;
+	enum gp_drv_source source; /* apt only; dnf is always NVIDIA's */
+	const char *branch; /* "535" */
+	const char *version; /* exact "535.183.01", or NULL: the branch's newest */
+	bool server; /* Canonical's -server packages */
+	bool open; /* module flavor, resolved */
+	bool prebuilt; /* Canonical's signed linux-modules-nvidia-* instead of DKMS */
+	char *const *kernels; /* releases to cover: the running kernel, then newer */
+	const char *kernel_flavour; /* "generic": the meta package's suffix, or NULL */
+};
+
+struct gp_drv_pkgs {
+	struct gp_pkg_want *want; /* names owned; versions point into the choice */
+	size_t n_want;
+	char *probe; /* the package whose installed version is the driver's */
+	char **hold; /* NULL-terminated: the driver's set, to hold where installed */
+};
+
+/* "535-server-open": the Canonical name suffix (branch, -server, -open). */
+char *gp_drv_suffix(const struct gp_drv_choice *ch);
+/* The packages for an apt or dnf choice, kernel headers not included (the
+ * stage adds the headers it finds missing). */
+void gp_drv_packages(const struct gp_drv_choice *ch, struct gp_drv_pkgs *out);
+void gp_drv_pkgs_free(struct gp_drv_pkgs *p);
+
+/* "NVIDIA-Linux-x86_64-<version>.run" and its default download URL. */
+char *gp_drv_runfile_name(const char *version);
+char *gp_drv_runfile_url(const char *version);
+/* The installer's argv, run chrooted: silent, DKMS, the module type, no
+ * nouveau handling of its own (the nouveau stage owns that), no X
+ * configuration, and MOK signing when key and cert are given (both or
+ * neither). */
+char **gp_drv_runfile_argv(const char *path, bool open, const char *key,
+                           const char *cert);
+
+/* The flavour of a kernel release, as Ubuntu names it ("generic" for
+ * "5.15.0-91-generic", "aws" for "6.8.0-1012-aws"); NULL when the release has
+ * no "-<number>-<word>" tail. Free it. */
+char *gp_kernel_flavour(const char *kver);
+/* Kernel releases compared as rpmvercmp does: digit runs as numbers, other
+ * runs as text ("5.15.0-101-generic" > "5.15.0-91-generic"). */
+int gp_kver_compare(const char *a, const char *b);
+/* The upstream part of a package version: "535.183.01" of
+ * "535.183.01-0ubuntu0.22.04.1" and of "3:535.183.01-1.el9". Free it. */
+char *gp_pkg_upstream_version(const char *v);
+/* Does an installed upstream version satisfy the profile (the exact version
+ * when given, else the branch's major)? */
+bool gp_driver_version_matches(const char *upstream, const char *branch,
+                               const char *version);

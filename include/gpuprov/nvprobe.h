@@ -1,0 +1,61 @@
+/* NVML (libnvidia-ml.so.1) and the CUDA driver API (libcuda.so.1) asked
+ * through dlopen, as the target root's programs would see them. The
+ * libraries are loaded in a forked child that chroots into the root first
+ * (when the root is not /): gpuprov's own process never maps them, a
+ * crashing or hanging library costs only the child (killed after the
+ * timeout), and the root's libraries are found by the root's own loader
+ * paths while the host's loader and libc, already mapped, serve them (so a
+ * root without a dynamic loader, such as a mounted image or a busybox
+ * fixture, can still be probed). The child writes "key value" lines on a
+ * pipe; the parent parses them into the typed results below. Missing
+ * symbols are reported, never called. Needs root (chroot) for another root. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "gpuprov/root.h"
+
+/* NVIDIA's return codes the verify hints tell apart. */
+#define GP_NVML_SUCCESS 0
+#define GP_NVML_ERROR_DRIVER_NOT_LOADED 9
+#define GP_NVML_ERROR_LIB_RM_VERSION_MISMATCH 18
+#define GP_CUDA_SUCCESS 0
+#define GP_CUDA_ERROR_STUB_LIBRARY 34
+#define GP_CUDA_ERROR_INSUFFICIENT_DRIVER 35
+#define GP_CUDA_ERROR_NO_DEVICE 100
+#define GP_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH 803
+
+#define GP_PROBE_MAX_GPUS 64
+
+struct gp_nvml_probe {
+	bool loaded; /* dlopen succeeded */
+	char *load_error; /* dlerror(), or the missing symbol */
+	int init_rc; /* nvmlInit_v2; -1 when not called */
+	char *init_error; /* nvmlErrorString(init_rc) */
+	char *driver_version; /* nvmlSystemGetDriverVersion, or NULL */
+	int count; /* nvmlDeviceGetCount_v2; -1 when unknown */
+	char *names[GP_PROBE_MAX_GPUS];
+	int persistence[GP_PROBE_MAX_GPUS]; /* 1 on, 0 off, -1 unknown */
+};
+
+struct gp_cuda_probe {
+	bool loaded;
+	char *load_error;
+	int version_rc; /* cuDriverGetVersion; -1 when not called */
+	int version; /* 12040 = 12.4 */
+	int init_rc; /* cuInit(0); -1 when not called */
+	char *init_error; /* cuGetErrorString(init_rc) */
+	int count; /* cuDeviceGetCount; -1 when unknown */
+	char *names[GP_PROBE_MAX_GPUS];
+};
+
+struct gp_nvprobe {
+	struct gp_nvml_probe nvml;
+	struct gp_cuda_probe cuda;
+	char *error; /* the probe itself failed (fork, chroot, crash, timeout) */
+};
+
+/* 0 with *p filled (see p->error for a probe that died part-way), or a
+ * negative errno when no probe could be started. Free with gp_nvprobe_free. */
+int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, struct gp_nvprobe *p);
+void gp_nvprobe_free(struct gp_nvprobe *p);

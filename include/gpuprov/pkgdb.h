@@ -1,0 +1,63 @@
+/* Read-only package databases under a root, for the package layer (pkg.h):
+ * dpkg's status file, apt's downloaded Packages lists, rpm's sqlite database
+ * (RHEL 9: /var/lib/rpm/rpmdb.sqlite, read with libsqlite3; each row is an
+ * rpm header blob, parsed here) and dnf's versionlock list. Nothing here
+ * runs a command, writes or prints. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gpuprov/root.h"
+
+#define GP_DPKG_STATUS "/var/lib/dpkg/status"
+#define GP_APT_LISTS "/var/lib/apt/lists"
+#define GP_RPMDB_SQLITE "/var/lib/rpm/rpmdb.sqlite"
+#define GP_DNF_VERSIONLOCK "/etc/dnf/plugins/versionlock.list"
+
+/* One installed package. version is the backend's full string
+ * ("1:535.183.01-0ubuntu1", "3:560.35.03-1.el9"; the rpm epoch only when
+ * set). held: dpkg selection "hold" (apt-mark hold) or a versionlock entry. */
+struct gp_pkgdb_entry {
+	char *name;
+	char *version;
+	bool held;
+};
+
+struct gp_pkgdb {
+	struct gp_pkgdb_entry *e;
+	size_t n;
+};
+void gp_pkgdb_free(struct gp_pkgdb *db);
+const struct gp_pkgdb_entry *gp_pkgdb_find(const struct gp_pkgdb *db, const char *name);
+
+/* dpkg status text: only packages whose status is "installed" count
+ * ("install ok installed", "hold ok installed"); a package selected for hold
+ * but not installed is not listed. -EINVAL for a stanza without Package. */
+int gp_dpkg_status_parse(const char *text, struct gp_pkgdb *db);
+/* <root>/var/lib/dpkg/status; -ENOENT when the root has no dpkg. */
+int gp_dpkg_status_read(const struct gp_root *r, struct gp_pkgdb *db);
+
+/* Every version of name in the root's apt lists (*_Packages), newest first
+ * (dpkg order), duplicates dropped. An empty list when none. */
+int gp_apt_candidates(const struct gp_root *r, const char *name, char ***versions);
+/* The same for one Packages text (appends to *versions, unsorted). */
+void gp_apt_packages_scan(const char *text, const char *name, char ***versions);
+
+/* dpkg's version order (deb-version(7)): epoch, upstream, revision; '~'
+ * sorts before anything, even the end. <0, 0, >0. */
+int gp_dpkg_vercmp(const char *a, const char *b);
+/* Does full version v have upstream version u ("535.183.01" matches
+ * "535.183.01-0ubuntu1" and "1:535.183.01-1")? Also true when v == u. */
+bool gp_pkg_version_matches(const char *v, const char *u);
+
+/* NAME, EPOCH, VERSION, RELEASE from an rpm header blob as rpm stores it in
+ * its database (index count, data length, index entries, data; no lead or
+ * magic). -EINVAL when the blob is malformed or has no name/version. */
+int gp_rpm_header_parse(const void *blob, size_t len, char **name, char **version);
+/* The root's rpm database (rpmdb.sqlite opened read-only), held flags from
+ * the versionlock list. -ENOENT when there is none. */
+int gp_rpmdb_read(const struct gp_root *r, struct gp_pkgdb *db);
+/* Names locked by a dnf versionlock.list text ("name-[epoch:]version-release.*"
+ * lines; '!' excludes and comments are skipped). */
+char **gp_dnf_versionlock_names(const char *text);

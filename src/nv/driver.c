@@ -1,0 +1,312 @@
+/* NVIDIA driver knowledge for the driver stage (see nvdriver.h). Package
+ * names come from ../shared/reference/nvidia.md section 3: Canonical's
+ * nvidia-driver-<BR>[-server][-open] with linux-modules-nvidia-* (prebuilt,
+ * Canonical-signed) or nvidia-dkms-*; NVIDIA's repository's nvidia-open-<BR>
+ * and cuda-drivers-<BR>, and its dnf module streams. */
+#include <ctype.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "gpuprov/nvdriver.h"
+#include "gpuprov/util.h"
+#include "gpuprov/version.h"
+
+enum gp_flavor_need gp_gpus_flavor_need(const struct gp_gpu_info *const *gpus, size_t n,
+                                        const struct gp_gpu_info **needs_open,
+                                        const struct gp_gpu_info **needs_prop)
+{
+	const struct gp_gpu_info *o = NULL, *p = NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (!gpus[i])
+			continue;
+		if (!o && gp_gpu_needs_open_modules(gpus[i]))
+			o = gpus[i];
+		if (!p && gp_gpu_needs_proprietary(gpus[i]))
+			p = gpus[i];
+	}
+	if (needs_open)
+		*needs_open = o;
+	if (needs_prop)
+		*needs_prop = p;
+	return o && p ? GP_FLAVOR_CONFLICT
+	       : o    ? GP_FLAVOR_OPEN
+	       : p    ? GP_FLAVOR_PROPRIETARY
+	              : GP_FLAVOR_ANY;
+}
+
+bool gp_driver_open_by_default(const char *branch_or_version)
+{
+	return branch_or_version &&
+	       gp_version_compare(branch_or_version, GP_OPEN_DEFAULT_BRANCH) >= 0;
+}
+
+int gp_driver_auto_flavor(const struct gp_gpu_info *const *gpus, size_t n,
+                          const char *branch_or_version, bool *open)
+{
+	switch (gp_gpus_flavor_need(gpus, n, NULL, NULL)) {
+	case GP_FLAVOR_CONFLICT:
+		return -1;
+	case GP_FLAVOR_OPEN:
+		*open = true;
+		return 0;
+	case GP_FLAVOR_PROPRIETARY:
+		*open = false;
+		return 0;
+	case GP_FLAVOR_ANY:
+		break;
+	}
+	*open = gp_driver_open_by_default(branch_or_version);
+	return 0;
+}
+
+char *gp_drv_suffix(const struct gp_drv_choice *ch)
+{
+	return gp_xasprintf("%s%s%s", ch->branch, ch->server ? "-server" : "",
+	                    ch->open ? "-open" : "");
+}
+
+static void want(struct gp_drv_pkgs *p, char *name, const char *version)
+{
+	p->want = gp_xrealloc(p->want, (p->n_want + 1) * sizeof(*p->want));
+	p->want[p->n_want++] = (struct gp_pkg_want){ .name = name, .version = version };
+}
+
+static void hold(struct gp_drv_pkgs *p, const char *fmt, ...) _printf_(2, 3);
+static void hold(struct gp_drv_pkgs *p, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	_cleanup_free_ char *name = gp_xvasprintf(fmt, ap);
+	va_end(ap);
+	if (!gp_strv_contains(p->hold, name))
+		gp_strv_push(&p->hold, name);
+}
+
+/* Canonical's driver set of one branch: these prefixes + "535-server"; the
+ * user-space packages that must move together with the kernel modules. */
+static const char *const canonical_set[] = {
+	"nvidia-driver-",
+	"nvidia-utils-",
+	"nvidia-compute-utils-",
+	"libnvidia-compute-",
+	"libnvidia-common-",
+	"libnvidia-gl-",
+	"libnvidia-decode-",
+	"libnvidia-encode-",
+	"libnvidia-extra-",
+	"libnvidia-cfg1-",
+	"libnvidia-fbc1-",
+	"nvidia-kernel-common-",
+	"xserver-xorg-video-nvidia-",
+};
+/* NVIDIA's dnf set (unversioned names; the module stream pins the branch). */
+static const char *const dnf_set[] = {
+	"nvidia-driver",           "nvidia-driver-libs",
+	"nvidia-driver-cuda",      "nvidia-driver-cuda-libs",
+	"nvidia-kmod-common",      "kmod-nvidia-open-dkms",
+	"kmod-nvidia-latest-dkms", "nvidia-persistenced",
+	"nvidia-modprobe",         "libnvidia-ml",
+	"libnvidia-cfg",           "nvidia-settings",
+};
+
+static void canonical(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
+{
+	_cleanup_free_ char *sfx = gp_drv_suffix(ch);
+	/* nvidia-utils-535-server etc. carry no -open: only the driver meta and
+	 * the kernel packages do. */
+	_cleanup_free_ char *base = gp_xasprintf("%s%s", ch->branch,
+	                                         ch->server ? "-server" : "");
+	p->probe = gp_xasprintf("nvidia-driver-%s", sfx);
+	want(p, gp_xstrdup(p->probe), ch->version);
+	for (size_t i = 0; i < ARRAY_SIZE(canonical_set); i++)
+		hold(p, "%s%s", canonical_set[i], base);
+	hold(p, "%s", p->probe);
+	if (ch->prebuilt) {
+		for (size_t i = 0; ch->kernels && ch->kernels[i]; i++) {
+			char *m = gp_xasprintf("linux-modules-nvidia-%s-%s", sfx,
+			                       ch->kernels[i]);
+			hold(p, "%s", m);
+			want(p, m, NULL);
+		}
+		/* The flavour's meta package follows kernel updates. */
+		if (ch->kernel_flavour) {
+			char *m = gp_xasprintf("linux-modules-nvidia-%s-%s", sfx,
+			                       ch->kernel_flavour);
+			hold(p, "%s", m);
+			want(p, m, NULL);
+		}
+	} else {
+		char *d = gp_xasprintf("nvidia-dkms-%s", sfx);
+		hold(p, "%s", d);
+		want(p, d, ch->version);
+		hold(p, "nvidia-kernel-source-%s", sfx);
+	}
+}
+
+static void nvidia_apt(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
+{
+	p->probe = gp_xasprintf(ch->open ? "nvidia-open-%s" : "cuda-drivers-%s",
+	                        ch->branch);
+	want(p, gp_xstrdup(p->probe), ch->version);
+	hold(p, "%s", p->probe);
+	/* NVIDIA's repository uses Canonical's user-space names, plus
+	 * unversioned DKMS source packages. */
+	for (size_t i = 0; i < ARRAY_SIZE(canonical_set); i++)
+		hold(p, "%s%s", canonical_set[i], ch->branch);
+	hold(p, "nvidia-driver-%s-open", ch->branch);
+	hold(p, "%s", ch->open ? "nvidia-kernel-open-dkms" : "nvidia-kernel-dkms");
+	hold(p, "nvidia-kernel-source-%s%s", ch->branch, ch->open ? "-open" : "");
+}
+
+static void dnf(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
+{
+	/* dnf install @module:stream installs the stream's default profile. */
+	want(p,
+	     gp_xasprintf("@nvidia-driver:%s-%s", ch->branch, ch->open ? "open" : "dkms"),
+	     NULL);
+	p->probe = gp_xstrdup("nvidia-driver");
+	if (ch->version)
+		want(p, gp_xstrdup(p->probe), ch->version);
+	for (size_t i = 0; i < ARRAY_SIZE(dnf_set); i++)
+		hold(p, "%s", dnf_set[i]);
+}
+
+void gp_drv_packages(const struct gp_drv_choice *ch, struct gp_drv_pkgs *out)
+{
+	*out = (struct gp_drv_pkgs){ .hold = gp_xcalloc(1, sizeof(char *)) };
+	if (ch->method == GP_DRV_DNF)
+		dnf(ch, out);
+	else if (ch->method == GP_DRV_APT && ch->source == GP_DRV_CANONICAL)
+		canonical(ch, out);
+	else if (ch->method == GP_DRV_APT)
+		nvidia_apt(ch, out);
+}
+
+void gp_drv_pkgs_free(struct gp_drv_pkgs *p)
+{
+	for (size_t i = 0; i < p->n_want; i++)
+		free((char *)p->want[i].name);
+	free(p->want);
+	free(p->probe);
+	gp_strv_free(p->hold);
+	*p = (struct gp_drv_pkgs){ 0 };
+}
+
+char *gp_drv_runfile_name(const char *version)
+{
+	return gp_xasprintf("NVIDIA-Linux-x86_64-%s.run", version);
+}
+
+char *gp_drv_runfile_url(const char *version)
+{
+	return gp_xasprintf(
+	    "https://us.download.nvidia.com/tesla/%s/NVIDIA-Linux-x86_64-%s.run", version,
+	    version);
+}
+
+char **gp_drv_runfile_argv(const char *path, bool open, const char *key, const char *cert)
+{
+	char **v = gp_xcalloc(1, sizeof(char *));
+	gp_strv_push(&v, "/bin/sh");
+	gp_strv_push(&v, path);
+	/* --silent implies --ui=none --no-questions --accept-license. */
+	gp_strv_push(&v, "--silent");
+	gp_strv_push(&v, "--dkms");
+	gp_strv_push(&v, open ? "--kernel-module-type=open"
+	                      : "--kernel-module-type=proprietary");
+	/* The nouveau stage owns the blacklist and the initramfs. */
+	gp_strv_push(&v, "--no-nouveau-check");
+	gp_strv_push(&v, "--no-disable-nouveau");
+	gp_strv_push(&v, "--no-x-check");
+	if (key && cert) {
+		_cleanup_free_ char *k = gp_xasprintf("--module-signing-secret-key=%s",
+		                                      key);
+		_cleanup_free_ char *c = gp_xasprintf("--module-signing-public-key=%s",
+		                                      cert);
+		gp_strv_push(&v, k);
+		gp_strv_push(&v, c);
+	}
+	return v;
+}
+
+char *gp_kernel_flavour(const char *kver)
+{
+	/* <version>-<abi>-<flavour>: the last '-' separated word, when the one
+	 * before it is a number. */
+	const char *dash = strrchr(kver, '-');
+	if (!dash || !dash[1] || isdigit((unsigned char)dash[1]))
+		return NULL;
+	const char *prev = dash;
+	while (prev > kver && prev[-1] != '-')
+		prev--;
+	if (prev == kver || prev == dash || !isdigit((unsigned char)*prev))
+		return NULL;
+	for (const char *p = prev; p < dash; p++)
+		if (!isdigit((unsigned char)*p))
+			return NULL;
+	return gp_xstrdup(dash + 1);
+}
+
+int gp_kver_compare(const char *a, const char *b)
+{
+	while (*a || *b) {
+		while (*a && !isalnum((unsigned char)*a))
+			a++;
+		while (*b && !isalnum((unsigned char)*b))
+			b++;
+		if (!*a || !*b)
+			break;
+		bool num = isdigit((unsigned char)*a);
+		if (num != (bool)isdigit((unsigned char)*b))
+			return num ? 1 : -1; /* rpmvercmp: numbers are newer */
+		const char *ea = a, *eb = b;
+		if (num) {
+			while (*a == '0')
+				a++;
+			while (*b == '0')
+				b++;
+			for (ea = a; isdigit((unsigned char)*ea); ea++)
+				;
+			for (eb = b; isdigit((unsigned char)*eb); eb++)
+				;
+			if (ea - a != eb - b)
+				return ea - a < eb - b ? -1 : 1;
+		} else {
+			for (; isalpha((unsigned char)*ea); ea++)
+				;
+			for (; isalpha((unsigned char)*eb); eb++)
+				;
+		}
+		size_t la = (size_t)(ea - a), lb = (size_t)(eb - b);
+		int r = strncmp(a, b, la < lb ? la : lb);
+		if (r)
+			return r < 0 ? -1 : 1;
+		if (la != lb)
+			return la < lb ? -1 : 1;
+		a = ea;
+		b = eb;
+	}
+	return *a ? 1 : *b ? -1 : 0;
+}
+
+char *gp_pkg_upstream_version(const char *v)
+{
+	const char *colon = strchr(v, ':');
+	if (colon)
+		v = colon + 1;
+	const char *dash = strrchr(v, '-');
+	return gp_xstrndup(v, dash ? (size_t)(dash - v) : strlen(v));
+}
+
+bool gp_driver_version_matches(const char *upstream, const char *branch,
+                               const char *version)
+{
+	if (!upstream)
+		return false;
+	if (version)
+		return gp_version_compare(upstream, version) == 0;
+	if (!branch)
+		return true;
+	size_t n = strlen(branch);
+	return strncmp(upstream, branch, n) == 0 && (!upstream[n] || upstream[n] == '.');
+}

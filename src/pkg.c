@@ -1,0 +1,635 @@
+/* The package layer (pkg.h): apt and dnf behind one interface.
+ *
+ * Design. Queries read the package database as files (pkgdb.c: dpkg status,
+ * rpmdb.sqlite) and never run a command; they see the effects planned
+ * earlier in this run through c->pkg, which a dry run fills with the
+ * installs and holds it planned (a real run re-reads the database after each
+ * command instead). The gp_effect_pkg_* functions belong to the effect door:
+ * they build the backend's argv (pkg_apt.c, pkg_dnf.c) and hand every change
+ * to gp_effect_run / gp_effect_write / gp_effect_download, so a dry run
+ * records exactly the commands a real run makes. Before a real command they
+ * probe the package manager's lock files with fcntl(F_GETLK) and wait,
+ * printing once, for at most GPUPROV_LOCK_WAIT seconds; then they fail
+ * naming the holder. gpuprov never removes or takes over the lock.
+ *
+ * Metadata is refreshed before the first install that needs it and after a
+ * repository was added, at most once per run otherwise. A repository's key
+ * is fingerprinted by gpuprov (openpgp.c) after the sha256-checked download
+ * and before anything is written: a keyring without the pinned fingerprint
+ * is refused and nothing under /etc or /usr changes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpuprov/context.h"
+#include "gpuprov/exitcodes.h"
+#include "gpuprov/json.h"
+#include "gpuprov/openpgp.h"
+#include "gpuprov/pkg.h"
+#include "gpuprov/pkgcmd.h"
+#include "gpuprov/pkgdb.h"
+#include "gpuprov/run.h"
+
+struct gp_pkg_state {
+	char **names; /* planned installs (dry run): names[i] at versions[i] */
+	char **versions; /* "" when the repository's candidate */
+	char **held; /* planned holds */
+	char **unheld; /* planned releases */
+	bool refreshed; /* metadata refreshed (or planned) in this run */
+	bool stale; /* a repository was added since */
+};
+
+static struct gp_pkg_state *state(struct gp_ctx *c)
+{
+	if (!c->pkg) {
+		c->pkg = gp_xcalloc(1, sizeof *c->pkg);
+		c->pkg->names = gp_xcalloc(1, sizeof(char *));
+		c->pkg->versions = gp_xcalloc(1, sizeof(char *));
+		c->pkg->held = gp_xcalloc(1, sizeof(char *));
+		c->pkg->unheld = gp_xcalloc(1, sizeof(char *));
+	}
+	return c->pkg;
+}
+
+void gp_pkg_state_free(struct gp_ctx *c)
+{
+	if (!c->pkg)
+		return;
+	gp_strv_free(c->pkg->names);
+	gp_strv_free(c->pkg->versions);
+	gp_strv_free(c->pkg->held);
+	gp_strv_free(c->pkg->unheld);
+	free(c->pkg);
+	c->pkg = NULL;
+}
+
+static const char *who(const struct gp_ctx *c)
+{
+	return c->stage ? c->stage->name : "gpuprov";
+}
+
+int gp_pkg_manager(struct gp_ctx *c, enum gp_pkg_manager *pm)
+{
+	const char *m = c->profile
+	                    ? gp_profile_distro_string(c->profile, "package_manager")
+	                    : NULL;
+	if (gp_streq(m, "apt"))
+		*pm = GP_PKG_APT;
+	else if (gp_streq(m, "dnf"))
+		*pm = GP_PKG_DNF;
+	else
+		return gp_fail(c->err, GP_EXIT_INVALID_INPUT,
+		               "%s: the profile names no package manager; set "
+		               "distro.package_manager to apt or dnf",
+		               who(c));
+	return 0;
+}
+
+static int read_db(struct gp_ctx *c, enum gp_pkg_manager pm, struct gp_pkgdb *db)
+{
+	int rc = pm == GP_PKG_APT ? gp_dpkg_status_read(&c->root, db)
+	                          : gp_rpmdb_read(&c->root, db);
+	if (rc == -ENOENT)
+		return 0; /* no database yet: nothing installed */
+	if (rc < 0)
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		               "%s: cannot read the package database %s in %s: %s",
+		               who(c),
+		               pm == GP_PKG_APT ? GP_DPKG_STATUS : GP_RPMDB_SQLITE,
+		               c->root.dir, strerror(-rc));
+	return 0;
+}
+
+/* The database without an error message: queries that answer "no" when it
+ * cannot be read. */
+static int read_db_quiet(const struct gp_ctx *c, struct gp_pkgdb *db)
+{
+	*db = (struct gp_pkgdb){ 0 };
+	const char *m = c->profile
+	                    ? gp_profile_distro_string(c->profile, "package_manager")
+	                    : NULL;
+	if (!m)
+		return -EINVAL;
+	return strcmp(m, "dnf") == 0 ? gp_rpmdb_read(&c->root, db)
+	                             : gp_dpkg_status_read(&c->root, db);
+}
+
+static ssize_t planned_index(struct gp_pkg_state *s, const char *name)
+{
+	for (size_t i = 0; s->names[i]; i++)
+		if (strcmp(s->names[i], name) == 0)
+			return (ssize_t)i;
+	return -1;
+}
+
+int gp_pkg_installed(struct gp_ctx *c, const char *name, char **version)
+{
+	*version = NULL;
+	enum gp_pkg_manager pm;
+	if (gp_pkg_manager(c, &pm) < 0)
+		return -1;
+	ssize_t i = planned_index(state(c), name);
+	if (i >= 0) {
+		*version = gp_xstrdup(c->pkg->versions[i]);
+		return 0;
+	}
+	struct gp_pkgdb db;
+	if (read_db(c, pm, &db) < 0)
+		return -1;
+	const struct gp_pkgdb_entry *e = gp_pkgdb_find(&db, name);
+	if (e)
+		*version = gp_xstrdup(e->version);
+	gp_pkgdb_free(&db);
+	return 0;
+}
+
+bool gp_pkg_is_held(struct gp_ctx *c, const char *name)
+{
+	struct gp_pkg_state *s = state(c);
+	if (gp_strv_contains(s->held, name))
+		return true;
+	if (gp_strv_contains(s->unheld, name))
+		return false;
+	struct gp_pkgdb db;
+	bool held = false;
+	if (read_db_quiet(c, &db) == 0) {
+		const struct gp_pkgdb_entry *e = gp_pkgdb_find(&db, name);
+		held = e && e->held;
+	}
+	gp_pkgdb_free(&db);
+	return held;
+}
+
+static const char *const nvidia_prefixes[] = {
+	"nvidia-",
+	"libnvidia-",
+	"linux-modules-nvidia-",
+	"linux-objects-nvidia-",
+	"linux-signatures-nvidia-",
+	"xserver-xorg-video-nvidia-",
+	"cuda-drivers",
+	"libcuda1",
+	"libxnvctrl",
+	"kmod-nvidia",
+	"nvidia",
+};
+
+static bool is_nvidia_driver_pkg(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(nvidia_prefixes); i++)
+		if (gp_str_starts_with(name, nvidia_prefixes[i]))
+			return true;
+	return false;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char **gp_pkg_nvidia_set(struct gp_ctx *c)
+{
+	char **out = gp_xcalloc(1, sizeof(char *));
+	struct gp_pkgdb db;
+	if (read_db_quiet(c, &db) == 0)
+		for (size_t i = 0; i < db.n; i++)
+			if (is_nvidia_driver_pkg(db.e[i].name))
+				gp_strv_push(&out, db.e[i].name);
+	gp_pkgdb_free(&db);
+	struct gp_pkg_state *s = state(c);
+	for (size_t i = 0; s->names[i]; i++)
+		if (is_nvidia_driver_pkg(s->names[i]) &&
+		    !gp_strv_contains(out, s->names[i]))
+			gp_strv_push(&out, s->names[i]);
+	qsort(out, gp_strv_len(out), sizeof(char *), cmp_str);
+	return out;
+}
+
+/* --- locks ---------------------------------------------------------------- */
+
+/* Who holds an fcntl lock on path in the root: 0 with *pid (0 when unknown,
+ * e.g. an OFD lock) when held, 1 when free or absent. */
+static int lock_holder(struct gp_ctx *c, const char *path, pid_t *pid)
+{
+	_cleanup_close_ int fd = gp_root_openat(&c->root, path, O_RDONLY | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return 1;
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	if (fcntl(fd, F_GETLK, &fl) < 0 || fl.l_type == F_UNLCK)
+		return 1;
+	*pid = fl.l_pid > 0 ? fl.l_pid : 0;
+	return 0;
+}
+
+/* "pid 123 (/usr/bin/python3 /usr/bin/unattended-upgrade)". The pid
+ * F_GETLK gives is in gpuprov's own pid namespace (locks belong to the
+ * kernel, not to the root), so its command line is read from this system's
+ * /proc, not the root's. */
+static char *describe_holder(pid_t pid)
+{
+	if (!pid)
+		return gp_xstrdup("another process (its pid is not known)");
+	_cleanup_free_ char *path = gp_xasprintf("/proc/%d/cmdline", (int)pid);
+	char buf[200];
+	ssize_t n = -1;
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		n = read(fd, buf, sizeof buf - 1);
+	if (n <= 0)
+		return gp_xasprintf("pid %d", (int)pid);
+	while (n > 0 && buf[n - 1] == '\0')
+		n--;
+	for (ssize_t i = 0; i < n; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	buf[n] = '\0';
+	return gp_xasprintf("pid %d (%s)", (int)pid, buf);
+}
+
+static int lock_wait_s(void)
+{
+	const char *v = getenv("GPUPROV_LOCK_WAIT");
+	char *end;
+	long n = v ? strtol(v, &end, 10) : -1;
+	if (!v || !*v || *end || n < 0 || n > 86400)
+		return GP_PKG_LOCK_WAIT_DEFAULT_S;
+	return (int)n;
+}
+
+/* Waits until no process holds the backend's lock files. Real runs only:
+ * a dry run runs nothing. */
+static int wait_for_lock(struct gp_ctx *c, const struct gp_pkg_backend *b)
+{
+	if (c->dry_run)
+		return 0;
+	int wait_s = lock_wait_s();
+	int64_t deadline = gp_monotonic_ms() + (int64_t)wait_s * 1000;
+	bool told = false;
+	for (;;) {
+		const char *path = NULL;
+		pid_t pid = 0;
+		for (size_t i = 0; b->lock_files[i] && !path; i++)
+			if (lock_holder(c, b->lock_files[i], &pid) == 0)
+				path = b->lock_files[i];
+		if (!path) {
+			if (told)
+				gp_info(c->out, "%s: the %s lock is free; going on",
+				        who(c), b->name);
+			return 0;
+		}
+		_cleanup_free_ char *holder = describe_holder(pid);
+		if (!told) {
+			gp_info(c->out,
+			        "%s: waiting for %s, held by %s (up to %d s; set "
+			        "GPUPROV_LOCK_WAIT to change)",
+			        who(c), path, holder, wait_s);
+			gp_log(c, "waiting for %s, held by %s", path, holder);
+			told = true;
+		}
+		if (gp_run_stop_signal || gp_monotonic_ms() >= deadline)
+			return gp_fail(
+			    c->err, GP_EXIT_APPLY_FAILED,
+			    "%s: %s is still held by %s after %d s; another "
+			    "package manager run (cloud-init, "
+			    "unattended-upgrades, apt) is busy: let it finish, "
+			    "then run gpuprov again (gpuprov never breaks the "
+			    "lock)",
+			    who(c), path, holder, wait_s);
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = 250 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Runs argv (a package manager command) after the lock is free. */
+static int run_pkg(struct gp_ctx *c, const struct gp_pkg_backend *b, char **argv)
+{
+	int rc = wait_for_lock(c, b);
+	if (rc == 0)
+		rc = gp_effect_run(c, argv);
+	gp_strv_free(argv);
+	return rc;
+}
+
+static int refresh(struct gp_ctx *c, const struct gp_pkg_backend *b)
+{
+	struct gp_pkg_state *s = state(c);
+	if (s->refreshed && !s->stale)
+		return 0;
+	if (run_pkg(c, b, b->refresh()) < 0)
+		return -1;
+	s->refreshed = true;
+	s->stale = false;
+	return 0;
+}
+
+/* --- install and hold ------------------------------------------------------ */
+
+/* The full apt version for a want without a revision: the newest candidate
+ * in the apt lists with that upstream version; the version as given when
+ * there is none (a dry run before the repository's first refresh). */
+static char *resolve_version(struct gp_ctx *c, enum gp_pkg_manager pm,
+                             const struct gp_pkg_want *w)
+{
+	if (!w->version || pm != GP_PKG_APT || strchr(w->version, '-'))
+		return w->version ? gp_xstrdup(w->version) : NULL;
+	_cleanup_strv_ char **cands = NULL;
+	gp_apt_candidates(&c->root, w->name, &cands);
+	for (size_t i = 0; cands && cands[i]; i++)
+		if (gp_pkg_version_matches(cands[i], w->version))
+			return gp_xstrdup(cands[i]);
+	return gp_xstrdup(w->version);
+}
+
+static void plan_install(struct gp_ctx *c, const char *name, const char *version)
+{
+	if (!c->dry_run)
+		return;
+	struct gp_pkg_state *s = state(c);
+	ssize_t i = planned_index(s, name);
+	if (i >= 0) {
+		free(s->versions[i]);
+		s->versions[i] = gp_xstrdup(version ? version : "");
+		return;
+	}
+	gp_strv_push(&s->names, name);
+	gp_strv_push(&s->versions, version ? version : "");
+}
+
+static void plan_hold(struct gp_ctx *c, char *const *names, bool hold)
+{
+	if (!c->dry_run)
+		return;
+	struct gp_pkg_state *s = state(c);
+	for (size_t i = 0; names[i]; i++) {
+		char ***to = hold ? &s->held : &s->unheld;
+		char ***from = hold ? &s->unheld : &s->held;
+		if (!gp_strv_contains(*to, names[i]))
+			gp_strv_push(to, names[i]);
+		for (size_t j = 0; (*from)[j]; j++)
+			if (strcmp((*from)[j], names[i]) == 0) {
+				free((*from)[j]);
+				memmove(&(*from)[j], &(*from)[j + 1],
+				        (gp_strv_len(*from) - j) * sizeof(char *));
+				break;
+			}
+	}
+}
+
+static int hold_names(struct gp_ctx *c, const struct gp_pkg_backend *b,
+                      char *const *names, bool hold)
+{
+	if (!names || !names[0])
+		return 0;
+	if (run_pkg(c, b, b->hold(names, hold)) < 0)
+		return -1;
+	plan_hold(c, names, hold);
+	return 0;
+}
+
+int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n)
+{
+	enum gp_pkg_manager pm;
+	if (gp_pkg_manager(c, &pm) < 0)
+		return -1;
+	const struct gp_pkg_backend *b = gp_pkg_backend_get(pm);
+	/* What is not there yet. */
+	size_t todo = 0;
+	bool *need = gp_xcalloc(n ? n : 1, sizeof(bool));
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *have = NULL;
+		if (gp_pkg_installed(c, want[i].name, &have) < 0) {
+			free(need);
+			return -1;
+		}
+		need[i] = !have || (want[i].version && *have &&
+		                    !gp_pkg_version_matches(have, want[i].version));
+		if (need[i])
+			todo++;
+		else
+			gp_log(c, "%s %s is installed", want[i].name, have);
+	}
+	if (!todo) {
+		free(need);
+		return 0;
+	}
+	int rc = refresh(c, b);
+	struct gp_pkg_want *w = gp_xcalloc(todo, sizeof *w);
+	char **versions = gp_xcalloc(todo + 1, sizeof(char *));
+	char **held = gp_xcalloc(1, sizeof(char *));
+	size_t k = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (!need[i])
+			continue;
+		versions[k] = resolve_version(c, pm, &want[i]);
+		w[k] = (struct gp_pkg_want){ want[i].name, versions[k] };
+		if (gp_pkg_is_held(c, want[i].name))
+			gp_strv_push(&held, want[i].name);
+		k++;
+	}
+	if (rc == 0)
+		rc = hold_names(c, b, held, false);
+	if (rc == 0)
+		rc = run_pkg(c, b, b->install(w, k));
+	for (size_t i = 0; rc == 0 && i < k; i++)
+		plan_install(c, w[i].name, w[i].version);
+	if (rc == 0)
+		rc = hold_names(c, b, held, true);
+	gp_strv_free(held);
+	gp_strv_free(versions);
+	free(w);
+	free(need);
+	return rc;
+}
+
+int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, bool hold)
+{
+	enum gp_pkg_manager pm;
+	if (gp_pkg_manager(c, &pm) < 0)
+		return -1;
+	_cleanup_strv_ char **todo = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *have = NULL;
+		if (gp_pkg_installed(c, names[i], &have) < 0)
+			return -1;
+		if (!have) {
+			gp_log(c, "%s is not installed: not %s", names[i],
+			       hold ? "held" : "released");
+			continue;
+		}
+		if (gp_pkg_is_held(c, names[i]) != hold &&
+		    !gp_strv_contains(todo, names[i]))
+			gp_strv_push(&todo, names[i]);
+	}
+	return hold_names(c, gp_pkg_backend_get(pm), todo, hold);
+}
+
+/* --- repositories ----------------------------------------------------------- */
+
+char *gp_pkg_repo_problem(const struct gp_pkg_repo *repo)
+{
+	if (!repo->url)
+		return gp_xasprintf("no URL for the repository %s", repo->id);
+	if (!repo->keyring_url)
+		return gp_xasprintf("no keyring URL for the repository %s (set "
+		                    "distro.keyring_url)",
+		                    repo->id);
+	if (!repo->keyring_sha256)
+		return gp_xasprintf("no sha256 for the keyring %s (set "
+		                    "distro.keyring_sha256): gpuprov downloads nothing "
+		                    "it cannot verify",
+		                    repo->keyring_url);
+	if (!repo->fingerprint)
+		return gp_xasprintf(
+		    "no key fingerprint pinned for the repository %s (set "
+		    "distro.keyring_fingerprint)",
+		    repo->id);
+	_cleanup_free_ char *f = gp_openpgp_normalize(repo->fingerprint);
+	if (!f)
+		return gp_xasprintf("the pinned key fingerprint '%s' is not 40 (or 64) "
+		                    "hex digits",
+		                    repo->fingerprint);
+	return NULL;
+}
+
+/* The keyring path an existing repository file names, or NULL. */
+static char *named_keyring(const char *text)
+{
+	static const char *const keys[] = { "signed-by=", "gpgkey=file://" };
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		const char *p = strstr(text, keys[i]);
+		if (p) {
+			p += strlen(keys[i]);
+			return gp_xstrndup(p, strcspn(p, " ]\n"));
+		}
+	}
+	return NULL;
+}
+
+static bool keyring_has(struct gp_ctx *c, const char *path, const char *fpr)
+{
+	_cleanup_free_ char *data = NULL;
+	size_t len;
+	_cleanup_strv_ char **fprs = NULL;
+	return gp_ctx_read(c, path, &data, &len) == 0 &&
+	       gp_openpgp_fingerprints(data, len, &fprs) == 0 &&
+	       gp_strv_contains(fprs, fpr);
+}
+
+/* Is the repository file there with this content and its keyring with the key? */
+static bool repo_configured(struct gp_ctx *c, const struct gp_pkg_backend *b,
+                            const struct gp_pkg_repo *repo, const char *fpr,
+                            const char *pretty)
+{
+	_cleanup_free_ char *path = b->repo_path(repo);
+	_cleanup_free_ char *text = NULL;
+	if (gp_ctx_read(c, path, &text, NULL) < 0)
+		return false;
+	_cleanup_free_ char *kpath = named_keyring(text);
+	if (!kpath)
+		return false;
+	_cleanup_free_ char *want = b->repo_text(repo, kpath, pretty);
+	return strcmp(want, text) == 0 && keyring_has(c, kpath, fpr);
+}
+
+/* Checks a downloaded keyring (or keyring package) against the pin; sets
+ * *kpath and *kdata (plain keyrings only) to what is to be installed. */
+static int check_keyring(struct gp_ctx *c, const struct gp_pkg_backend *b,
+                         const struct gp_pkg_repo *repo, const char *fpr,
+                         const char *data, size_t len, bool is_deb, char **kpath,
+                         char **kdata, size_t *klen)
+{
+	_cleanup_free_ char *debdata = NULL;
+	const char *kd = data;
+	size_t kl = len;
+	if (is_deb) {
+		const char *msg = NULL;
+		size_t dl = 0;
+		if (gp_deb_keyring(data, len, kpath, &debdata, &dl, &msg) < 0)
+			return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+			               "%s: the keyring package %s: %s; nothing was "
+			               "written",
+			               who(c), repo->keyring_url, msg);
+		kd = debdata;
+		kl = dl;
+	} else {
+		*kpath = b->keyring_path(repo, memmem(data, len, "-----BEGIN PGP", 14));
+		*kdata = gp_xstrndup(data, len);
+		*klen = len;
+	}
+	_cleanup_strv_ char **fprs = NULL;
+	_cleanup_free_ char *pretty = gp_openpgp_pretty(fpr);
+	if (gp_openpgp_fingerprints(kd, kl, &fprs) < 0)
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		               "%s: %s holds no readable OpenPGP public key; nothing "
+		               "was written",
+		               who(c), repo->keyring_url);
+	if (!gp_strv_contains(fprs, fpr)) {
+		_cleanup_free_ char *found = gp_strv_join(fprs, ", ");
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		               "%s: the keyring %s (sha256 %s) holds key %s, not the "
+		               "pinned %s; refusing the repository %s, nothing was "
+		               "written. Check distro.keyring_fingerprint against the "
+		               "vendor's published fingerprint",
+		               who(c), repo->keyring_url, repo->keyring_sha256, found,
+		               pretty, repo->id);
+	}
+	gp_log(c, "key %s found in %s", pretty, repo->keyring_url);
+	return 0;
+}
+
+int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo)
+{
+	enum gp_pkg_manager pm;
+	if (gp_pkg_manager(c, &pm) < 0)
+		return -1;
+	_cleanup_free_ char *problem = gp_pkg_repo_problem(repo);
+	if (problem)
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: %s", who(c), problem);
+	const struct gp_pkg_backend *b = gp_pkg_backend_get(pm);
+	_cleanup_free_ char *fpr = gp_openpgp_normalize(repo->fingerprint);
+	_cleanup_free_ char *pretty = gp_openpgp_pretty(fpr);
+	if (repo_configured(c, b, repo, fpr, pretty)) {
+		gp_log(c, "repository %s is configured with key %s", repo->id, pretty);
+		return 0;
+	}
+	_cleanup_free_ char *base = gp_xstrndup(repo->keyring_url,
+	                                        strcspn(repo->keyring_url, "?#"));
+	bool is_deb = gp_str_ends_with(base, ".deb");
+	if (is_deb && pm != GP_PKG_APT)
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		               "%s: %s is a Debian package; dnf needs the key file "
+		               "itself",
+		               who(c), repo->keyring_url);
+	_cleanup_free_ char *name = gp_xasprintf("key of repository %s", repo->id);
+	const struct gp_fetch_artifact a = { .name = name,
+		                             .url = repo->keyring_url,
+		                             .sha256 = repo->keyring_sha256 };
+	_cleanup_free_ char *cached = NULL, *data = NULL, *kpath = NULL, *kdata = NULL;
+	size_t len = 0, klen = 0;
+	if (gp_effect_download(c, &a, &cached) < 0)
+		return -1;
+	if (gp_root_read(&c->root, cached, &data, &len) == 0) {
+		if (check_keyring(c, b, repo, fpr, data, len, is_deb, &kpath, &kdata,
+		                  &klen) < 0)
+			return -1;
+	} else {
+		/* A dry run before the download: the key is checked when it is. */
+		kpath = is_deb ? gp_xstrdup(GP_CUDA_KEYRING_PATH)
+		               : b->keyring_path(repo, gp_str_ends_with(base, ".asc"));
+		gp_log(c, "%s is not downloaded yet; key %s is checked once it is",
+		       repo->keyring_url, pretty);
+	}
+	int rc = 0;
+	if (is_deb)
+		rc = run_pkg(c, b, b->import_key(cached));
+	else if (kdata)
+		rc = gp_effect_write(c, kpath, kdata, klen, 0644);
+	_cleanup_free_ char *path = b->repo_path(repo);
+	_cleanup_free_ char *text = b->repo_text(repo, kpath, pretty);
+	if (rc == 0)
+		rc = gp_effect_write(c, path, text, strlen(text), 0644);
+	if (rc == 0)
+		state(c)->stale = true;
+	return rc;
+}

@@ -1,0 +1,466 @@
+/* Stage cuda: the CUDA toolkit in <path> (default /usr/local/cuda-X.Y).
+ * Methods: repo installs cuda-toolkit-X-Y (never the `cuda` meta package,
+ * which pulls in a driver) from NVIDIA's repository through the package
+ * layer, adding the repository and its pinned key first; runfile downloads
+ * the installer (sha256 pinned) and runs it chrooted with --silent --toolkit
+ * --toolkitpath=<path>, so its bundled driver is never installed. Several
+ * toolkits can coexist; with "link": true /usr/local/cuda points at this one
+ * (replaced atomically).
+ * check:  version.json / version.txt, CUDA_VERSION in include/cuda.h under
+ *         <path> agree with the profile's version; repo: the package is
+ *         installed; the /usr/local/cuda link when asked for. Blocked when
+ *         the repository or the runfile cannot be fetched as pinned.
+ * apply:  repository + package, or runfile; then the link.
+ * verify: every version source (files, `nvcc --version` run chrooted)
+ *         agrees with the profile; the toolkit's minimum driver (nvidia.h)
+ *         <= the driver (loaded module, else the driver package); the nvcc
+ *         first on the PATH the env stage writes is this toolkit's, with
+ *         the driver's CUDA (what nvidia-smi shows) and nvcc's told apart. */
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gpuprov/cudatk.h"
+#include "gpuprov/exitcodes.h"
+#include "gpuprov/facts.h"
+#include "gpuprov/json.h"
+#include "gpuprov/nvidia.h"
+#include "gpuprov/pkg.h"
+#include "gpuprov/pkgdb.h"
+#include "gpuprov/run.h"
+#include "gpuprov/stage.h"
+#include "gpuprov/version.h"
+
+#define NVIDIA_REPOS "https://developer.download.nvidia.com/compute/cuda/repos/"
+#define CUDA_LINK "/usr/local/cuda"
+
+struct cuda_settings {
+	const char *method;
+	const char *version; /* "X.Y" or "X.Y.Z" */
+	char *xy; /* "X.Y" */
+	char *path;
+	char *package; /* cuda-toolkit-X-Y */
+	bool link;
+	char *link_target;
+	const char *url, *sha256; /* runfile */
+	struct gp_pkg_repo repo;
+	char *repo_id, *repo_url;
+};
+
+static void settings_free(struct cuda_settings *s)
+{
+	free(s->xy);
+	free(s->path);
+	free(s->package);
+	free(s->link_target);
+	free(s->repo_id);
+	free(s->repo_url);
+}
+
+static void settings(struct gp_ctx *c, const cJSON *cfg, struct cuda_settings *s)
+{
+	*s = (struct cuda_settings){ 0 };
+	s->method = gp_json_string(cfg, "method", "repo");
+	s->version = gp_json_string(cfg, "version", NULL);
+	if (s->version) {
+		const char *dot = strchr(s->version, '.');
+		size_t n = dot ? (size_t)(dot - s->version) + 1 + strcspn(dot + 1, ".")
+		               : strlen(s->version);
+		s->xy = gp_xstrndup(s->version, n);
+		_cleanup_free_ char *dash = gp_str_replace_char(s->xy, '.', '-');
+		s->package = gp_xasprintf("cuda-toolkit-%s", dash);
+	}
+	const char *path = gp_json_string(cfg, "path", NULL);
+	if (path)
+		s->path = gp_xstrdup(path);
+	else if (s->xy)
+		s->path = gp_xasprintf("/usr/local/cuda-%s", s->xy);
+	s->link = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "link"));
+	if (s->path) {
+		const char *slash = strrchr(s->path, '/');
+		s->link_target = strncmp(s->path, "/usr/local/", 11) == 0 &&
+		                         slash == s->path + 10
+		                     ? gp_xstrdup(slash + 1)
+		                     : gp_xstrdup(s->path);
+	}
+	s->url = gp_json_string(cfg, "url", NULL);
+	s->sha256 = gp_json_string(cfg, "sha256", NULL);
+	const struct gp_profile *p = c->profile;
+	const char *nv = gp_profile_distro_string(p, "nvidia_repo");
+	const char *rurl = gp_profile_distro_string(p, "repo_url");
+	if (nv)
+		s->repo_id = gp_xasprintf("cuda-%s-x86_64", nv);
+	if (rurl)
+		s->repo_url = gp_xstrdup(rurl);
+	else if (nv)
+		s->repo_url = gp_xasprintf(NVIDIA_REPOS "%s/x86_64/", nv);
+	s->repo = (struct gp_pkg_repo){
+		.id = s->repo_id ? s->repo_id : "cuda",
+		.url = s->repo_url,
+		.suite = "/",
+		.keyring_url = gp_profile_distro_string(p, "keyring_url"),
+		.keyring_sha256 = gp_profile_distro_string(p, "keyring_sha256"),
+		.fingerprint = gp_profile_distro_string(p, "keyring_fingerprint"),
+	};
+}
+
+static char *blocked_reason(struct gp_ctx *c, const struct cuda_settings *s)
+{
+	if (!s->version)
+		return gp_xstrdup("stages.cuda.version is not set");
+	if (strcmp(s->method, "runfile") == 0) {
+		if (!s->url)
+			return gp_xstrdup("stages.cuda.url (the runfile) is not set");
+		if (!s->sha256)
+			return gp_xstrdup(
+			    "stages.cuda.sha256 is not set: gpuprov downloads "
+			    "nothing without a pinned sha256 (NVIDIA "
+			    "publishes only MD5 lists for runfiles; the "
+			    "sha256 is in its redist manifests)");
+		return NULL;
+	}
+	if (!gp_profile_distro_string(c->profile, "package_manager"))
+		return gp_xstrdup("method repo needs distro.package_manager");
+	_cleanup_free_ char *have = NULL;
+	if (gp_pkg_installed(c, s->package, &have) == 0 && have)
+		return NULL; /* installed: no repository needed to check it */
+	char *problem = gp_pkg_repo_problem(&s->repo);
+	if (!problem)
+		return NULL;
+	char *r = gp_xasprintf("cannot add NVIDIA's repository: %s", problem);
+	free(problem);
+	return r;
+}
+
+/* Does the toolkit under path say the profile's version? *why when not. */
+static bool files_ok(struct gp_ctx *c, const struct cuda_settings *s, char **why)
+{
+	struct gp_cuda_probe p;
+	gp_cuda_probe_files(&c->root, s->path, &p);
+	const char *v = p.json ? p.json : p.txt;
+	bool ok = false;
+	if (!v && !p.header)
+		*why = gp_xasprintf("no CUDA toolkit in %s (no version.json, version.txt "
+		                    "or include/cuda.h)",
+		                    s->path);
+	else if (v && !gp_cuda_version_agrees(v, s->version))
+		*why = gp_xasprintf("%s/%s says CUDA %s; the profile wants %s", s->path,
+		                    p.json ? "version.json" : "version.txt", v,
+		                    s->version);
+	else if (p.header && !gp_cuda_version_agrees(p.header, s->xy))
+		*why = gp_xasprintf("%s/include/cuda.h says CUDA %s; the profile wants "
+		                    "%s",
+		                    s->path, p.header, s->version);
+	else
+		ok = true;
+	gp_cuda_probe_free(&p);
+	return ok;
+}
+
+static bool link_ok(struct gp_ctx *c, const struct cuda_settings *s)
+{
+	_cleanup_free_ char *have = NULL;
+	return !s->link || (gp_root_readlink(&c->root, CUDA_LINK, &have) == 0 &&
+	                    strcmp(have, s->link_target) == 0);
+}
+
+static int cuda_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
+{
+	struct cuda_settings s;
+	settings(c, cfg, &s);
+	_cleanup_free_ char *blocked = blocked_reason(c, &s);
+	_cleanup_free_ char *why = NULL, *pkg = NULL;
+	bool repo = strcmp(s.method, "repo") == 0;
+	if (blocked) {
+		gp_check_set(ck, GP_STATE_BLOCKED, "%s", blocked);
+		settings_free(&s);
+		return 0;
+	}
+	if (repo && gp_pkg_installed(c, s.package, &pkg) < 0) {
+		settings_free(&s);
+		return -1;
+	}
+	if (repo && !pkg)
+		gp_check_set(ck, GP_STATE_NEEDED, "%s is not installed", s.package);
+	else if (!files_ok(c, &s, &why))
+		gp_check_set(ck, GP_STATE_NEEDED, "%s", why);
+	else if (!link_ok(c, &s))
+		gp_check_set(ck, GP_STATE_NEEDED, "%s does not point at %s", CUDA_LINK,
+		             s.link_target);
+	else
+		gp_check_set(ck, GP_STATE_SATISFIED, "CUDA %s in %s%s%s%s", s.version,
+		             s.path, pkg ? " (" : "", pkg ? s.package : "",
+		             pkg ? " installed)" : "");
+	settings_free(&s);
+	return 0;
+}
+
+static int apply_runfile(struct gp_ctx *c, const struct cuda_settings *s)
+{
+	_cleanup_free_ char *name = gp_xasprintf("CUDA %s runfile", s->version);
+	const struct gp_fetch_artifact a = { .name = name,
+		                             .url = s->url,
+		                             .sha256 = s->sha256 };
+	_cleanup_free_ char *cached = NULL;
+	if (gp_effect_download(c, &a, &cached) < 0)
+		return -1;
+	_cleanup_free_ char *tkpath = gp_xasprintf("--toolkitpath=%s", s->path);
+	/* --toolkit alone: the installer's driver is never selected. */
+	char *const argv[] = { "sh", cached, "--silent", "--toolkit", tkpath, NULL };
+	return gp_effect_run(c, argv);
+}
+
+static int cuda_apply(struct gp_ctx *c, const cJSON *cfg)
+{
+	struct cuda_settings s;
+	settings(c, cfg, &s);
+	int rc = 0;
+	_cleanup_free_ char *why = NULL;
+	if (strcmp(s.method, "runfile") == 0) {
+		if (!files_ok(c, &s, &why))
+			rc = apply_runfile(c, &s);
+	} else {
+		_cleanup_free_ char *have = NULL;
+		rc = gp_pkg_installed(c, s.package, &have);
+		if (rc == 0 && (!have || !files_ok(c, &s, &why))) {
+			const struct gp_pkg_want w = { .name = s.package };
+			rc = gp_effect_pkg_add_repo(c, &s.repo);
+			if (rc == 0)
+				rc = gp_effect_pkg_install(c, &w, 1);
+		}
+	}
+	if (rc == 0 && s.link)
+		rc = gp_effect_symlink(c, s.link_target, CUDA_LINK);
+	settings_free(&s);
+	return rc;
+}
+
+/* nvcc's version: runs `<dir>/nvcc --version` chrooted. NULL with *err set
+ * when it cannot run or says nothing readable. */
+static char *run_nvcc(struct gp_ctx *c, const char *nvcc, char **err)
+{
+	char *const argv[] = { (char *)nvcc, "--version", NULL };
+	struct gp_run_result res = { 0 };
+	int rc = gp_ctx_run_readonly(c, argv, &res);
+	char *v = NULL;
+	if (rc < 0)
+		*err = gp_xasprintf("cannot run %s: %s", nvcc, strerror(-rc));
+	else if (!gp_run_succeeded(&res)) {
+		_cleanup_free_ char *how = gp_run_describe(&res, c->cmd_timeout_ms);
+		*err = gp_xasprintf("'%s --version' %s", nvcc, how);
+	} else if (!(v = gp_nvcc_version_parse(res.output)))
+		*err = gp_xasprintf("'%s --version' printed no 'release X.Y'", nvcc);
+	gp_run_result_free(&res);
+	return v;
+}
+
+/* The installed driver: the loaded module's version, else the driver
+ * package's upstream version; *from says which. NULL when none. */
+static char *driver_version(struct gp_ctx *c, char **from)
+{
+	char *v = NULL;
+	if (gp_nvidia_module_read(&c->root, &v, NULL) == 0) {
+		*from = gp_xstrdup("the loaded kernel module");
+		return v;
+	}
+	_cleanup_strv_ char **set = gp_pkg_nvidia_set(c);
+	for (size_t i = 0; set[i]; i++) {
+		if (!gp_str_starts_with(set[i], "nvidia-driver") &&
+		    !gp_str_starts_with(set[i], "cuda-drivers") &&
+		    !gp_str_starts_with(set[i], "nvidia-open"))
+			continue;
+		_cleanup_free_ char *full = NULL;
+		if (gp_pkg_installed(c, set[i], &full) < 0 || !full || !*full)
+			continue;
+		const char *up = strchr(full, ':') ? strchr(full, ':') + 1 : full;
+		*from = gp_xasprintf("package %s %s", set[i], full);
+		return gp_xstrndup(up, strcspn(up, "-"));
+	}
+	return NULL;
+}
+
+/* The newest CUDA X.Y the driver supports (what nvidia-smi's banner shows). */
+static char *driver_cuda(const char *drv)
+{
+	for (unsigned major = 13; major >= 11; major--)
+		for (int minor = 9; minor >= 0; minor--) {
+			char v[16];
+			snprintf(v, sizeof v, "%u.%d", major, minor);
+			const char *min = gp_cuda_min_driver(v);
+			if (min && gp_version_compare(drv, min) >= 0)
+				return gp_xstrdup(v);
+		}
+	return NULL;
+}
+
+/* The first executable nvcc in the env stage's PATH, then the system's. */
+static char *path_nvcc(struct gp_ctx *c)
+{
+	const cJSON *env = gp_profile_stage(c->profile, "env");
+	_cleanup_strv_ char **dirs = env ? gp_json_strv(env, "path") : NULL;
+	if (env && !dirs) {
+		dirs = gp_xcalloc(1, sizeof(char *));
+		_cleanup_free_ char *d = gp_xasprintf(
+		    "%s/bin", gp_json_string(env, "cuda_home", CUDA_LINK));
+		gp_strv_push(&dirs, d);
+	}
+	_cleanup_strv_ char **sys = gp_strv_split(GP_RUN_PATH, ':');
+	for (size_t i = 0; sys[i]; i++)
+		gp_strv_push(&dirs, sys[i]);
+	for (size_t i = 0; dirs && dirs[i]; i++) {
+		_cleanup_free_ char *p = gp_xasprintf("%s/nvcc", dirs[i]);
+		struct stat st;
+		if (gp_root_stat(&c->root, p, &st) == 0 && S_ISREG(st.st_mode) &&
+		    (st.st_mode & 0111))
+			return TAKE_PTR(p);
+	}
+	return NULL;
+}
+
+static void verify_versions(struct gp_ctx *c, const struct cuda_settings *s,
+                            struct gp_report *rep, const char *install)
+{
+	struct gp_cuda_probe p;
+	gp_cuda_probe_files(&c->root, s->path, &p);
+	_cleanup_free_ char *nvcc = gp_xasprintf("%s/bin/nvcc", s->path);
+	_cleanup_free_ char *err = NULL;
+	p.nvcc = run_nvcc(c, nvcc, &err);
+	const char *src[] = { "version.json", "version.txt", "include/cuda.h",
+		              "nvcc --version" };
+	const char *val[] = { p.json, p.txt, p.header, p.nvcc };
+	int found = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(val); i++) {
+		if (!val[i])
+			continue;
+		found++;
+		/* nvcc's third number is a build, cuda.h has none: X.Y only. */
+		bool ok = i >= 2 ? gp_cuda_version_agrees(val[i], s->xy)
+		                 : gp_cuda_version_agrees(val[i], s->version);
+		_cleanup_free_ char *check = gp_xasprintf("version (%s)", src[i]);
+		gp_report_add(rep, "cuda", ok ? GP_PASS : GP_FAIL, check, install,
+		              "%s in %s says %s%s%s", src[i], s->path, val[i],
+		              ok ? "" : "; the profile wants ", ok ? "" : s->version);
+	}
+	if (!p.nvcc)
+		gp_report_add(rep, "cuda", GP_FAIL, "nvcc", install, "%s", err);
+	if (!found)
+		gp_report_add(rep, "cuda", GP_FAIL, "toolkit", install,
+		              "no CUDA toolkit in %s", s->path);
+	gp_cuda_probe_free(&p);
+}
+
+static void verify_driver(struct gp_ctx *c, const struct cuda_settings *s,
+                          struct gp_report *rep, char **drv_cuda)
+{
+	const char *min = gp_cuda_min_driver(s->version);
+	_cleanup_free_ char *from = NULL;
+	_cleanup_free_ char *drv = driver_version(c, &from);
+	if (drv)
+		*drv_cuda = driver_cuda(drv);
+	if (!min)
+		gp_report_add(rep, "cuda", GP_WARN, "minimum driver", NULL,
+		              "CUDA %s is not in gpuprov's table of minimum drivers",
+		              s->version);
+	else if (!drv)
+		gp_report_add(rep, "cuda", GP_WARN, "minimum driver",
+		              "install the driver (stage driver)",
+		              "no NVIDIA driver found (no loaded module, no driver "
+		              "package); CUDA %s needs >= %s",
+		              s->version, min);
+	else if (gp_version_compare(drv, min) < 0)
+		gp_report_add(rep, "cuda", GP_FAIL, "minimum driver",
+		              "install driver >= the minimum, or a CUDA the driver "
+		              "supports",
+		              "CUDA %s needs driver >= %s; the driver is %s (%s), which "
+		              "supports CUDA up to %s",
+		              s->version, min, drv, from, *drv_cuda ? *drv_cuda : "?");
+	else
+		gp_report_add(rep, "cuda", GP_PASS, "minimum driver", NULL,
+		              "CUDA %s needs driver >= %s; the driver is %s (%s)",
+		              s->version, min, drv, from);
+}
+
+/* The nvcc users get: the first on the PATH the env stage writes. */
+static void verify_path(struct gp_ctx *c, const struct cuda_settings *s,
+                        struct gp_report *rep, const char *drv_cuda)
+{
+	_cleanup_free_ char *nvcc = path_nvcc(c);
+	_cleanup_free_ char *err = NULL;
+	_cleanup_free_ char *mine = gp_xasprintf("%s/bin/nvcc", s->path);
+	_cleanup_free_ char *v = nvcc ? run_nvcc(c, nvcc, &err) : NULL;
+	_cleanup_free_ char *smi = drv_cuda
+	                               ? gp_xasprintf("; the driver supports CUDA up to "
+	                                              "%s (the \"CUDA Version\" "
+	                                              "nvidia-smi shows: the driver's, "
+	                                              "not the toolkit's)",
+	                                              drv_cuda)
+	                               : gp_xstrdup("");
+	const char *hint = "set stages.env.cuda_home (or path) to this toolkit and "
+	                   "run 'gpuprov install --only env'";
+	if (!nvcc)
+		gp_report_add(rep, "cuda", GP_WARN, "nvcc on PATH", hint,
+		              "no nvcc on the PATH the env stage writes%s", smi);
+	else if (!v)
+		gp_report_add(rep, "cuda", GP_FAIL, "nvcc on PATH", hint, "%s", err);
+	else if (!gp_cuda_version_agrees(v, s->xy))
+		gp_report_add(rep, "cuda", GP_FAIL, "nvcc on PATH", hint,
+		              "nvcc on the PATH is %s and says CUDA %s (the toolkit "
+		              "users compile with); the profile's toolkit is CUDA %s at "
+		              "%s%s",
+		              nvcc, v, s->version, mine, smi);
+	else
+		gp_report_add(rep, "cuda", GP_PASS, "nvcc on PATH", NULL,
+		              "nvcc on the PATH is %s, CUDA %s (the toolkit)%s", nvcc, v,
+		              smi);
+}
+
+static int cuda_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
+{
+	struct cuda_settings s;
+	settings(c, cfg, &s);
+	if (!s.version) {
+		gp_report_add(rep, "cuda", GP_FAIL, "version", "set stages.cuda.version",
+		              "stages.cuda.version is not set");
+		settings_free(&s);
+		return 0;
+	}
+	const char *install = "run 'gpuprov install --only cuda'";
+	if (strcmp(s.method, "repo") == 0) {
+		_cleanup_free_ char *have = NULL;
+		if (gp_pkg_installed(c, s.package, &have) < 0) {
+			settings_free(&s);
+			return -1;
+		}
+		gp_report_add(rep, "cuda", have ? GP_PASS : GP_FAIL, "package", install,
+		              "%s %s", s.package, have ? have : "is not installed");
+		_cleanup_free_ char *meta = NULL;
+		if (gp_pkg_installed(c, "cuda", &meta) == 0 && meta)
+			gp_report_add(rep, "cuda", GP_WARN, "meta package",
+			              "remove the 'cuda' package; gpuprov installs "
+			              "cuda-toolkit-X-Y only",
+			              "the 'cuda' meta package %s is installed: it pulls "
+			              "in a driver of its own",
+			              meta);
+	}
+	verify_versions(c, &s, rep, install);
+	if (s.link) {
+		_cleanup_free_ char *have = NULL;
+		bool ok = link_ok(c, &s);
+		gp_root_readlink(&c->root, CUDA_LINK, &have);
+		gp_report_add(rep, "cuda", ok ? GP_PASS : GP_FAIL, "link", install,
+		              "%s -> %s%s%s", CUDA_LINK, have ? have : "(missing)",
+		              ok ? "" : "; the profile wants ", ok ? "" : s.link_target);
+	}
+	_cleanup_free_ char *drv_cuda = NULL;
+	verify_driver(c, &s, rep, &drv_cuda);
+	verify_path(c, &s, rep, drv_cuda);
+	settings_free(&s);
+	return 0;
+}
+
+const struct gp_stage gp_stage_cuda = {
+	.name = "cuda",
+	.summary = "CUDA toolkit",
+	.check = cuda_check,
+	.apply = cuda_apply,
+	.verify = cuda_verify,
+};

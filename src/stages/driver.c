@@ -1,0 +1,1034 @@
+/* Stage driver: the NVIDIA kernel modules and user-space libraries.
+ * check:  preflight first (before any change; BLOCKED names the way out):
+ *         an NVIDIA GPU is present (unless --force made the run go on
+ *         without one), the module flavor drives every GPU present
+ *         ("modules": "auto" resolved here), prebuilt modules or kernel
+ *         headers exist (installed, or in the root's apt lists) for the
+ *         running kernel and every newer installed kernel, and Secure Boot
+ *         on is met by signed modules (Canonical's prebuilt ones, or MOK
+ *         keys from the profile for DKMS/runfile). Then: the installed
+ *         user-space version (package database, or libnvidia-ml.so.<ver>
+ *         for the runfile) against the profile's branch/version, the
+ *         driver's packages present, the set held; the loaded module
+ *         (/proc/driver/nvidia/version) against the installed version: a
+ *         difference means reboot pending (exit 5), not broken.
+ * apply:  NVIDIA's repository when the source is nvidia, the DKMS MOK
+ *         signing configuration, the packages (or the runfile, downloaded
+ *         with its sha256 and run chrooted), missing kernel headers, the
+ *         hold, and a reboot request while the loaded module is not the
+ *         installed one.
+ * verify: module loaded with the expected version and flavor, user space
+ *         equal to it, NVML and libcuda (dlopen in a chrooted child,
+ *         nvprobe.h) agreeing with it and with PCI, every NVIDIA GPU bound
+ *         to nvidia; each failure with its likely cause. */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpuprov/compat.h"
+#include "gpuprov/exitcodes.h"
+#include "gpuprov/facts.h"
+#include "gpuprov/json.h"
+#include "gpuprov/nvdriver.h"
+#include "gpuprov/nvprobe.h"
+#include "gpuprov/pkg.h"
+#include "gpuprov/stage.h"
+#include "gpuprov/version.h"
+
+#define MOK_CONF "/etc/dkms/framework.conf.d/gpuprov-mok.conf"
+#define NVIDIA_REPO_BASE "https://developer.download.nvidia.com/compute/cuda/repos/"
+/* NVIDIA's CUDA repository signing key (reference section 3). */
+#define NVIDIA_REPO_FINGERPRINT "EB693B3035CD5710E231E123A4B469963BF863CC"
+#define PROBE_TIMEOUT_MS 30000
+
+static const char *const lib_dirs[] = { "/usr/lib/x86_64-linux-gnu", "/usr/lib64",
+	                                "/usr/lib" };
+
+struct drv {
+	struct gp_drv_choice ch;
+	struct gp_drv_pkgs pkgs;
+	const char *modules; /* the profile's: open, proprietary, auto */
+	const char *kernel_modules; /* auto, prebuilt, dkms */
+	const char *mok_key, *mok_cert;
+	const char *url, *sha256;
+	bool hold;
+	char *branch; /* the profile's, or the version's major */
+	char **kernels; /* running first (when known), then newer */
+	char *flavour;
+	enum gp_secure_boot sb;
+	struct gp_pci_list pci;
+	bool pci_known;
+	size_t n_nvidia;
+	char **header_pkgs; /* headers to install */
+	char *blocked; /* why the stage cannot go on, or NULL */
+	char *note; /* said with a satisfied check */
+};
+
+static void drv_free(struct drv *d)
+{
+	gp_drv_pkgs_free(&d->pkgs);
+	free(d->branch);
+	gp_strv_free(d->kernels);
+	free(d->flavour);
+	gp_pci_list_free(&d->pci);
+	gp_strv_free(d->header_pkgs);
+	free(d->blocked);
+	free(d->note);
+}
+
+static void block(struct drv *d, const char *fmt, ...) _printf_(2, 3);
+static void block(struct drv *d, const char *fmt, ...)
+{
+	if (d->blocked)
+		return; /* the first reason is the one to fix first */
+	va_list ap;
+	va_start(ap, fmt);
+	d->blocked = gp_xvasprintf(fmt, ap);
+	va_end(ap);
+}
+
+/* Does a Packages file of the root's apt lists name pkg? *lists says
+ * whether there are any lists at all (never refreshed: nothing is known).
+ * The package layer does not answer "available" questions, so the stage
+ * reads the lists itself, read-only. */
+static bool apt_lists_have(struct gp_ctx *c, const char *pkg, bool *lists)
+{
+	_cleanup_strv_ char **names = NULL;
+	*lists = false;
+	if (gp_root_list_dir(&c->root, "/var/lib/apt/lists", &names) < 0)
+		return false;
+	_cleanup_free_ char *needle = gp_xasprintf("Package: %s\n", pkg);
+	for (size_t i = 0; names[i]; i++) {
+		if (!gp_str_ends_with(names[i], "_Packages"))
+			continue;
+		*lists = true;
+		_cleanup_free_ char *path = gp_xasprintf("/var/lib/apt/lists/%s",
+		                                         names[i]);
+		_cleanup_free_ char *text = NULL;
+		if (gp_root_read(&c->root, path, &text, NULL) < 0)
+			continue;
+		const char *hit = strstr(text, needle);
+		if (hit && (hit == text || hit[-1] == '\n'))
+			return true;
+	}
+	return false;
+}
+
+/* Kernel releases installed in the root: /lib/modules/<kver> (with a
+ * /boot/vmlinuz-<kver>) and /boot/vmlinuz-<kver>. */
+static char **installed_kernels(struct gp_ctx *c)
+{
+	char **all = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **mods = NULL, **boot = NULL;
+	if (gp_root_list_dir(&c->root, "/lib/modules", &mods) == 0)
+		for (size_t i = 0; mods[i]; i++) {
+			_cleanup_free_ char *p = gp_xasprintf("/boot/vmlinuz-%s",
+			                                      mods[i]);
+			/* A directory left by a removed kernel is not a kernel. */
+			if (gp_root_exists(&c->root, p))
+				gp_strv_push(&all, mods[i]);
+		}
+	if (gp_root_list_dir(&c->root, "/boot", &boot) == 0)
+		for (size_t i = 0; boot[i]; i++)
+			if (gp_str_starts_with(boot[i], "vmlinuz-") &&
+			    !gp_strv_contains(all, boot[i] + 8))
+				gp_strv_push(&all, boot[i] + 8);
+	return all;
+}
+
+static void find_kernels(struct gp_ctx *c, struct drv *d)
+{
+	_cleanup_free_ char *running = gp_running_kernel(&c->root);
+	_cleanup_strv_ char **all = installed_kernels(c);
+	d->kernels = gp_xcalloc(1, sizeof(char *));
+	if (running)
+		gp_strv_push(&d->kernels, running);
+	/* Without a running kernel (an image) the newest installed one boots. */
+	const char *floor = running;
+	for (size_t i = 0; all[i]; i++)
+		if (!floor &&
+		    (!d->kernels[0] || gp_kver_compare(all[i], d->kernels[0]) > 0)) {
+			gp_strv_free(d->kernels);
+			d->kernels = gp_xcalloc(1, sizeof(char *));
+			gp_strv_push(&d->kernels, all[i]);
+		}
+	for (size_t i = 0; all[i]; i++)
+		if (floor && gp_kver_compare(all[i], floor) > 0)
+			gp_strv_push(&d->kernels, all[i]);
+	if (d->kernels[0])
+		d->flavour = gp_kernel_flavour(d->kernels[0]);
+}
+
+static bool headers_installed(struct gp_ctx *c, const char *kver)
+{
+	_cleanup_free_ char *a = gp_xasprintf("/usr/src/linux-headers-%s", kver);
+	_cleanup_free_ char *b = gp_xasprintf("/lib/modules/%s/build", kver);
+	_cleanup_free_ char *k = gp_xasprintf("/usr/src/kernels/%s", kver);
+	return gp_root_exists(&c->root, a) || gp_root_exists(&c->root, b) ||
+	       gp_root_exists(&c->root, k);
+}
+
+static char *headers_package(struct gp_ctx *c, const char *kver)
+{
+	const cJSON *distro = cJSON_GetObjectItemCaseSensitive(c->profile->doc, "distro");
+	const char *pat = gp_json_string(distro, "kernel_headers", NULL);
+	if (!pat)
+		return NULL;
+	const char *at = strstr(pat, "{kernel}");
+	return gp_xasprintf("%.*s%s%s", (int)(at - pat), pat, kver, at + 8);
+}
+
+/* Headers for every kernel: installed, or installable (apt lists name the
+ * package; with no lists, or with dnf, whose metadata gpuprov does not
+ * read, installability is left to the package manager in apply). */
+static void check_headers(struct gp_ctx *c, struct drv *d, enum gp_pkg_manager pm)
+{
+	d->header_pkgs = gp_xcalloc(1, sizeof(char *));
+	if (!d->kernels[0]) {
+		block(d, "cannot tell which kernel the driver must be built for: the "
+		         "root has no proc/sys/kernel/osrelease and no kernel under "
+		         "/boot");
+		return;
+	}
+	for (size_t i = 0; d->kernels[i]; i++) {
+		const char *k = d->kernels[i];
+		if (headers_installed(c, k))
+			continue;
+		_cleanup_free_ char *pkg = headers_package(c, k);
+		_cleanup_free_ char *have = NULL;
+		if (pkg && gp_pkg_installed(c, pkg, &have) == 0 && have)
+			continue;
+		const char *which = i == 0 ? "the running kernel"
+		                           : "the newer installed kernel";
+		if (!pkg) {
+			block(
+			    d,
+			    "kernel headers for %s %s are not installed and the profile "
+			    "names no headers package (distro.kernel_headers); install "
+			    "them, or use prebuilt modules",
+			    which, k);
+			return;
+		}
+		bool lists = false;
+		if (pm == GP_PKG_APT && !apt_lists_have(c, pkg, &lists) && lists) {
+			block(
+			    d,
+			    "kernel headers for %s %s are not installed and %s is not "
+			    "in the root's package lists, so DKMS cannot build the "
+			    "module for it; install the headers (or remove the kernel), "
+			    "or use prebuilt modules where the distribution has them",
+			    which, k, pkg);
+			return;
+		}
+		gp_strv_push(&d->header_pkgs, pkg);
+	}
+}
+
+/* Canonical's prebuilt, signed modules: for every kernel, installed or in
+ * the apt lists. */
+static bool prebuilt_available(struct gp_ctx *c, const struct drv *d)
+{
+	_cleanup_free_ char *sfx = gp_drv_suffix(&d->ch);
+	for (size_t i = 0; d->kernels[i]; i++) {
+		_cleanup_free_ char *pkg = gp_xasprintf("linux-modules-nvidia-%s-%s", sfx,
+		                                        d->kernels[i]);
+		_cleanup_free_ char *have = NULL;
+		bool lists;
+		if (gp_pkg_installed(c, pkg, &have) == 0 && have)
+			continue;
+		if (!apt_lists_have(c, pkg, &lists))
+			return false;
+	}
+	return d->kernels[0] != NULL;
+}
+
+static const char *flavor_name(bool open)
+{
+	return open ? "open" : "proprietary";
+}
+
+/* The module flavor against the GPUs present (or, without PCI facts, the
+ * profile's match.gpus, as the compatibility preflight sees them). */
+static void resolve_flavor(struct gp_ctx *c, struct drv *d)
+{
+	const struct gp_gpu_info *gpus[GP_PROBE_MAX_GPUS];
+	const char *where[GP_PROBE_MAX_GPUS];
+	size_t n = 0;
+	for (size_t i = 0; i < d->pci.n && n < GP_PROBE_MAX_GPUS; i++)
+		if (gp_pci_is_nvidia_gpu(&d->pci.devs[i])) {
+			where[n] = d->pci.devs[i].address;
+			gpus[n++] = gp_gpu_lookup(d->pci.devs[i].device);
+		}
+	const char *ref = d->ch.version ? d->ch.version : d->branch;
+	const struct gp_gpu_info *o, *p;
+	enum gp_flavor_need need = gp_gpus_flavor_need(gpus, n, &o, &p);
+	bool overridden = gp_compat_override(c->profile->doc, GP_RULE_MODULE_FLAVOR);
+	if (strcmp(d->modules, "auto") == 0) {
+		if (gp_driver_auto_flavor(gpus, n, ref, &d->ch.open) < 0)
+			block(d,
+			      "\"modules\": \"auto\": no single flavor drives %s "
+			      "(10de:%04x, "
+			      "%s), which needs the proprietary modules, and %s "
+			      "(10de:%04x, "
+			      "%s), which needs the open ones; give these GPUs separate "
+			      "machines or profiles",
+			      p->name, p->device, p->arch, o->name, o->device, o->arch);
+		return;
+	}
+	d->ch.open = strcmp(d->modules, "open") == 0;
+	const struct gp_gpu_info *bad = d->ch.open ? p : o;
+	if (!bad || overridden ||
+	    need == (d->ch.open ? GP_FLAVOR_OPEN : GP_FLAVOR_PROPRIETARY))
+		return;
+	const char *at = "";
+	for (size_t i = 0; i < n; i++)
+		if (gpus[i] == bad)
+			at = where[i];
+	block(d,
+	      "%s kernel modules cannot drive the %s at %s (10de:%04x, %s), which "
+	      "needs the %s modules; use \"modules\": \"%s\" (or \"auto\")",
+	      flavor_name(d->ch.open), bad->name, at, bad->device, bad->arch,
+	      flavor_name(!d->ch.open), flavor_name(!d->ch.open));
+}
+
+static void secure_boot(struct gp_ctx *c, struct drv *d)
+{
+	if (d->ch.method != GP_DRV_RUNFILE && d->ch.prebuilt)
+		return; /* Canonical-signed */
+	if (d->mok_key && d->mok_cert) {
+		const char *paths[] = { d->mok_key, d->mok_cert };
+		for (size_t i = 0; i < 2; i++)
+			if (!gp_root_exists(&c->root, paths[i]))
+				block(
+				    d,
+				    "the MOK %s %s named by the profile does not exist "
+				    "in "
+				    "%s; create the key pair and enrol the certificate "
+				    "(mokutil --import CERT, then reboot to confirm it)",
+				    i ? "certificate" : "signing key", paths[i],
+				    c->root.dir);
+		return;
+	}
+	if (d->sb != GP_SB_ON)
+		return;
+	block(d,
+	      "Secure Boot is on and %s would build unsigned kernel modules, which the "
+	      "kernel rejects (\"Key was rejected by service\"); either use Canonical's "
+	      "signed prebuilt modules (apt, source canonical, \"kernel_modules\": "
+	      "\"prebuilt\": linux-modules-nvidia-*), or set \"mok_key\" and "
+	      "\"mok_cert\" in stages.driver to a Machine Owner Key enrolled with "
+	      "'mokutil --import CERT' and a reboot (Ubuntu's is "
+	      "/var/lib/shim-signed/mok/MOK.priv and MOK.der), or turn Secure Boot off",
+	      d->ch.method == GP_DRV_RUNFILE ? "the runfile installer" : "DKMS");
+}
+
+static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
+{
+	*d = (struct drv){ 0 };
+	const cJSON *distro = cJSON_GetObjectItemCaseSensitive(c->profile->doc, "distro");
+	const char *pmname = gp_json_string(distro, "package_manager", "apt");
+	const char *method = gp_json_string(cfg, "method", pmname);
+	d->ch.method = strcmp(method, "runfile") == 0 ? GP_DRV_RUNFILE
+	               : strcmp(method, "dnf") == 0   ? GP_DRV_DNF
+	                                              : GP_DRV_APT;
+	d->ch.version = gp_json_string(cfg, "version", NULL);
+	const char *branch = gp_json_string(cfg, "branch", NULL);
+	if (branch)
+		d->branch = gp_xstrdup(branch);
+	else if (d->ch.version)
+		d->branch = gp_xstrndup(d->ch.version, strcspn(d->ch.version, "."));
+	d->ch.branch = d->branch;
+	d->ch.server = gp_streq(gp_json_string(cfg, "flavor", NULL), "server");
+	d->modules = gp_json_string(cfg, "modules", "auto");
+	d->kernel_modules = gp_json_string(cfg, "kernel_modules", "auto");
+	d->mok_key = gp_json_string(cfg, "mok_key", NULL);
+	d->mok_cert = gp_json_string(cfg, "mok_cert", NULL);
+	d->url = gp_json_string(cfg, "url", NULL);
+	d->sha256 = gp_json_string(cfg, "sha256", NULL);
+	d->hold = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "hold"));
+	struct gp_os_release osr = { 0 };
+	bool ubuntu = gp_os_release_read(&c->root, &osr) == 0 &&
+	              gp_streq(osr.id, "ubuntu");
+	gp_os_release_free(&osr);
+	const char *source = gp_json_string(cfg, "source", NULL);
+	d->ch.source = gp_streq(source, "nvidia") || (!source && !ubuntu)
+	                   ? GP_DRV_NVIDIA
+	                   : GP_DRV_CANONICAL;
+	d->sb = gp_secure_boot_state(&c->root);
+	d->pci_known = gp_pci_scan(&c->root, &d->pci) == 0;
+	for (size_t i = 0; i < d->pci.n; i++)
+		d->n_nvidia += gp_pci_is_nvidia_gpu(&d->pci.devs[i]);
+	find_kernels(c, d);
+	d->ch.kernels = d->kernels;
+	d->ch.kernel_flavour = d->flavour;
+
+	enum gp_pkg_manager pm = GP_PKG_APT;
+	if (gp_pkg_manager(c, &pm) < 0)
+		return -1;
+	if (!d->branch)
+		block(d,
+		      "set stages.driver.branch (e.g. \"535\") or stages.driver.version");
+	else if (d->ch.method == GP_DRV_RUNFILE && !d->ch.version)
+		block(d, "the runfile method needs an exact stages.driver.version (the "
+		         "file is NVIDIA-Linux-x86_64-<version>.run)");
+	else if (d->ch.method == GP_DRV_RUNFILE && !d->sha256)
+		block(d,
+		      "stages.driver.sha256 is not set: gpuprov downloads nothing "
+		      "without a pinned sha256; pin the sha256 of %s",
+		      d->url ? d->url : "the runfile");
+	else if (d->ch.method == GP_DRV_APT && pm != GP_PKG_APT)
+		block(d, "method apt on a dnf system; use \"method\": \"dnf\"");
+	else if (d->ch.method == GP_DRV_DNF && pm != GP_PKG_DNF)
+		block(d, "method dnf on an apt system; use \"method\": \"apt\"");
+	else if (d->ch.method == GP_DRV_APT && d->ch.source == GP_DRV_CANONICAL &&
+	         !ubuntu)
+		block(d, "\"source\": \"canonical\" needs Ubuntu (Canonical's archive); "
+		         "use \"source\": \"nvidia\"");
+	if (d->pci_known && !d->n_nvidia && !c->plan->mismatch)
+		block(d,
+		      "no NVIDIA GPU in %s%s (no PCI display or 3D controller of "
+		      "vendor 10de); check that the GPU is seated and visible "
+		      "(lspci -d 10de:), or run with --force to install for a GPU "
+		      "that is not there yet",
+		      gp_root_is_host(&c->root) ? "" : c->root.dir,
+		      "/sys/bus/pci/devices");
+	if (!d->blocked)
+		resolve_flavor(c, d);
+	if (d->blocked)
+		return 0;
+
+	bool canonical = d->ch.method == GP_DRV_APT && d->ch.source == GP_DRV_CANONICAL;
+	if (strcmp(d->kernel_modules, "prebuilt") == 0 && !canonical)
+		block(d, "\"kernel_modules\": \"prebuilt\" needs Canonical's packages "
+		         "(method apt, source canonical)");
+	else if (canonical && strcmp(d->kernel_modules, "dkms") != 0)
+		d->ch.prebuilt = prebuilt_available(c, d);
+	if (canonical && !d->ch.prebuilt && strcmp(d->kernel_modules, "prebuilt") == 0)
+		block(d,
+		      "\"kernel_modules\": \"prebuilt\", but linux-modules-nvidia-* "
+		      "for kernel %s is neither installed nor in the root's package "
+		      "lists; use \"kernel_modules\": \"dkms\" (or \"auto\")",
+		      d->kernels[0] ? d->kernels[0] : "(unknown)");
+	secure_boot(c, d);
+	if (!d->ch.prebuilt || d->ch.method == GP_DRV_RUNFILE)
+		check_headers(c, d, pm);
+	if (!d->header_pkgs)
+		d->header_pkgs = gp_xcalloc(1, sizeof(char *));
+	if (d->ch.method != GP_DRV_RUNFILE)
+		gp_drv_packages(&d->ch, &d->pkgs);
+	return 0;
+}
+
+/* --- installed state --------------------------------------------------- */
+
+/* The installed user-space version (upstream), or NULL. */
+static char *installed_version(struct gp_ctx *c, const struct drv *d)
+{
+	if (d->ch.method != GP_DRV_RUNFILE) {
+		_cleanup_free_ char *v = NULL;
+		if (gp_pkg_installed(c, d->pkgs.probe, &v) < 0 || !v)
+			return NULL;
+		return gp_pkg_upstream_version(v);
+	}
+	/* The runfile installs libnvidia-ml.so.<version>: the newest found. */
+	char *best = NULL;
+	for (size_t i = 0; i < ARRAY_SIZE(lib_dirs); i++) {
+		_cleanup_strv_ char **names = NULL;
+		if (gp_root_list_dir(&c->root, lib_dirs[i], &names) < 0)
+			continue;
+		for (size_t j = 0; names[j]; j++) {
+			const char *v = names[j] + strlen("libnvidia-ml.so.");
+			if (!gp_str_starts_with(names[j], "libnvidia-ml.so.") ||
+			    !strchr(v, '.') || !gp_version_is_valid(v))
+				continue;
+			if (!best || gp_version_compare(v, best) > 0) {
+				free(best);
+				best = gp_xstrdup(v);
+			}
+		}
+	}
+	return best;
+}
+
+/* Wants not installed (at their version), headers included: "a, b". */
+static char *missing_packages(struct gp_ctx *c, const struct drv *d)
+{
+	struct gp_buf b = { 0 };
+	for (size_t i = 0; i < d->pkgs.n_want; i++) {
+		const struct gp_pkg_want *w = &d->pkgs.want[i];
+		if (w->name[0] == '@')
+			continue; /* a dnf module stream: the probe package says it */
+		_cleanup_free_ char *v = NULL;
+		gp_pkg_installed(c, w->name, &v);
+		_cleanup_free_ char *up = v ? gp_pkg_upstream_version(v) : NULL;
+		if (v &&
+		    (!w->version || gp_streq(up, w->version) || gp_streq(v, w->version)))
+			continue;
+		gp_buf_printf(&b, "%s%s", b.len ? ", " : "", w->name);
+	}
+	for (size_t i = 0; d->header_pkgs[i]; i++)
+		gp_buf_printf(&b, "%s%s", b.len ? ", " : "", d->header_pkgs[i]);
+	return b.len ? gp_buf_steal(&b) : NULL;
+}
+
+/* The installed members of the driver's set (what hold holds). */
+static char **installed_set(struct gp_ctx *c, const struct drv *d)
+{
+	char **v = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; d->pkgs.hold && d->pkgs.hold[i]; i++) {
+		_cleanup_free_ char *have = NULL;
+		if (gp_pkg_installed(c, d->pkgs.hold[i], &have) == 0 && have)
+			gp_strv_push(&v, d->pkgs.hold[i]);
+	}
+	return v;
+}
+
+static char *not_held(struct gp_ctx *c, const struct drv *d)
+{
+	if (!d->hold || d->ch.method == GP_DRV_RUNFILE)
+		return NULL;
+	_cleanup_strv_ char **set = installed_set(c, d);
+	struct gp_buf b = { 0 };
+	for (size_t i = 0; set[i]; i++)
+		if (!gp_pkg_is_held(c, set[i]))
+			gp_buf_printf(&b, "%s%s", b.len ? ", " : "", set[i]);
+	return b.len ? gp_buf_steal(&b) : NULL;
+}
+
+struct module_state {
+	int rc; /* gp_nvidia_module_read: 0, -ENOENT, -EINVAL */
+	char *version;
+	bool open;
+	bool proc; /* the root has /proc facts at all */
+};
+
+static void module_state(struct gp_ctx *c, struct module_state *m)
+{
+	*m = (struct module_state){ 0 };
+	m->rc = gp_nvidia_module_read(&c->root, &m->version, &m->open);
+	struct gp_module_list ml = { 0 };
+	m->proc = gp_modules_read(&c->root, &ml) == 0 && ml.available;
+	gp_module_list_free(&ml);
+}
+
+/* Why the loaded module is not the installed driver, or NULL. */
+static char *module_differs(const struct drv *d, const struct module_state *m,
+                            const char *installed)
+{
+	if (m->rc == -ENOENT)
+		return m->proc ? gp_xstrdup("the nvidia module is not loaded") : NULL;
+	if (m->rc < 0)
+		return gp_xstrdup("/proc/driver/nvidia/version is unreadable");
+	if (installed && gp_version_compare(m->version, installed) != 0)
+		return gp_xasprintf(
+		    "the loaded nvidia module is %s, the installed driver "
+		    "%s (until a reboot: \"Driver/library version "
+		    "mismatch\")",
+		    m->version, installed);
+	if (m->open != d->ch.open)
+		return gp_xasprintf("the loaded nvidia module is the %s flavor, the "
+		                    "profile's is %s",
+		                    flavor_name(m->open), flavor_name(d->ch.open));
+	return NULL;
+}
+
+static char *describe_target(const struct drv *d)
+{
+	if (d->ch.method == GP_DRV_RUNFILE)
+		return gp_xasprintf("driver %s (%s modules, runfile)", d->ch.version,
+		                    flavor_name(d->ch.open));
+	return gp_xasprintf("%s%s%s (%s modules%s)", d->pkgs.probe,
+	                    d->ch.version ? " " : "", d->ch.version ? d->ch.version : "",
+	                    flavor_name(d->ch.open),
+	                    d->ch.method == GP_DRV_DNF ? ", DKMS"
+	                    : d->ch.prebuilt           ? ", prebuilt signed"
+	                                               : ", DKMS");
+}
+
+static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
+{
+	struct drv d;
+	if (gather(c, cfg, &d) < 0) {
+		drv_free(&d);
+		return -1;
+	}
+	if (d.blocked) {
+		gp_check_set(ck, GP_STATE_BLOCKED, "%s", d.blocked);
+		drv_free(&d);
+		return 0;
+	}
+	_cleanup_free_ char *target = describe_target(&d);
+	_cleanup_free_ char *have = installed_version(c, &d);
+	_cleanup_free_ char *missing = d.ch.method == GP_DRV_RUNFILE
+	                                   ? NULL
+	                                   : missing_packages(c, &d);
+	_cleanup_free_ char *unheld = not_held(c, &d);
+	struct module_state m;
+	module_state(c, &m);
+	_cleanup_free_ char *differs = module_differs(&d, &m, have);
+	if (!gp_driver_version_matches(have, d.branch, d.ch.version)) {
+		if (have)
+			gp_check_set(ck, GP_STATE_NEEDED,
+			             "installed driver %s, the profile "
+			             "wants %s",
+			             have, target);
+		else
+			gp_check_set(ck, GP_STATE_NEEDED,
+			             "no NVIDIA driver installed; will "
+			             "install %s",
+			             target);
+	} else if (missing) {
+		gp_check_set(ck, GP_STATE_NEEDED, "driver %s installed, but not: %s",
+		             have, missing);
+	} else if (d.ch.method == GP_DRV_RUNFILE && d.header_pkgs[0]) {
+		gp_check_set(ck, GP_STATE_NEEDED, "kernel headers missing: %s",
+		             d.header_pkgs[0]);
+	} else if (unheld) {
+		gp_check_set(ck, GP_STATE_NEEDED, "driver %s installed, not held: %s",
+		             have, unheld);
+	} else if (differs) {
+		gp_check_set(ck, GP_STATE_REBOOT_PENDING,
+		             "driver %s installed, but %s; reboot to load it", have,
+		             differs);
+	} else if (!m.proc) {
+		gp_check_set(ck, GP_STATE_SATISFIED,
+		             "driver %s installed%s; whether its module is loaded is "
+		             "unknown (no proc/modules in the root)",
+		             have, d.hold ? " and held" : "");
+	} else {
+		gp_check_set(ck, GP_STATE_SATISFIED,
+		             "driver %s (%s) installed%s and loaded", have,
+		             flavor_name(d.ch.open), d.hold ? ", held" : "");
+	}
+	free(m.version);
+	drv_free(&d);
+	return 0;
+}
+
+/* --- apply ------------------------------------------------------------- */
+
+static int add_nvidia_repo(struct gp_ctx *c)
+{
+	const cJSON *distro = cJSON_GetObjectItemCaseSensitive(c->profile->doc, "distro");
+	const char *id = gp_json_string(distro, "nvidia_repo", NULL);
+	if (!id)
+		return gp_fail(
+		    c->err, GP_EXIT_INVALID_INPUT,
+		    "%s: \"source\": \"nvidia\" needs distro.nvidia_repo (e.g. "
+		    "\"ubuntu2204\")",
+		    c->profile->path);
+	_cleanup_free_ char *rid = gp_xasprintf("cuda-%s-x86_64", id);
+	_cleanup_free_ char *url = gp_xasprintf(NVIDIA_REPO_BASE "%s/x86_64/", id);
+	const struct gp_pkg_repo repo = {
+		.id = rid,
+		.url = url,
+		.suite = "/",
+		.keyring_url = gp_json_string(distro, "keyring_url", NULL),
+		.keyring_sha256 = gp_json_string(distro, "keyring_sha256", NULL),
+		.fingerprint = gp_json_string(distro, "keyring_fingerprint",
+		                              NVIDIA_REPO_FINGERPRINT),
+	};
+	return gp_effect_pkg_add_repo(c, &repo);
+}
+
+static int mok_config(struct gp_ctx *c, const struct drv *d)
+{
+	if (!d->mok_key || !d->mok_cert || d->ch.method == GP_DRV_RUNFILE ||
+	    d->ch.prebuilt)
+		return 0;
+	_cleanup_free_ char *text = gp_xasprintf(
+	    "# Written by gpuprov (stage driver): DKMS signs the NVIDIA modules with\n"
+	    "# this Machine Owner Key so that Secure Boot loads them.\n"
+	    "mok_signing_key=%s\nmok_certificate=%s\n",
+	    d->mok_key, d->mok_cert);
+	return gp_effect_write(c, MOK_CONF, text, strlen(text), 0644);
+}
+
+static int run_installer(struct gp_ctx *c, const struct drv *d)
+{
+	_cleanup_free_ char *name = gp_drv_runfile_name(d->ch.version);
+	_cleanup_free_ char *url = d->url ? gp_xstrdup(d->url)
+	                                  : gp_drv_runfile_url(d->ch.version);
+	const struct gp_fetch_artifact a = { .name = name,
+		                             .url = url,
+		                             .sha256 = d->sha256 };
+	_cleanup_free_ char *path = NULL;
+	if (gp_effect_download(c, &a, &path) < 0)
+		return -1;
+	_cleanup_strv_ char **argv = gp_drv_runfile_argv(path, d->ch.open, d->mok_key,
+	                                                 d->mok_cert);
+	return gp_effect_run(c, argv);
+}
+
+static int apply_steps(struct gp_ctx *c, const struct drv *d)
+{
+	_cleanup_free_ char *have = installed_version(c, d);
+	bool want_install = !gp_driver_version_matches(have, d->branch, d->ch.version);
+	if (d->ch.source == GP_DRV_NVIDIA && d->ch.method != GP_DRV_RUNFILE &&
+	    add_nvidia_repo(c) < 0)
+		return -1;
+	if (mok_config(c, d) < 0)
+		return -1;
+	/* Headers first: DKMS builds when the driver's packages configure. */
+	size_t nh = gp_strv_len(d->header_pkgs);
+	size_t np = d->ch.method != GP_DRV_RUNFILE ? d->pkgs.n_want : 0;
+	struct gp_pkg_want *w = gp_xcalloc(nh + np + 1, sizeof(*w));
+	for (size_t i = 0; i < nh; i++)
+		w[i].name = d->header_pkgs[i];
+	if (np)
+		memcpy(w + nh, d->pkgs.want, np * sizeof(*w));
+	int rc = nh + np ? gp_effect_pkg_install(c, w, nh + np) : 0;
+	free(w);
+	if (rc < 0)
+		return -1;
+	if (d->ch.method == GP_DRV_RUNFILE && want_install && run_installer(c, d) < 0)
+		return -1;
+	if (d->hold && d->ch.method != GP_DRV_RUNFILE) {
+		_cleanup_strv_ char **set = installed_set(c, d);
+		if (gp_effect_pkg_hold(c, (const char *const *)set, gp_strv_len(set),
+		                       true) < 0)
+			return -1;
+	}
+	_cleanup_free_ char *now = installed_version(c, d);
+	struct module_state m;
+	module_state(c, &m);
+	/* In a plan the version a branch resolves to is not known yet. */
+	const char *expect = d->ch.version                     ? d->ch.version
+	                     : now && gp_version_is_valid(now) ? now
+	                                                       : NULL;
+	_cleanup_free_ char *differs = module_differs(d, &m, expect);
+	if (differs || want_install) {
+		_cleanup_free_ char *target = describe_target(d);
+		_cleanup_free_ char *why = gp_xasprintf(
+		    "%s; %s loads at the next boot",
+		    differs ? differs : "the driver was (re)installed", target);
+		gp_effect_reboot(c, why);
+	}
+	free(m.version);
+	return 0;
+}
+
+static int driver_apply(struct gp_ctx *c, const cJSON *cfg)
+{
+	struct drv d;
+	int rc = gather(c, cfg, &d);
+	if (rc == 0 && d.blocked)
+		rc = gp_fail(c->err, GP_EXIT_BLOCKED, "driver: %s", d.blocked);
+	if (rc == 0)
+		rc = apply_steps(c, &d);
+	drv_free(&d);
+	return rc;
+}
+
+/* --- verify ------------------------------------------------------------ */
+
+#define STAGE "driver"
+
+/* The likeliest reason the module is not loaded, as a hint. */
+static char *not_loaded_hint(struct gp_ctx *c, const struct drv *d)
+{
+	for (size_t i = 0; i < d->pci.n; i++) {
+		const char *drvname = d->pci.devs[i].driver;
+		if (gp_pci_is_nvidia_gpu(&d->pci.devs[i]) && drvname &&
+		    (strcmp(drvname, "nouveau") == 0 ||
+		     gp_str_starts_with(drvname, "nova")))
+			return gp_xasprintf("%s holds %s: run 'gpuprov install --only "
+			                    "nouveau' and reboot",
+			                    drvname, d->pci.devs[i].address);
+	}
+	if (d->kernels[0] && !d->ch.prebuilt && !headers_installed(c, d->kernels[0]))
+		return gp_xasprintf("the kernel headers for %s are missing, so DKMS "
+		                    "could not build the module: install them, then "
+		                    "'dkms autoinstall' (or rerun gpuprov install)",
+		                    d->kernels[0]);
+	if (d->sb == GP_SB_ON && (!d->ch.prebuilt || d->ch.method == GP_DRV_RUNFILE))
+		return gp_xstrdup(
+		    "Secure Boot is on: the kernel rejected the module's "
+		    "signature (dmesg: \"Key was rejected by service\"); "
+		    "enrol the signing key with 'mokutil --import CERT' and "
+		    "reboot, or use Canonical's signed linux-modules-nvidia-*");
+	return gp_xstrdup("reboot: the driver was installed after the last boot; if it "
+	                  "still does not load, see dmesg for NVRM errors");
+}
+
+static void verify_module(struct gp_ctx *c, const struct drv *d, struct gp_report *rep,
+                          const struct module_state *m, const char *have)
+{
+	if (m->rc == -ENOENT && !m->proc) {
+		gp_report_add(rep, STAGE, GP_WARN, "module loaded",
+		              "run verify on the live system to see the loaded module",
+		              "unknown: the root has no proc facts");
+		return;
+	}
+	if (m->rc < 0) {
+		_cleanup_free_ char *hint = not_loaded_hint(c, d);
+		gp_report_add(rep, STAGE, GP_FAIL, "module loaded", hint,
+		              "the nvidia module is not loaded (no "
+		              "/proc/driver/nvidia/version)");
+		return;
+	}
+	if (have && gp_version_compare(m->version, have) != 0)
+		gp_report_add(rep, STAGE, GP_FAIL, "module version",
+		              "reboot to load the installed module (user space was "
+		              "upgraded under the running module)",
+		              "loaded module %s, installed user space %s", m->version,
+		              have);
+	else
+		gp_report_add(rep, STAGE, GP_PASS, "module version", NULL,
+		              "loaded module %s equals the installed user space",
+		              m->version);
+	if (m->open != d->ch.open)
+		gp_report_add(rep, STAGE, GP_FAIL, "module flavor",
+		              "reboot to load the installed flavor; if it persists, "
+		              "reinstall with 'gpuprov install --only driver'",
+		              "loaded: %s modules, expected: %s", flavor_name(m->open),
+		              flavor_name(d->ch.open));
+	else
+		gp_report_add(rep, STAGE, GP_PASS, "module flavor", NULL, "%s modules",
+		              flavor_name(m->open));
+}
+
+static void verify_nvml(struct gp_ctx *c, const struct drv *d, struct gp_report *rep,
+                        const struct gp_nvml_probe *n, const struct module_state *m)
+{
+	if (!n->loaded || n->init_rc < 0) {
+		gp_report_add(rep, STAGE, GP_FAIL, "NVML",
+		              "the driver's user-space libraries are missing: "
+		              "'gpuprov install --only driver'",
+		              "libnvidia-ml.so.1: %s",
+		              n->load_error ? n->load_error : "cannot be loaded");
+		return;
+	}
+	if (n->init_rc == GP_NVML_ERROR_DRIVER_NOT_LOADED) {
+		_cleanup_free_ char *hint = not_loaded_hint(c, d);
+		gp_report_add(rep, STAGE, GP_FAIL, "NVML", hint, "nvmlInit_v2: %d (%s)",
+		              n->init_rc, n->init_error ? n->init_error : "?");
+		return;
+	}
+	if (n->init_rc == GP_NVML_ERROR_LIB_RM_VERSION_MISMATCH) {
+		gp_report_add(rep, STAGE, GP_FAIL, "NVML",
+		              "Driver/library version mismatch: user space was upgraded "
+		              "under the running module; reboot",
+		              "nvmlInit_v2: %d (%s)", n->init_rc,
+		              n->init_error ? n->init_error : "?");
+		return;
+	}
+	if (n->init_rc != 0) {
+		gp_report_add(rep, STAGE, GP_FAIL, "NVML", "see dmesg for NVRM errors",
+		              "nvmlInit_v2: %d (%s)", n->init_rc,
+		              n->init_error ? n->init_error : "?");
+		return;
+	}
+	if (m->rc == 0 && !gp_streq(n->driver_version, m->version))
+		gp_report_add(rep, STAGE, GP_FAIL, "NVML driver version",
+		              "library mismatch: the NVML library is from another driver "
+		              "than the loaded module; reboot, or reinstall the driver",
+		              "NVML %s, module %s",
+		              n->driver_version ? n->driver_version : "?", m->version);
+	else
+		gp_report_add(rep, STAGE, GP_PASS, "NVML driver version", NULL, "%s",
+		              n->driver_version ? n->driver_version : "?");
+	struct gp_buf names = { 0 };
+	size_t off = 0;
+	for (int i = 0; i < n->count && i < GP_PROBE_MAX_GPUS; i++) {
+		gp_buf_printf(&names, "%s%s", i ? ", " : "",
+		              n->names[i] ? n->names[i] : "?");
+		off += n->persistence[i] == 0;
+	}
+	if (d->pci_known && n->count != (int)d->n_nvidia)
+		gp_report_add(
+		    rep, STAGE, GP_FAIL, "NVML GPUs",
+		    n->count == 0 ? "no GPU initialised: see dmesg for NVRM "
+		                    "errors (a GPU the driver does not support, "
+		                    "or one that fell off the bus)"
+		                  : "a GPU is missing: see dmesg (Xid 79: fell off "
+		                    "the bus) and the PCI binding below",
+		    "NVML sees %d GPU(s), PCI has %zu%s%s", n->count, d->n_nvidia,
+		    names.len ? ": " : "", names.len ? names.data : "");
+	else
+		gp_report_add(rep, STAGE, GP_PASS, "NVML GPUs", NULL, "%d: %s", n->count,
+		              names.len ? names.data : "none");
+	gp_buf_free(&names);
+	if (off)
+		gp_report_add(rep, STAGE, GP_WARN, "persistence mode",
+		              "enable nvidia-persistenced (systemctl enable --now "
+		              "nvidia-persistenced) so the driver stays initialised",
+		              "off on %zu GPU(s)", off);
+}
+
+static void verify_cuda(struct gp_ctx *c, const struct drv *d, struct gp_report *rep,
+                        const struct gp_nvprobe *p)
+{
+	const struct gp_cuda_probe *cu = &p->cuda;
+	if (!cu->loaded) {
+		gp_report_add(rep, STAGE, GP_FAIL, "libcuda",
+		              "the driver's libcuda.so.1 is missing: 'gpuprov install "
+		              "--only driver'",
+		              "libcuda.so.1: %s", cu->load_error ? cu->load_error : "?");
+		return;
+	}
+	if (cu->version_rc == 0)
+		gp_report_add(rep, STAGE, GP_PASS, "libcuda version", NULL,
+		              "cuDriverGetVersion: CUDA %d.%d", cu->version / 1000,
+		              cu->version % 1000 / 10);
+	const cJSON *cuda = gp_profile_stage(c->profile, "cuda");
+	const char *tk = gp_json_string(cuda, "version", NULL);
+	if (tk && cu->version_rc == 0) {
+		char have[16];
+		snprintf(have, sizeof have, "%d.%d", cu->version / 1000,
+		         cu->version % 1000 / 10);
+		if (gp_version_compare(have, tk) < 0)
+			gp_report_add(
+			    rep, STAGE, GP_FAIL, "driver vs toolkit",
+			    "the CUDA toolkit needs a newer driver: raise "
+			    "stages.driver.branch (see 'gpuprov profiles lint')",
+			    "the driver supports CUDA %s, the profile's toolkit is %s",
+			    have, tk);
+	}
+	const char *why = cu->init_error ? cu->init_error : "?";
+	switch (cu->init_rc) {
+	case GP_CUDA_SUCCESS:
+		break;
+	case GP_CUDA_ERROR_STUB_LIBRARY:
+		gp_report_add(
+		    rep, STAGE, GP_FAIL, "cuInit",
+		    "the libcuda.so.1 found is the CUDA toolkit's stub "
+		    "(lib64/stubs), not the driver's: remove the stubs directory "
+		    "from /etc/ld.so.conf.d and LD_LIBRARY_PATH",
+		    "cuInit: %d (%s)", cu->init_rc, why);
+		return;
+	case GP_CUDA_ERROR_INSUFFICIENT_DRIVER:
+		gp_report_add(rep, STAGE, GP_FAIL, "cuInit",
+		              "libcuda is older than the CUDA runtime asking for it: "
+		              "install a driver that supports the toolkit, or a toolkit "
+		              "the driver supports",
+		              "cuInit: %d (%s)", cu->init_rc, why);
+		return;
+	case GP_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+		gp_report_add(rep, STAGE, GP_FAIL, "cuInit",
+		              "library mismatch: libcuda is from another driver than the "
+		              "loaded module; reboot",
+		              "cuInit: %d (%s)", cu->init_rc, why);
+		return;
+	default: {
+		_cleanup_free_ char *hint = not_loaded_hint(c, d);
+		gp_report_add(rep, STAGE, GP_FAIL, "cuInit", hint, "cuInit: %d (%s)",
+		              cu->init_rc, why);
+		return;
+	}
+	}
+	if (p->nvml.count >= 0 && cu->count != p->nvml.count)
+		gp_report_add(rep, STAGE, GP_FAIL, "CUDA devices",
+		              "CUDA_VISIBLE_DEVICES may hide GPUs, or a GPU failed to "
+		              "initialise (dmesg)",
+		              "libcuda sees %d device(s), NVML %d", cu->count,
+		              p->nvml.count);
+	else
+		gp_report_add(rep, STAGE, GP_PASS, "CUDA devices", NULL,
+		              "cuInit ok, %d device(s)", cu->count);
+}
+
+static void verify_binding(const struct drv *d, struct gp_report *rep)
+{
+	if (!d->pci_known)
+		return;
+	for (size_t i = 0; i < d->pci.n; i++) {
+		const struct gp_pci_device *g = &d->pci.devs[i];
+		if (!gp_pci_is_nvidia_gpu(g))
+			continue;
+		_cleanup_free_ char *check = gp_xasprintf("binding %s", g->address);
+		if (gp_streq(g->driver, "nvidia"))
+			gp_report_add(rep, STAGE, GP_PASS, check, NULL,
+			              "bound to nvidia");
+		else if (g->driver)
+			gp_report_add(
+			    rep, STAGE, GP_FAIL, check,
+			    "nouveau or nova_core holds the GPU: 'gpuprov install "
+			    "--only nouveau', then reboot",
+			    "bound to %s, not nvidia", g->driver);
+		else
+			gp_report_add(
+			    rep, STAGE, GP_FAIL, check,
+			    "no driver bound: the nvidia module is not loaded or "
+			    "refused the GPU (dmesg)",
+			    "not bound to any driver");
+	}
+}
+
+static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
+{
+	struct drv d;
+	if (gather(c, cfg, &d) < 0) {
+		drv_free(&d);
+		return -1;
+	}
+	_cleanup_free_ char *have = installed_version(c, &d);
+	if (d.blocked)
+		gp_report_add(rep, STAGE, GP_WARN, "preflight", d.blocked,
+		              "'gpuprov install' would be blocked");
+	if (!gp_driver_version_matches(have, d.branch, d.ch.version)) {
+		_cleanup_free_ char *target = d.blocked ? NULL : describe_target(&d);
+		gp_report_add(
+		    rep, STAGE, GP_FAIL, "installed",
+		    "run 'gpuprov install --only driver'",
+		    "installed: %s; the profile wants %s", have ? have : "none",
+		    target ? target
+		           : (d.ch.version ? d.ch.version : (d.branch ? d.branch : "?")));
+	} else {
+		gp_report_add(rep, STAGE, GP_PASS, "installed", NULL, "user space %s",
+		              have);
+	}
+	struct module_state m;
+	module_state(c, &m);
+	verify_module(c, &d, rep, &m, have);
+	if (!gp_root_is_host(&c->root) && geteuid() != 0) {
+		gp_report_add(rep, STAGE, GP_WARN, "NVML and libcuda",
+		              "run verify as root to probe the libraries in another root",
+		              "not probed: chrooting into %s needs root", c->root.dir);
+	} else {
+		struct gp_nvprobe p;
+		int rc = gp_nvprobe_run(&c->root, PROBE_TIMEOUT_MS, &p);
+		if (rc < 0)
+			gp_report_add(rep, STAGE, GP_FAIL, "NVML and libcuda", NULL,
+			              "cannot start the probe: %s", strerror(-rc));
+		else if (p.error)
+			gp_report_add(rep, STAGE, GP_FAIL, "NVML and libcuda",
+			              "run 'nvidia-smi' for the driver's own view", "%s",
+			              p.error);
+		if (rc == 0) {
+			verify_nvml(c, &d, rep, &p.nvml, &m);
+			verify_cuda(c, &d, rep, &p);
+			gp_nvprobe_free(&p);
+		}
+	}
+	verify_binding(&d, rep);
+	free(m.version);
+	drv_free(&d);
+	return 0;
+}
+
+/* Announces the runfile download: the profile alone determines it. */
+static int driver_prefetch(struct gp_ctx *c, const cJSON *cfg)
+{
+	const char *method = gp_json_string(cfg, "method", NULL);
+	const char *version = gp_json_string(cfg, "version", NULL);
+	const char *sha = gp_json_string(cfg, "sha256", NULL);
+	if (!gp_streq(method, "runfile") || !version || !sha)
+		return 0;
+	_cleanup_free_ char *name = gp_drv_runfile_name(version);
+	const char *u = gp_json_string(cfg, "url", NULL);
+	_cleanup_free_ char *url = u ? gp_xstrdup(u) : gp_drv_runfile_url(version);
+	const struct gp_fetch_artifact a = { .name = name, .url = url, .sha256 = sha };
+	gp_prefetch_add(c, &a);
+	return 0;
+}
+
+const struct gp_stage gp_stage_driver = {
+	.name = "driver",
+	.summary = "NVIDIA kernel driver and user-space libraries",
+	.flags = GP_STAGE_NEEDS_REBOOTED_KERNEL | GP_STAGE_MAY_REBOOT,
+	.check = driver_check,
+	.apply = driver_apply,
+	.verify = driver_verify,
+	.prefetch = driver_prefetch,
+};

@@ -1,0 +1,958 @@
+/* Stage pytorch: a Python environment with PyTorch that is proven to see the GPU.
+ * method conda: Miniforge (the installer through the download layer, its
+ *         sha256 pinned by the profile) in batch mode into <prefix>, then
+ *         `conda create -n <env> python=<ver>` from the profile's channels
+ *         only (--override-channels); <prefix>/.condarc holds the channels,
+ *         channel_alias, proxy and CA. Anaconda's defaults channels are
+ *         refused unless the profile says their terms are accepted.
+ * method venv: `python3 -m venv <prefix>` with the distro's Python
+ *         (python3-venv through the package layer when ensurepip is missing).
+ * Packages: exact pins, with pip from index_url (a tagged index such as
+ *         .../whl/cu118 pins torch, torchvision and torchaudio to that local
+ *         version, "2.7.1+cu118") or with conda (installer conda). pip's
+ *         settings go to the environment's own pip.conf, never a home.
+ * check:  the environment exists with the profile's Python (pyvenv.cfg or
+ *         conda-meta/python-*.json), its config files are the rendered ones,
+ *         every pin is installed (dist-info METADATA or conda-meta), without
+ *         running Python.
+ * apply:  only the missing steps, in order, through the effect door.
+ * verify: the same metadata, the wheel's CUDA tag against the loaded
+ *         driver, then the environment's Python, chrooted, imports torch and
+ *         reports versions, cuDNN, the GPUs it sees and one tensor op on cuda. */
+#include <errno.h>
+#include <string.h>
+
+#include "gpuprov/exitcodes.h"
+#include "gpuprov/facts.h"
+#include "gpuprov/json.h"
+#include "gpuprov/nvidia.h"
+#include "gpuprov/pkg.h"
+#include "gpuprov/run.h"
+#include "gpuprov/stage.h"
+#include "gpuprov/version.h"
+
+#define MINIFORGE                                                                        \
+	"https://github.com/conda-forge/miniforge/releases/latest/download/"             \
+	"Miniforge3-Linux-x86_64.sh"
+#define INSTALL "run 'gpuprov install --only pytorch'"
+
+struct torch {
+	const char *method, *installer, *prefix, *env, *python;
+	char **pins; /* "name==version" as in the profile */
+	char **want; /* the same with the index's local tag where it applies */
+	const char *index_url; /* as written */
+	char *index; /* after --mirror */
+	char **extra; /* extra_index_urls after --mirror */
+	const char *installer_url, *installer_sha256;
+	char **channels;
+	bool tos;
+	const char *ca_bundle, *proxy;
+	char *channel_alias; /* after --mirror */
+	char *tag; /* the index URL's wheel tag ("cu118", "cpu"), or NULL */
+	char *envdir; /* conda: <prefix>/envs/<env>; venv: <prefix> */
+	char *python_bin, *conda;
+};
+
+static void torch_free(struct torch *t)
+{
+	gp_strv_free(t->pins);
+	gp_strv_free(t->want);
+	free(t->index);
+	gp_strv_free(t->extra);
+	gp_strv_free(t->channels);
+	free(t->channel_alias);
+	free(t->tag);
+	free(t->envdir);
+	free(t->python_bin);
+	free(t->conda);
+}
+
+static bool is_conda(const struct torch *t)
+{
+	return strcmp(t->method, "conda") == 0;
+}
+
+static bool pip_installs(const struct torch *t)
+{
+	return strcmp(t->installer, "pip") == 0;
+}
+
+/* Project names compare as PEP 503 normalises them. */
+static char *normalize(const char *name, size_t n)
+{
+	char *s = gp_xstrndup(name, n);
+	for (char *p = s; *p; p++)
+		*p = *p == '-' || *p == '.'
+		         ? '_'
+		         : (char)(*p | (*p >= 'A' && *p <= 'Z' ? 0x20 : 0));
+	return s;
+}
+
+static bool tagged_project(const char *name, size_t n)
+{
+	_cleanup_free_ char *norm = normalize(name, n);
+	return strcmp(norm, "torch") == 0 || strcmp(norm, "torchvision") == 0 ||
+	       strcmp(norm, "torchaudio") == 0;
+}
+
+/* The last path component of an index URL when it is a PyTorch wheel tag. */
+static char *index_tag(const char *url)
+{
+	char buf[16];
+	bool cpu = false;
+	if (!url || (!gp_torch_tag_cuda(url, &cpu, buf) && !cpu))
+		return NULL;
+	size_t len = strlen(url);
+	while (len && url[len - 1] == '/')
+		len--;
+	size_t start = len;
+	while (start && url[start - 1] != '/')
+		start--;
+	return gp_xstrndup(url + start, len - start);
+}
+
+static int rewrite_all(struct gp_ctx *c, char **v)
+{
+	for (size_t i = 0; v && v[i]; i++) {
+		char *r;
+		if (gp_ctx_rewrite_url(c, v[i], &r) < 0)
+			return -1;
+		free(v[i]);
+		v[i] = r;
+	}
+	return 0;
+}
+
+static int settings(struct gp_ctx *c, const cJSON *cfg, struct torch *t)
+{
+	*t = (struct torch){ 0 };
+	t->method = gp_json_string(cfg, "method", "conda");
+	t->installer = gp_json_string(cfg, "installer", "pip");
+	t->prefix = gp_json_string(cfg, "prefix",
+	                           is_conda(t) ? "/opt/conda" : "/opt/venv");
+	t->env = gp_json_string(cfg, "env", "torch");
+	t->python = gp_json_string(cfg, "python", NULL);
+	t->pins = gp_json_strv(cfg, "packages");
+	if (!t->pins)
+		t->pins = gp_xcalloc(1, sizeof(char *));
+	t->index_url = gp_json_string(cfg, "index_url", NULL);
+	t->extra = gp_json_strv(cfg, "extra_index_urls");
+	t->installer_url = gp_json_string(cfg, "installer_url", MINIFORGE);
+	t->installer_sha256 = gp_json_string(cfg, "installer_sha256", NULL);
+	t->channels = gp_json_strv(cfg, "channels");
+	if (!t->channels) {
+		t->channels = gp_xcalloc(1, sizeof(char *));
+		gp_strv_push(&t->channels, "conda-forge");
+	}
+	t->tos = cJSON_IsTrue(
+	    cJSON_GetObjectItemCaseSensitive(cfg, "defaults_tos_accepted"));
+	t->ca_bundle = gp_json_string(cfg, "ca_bundle", NULL);
+	t->proxy = gp_json_string(cfg, "proxy", NULL);
+	t->tag = pip_installs(t) ? index_tag(t->index_url) : NULL;
+	t->want = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; t->pins[i]; i++) {
+		const char *p = t->pins[i];
+		size_t n = strcspn(p, "=");
+		_cleanup_free_ char *w = t->tag && !strchr(p, '+') && tagged_project(p, n)
+		                             ? gp_xasprintf("%s+%s", p, t->tag)
+		                             : gp_xstrdup(p);
+		gp_strv_push(&t->want, w);
+	}
+	t->envdir = is_conda(t) ? gp_xasprintf("%s/envs/%s", t->prefix, t->env)
+	                        : gp_xstrdup(t->prefix);
+	t->python_bin = gp_xasprintf("%s/bin/python", t->envdir);
+	t->conda = gp_xasprintf("%s/bin/conda", t->prefix);
+	const char *alias = gp_json_string(cfg, "channel_alias", NULL);
+	if ((t->index_url && gp_ctx_rewrite_url(c, t->index_url, &t->index) < 0) ||
+	    rewrite_all(c, t->extra) < 0 ||
+	    (alias && gp_ctx_rewrite_url(c, alias, &t->channel_alias) < 0)) {
+		torch_free(t);
+		return -1;
+	}
+	return 0;
+}
+
+/* Anaconda's channels, whose terms of service must be accepted. */
+static bool is_defaults_channel(const char *ch)
+{
+	static const char *const names[] = { "defaults", "main", "r",       "msys2",
+		                             "free",     "pro",  "anaconda" };
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (strcmp(ch, names[i]) == 0)
+			return true;
+	return gp_str_starts_with(ch, "pkgs/") || gp_str_starts_with(ch, "anaconda/");
+}
+
+static const char *first_defaults_channel(const struct torch *t)
+{
+	for (size_t i = 0; t->channels[i]; i++)
+		if (is_defaults_channel(t->channels[i]))
+			return t->channels[i];
+	return NULL;
+}
+
+/* "3.11" wants "3.11.x"; "3.11.2" exactly that. */
+static bool python_matches(const char *want, const char *have)
+{
+	size_t n = strlen(want);
+	return have && strncmp(want, have, n) == 0 && (!have[n] || have[n] == '.');
+}
+
+/* The distro's python3 version from its /usr/lib/python3.N directory (the
+ * one /usr/bin/python3 points to), or NULL. */
+static char *distro_python(struct gp_ctx *c)
+{
+	_cleanup_free_ char *target = NULL;
+	if (gp_root_readlink(&c->root, "/usr/bin/python3", &target) < 0)
+		return NULL;
+	const char *base = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
+	if (!gp_str_starts_with(base, "python3."))
+		return NULL;
+	return gp_xstrdup(base + 6);
+}
+
+static bool have_ensurepip(struct gp_ctx *c, const char *ver)
+{
+	_cleanup_free_ char *p = gp_xasprintf("/usr/lib/python%s/ensurepip/__init__.py",
+	                                      ver);
+	return gp_ctx_exists(c, p);
+}
+
+/* The environment's Python version: pyvenv.cfg's "version" (venv) or the
+ * conda-meta/python-<version>-<build>.json record (conda); NULL when there
+ * is no environment with a python binary. */
+static char *env_python(struct gp_ctx *c, const struct torch *t)
+{
+	if (!gp_ctx_exists(c, t->python_bin))
+		return NULL;
+	if (!is_conda(t)) {
+		_cleanup_free_ char *cfgpath = gp_xasprintf("%s/pyvenv.cfg", t->envdir);
+		_cleanup_free_ char *text = NULL;
+		if (gp_ctx_read(c, cfgpath, &text, NULL) < 0)
+			return NULL;
+		_cleanup_strv_ char **lines = gp_strv_split(text, '\n');
+		for (size_t i = 0; lines[i]; i++) {
+			char key[32], val[64];
+			if (sscanf(lines[i], " %31[a-z_] = %63s", key, val) == 2 &&
+			    (strcmp(key, "version") == 0 ||
+			     strcmp(key, "version_info") == 0))
+				return gp_xstrdup(val);
+		}
+		return NULL;
+	}
+	_cleanup_free_ char *meta = gp_xasprintf("%s/conda-meta", t->envdir);
+	_cleanup_strv_ char **names = NULL;
+	if (gp_root_list_dir(&c->root, meta, &names) < 0)
+		return NULL;
+	for (size_t i = 0; names[i]; i++) {
+		const char *n = names[i];
+		if (gp_str_starts_with(n, "python-") && n[7] >= '0' && n[7] <= '9' &&
+		    gp_str_ends_with(n, ".json"))
+			return gp_xstrndup(n + 7, strcspn(n + 7, "-"));
+	}
+	return NULL;
+}
+
+/* <envdir>/lib/python<M.m>/site-packages for a Python version "3.11.2". */
+static char *site_packages(const struct torch *t, const char *pyver)
+{
+	const char *dot = strchr(pyver, '.');
+	size_t n = dot ? strcspn(dot + 1, ".") + (size_t)(dot + 1 - pyver)
+	               : strlen(pyver);
+	return gp_xasprintf("%s/lib/python%.*s/site-packages", t->envdir, (int)n, pyver);
+}
+
+/* Installed version of a project, from its dist-info METADATA (pip) or its
+ * conda-meta record (conda), or NULL. */
+static char *installed_version(struct gp_ctx *c, const struct torch *t, const char *pyver,
+                               const char *name, size_t nlen)
+{
+	_cleanup_free_ char *want = normalize(name, nlen);
+	bool conda = !pip_installs(t);
+	_cleanup_free_ char *dir = conda ? gp_xasprintf("%s/conda-meta", t->envdir)
+	                                 : site_packages(t, pyver);
+	_cleanup_strv_ char **names = NULL;
+	if (gp_root_list_dir(&c->root, dir, &names) < 0)
+		return NULL;
+	for (size_t i = 0; names[i]; i++) {
+		const char *n = names[i];
+		if (!gp_str_ends_with(n, conda ? ".json" : ".dist-info"))
+			continue;
+		_cleanup_free_ char *path = gp_xasprintf(
+		    conda ? "%s/%s" : "%s/%s/METADATA", dir, n);
+		_cleanup_free_ char *text = NULL;
+		if (conda) {
+			if (strncmp(n, name, nlen) != 0 || n[nlen] != '-' ||
+			    gp_ctx_read(c, path, &text, NULL) < 0)
+				continue;
+			cJSON *doc = cJSON_Parse(text);
+			const char *jn = gp_json_string(doc, "name", NULL);
+			const char *jv = gp_json_string(doc, "version", NULL);
+			_cleanup_free_ char *norm = jn ? normalize(jn, strlen(jn)) : NULL;
+			char *r = norm && jv && strcmp(norm, want) == 0 ? gp_xstrdup(jv)
+			                                                : NULL;
+			cJSON_Delete(doc);
+			if (r)
+				return r;
+			continue;
+		}
+		_cleanup_free_ char *norm = normalize(n, strcspn(n, "-"));
+		if (strcmp(norm, want) != 0 || gp_ctx_read(c, path, &text, NULL) < 0)
+			continue;
+		_cleanup_strv_ char **lines = gp_strv_split(text, '\n');
+		for (size_t j = 0; lines[j] && *lines[j] != '\r'; j++)
+			if (gp_str_starts_with(lines[j], "Version: "))
+				return gp_xstrndup(lines[j] + 9,
+				                   strcspn(lines[j] + 9, "\r "));
+	}
+	return NULL;
+}
+
+static void append_yaml_quoted(struct gp_buf *b, const char *s)
+{
+	gp_buf_puts(b, "'");
+	for (; *s; s++)
+		gp_buf_puts(b, *s == '\'' ? "''" : (char[]){ *s, 0 });
+	gp_buf_puts(b, "'");
+}
+
+static char *render_condarc(const struct gp_ctx *c, const struct torch *t)
+{
+	struct gp_buf b = { 0 };
+	gp_buf_printf(&b,
+	              "# Written by gpuprov (stage pytorch) from profile %s; gpuprov\n"
+	              "# replaces this file, so change the profile instead.\n"
+	              "channels:\n",
+	              c->profile->name);
+	for (size_t i = 0; t->channels[i]; i++) {
+		gp_buf_puts(&b, "  - ");
+		append_yaml_quoted(&b, t->channels[i]);
+		gp_buf_puts(&b, "\n");
+	}
+	if (t->channel_alias) {
+		gp_buf_puts(&b, "channel_alias: ");
+		append_yaml_quoted(&b, t->channel_alias);
+		gp_buf_puts(&b, "\n");
+	}
+	if (t->ca_bundle) {
+		gp_buf_puts(&b, "ssl_verify: ");
+		append_yaml_quoted(&b, t->ca_bundle);
+		gp_buf_puts(&b, "\n");
+	}
+	if (t->proxy) {
+		gp_buf_puts(&b, "proxy_servers:\n  http: ");
+		append_yaml_quoted(&b, t->proxy);
+		gp_buf_puts(&b, "\n  https: ");
+		append_yaml_quoted(&b, t->proxy);
+		gp_buf_puts(&b, "\n");
+	}
+	gp_buf_puts(&b, "auto_update_conda: false\n");
+	return gp_buf_steal(&b);
+}
+
+static char *render_pip_conf(const struct gp_ctx *c, const struct torch *t)
+{
+	struct gp_buf b = { 0 };
+	gp_buf_printf(&b,
+	              "# Written by gpuprov (stage pytorch) from profile %s; gpuprov\n"
+	              "# replaces this file, so change the profile instead.\n"
+	              "[global]\n",
+	              c->profile->name);
+	if (t->index)
+		gp_buf_printf(&b, "index-url = %s\n", t->index);
+	for (size_t i = 0; t->extra && t->extra[i]; i++)
+		gp_buf_printf(&b, "%s%s\n", i ? "    " : "extra-index-url =\n    ",
+		              t->extra[i]);
+	if (t->ca_bundle)
+		gp_buf_printf(&b, "cert = %s\n", t->ca_bundle);
+	if (t->proxy)
+		gp_buf_printf(&b, "proxy = %s\n", t->proxy);
+	gp_buf_puts(&b, "disable-pip-version-check = true\nno-input = true\n");
+	return gp_buf_steal(&b);
+}
+
+static bool file_is(struct gp_ctx *c, const char *path, const char *want)
+{
+	_cleanup_free_ char *have = NULL;
+	size_t len = 0;
+	return gp_ctx_read(c, path, &have, &len) == 0 && len == strlen(want) &&
+	       memcmp(have, want, len) == 0;
+}
+
+/* What is there, against the profile. */
+struct survey {
+	bool conda_ok; /* <prefix>/bin/conda (method conda) */
+	char *condarc, *condarc_path;
+	bool condarc_ok;
+	char *pyver; /* the environment's Python, NULL: no environment */
+	bool python_ok; /* the profile's Python (and, for a venv, pip) */
+	bool has_pip;
+	char *pip_conf, *pip_conf_path;
+	bool pip_conf_ok;
+	char **missing; /* "torch==2.7.1+cu118 (installed: 2.7.0+cu118)" */
+	char **missing_want; /* the pins to install */
+};
+
+static void survey_free(struct survey *s)
+{
+	free(s->condarc);
+	free(s->condarc_path);
+	free(s->pyver);
+	free(s->pip_conf);
+	free(s->pip_conf_path);
+	gp_strv_free(s->missing);
+	gp_strv_free(s->missing_want);
+}
+
+static bool version_is(const char *have, const char *want)
+{
+	return have && strcmp(have, want) == 0;
+}
+
+static void survey(struct gp_ctx *c, const struct torch *t, struct survey *s)
+{
+	*s = (struct survey){ 0 };
+	s->conda_ok = !is_conda(t) || gp_ctx_exists(c, t->conda);
+	s->condarc = render_condarc(c, t);
+	s->condarc_path = gp_xasprintf("%s/.condarc", t->prefix);
+	s->condarc_ok = !is_conda(t) || file_is(c, s->condarc_path, s->condarc);
+	s->pyver = env_python(c, t);
+	s->python_ok = s->pyver && (!t->python || python_matches(t->python, s->pyver));
+	if (s->python_ok && !is_conda(t)) {
+		/* A venv whose ensurepip was cut short has no pip: make it again. */
+		_cleanup_free_ char *site = site_packages(t, s->pyver);
+		_cleanup_free_ char *pip = gp_xasprintf("%s/pip/__init__.py", site);
+		s->has_pip = gp_ctx_exists(c, pip);
+		s->python_ok = s->has_pip;
+	}
+	s->pip_conf = render_pip_conf(c, t);
+	s->pip_conf_path = gp_xasprintf("%s/pip.conf", t->envdir);
+	s->pip_conf_ok = !pip_installs(t) || file_is(c, s->pip_conf_path, s->pip_conf);
+	s->missing = gp_xcalloc(1, sizeof(char *));
+	s->missing_want = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; t->want[i]; i++) {
+		const char *w = t->want[i];
+		size_t n = strcspn(w, "=");
+		_cleanup_free_ char *have = s->pyver
+		                                ? installed_version(c, t, s->pyver, w, n)
+		                                : NULL;
+		if (version_is(have, w + n + 2))
+			continue;
+		_cleanup_free_ char *why = gp_xasprintf("%s (installed: %s)", w,
+		                                        have ? have : "none");
+		gp_strv_push(&s->missing, why);
+		gp_strv_push(&s->missing_want, w);
+	}
+}
+
+/* Why the stage cannot go on, or NULL. */
+static char *blocked_reason(struct gp_ctx *c, const struct torch *t,
+                            const struct survey *s)
+{
+	const char *dflt = first_defaults_channel(t);
+	if (is_conda(t) && dflt && !t->tos)
+		return gp_xasprintf(
+		    "stages.pytorch.channels has \"%s\", one of Anaconda's defaults "
+		    "channels, whose terms of service must be accepted; gpuprov never "
+		    "accepts them silently: set stages.pytorch.defaults_tos_accepted to "
+		    "true once your organisation has accepted them, or use "
+		    "conda-forge",
+		    dflt);
+	if (!is_conda(t) && !pip_installs(t))
+		return gp_xstrdup("stages.pytorch.installer conda needs method conda; "
+		                  "use installer pip with method venv");
+	if (is_conda(t) && !t->python)
+		return gp_xstrdup("stages.pytorch.python is not set: method conda "
+		                  "creates the environment with that Python version");
+	if (is_conda(t) && !s->conda_ok && !t->installer_sha256)
+		return gp_xasprintf(
+		    "stages.pytorch.installer_sha256 is not set: gpuprov downloads "
+		    "nothing without a pinned sha256, and the .sha256 file beside the "
+		    "installer comes from the same server, so it proves nothing the "
+		    "connection does not; pin the value from %s.sha256 (with a "
+		    "versioned installer_url: the 'latest' one changes) in the profile",
+		    t->installer_url);
+	if (pip_installs(t) && t->pins[0] && !t->index_url)
+		return gp_xstrdup("stages.pytorch.index_url is not set: pip installs "
+		                  "the packages from that index only, e.g. "
+		                  "https://download.pytorch.org/whl/cu128");
+	if (!is_conda(t) && t->python) {
+		_cleanup_free_ char *have = distro_python(c);
+		if (have && !python_matches(t->python, have))
+			return gp_xasprintf(
+			    "stages.pytorch.python is %s, but method venv uses the "
+			    "distro's Python, %s (/usr/bin/python3); remove the key or "
+			    "use method conda",
+			    t->python, have);
+	}
+	return NULL;
+}
+
+static int torch_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
+{
+	struct torch t;
+	if (settings(c, cfg, &t) < 0)
+		return -1;
+	struct survey s;
+	survey(c, &t, &s);
+	_cleanup_free_ char *blocked = blocked_reason(c, &t, &s);
+	struct gp_buf why = { 0 };
+	if (!s.conda_ok)
+		gp_buf_printf(&why, "; no conda in %s (Miniforge to install)", t.prefix);
+	else if (!s.condarc_ok)
+		gp_buf_printf(&why, "; %s differs from the profile", s.condarc_path);
+	if (!s.pyver)
+		gp_buf_printf(&why, "; no environment at %s", t.envdir);
+	else if (!s.python_ok && !is_conda(&t) && !s.has_pip)
+		gp_buf_printf(&why, "; %s has no pip (an interrupted venv)", t.envdir);
+	else if (!s.python_ok)
+		gp_buf_printf(&why, "; %s has Python %s, the profile wants %s", t.envdir,
+		              s.pyver, t.python);
+	if (s.pyver && !s.pip_conf_ok)
+		gp_buf_printf(&why, "; %s differs from the profile", s.pip_conf_path);
+	if (s.pyver && s.missing[0]) {
+		_cleanup_free_ char *list = gp_strv_join(s.missing, ", ");
+		gp_buf_printf(&why, "; to install: %s", list);
+	}
+	if (blocked)
+		gp_check_set(ck, GP_STATE_BLOCKED, "%s", blocked);
+	else if (why.len)
+		gp_check_set(ck, GP_STATE_NEEDED, "%s", why.data + 2);
+	else {
+		_cleanup_free_ char *list = gp_strv_join(t.want, ", ");
+		gp_check_set(ck, GP_STATE_SATISFIED, "%s: Python %s%s%s", t.envdir,
+		             s.pyver, *list ? ", " : "", list);
+	}
+	gp_buf_free(&why);
+	survey_free(&s);
+	torch_free(&t);
+	return 0;
+}
+
+/* After a failed pip run: what the error most likely means. */
+static void pip_hint(struct gp_ctx *c, const struct torch *t)
+{
+	_cleanup_free_ char *msg = gp_xstrdup(c->err->msg);
+	if (strstr(msg, "Expected sha256"))
+		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		        "%s; a wheel does not match the sha256 the index %s gives for "
+		        "it (a corrupt mirror or a tampered file): pip installed nothing",
+		        msg, t->index);
+	else
+		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		        "%s; pip installed nothing: check that the index %s is reachable "
+		        "from the target (stages.pytorch.index_url, proxy, ca_bundle, or "
+		        "--mirror) and has these versions",
+		        msg, t->index);
+}
+
+static void push_channels(char ***argv, const struct torch *t)
+{
+	gp_strv_push(argv, "--override-channels");
+	for (size_t i = 0; t->channels[i]; i++) {
+		gp_strv_push(argv, "-c");
+		gp_strv_push(argv, t->channels[i]);
+	}
+}
+
+static int run_argv(struct gp_ctx *c, char **argv)
+{
+	int rc = gp_effect_run(c, argv);
+	gp_strv_free(argv);
+	return rc;
+}
+
+static char **argv_new(const char *first)
+{
+	char **v = gp_xcalloc(1, sizeof(char *));
+	gp_strv_push(&v, first);
+	return v;
+}
+
+/* Miniforge in batch mode, then the ToS acceptance the profile declared. */
+static int install_conda(struct gp_ctx *c, const struct torch *t, const struct survey *s)
+{
+	if (!s->conda_ok) {
+		const struct gp_fetch_artifact a = { .name = "Miniforge installer",
+			                             .url = t->installer_url,
+			                             .sha256 = t->installer_sha256 };
+		_cleanup_free_ char *cached = NULL;
+		if (gp_effect_download(c, &a, &cached) < 0)
+			return -1;
+		char **argv = argv_new("bash");
+		gp_strv_push(&argv, cached);
+		gp_strv_push(&argv, "-b");
+		/* A killed installer leaves the prefix behind: -u lets it finish. */
+		if (gp_root_exists(&c->root, t->prefix))
+			gp_strv_push(&argv, "-u");
+		gp_strv_push(&argv, "-p");
+		gp_strv_push(&argv, t->prefix);
+		if (run_argv(c, argv) < 0)
+			return -1;
+	}
+	if (gp_effect_write(c, s->condarc_path, s->condarc, strlen(s->condarc), 0644) < 0)
+		return -1;
+	if (s->python_ok && !(s->missing[0] && !pip_installs(t)))
+		return 0;
+	for (size_t i = 0; t->channels[i]; i++) {
+		if (!is_defaults_channel(t->channels[i]))
+			continue;
+		char **argv = argv_new(t->conda);
+		gp_strv_push(&argv, "tos");
+		gp_strv_push(&argv, "accept");
+		gp_strv_push(&argv, "--override-channels");
+		gp_strv_push(&argv, "-c");
+		gp_strv_push(&argv, t->channels[i]);
+		if (run_argv(c, argv) < 0)
+			return -1;
+	}
+	if (s->python_ok)
+		return 0;
+	char **argv = argv_new(t->conda);
+	gp_strv_push(&argv, s->pyver ? "install" : "create");
+	gp_strv_push(&argv, "-y");
+	gp_strv_push(&argv, "-n");
+	gp_strv_push(&argv, t->env);
+	push_channels(&argv, t);
+	_cleanup_free_ char *py = gp_xasprintf("python=%s", t->python);
+	gp_strv_push(&argv, py);
+	return run_argv(c, argv);
+}
+
+/* A venv from the distro's Python; python3-venv first when ensurepip is
+ * missing (Debian and Ubuntu split it out). */
+static int install_venv(struct gp_ctx *c, const struct torch *t, const struct survey *s)
+{
+	if (s->python_ok)
+		return 0;
+	_cleanup_free_ char *ver = distro_python(c);
+	if (!ver || !have_ensurepip(c, ver)) {
+		enum gp_pkg_manager pm;
+		if (gp_pkg_manager(c, &pm) < 0)
+			return -1;
+		const struct gp_pkg_want w = { pm == GP_PKG_APT ? "python3-venv"
+			                                        : "python3",
+			                       NULL };
+		if (gp_effect_pkg_install(c, &w, 1) < 0)
+			return -1;
+	}
+	char *const argv[] = { "python3", "-m", "venv", (char *)t->prefix, NULL };
+	return gp_effect_run(c, argv);
+}
+
+static int install_packages(struct gp_ctx *c, const struct torch *t,
+                            const struct survey *s)
+{
+	if (pip_installs(t) && gp_effect_write(c, s->pip_conf_path, s->pip_conf,
+	                                       strlen(s->pip_conf), 0644) < 0)
+		return -1;
+	/* A fresh environment has none of them. */
+	char *const *todo = s->pyver ? s->missing_want : t->want;
+	if (!todo[0])
+		return 0;
+	char **argv;
+	if (pip_installs(t)) {
+		argv = argv_new(t->python_bin);
+		const char *fixed[] = { "-m",
+			                "pip",
+			                "install",
+			                "--no-input",
+			                "--disable-pip-version-check",
+			                "--no-cache-dir",
+			                "--index-url",
+			                t->index };
+		for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+			gp_strv_push(&argv, fixed[i]);
+		for (size_t i = 0; t->extra && t->extra[i]; i++) {
+			gp_strv_push(&argv, "--extra-index-url");
+			gp_strv_push(&argv, t->extra[i]);
+		}
+	} else {
+		argv = argv_new(t->conda);
+		gp_strv_push(&argv, "install");
+		gp_strv_push(&argv, "-y");
+		gp_strv_push(&argv, "-n");
+		gp_strv_push(&argv, t->env);
+		push_channels(&argv, t);
+	}
+	for (size_t i = 0; todo[i]; i++)
+		gp_strv_push(&argv, todo[i]);
+	if (run_argv(c, argv) < 0) {
+		if (pip_installs(t))
+			pip_hint(c, t);
+		return -1;
+	}
+	return 0;
+}
+
+static int torch_apply(struct gp_ctx *c, const cJSON *cfg)
+{
+	struct torch t;
+	if (settings(c, cfg, &t) < 0)
+		return -1;
+	struct survey s;
+	survey(c, &t, &s);
+	int rc = is_conda(&t) ? install_conda(c, &t, &s) : install_venv(c, &t, &s);
+	if (rc == 0)
+		rc = install_packages(c, &t, &s);
+	survey_free(&s);
+	torch_free(&t);
+	return rc;
+}
+
+static int torch_prefetch(struct gp_ctx *c, const cJSON *cfg)
+{
+	struct torch t;
+	if (settings(c, cfg, &t) < 0)
+		return -1;
+	if (is_conda(&t) && t.installer_sha256 && !gp_ctx_exists(c, t.conda)) {
+		const struct gp_fetch_artifact a = { .name = "Miniforge installer",
+			                             .url = t.installer_url,
+			                             .sha256 = t.installer_sha256 };
+		gp_prefetch_add(c, &a);
+	}
+	torch_free(&t);
+	return 0;
+}
+
+/* --- verify ------------------------------------------------------------- */
+
+/* Prints one marked JSON line; never raises, so the output always parses. */
+static const char verify_script[] =
+    "import json\n"
+    "r = {}\n"
+    "try:\n"
+    "    import torch\n"
+    "except BaseException as e:\n"
+    "    print('GPUPROV-TORCH ' + json.dumps({'import_error': '%s: %s' % "
+    "(type(e).__name__, e)}))\n"
+    "    raise SystemExit(0)\n"
+    "r['version'] = str(torch.__version__)\n"
+    "r['cuda'] = torch.version.cuda\n"
+    "try:\n"
+    "    r['cudnn'] = torch.backends.cudnn.version()\n"
+    "except Exception:\n"
+    "    r['cudnn'] = None\n"
+    "r['available'] = bool(torch.cuda.is_available())\n"
+    "r['count'] = torch.cuda.device_count() if r['available'] else 0\n"
+    "r['names'] = [torch.cuda.get_device_name(i) for i in range(r['count'])]\n"
+    "if r['available']:\n"
+    "    try:\n"
+    "        a = torch.ones(2, 2, device='cuda')\n"
+    "        r['matmul'] = float((a @ a).sum().item())\n"
+    "    except Exception as e:\n"
+    "        r['matmul_error'] = '%s: %s' % (type(e).__name__, e)\n"
+    "print('GPUPROV-TORCH ' + json.dumps(r))\n";
+
+#define MARK "GPUPROV-TORCH "
+
+static const char *cpu_hint =
+    "install CUDA wheels: set stages.pytorch.index_url to a CUDA "
+    "wheel index such as https://download.pytorch.org/whl/cu128, "
+    "then " INSTALL;
+
+/* The wheel's CUDA build against the loaded NVIDIA module. */
+static void verify_driver(struct gp_ctx *c, struct gp_report *rep, const char *cuda,
+                          const char *source)
+{
+	_cleanup_free_ char *drv = NULL;
+	int rc = gp_nvidia_module_read(&c->root, &drv, NULL);
+	const char *floor = gp_cuda_minor_compat_driver(cuda);
+	const char *full = gp_cuda_min_driver(cuda);
+	if (rc == -ENOENT)
+		gp_report_add(
+		    rep, "pytorch", GP_FAIL, "driver for the wheel",
+		    "install the NVIDIA driver (stage driver) and reboot; "
+		    "/proc/driver/nvidia/version appears once it is loaded",
+		    "no NVIDIA kernel module is loaded; %s is built for CUDA %s", source,
+		    cuda);
+	else if (rc < 0)
+		gp_report_add(rep, "pytorch", GP_WARN, "driver for the wheel",
+		              "check /proc/driver/nvidia/version",
+		              "cannot read the loaded driver's version: %s",
+		              strerror(-rc));
+	else if (!floor)
+		gp_report_add(rep, "pytorch", GP_WARN, "driver for the wheel",
+		              "use a CUDA 11, 12 or 13 wheel index",
+		              "gpuprov knows no minimum driver for CUDA %s (%s)", cuda,
+		              source);
+	else if (gp_version_compare(drv, floor) < 0)
+		gp_report_add(
+		    rep, "pytorch", GP_FAIL, "driver for the wheel",
+		    "driver too old for the wheel: upgrade the driver, or set "
+		    "stages.pytorch.index_url to a wheel index for an older "
+		    "CUDA (e.g. https://download.pytorch.org/whl/cu118) and " INSTALL,
+		    "driver %s is older than %s, the least a CUDA %s build (%s) "
+		    "needs%s%s",
+		    drv, floor, cuda, source, full ? "; full support from " : "",
+		    full ? full : "");
+	else
+		gp_report_add(rep, "pytorch", GP_PASS, "driver for the wheel", NULL,
+		              "driver %s runs the CUDA %s build (%s; needs %s or newer)",
+		              drv, cuda, source, floor);
+}
+
+/* Findings from the script's JSON. */
+static void verify_runtime(struct gp_ctx *c, struct gp_report *rep, const cJSON *r,
+                           bool driver_checked)
+{
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(r, "import_error");
+	if (cJSON_IsString(err)) {
+		gp_report_add(rep, "pytorch", GP_FAIL, "import torch",
+		              "the error names the missing module or library: reinstall "
+		              "with " INSTALL ", and check that nothing else in the "
+		              "environment shadows torch",
+		              "%s", err->valuestring);
+		return;
+	}
+	const char *version = gp_json_string(r, "version", "?");
+	const char *cuda = gp_json_string(r, "cuda", NULL);
+	gp_report_add(rep, "pytorch", GP_PASS, "import torch", NULL, "torch %s", version);
+	if (!cuda) {
+		gp_report_add(rep, "pytorch", GP_FAIL, "CUDA build", cpu_hint,
+		              "torch %s is a CPU-only build (torch.version.cuda is None)",
+		              version);
+		return;
+	}
+	gp_report_add(rep, "pytorch", GP_PASS, "CUDA build", NULL,
+	              "torch.version.cuda %s", cuda);
+	if (!driver_checked) {
+		_cleanup_free_ char *src = gp_xasprintf("torch %s", version);
+		verify_driver(c, rep, cuda, src);
+	}
+	const cJSON *cudnn = cJSON_GetObjectItemCaseSensitive(r, "cudnn");
+	if (cJSON_IsNumber(cudnn)) {
+		int v = cudnn->valueint;
+		gp_report_add(rep, "pytorch", GP_PASS, "cuDNN", NULL, "%d (%d.%d.%d)", v,
+		              v / 10000, v / 100 % 100, v % 100);
+	} else
+		gp_report_add(rep, "pytorch", GP_WARN, "cuDNN",
+		              "the wheel should bundle cuDNN: reinstall with " INSTALL,
+		              "torch.backends.cudnn.version() gives nothing");
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "available"))) {
+		gp_report_add(
+		    rep, "pytorch", GP_FAIL, "GPU visible",
+		    "no GPU visible to PyTorch: check that the NVIDIA driver is "
+		    "loaded and /dev/nvidia* exist (nvidia-smi), that "
+		    "CUDA_VISIBLE_DEVICES does not hide the GPUs, and, in a "
+		    "container, that it was started with GPU access",
+		    "torch.cuda.is_available() is False");
+		return;
+	}
+	const cJSON *names = cJSON_GetObjectItemCaseSensitive(r, "names");
+	struct gp_buf b = { 0 };
+	for (const cJSON *n = cJSON_IsArray(names) ? names->child : NULL; n; n = n->next)
+		gp_buf_printf(&b, "%s%s", b.len ? ", " : "",
+		              cJSON_IsString(n) ? n->valuestring : "?");
+	int count = cJSON_GetArraySize(names);
+	gp_report_add(rep, "pytorch", GP_PASS, "GPU visible", NULL, "%d device%s: %s",
+	              count, count == 1 ? "" : "s", b.len ? b.data : "none");
+	gp_buf_free(&b);
+	const cJSON *mm = cJSON_GetObjectItemCaseSensitive(r, "matmul");
+	if (cJSON_IsNumber(mm) && mm->valuedouble == 8.0)
+		gp_report_add(rep, "pytorch", GP_PASS, "tensor op on the GPU", NULL,
+		              "(ones(2,2) @ ones(2,2)).sum() on cuda is 8");
+	else
+		gp_report_add(
+		    rep, "pytorch", GP_FAIL, "tensor op on the GPU",
+		    "the GPU is visible but cannot run a kernel: check dmesg for "
+		    "Xid errors and that the wheel's CUDA build supports this GPU",
+		    "(ones(2,2) @ ones(2,2)).sum() on cuda gave %s",
+		    cJSON_IsNumber(mm) ? "a wrong result"
+		                       : gp_json_string(r, "matmul_error", "nothing"));
+}
+
+static void run_script(struct gp_ctx *c, const struct torch *t, struct gp_report *rep,
+                       bool driver_checked)
+{
+	char *const argv[] = { t->python_bin, "-I", "-c", (char *)verify_script, NULL };
+	struct gp_run_result res = { 0 };
+	int rc = gp_ctx_run_readonly(c, argv, &res);
+	const char *line = res.output ? strstr(res.output, MARK) : NULL;
+	cJSON *doc = NULL;
+	if (line) {
+		_cleanup_free_ char *json = gp_xstrndup(
+		    line + strlen(MARK), strcspn(line + strlen(MARK), "\n"));
+		doc = cJSON_Parse(json);
+	}
+	if (rc < 0 || !gp_run_succeeded(&res) || !doc) {
+		_cleanup_free_ char *how = rc < 0
+		                               ? gp_xstrdup(strerror(-rc))
+		                               : gp_run_describe(&res, c->cmd_timeout_ms);
+		gp_report_add(
+		    rep, "pytorch", GP_FAIL, "import torch",
+		    "the environment's Python does not run: reinstall with " INSTALL,
+		    "%s -c <check script> in %s: %s%s%.300s", t->python_bin, c->root.dir,
+		    how, res.output_len ? ": " : "", res.output ? res.output : "");
+	} else
+		verify_runtime(c, rep, doc, driver_checked);
+	cJSON_Delete(doc);
+	gp_run_result_free(&res);
+}
+
+static void verify_env(struct gp_ctx *c, const struct torch *t, const struct survey *s,
+                       struct gp_report *rep)
+{
+	if (s->python_ok)
+		gp_report_add(rep, "pytorch", GP_PASS, "environment", NULL,
+		              "%s: Python %s", t->envdir, s->pyver);
+	else if (!is_conda(t) && !s->has_pip)
+		gp_report_add(rep, "pytorch", GP_FAIL, "environment", INSTALL,
+		              "%s has Python %s but no pip", t->envdir, s->pyver);
+	else
+		gp_report_add(rep, "pytorch", GP_FAIL, "environment", INSTALL,
+		              "%s has Python %s; the profile wants %s", t->envdir,
+		              s->pyver, t->python ? t->python : "another");
+	for (size_t i = 0; t->want[i]; i++) {
+		const char *w = t->want[i];
+		size_t n = strcspn(w, "=");
+		_cleanup_free_ char *have = installed_version(c, t, s->pyver, w, n);
+		_cleanup_free_ char *check = gp_xasprintf("package %.*s", (int)n, w);
+		if (version_is(have, w + n + 2))
+			gp_report_add(rep, "pytorch", GP_PASS, check, NULL, "%s", have);
+		else
+			gp_report_add(rep, "pytorch", GP_FAIL, check, INSTALL,
+			              "installed: %s; the profile wants %s",
+			              have ? have : "none", w + n + 2);
+	}
+	/* The wheel's local version says which CUDA it is built for. */
+	_cleanup_free_ char *tv = installed_version(c, t, s->pyver, "torch", 5);
+	const char *local = tv && strchr(tv, '+') ? strchr(tv, '+') + 1 : NULL;
+	char buf[16];
+	bool cpu = false;
+	const char *cuda = local ? gp_torch_tag_cuda(local, &cpu, buf) : NULL;
+	if (cpu)
+		gp_report_add(rep, "pytorch", GP_FAIL, "wheel CUDA tag", cpu_hint,
+		              "torch %s is a CPU-only wheel", tv);
+	else if (cuda) {
+		_cleanup_free_ char *src = gp_xasprintf("the torch %s wheel", tv);
+		verify_driver(c, rep, cuda, src);
+	}
+	run_script(c, t, rep, cuda || cpu);
+}
+
+static int torch_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
+{
+	struct torch t;
+	if (settings(c, cfg, &t) < 0)
+		return -1;
+	struct survey s;
+	survey(c, &t, &s);
+	if (s.pyver)
+		verify_env(c, &t, &s, rep);
+	else
+		gp_report_add(rep, "pytorch", GP_FAIL, "environment", INSTALL,
+		              "no environment at %s (no %s)", t.envdir, t.python_bin);
+	survey_free(&s);
+	torch_free(&t);
+	return 0;
+}
+
+const struct gp_stage gp_stage_pytorch = {
+	.name = "pytorch",
+	.summary = "conda or venv environment with PyTorch",
+	.check = torch_check,
+	.apply = torch_apply,
+	.verify = torch_verify,
+	.prefetch = torch_prefetch,
+};

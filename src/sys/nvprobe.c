@@ -1,0 +1,319 @@
+/* NVML and libcuda through dlopen in a forked, chrooted child (see
+ * nvprobe.h for why a child). Protocol on the pipe, one fact a line:
+ * "nvml.loaded 1", "nvml.name 0 NVIDIA A100-SXM4-40GB", ..., "end". */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpuprov/nvprobe.h"
+#include "gpuprov/util.h"
+
+/* --- the child --------------------------------------------------------- */
+
+static void put(int fd, const char *fmt, ...) _printf_(2, 3);
+static void put(int fd, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof line - 2)
+		n = sizeof line - 2;
+	for (int i = 0; i < n; i++) /* one line per fact, whatever a name holds */
+		if (line[i] == '\n' || line[i] == '\r')
+			line[i] = ' ';
+	line[n++] = '\n';
+	gp_write_all(fd, line, (size_t)n);
+}
+
+/* dlsym into a function pointer; NULL when missing. */
+#define SYM(h, name) ((name##_t *)dlsym((h), #name))
+
+typedef int nvmlInit_v2_t(void);
+typedef int nvmlShutdown_t(void);
+typedef const char *nvmlErrorString_t(int);
+typedef int nvmlSystemGetDriverVersion_t(char *, unsigned);
+typedef int nvmlDeviceGetCount_v2_t(unsigned *);
+typedef int nvmlDeviceGetHandleByIndex_v2_t(unsigned, void **);
+typedef int nvmlDeviceGetName_t(void *, char *, unsigned);
+typedef int nvmlDeviceGetPersistenceMode_t(void *, int *);
+typedef int cuDriverGetVersion_t(int *);
+typedef int cuInit_t(unsigned);
+typedef int cuDeviceGetCount_t(int *);
+typedef int cuDeviceGet_t(int *, int);
+typedef int cuDeviceGetName_t(char *, int, int);
+typedef int cuGetErrorString_t(int, const char **);
+
+static void probe_nvml(int fd)
+{
+	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		put(fd, "nvml.loaded 0");
+		put(fd, "nvml.load_error %s", dlerror());
+		return;
+	}
+	put(fd, "nvml.loaded 1");
+	nvmlInit_v2_t *init = SYM(h, nvmlInit_v2);
+	nvmlShutdown_t *shutdown = SYM(h, nvmlShutdown);
+	nvmlErrorString_t *errstr = SYM(h, nvmlErrorString);
+	nvmlSystemGetDriverVersion_t *drv = SYM(h, nvmlSystemGetDriverVersion);
+	nvmlDeviceGetCount_v2_t *count = SYM(h, nvmlDeviceGetCount_v2);
+	nvmlDeviceGetHandleByIndex_v2_t *handle = SYM(h, nvmlDeviceGetHandleByIndex_v2);
+	nvmlDeviceGetName_t *name = SYM(h, nvmlDeviceGetName);
+	nvmlDeviceGetPersistenceMode_t *pers = SYM(h, nvmlDeviceGetPersistenceMode);
+	if (!init) {
+		put(fd, "nvml.load_error the library has no nvmlInit_v2");
+		return;
+	}
+	int rc = init();
+	put(fd, "nvml.init_rc %d", rc);
+	if (errstr && errstr(rc))
+		put(fd, "nvml.init_error %s", errstr(rc));
+	if (rc != 0)
+		return;
+	char buf[96];
+	if (drv && drv(buf, 80) == 0) {
+		buf[80] = '\0';
+		put(fd, "nvml.version %s", buf);
+	}
+	unsigned n = 0;
+	if (count && count(&n) == 0) {
+		put(fd, "nvml.count %u", n);
+		for (unsigned i = 0; i < n && i < GP_PROBE_MAX_GPUS && handle; i++) {
+			void *dev = NULL;
+			if (handle(i, &dev) != 0)
+				continue;
+			if (name && name(dev, buf, sizeof buf) == 0) {
+				buf[sizeof buf - 1] = '\0';
+				put(fd, "nvml.name %u %s", i, buf);
+			}
+			int mode;
+			if (pers && pers(dev, &mode) == 0)
+				put(fd, "nvml.persistence %u %d", i, mode ? 1 : 0);
+		}
+	}
+	if (shutdown)
+		shutdown();
+}
+
+static void probe_cuda(int fd)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		put(fd, "cuda.loaded 0");
+		put(fd, "cuda.load_error %s", dlerror());
+		return;
+	}
+	put(fd, "cuda.loaded 1");
+	cuDriverGetVersion_t *ver = SYM(h, cuDriverGetVersion);
+	cuInit_t *init = SYM(h, cuInit);
+	cuDeviceGetCount_t *count = SYM(h, cuDeviceGetCount);
+	cuDeviceGet_t *get = SYM(h, cuDeviceGet);
+	cuDeviceGetName_t *name = SYM(h, cuDeviceGetName);
+	cuGetErrorString_t *errstr = SYM(h, cuGetErrorString);
+	int v = 0;
+	if (ver) {
+		int rc = ver(&v);
+		put(fd, "cuda.version_rc %d", rc);
+		if (rc == 0)
+			put(fd, "cuda.version %d", v);
+	}
+	if (!init) {
+		put(fd, "cuda.load_error the library has no cuInit");
+		return;
+	}
+	int rc = init(0);
+	put(fd, "cuda.init_rc %d", rc);
+	const char *msg = NULL;
+	if (errstr && errstr(rc, &msg) == 0 && msg)
+		put(fd, "cuda.init_error %s", msg);
+	if (rc != 0)
+		return;
+	int n = 0;
+	if (count && count(&n) == 0) {
+		put(fd, "cuda.count %d", n);
+		for (int i = 0; i < n && i < GP_PROBE_MAX_GPUS && get && name; i++) {
+			int dev;
+			char buf[256];
+			if (get(&dev, i) == 0 && name(buf, sizeof buf, dev) == 0) {
+				buf[sizeof buf - 1] = '\0';
+				put(fd, "cuda.name %d %s", i, buf);
+			}
+		}
+	}
+}
+
+static _Noreturn void child(const struct gp_root *r, int fd)
+{
+	if (!gp_root_is_host(r) && (chroot(r->dir) < 0 || chdir("/") < 0)) {
+		put(fd, "error cannot chroot into %s: %s", r->dir, strerror(errno));
+		_exit(1);
+	}
+	probe_nvml(fd);
+	probe_cuda(fd);
+	put(fd, "end");
+	_exit(0);
+}
+
+/* --- the parent -------------------------------------------------------- */
+
+static int index_of(const char **v)
+{
+	char *end;
+	long i = strtol(*v, &end, 10);
+	if (end == *v || *end != ' ' || i < 0 || i >= GP_PROBE_MAX_GPUS)
+		return -1;
+	*v = end + 1;
+	return (int)i;
+}
+
+static void set_str(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = gp_xstrdup(v);
+}
+
+static void parse_line(struct gp_nvprobe *p, char *line, bool *ended)
+{
+	char *sp = strchr(line, ' ');
+	const char *v = sp ? sp + 1 : "";
+	if (sp)
+		*sp = '\0';
+	struct gp_nvml_probe *n = &p->nvml;
+	struct gp_cuda_probe *c = &p->cuda;
+	int i;
+	if (strcmp(line, "end") == 0)
+		*ended = true;
+	else if (strcmp(line, "error") == 0)
+		set_str(&p->error, v);
+	else if (strcmp(line, "nvml.loaded") == 0)
+		n->loaded = atoi(v) == 1;
+	else if (strcmp(line, "nvml.load_error") == 0)
+		set_str(&n->load_error, v);
+	else if (strcmp(line, "nvml.init_rc") == 0)
+		n->init_rc = atoi(v);
+	else if (strcmp(line, "nvml.init_error") == 0)
+		set_str(&n->init_error, v);
+	else if (strcmp(line, "nvml.version") == 0)
+		set_str(&n->driver_version, v);
+	else if (strcmp(line, "nvml.count") == 0)
+		n->count = atoi(v);
+	else if (strcmp(line, "nvml.name") == 0 && (i = index_of(&v)) >= 0)
+		set_str(&n->names[i], v);
+	else if (strcmp(line, "nvml.persistence") == 0 && (i = index_of(&v)) >= 0)
+		n->persistence[i] = atoi(v);
+	else if (strcmp(line, "cuda.loaded") == 0)
+		c->loaded = atoi(v) == 1;
+	else if (strcmp(line, "cuda.load_error") == 0)
+		set_str(&c->load_error, v);
+	else if (strcmp(line, "cuda.version_rc") == 0)
+		c->version_rc = atoi(v);
+	else if (strcmp(line, "cuda.version") == 0)
+		c->version = atoi(v);
+	else if (strcmp(line, "cuda.init_rc") == 0)
+		c->init_rc = atoi(v);
+	else if (strcmp(line, "cuda.init_error") == 0)
+		set_str(&c->init_error, v);
+	else if (strcmp(line, "cuda.count") == 0)
+		c->count = atoi(v);
+	else if (strcmp(line, "cuda.name") == 0 && (i = index_of(&v)) >= 0)
+		set_str(&c->names[i], v);
+}
+
+/* Reads the child's output until EOF or the deadline. */
+static bool read_all(int fd, int timeout_ms, struct gp_buf *out)
+{
+	int64_t deadline = gp_monotonic_ms() + timeout_ms;
+	for (;;) {
+		int64_t left = deadline - gp_monotonic_ms();
+		if (left <= 0)
+			return false;
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int rc = poll(&pfd, 1, (int)left);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0)
+			return rc == 0 ? false : true;
+		char buf[4096];
+		ssize_t n = read(fd, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return true;
+		gp_buf_append(out, buf, (size_t)n);
+	}
+}
+
+int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, struct gp_nvprobe *p)
+{
+	*p = (struct gp_nvprobe){ 0 };
+	p->nvml.init_rc = p->nvml.count = -1;
+	p->cuda.version_rc = p->cuda.init_rc = p->cuda.count = -1;
+	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
+		p->nvml.persistence[i] = -1;
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -errno;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(fds[0]);
+		close(fds[1]);
+		return -e;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		child(r, fds[1]);
+	}
+	close(fds[1]);
+	struct gp_buf out = { 0 };
+	bool done = read_all(fds[0], timeout_ms, &out);
+	close(fds[0]);
+	if (!done)
+		kill(pid, SIGKILL);
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	bool ended = false;
+	char *save = NULL;
+	for (char *l = strtok_r(out.data, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save))
+		parse_line(p, l, &ended);
+	gp_buf_free(&out);
+	if (!done)
+		set_str(&p->error, "the probe did not finish in time and was killed "
+		                   "(a hung driver library?)");
+	else if (!ended && !p->error && WIFSIGNALED(status))
+		p->error = gp_xasprintf("the probe crashed in the driver libraries "
+		                        "(signal %d, %s)",
+		                        WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else if (!ended && !p->error)
+		set_str(&p->error, "the probe ended without a result");
+	return 0;
+}
+
+void gp_nvprobe_free(struct gp_nvprobe *p)
+{
+	free(p->nvml.load_error);
+	free(p->nvml.init_error);
+	free(p->nvml.driver_version);
+	free(p->cuda.load_error);
+	free(p->cuda.init_error);
+	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++) {
+		free(p->nvml.names[i]);
+		free(p->cuda.names[i]);
+	}
+	free(p->error);
+	*p = (struct gp_nvprobe){ 0 };
+}

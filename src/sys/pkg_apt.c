@@ -1,0 +1,103 @@
+/* apt's commands and source files. Always non-interactive: -y, -q,
+ * DEBIAN_FRONTEND=noninteractive (the runner's environment), and dpkg keeps
+ * a changed configuration file without asking (--force-confdef,
+ * --force-confold). --no-install-recommends keeps the transaction to what
+ * was asked for; --allow-downgrades lets a profile pin an older version. */
+#include <string.h>
+
+#include "gpuprov/pkgcmd.h"
+#include "gpuprov/util.h"
+
+char *gp_pkg_want_spec(const struct gp_pkg_want *w, char sep)
+{
+	return w->version ? gp_xasprintf("%s%c%s", w->name, sep, w->version)
+	                  : gp_xstrdup(w->name);
+}
+
+static char **apt_refresh(void)
+{
+	char *const argv[] = { "apt-get", "-q", "-y", "update", NULL };
+	return gp_strv_copy(argv);
+}
+
+static char **apt_install(const struct gp_pkg_want *want, size_t n)
+{
+	char *const head[] = { "apt-get",
+		               "-y",
+		               "-q",
+		               "-o",
+		               "Dpkg::Options::=--force-confdef",
+		               "-o",
+		               "Dpkg::Options::=--force-confold",
+		               "install",
+		               "--no-install-recommends",
+		               "--allow-downgrades",
+		               NULL };
+	char **argv = gp_strv_copy(head);
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *s = gp_pkg_want_spec(&want[i], '=');
+		gp_strv_push(&argv, s);
+	}
+	return argv;
+}
+
+/* Appends names to a copy of head. */
+static char **with_names(char *const *head, char *const *names)
+{
+	char **argv = gp_strv_copy(head);
+	for (size_t i = 0; names && names[i]; i++)
+		gp_strv_push(&argv, names[i]);
+	return argv;
+}
+
+static char **apt_hold(char *const *names, bool hold)
+{
+	char *const head[] = { "apt-mark", hold ? "hold" : "unhold", NULL };
+	return with_names(head, names);
+}
+
+static char **apt_import_key(const char *path)
+{
+	char *const argv[] = { "dpkg", "--force-confdef", "--force-confold",
+		               "-i",   (char *)path,      NULL };
+	return gp_strv_copy(argv);
+}
+
+static char *apt_repo_path(const struct gp_pkg_repo *repo)
+{
+	return gp_xasprintf("/etc/apt/sources.list.d/%s.list", repo->id);
+}
+
+static char *apt_repo_text(const struct gp_pkg_repo *repo, const char *keyring,
+                           const char *fpr)
+{
+	const char *suite = repo->suite ? repo->suite : "/";
+	return gp_xasprintf("# Written by gpuprov: repository %s, signed by key %s\n"
+	                    "deb [signed-by=%s] %s %s%s%s\n",
+	                    repo->id, fpr, keyring, repo->url, suite,
+	                    repo->components ? " " : "",
+	                    repo->components ? repo->components : "");
+}
+
+static char *apt_keyring_path(const struct gp_pkg_repo *repo, bool armored)
+{
+	return gp_xasprintf("/usr/share/keyrings/%s-keyring.%s", repo->id,
+	                    armored ? "asc" : "gpg");
+}
+
+const struct gp_pkg_backend gp_pkg_apt = {
+	.name = "apt",
+	.lock_files = { "/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock", NULL },
+	.refresh = apt_refresh,
+	.install = apt_install,
+	.hold = apt_hold,
+	.import_key = apt_import_key,
+	.repo_path = apt_repo_path,
+	.repo_text = apt_repo_text,
+	.keyring_path = apt_keyring_path,
+};
+
+const struct gp_pkg_backend *gp_pkg_backend_get(enum gp_pkg_manager pm)
+{
+	return pm == GP_PKG_DNF ? &gp_pkg_dnf : &gp_pkg_apt;
+}

@@ -1,0 +1,72 @@
+/* dnf's commands and repository files (RHEL/Rocky 9). -y for every
+ * transaction; versionlock needs python3-dnf-plugin-versionlock. The
+ * repository file is written by gpuprov (not `dnf config-manager
+ * --add-repo URL`, which would fetch it unverified) with gpgcheck=1 and the
+ * key gpuprov checked. "name-version" lets dnf pick the newest release of
+ * that version, as pkg.h promises for versions without a revision. */
+#include "gpuprov/pkgcmd.h"
+#include "gpuprov/util.h"
+
+static char **dnf_refresh(void)
+{
+	char *const argv[] = { "dnf", "-y", "-q", "makecache", NULL };
+	return gp_strv_copy(argv);
+}
+
+static char **dnf_install(const struct gp_pkg_want *want, size_t n)
+{
+	char *const head[] = { "dnf", "-y", "-q", "install", NULL };
+	char **argv = gp_strv_copy(head);
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *s = gp_pkg_want_spec(&want[i], '-');
+		gp_strv_push(&argv, s);
+	}
+	return argv;
+}
+
+static char **dnf_hold(char *const *names, bool hold)
+{
+	char *const head[] = { "dnf", "-y", "-q", "versionlock", hold ? "add" : "delete",
+		               NULL };
+	char **argv = gp_strv_copy(head);
+	for (size_t i = 0; names && names[i]; i++)
+		gp_strv_push(&argv, names[i]);
+	return argv;
+}
+
+static char **dnf_import_key(const char *path)
+{
+	char *const argv[] = { "rpm", "--import", (char *)path, NULL };
+	return gp_strv_copy(argv);
+}
+
+static char *dnf_repo_path(const struct gp_pkg_repo *repo)
+{
+	return gp_xasprintf("/etc/yum.repos.d/%s.repo", repo->id);
+}
+
+static char *dnf_repo_text(const struct gp_pkg_repo *repo, const char *keyring,
+                           const char *fpr)
+{
+	return gp_xasprintf("# Written by gpuprov: signed by key %s\n"
+	                    "[%s]\nname=%s\nbaseurl=%s\nenabled=1\ngpgcheck=1\n"
+	                    "gpgkey=file://%s\n",
+	                    fpr, repo->id, repo->id, repo->url, keyring);
+}
+
+static char *dnf_keyring_path(const struct gp_pkg_repo *repo, bool armored)
+{
+	return gp_xasprintf("/etc/pki/rpm-gpg/RPM-GPG-KEY-%s", repo->id);
+}
+
+const struct gp_pkg_backend gp_pkg_dnf = {
+	.name = "dnf",
+	.lock_files = { "/var/lib/rpm/.rpm.lock", NULL },
+	.refresh = dnf_refresh,
+	.install = dnf_install,
+	.hold = dnf_hold,
+	.import_key = dnf_import_key,
+	.repo_path = dnf_repo_path,
+	.repo_text = dnf_repo_text,
+	.keyring_path = dnf_keyring_path,
+};

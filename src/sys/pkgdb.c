@@ -1,0 +1,372 @@
+/* Package databases read as files: dpkg status and apt lists (RFC 822-style
+ * stanzas), rpm's sqlite database (header blobs) and dnf's versionlock
+ * list. Reading rpmdb.sqlite with libsqlite3 instead of running `rpm -q`
+ * keeps queries free of commands (pkg.h promises that) and works on a root
+ * whose rpm cannot run here. */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "gpuprov/pkgdb.h"
+#include "gpuprov/util.h"
+
+void gp_pkgdb_free(struct gp_pkgdb *db)
+{
+	for (size_t i = 0; i < db->n; i++) {
+		free(db->e[i].name);
+		free(db->e[i].version);
+	}
+	free(db->e);
+	*db = (struct gp_pkgdb){ 0 };
+}
+
+const struct gp_pkgdb_entry *gp_pkgdb_find(const struct gp_pkgdb *db, const char *name)
+{
+	for (size_t i = 0; i < db->n; i++)
+		if (strcmp(db->e[i].name, name) == 0)
+			return &db->e[i];
+	return NULL;
+}
+
+static void db_add(struct gp_pkgdb *db, const char *name, const char *version, bool held)
+{
+	if (gp_pkgdb_find(db, name)) /* multiarch: the first one is enough */
+		return;
+	db->e = gp_xrealloc(db->e, (db->n + 1) * sizeof *db->e);
+	db->e[db->n++] = (struct gp_pkgdb_entry){ gp_xstrdup(name), gp_xstrdup(version),
+		                                  held };
+}
+
+/* Calls fn with each stanza's Package, Version and Status values (NULL when
+ * absent); continuation lines are skipped. */
+static int scan_stanzas(const char *text,
+                        int (*fn)(const char *pkg, const char *ver, const char *status,
+                                  void *data),
+                        void *data)
+{
+	_cleanup_free_ char *pkg = NULL, *ver = NULL, *status = NULL;
+	const char *p = text;
+	for (;;) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		if (len == 0 || (len == 1 && p[0] == '\r')) {
+			if (pkg || ver || status) {
+				int rc = pkg ? fn(pkg, ver, status, data) : -EINVAL;
+				if (rc < 0)
+					return rc;
+			}
+			free(pkg);
+			free(ver);
+			free(status);
+			pkg = ver = status = NULL;
+		} else if (p[0] != ' ' && p[0] != '\t') {
+			static const char *const keys[] = { "Package:", "Version:",
+				                            "Status:" };
+			char **slots[] = { &pkg, &ver, &status };
+			for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
+				size_t kl = strlen(keys[k]);
+				if (len > kl && strncasecmp(p, keys[k], kl) == 0) {
+					const char *v = p + kl;
+					size_t vl = len - kl;
+					while (vl && isspace((unsigned char)*v))
+						v++, vl--;
+					while (vl && isspace((unsigned char)v[vl - 1]))
+						vl--;
+					free(*slots[k]);
+					*slots[k] = gp_xstrndup(v, vl);
+				}
+			}
+		}
+		if (!nl) {
+			if (len == 0)
+				break;
+			p += len; /* one more pass with an empty line ends the stanza */
+			continue;
+		}
+		p = nl + 1;
+	}
+	return 0;
+}
+
+static int status_entry(const char *pkg, const char *ver, const char *status, void *data)
+{
+	char want[32], flag[32], state[32];
+	if (!status || !ver || sscanf(status, "%31s %31s %31s", want, flag, state) != 3)
+		return 0;
+	if (strcmp(state, "installed") != 0)
+		return 0;
+	db_add(data, pkg, ver, strcmp(want, "hold") == 0);
+	return 0;
+}
+
+int gp_dpkg_status_parse(const char *text, struct gp_pkgdb *db)
+{
+	*db = (struct gp_pkgdb){ 0 };
+	int rc = scan_stanzas(text, status_entry, db);
+	if (rc < 0)
+		gp_pkgdb_free(db);
+	return rc;
+}
+
+int gp_dpkg_status_read(const struct gp_root *r, struct gp_pkgdb *db)
+{
+	*db = (struct gp_pkgdb){ 0 };
+	_cleanup_free_ char *text = NULL;
+	int rc = gp_root_read(r, GP_DPKG_STATUS, &text, NULL);
+	if (rc < 0)
+		return rc;
+	return gp_dpkg_status_parse(text, db);
+}
+
+/* --- dpkg version order ------------------------------------------------ */
+
+static int order(int c)
+{
+	if (isdigit(c))
+		return 0;
+	if (isalpha(c))
+		return c;
+	if (c == '~')
+		return -1;
+	return c ? c + 256 : 0;
+}
+
+/* One of upstream or revision, a[0..na) against b[0..nb). */
+static int verrevcmp(const char *a, size_t na, const char *b, size_t nb)
+{
+	size_t i = 0, j = 0;
+	while (i < na || j < nb) {
+		int diff = 0;
+		while ((i < na && !isdigit((unsigned char)a[i])) ||
+		       (j < nb && !isdigit((unsigned char)b[j]))) {
+			int ac = i < na ? order((unsigned char)a[i]) : 0;
+			int bc = j < nb ? order((unsigned char)b[j]) : 0;
+			if (ac != bc)
+				return ac - bc;
+			i++, j++;
+		}
+		while (i < na && a[i] == '0')
+			i++;
+		while (j < nb && b[j] == '0')
+			j++;
+		while (i < na && isdigit((unsigned char)a[i]) && j < nb &&
+		       isdigit((unsigned char)b[j])) {
+			if (!diff)
+				diff = a[i] - b[j];
+			i++, j++;
+		}
+		if (i < na && isdigit((unsigned char)a[i]))
+			return 1;
+		if (j < nb && isdigit((unsigned char)b[j]))
+			return -1;
+		if (diff)
+			return diff;
+	}
+	return 0;
+}
+
+struct debver {
+	unsigned long epoch;
+	const char *up;
+	size_t up_len;
+	const char *rev; /* "" when none */
+};
+
+static void split_version(const char *v, struct debver *d)
+{
+	const char *colon = strchr(v, ':');
+	d->epoch = colon ? strtoul(v, NULL, 10) : 0;
+	d->up = colon ? colon + 1 : v;
+	const char *dash = strrchr(d->up, '-');
+	d->up_len = dash ? (size_t)(dash - d->up) : strlen(d->up);
+	d->rev = dash ? dash + 1 : "";
+}
+
+int gp_dpkg_vercmp(const char *a, const char *b)
+{
+	struct debver x, y;
+	split_version(a, &x);
+	split_version(b, &y);
+	if (x.epoch != y.epoch)
+		return x.epoch < y.epoch ? -1 : 1;
+	int c = verrevcmp(x.up, x.up_len, y.up, y.up_len);
+	if (c)
+		return c;
+	return verrevcmp(x.rev, strlen(x.rev), y.rev, strlen(y.rev));
+}
+
+bool gp_pkg_version_matches(const char *v, const char *u)
+{
+	if (strcmp(v, u) == 0)
+		return true;
+	struct debver x;
+	split_version(v, &x);
+	return strlen(u) == x.up_len && strncmp(x.up, u, x.up_len) == 0;
+}
+
+/* --- apt lists ---------------------------------------------------------- */
+
+struct cand_scan {
+	const char *name;
+	char ***out;
+};
+
+static int cand_entry(const char *pkg, const char *ver, const char *status, void *data)
+{
+	struct cand_scan *s = data;
+	if (ver && strcmp(pkg, s->name) == 0 && !gp_strv_contains(*s->out, ver))
+		gp_strv_push(s->out, ver);
+	return 0;
+}
+
+void gp_apt_packages_scan(const char *text, const char *name, char ***versions)
+{
+	struct cand_scan s = { name, versions };
+	scan_stanzas(text, cand_entry, &s);
+}
+
+static int cmp_newest_first(const void *a, const void *b)
+{
+	return gp_dpkg_vercmp(*(char *const *)b, *(char *const *)a);
+}
+
+int gp_apt_candidates(const struct gp_root *r, const char *name, char ***versions)
+{
+	*versions = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **files = NULL;
+	int rc = gp_root_list_dir(r, GP_APT_LISTS, &files);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; files[i]; i++) {
+		if (!gp_str_ends_with(files[i], "_Packages"))
+			continue;
+		_cleanup_free_ char *path = gp_xasprintf("%s/%s", GP_APT_LISTS, files[i]);
+		_cleanup_free_ char *text = NULL;
+		if (gp_root_read(r, path, &text, NULL) == 0)
+			gp_apt_packages_scan(text, name, versions);
+	}
+	qsort(*versions, gp_strv_len(*versions), sizeof(char *), cmp_newest_first);
+	return 0;
+}
+
+/* --- rpm ---------------------------------------------------------------- */
+
+enum { RPMTAG_NAME = 1000, RPMTAG_VERSION, RPMTAG_RELEASE, RPMTAG_EPOCH };
+enum { RPM_INT32_TYPE = 4, RPM_STRING_TYPE = 6 };
+
+int gp_rpm_header_parse(const void *blob, size_t len, char **name, char **version)
+{
+	*name = *version = NULL;
+	const unsigned char *b = blob;
+	if (len < 8)
+		return -EINVAL;
+	uint32_t il, dl;
+	memcpy(&il, b, 4);
+	memcpy(&dl, b + 4, 4);
+	il = ntohl(il);
+	dl = ntohl(dl);
+	if (il > 100000 || dl > 256u << 20 || 8 + (size_t)il * 16 + dl > len)
+		return -EINVAL;
+	const unsigned char *data = b + 8 + (size_t)il * 16;
+	const char *str[4] = { NULL };
+	long epoch = -1;
+	for (uint32_t i = 0; i < il; i++) {
+		uint32_t ent[4];
+		memcpy(ent, b + 8 + (size_t)i * 16, 16);
+		uint32_t tag = ntohl(ent[0]), type = ntohl(ent[1]), off = ntohl(ent[2]);
+		if (tag < RPMTAG_NAME || tag > RPMTAG_EPOCH || off >= dl)
+			continue;
+		if (tag == RPMTAG_EPOCH && type == RPM_INT32_TYPE && off + 4 <= dl) {
+			uint32_t e;
+			memcpy(&e, data + off, 4);
+			epoch = ntohl(e);
+		} else if (type == RPM_STRING_TYPE) {
+			const void *end = memchr(data + off, '\0', dl - off);
+			if (!end)
+				return -EINVAL;
+			str[tag - RPMTAG_NAME] = (const char *)data + off;
+		}
+	}
+	if (!str[0] || !str[1])
+		return -EINVAL;
+	*name = gp_xstrdup(str[0]);
+	_cleanup_free_ char *ep = epoch > 0 ? gp_xasprintf("%ld:", epoch)
+	                                    : gp_xstrdup("");
+	*version = str[2] ? gp_xasprintf("%s%s-%s", ep, str[1], str[2])
+	                  : gp_xasprintf("%s%s", ep, str[1]);
+	return 0;
+}
+
+char **gp_dnf_versionlock_names(const char *text)
+{
+	char **out = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **lines = gp_strv_split(text, '\n');
+	for (size_t i = 0; lines[i]; i++) {
+		char *l = lines[i];
+		l += strspn(l, " \t");
+		if (*l == '#' || *l == '!' || !*l)
+			continue;
+		l[strcspn(l, " \t\r")] = '\0';
+		/* name-[epoch:]version-release.arch: the last two '-' end the name. */
+		char *d2 = strrchr(l, '-');
+		if (!d2 || d2 == l)
+			continue;
+		*d2 = '\0';
+		char *d1 = strrchr(l, '-');
+		if (!d1 || d1 == l)
+			continue;
+		*d1 = '\0';
+		if (!gp_strv_contains(out, l))
+			gp_strv_push(&out, l);
+	}
+	return out;
+}
+
+static void sqlite_closep(sqlite3 **db)
+{
+	if (*db)
+		sqlite3_close(*db);
+}
+
+int gp_rpmdb_read(const struct gp_root *r, struct gp_pkgdb *db)
+{
+	*db = (struct gp_pkgdb){ 0 };
+	if (!gp_root_exists(r, GP_RPMDB_SQLITE))
+		return -ENOENT;
+	_cleanup_free_ char *host = gp_root_host_path(r, GP_RPMDB_SQLITE);
+	_cleanup_free_ char *uri = gp_xasprintf("file:%s?mode=ro", host);
+	_cleanup_(sqlite_closep) sqlite3 *h = NULL;
+	if (sqlite3_open_v2(uri, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) !=
+	    SQLITE_OK)
+		return -EIO;
+	sqlite3_busy_timeout(h, 5000);
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(h, "SELECT blob FROM Packages", -1, &st, NULL) !=
+	    SQLITE_OK)
+		return -EINVAL;
+	_cleanup_free_ char *locks_text = NULL;
+	gp_root_read(r, GP_DNF_VERSIONLOCK, &locks_text, NULL);
+	_cleanup_strv_ char **locked = gp_dnf_versionlock_names(locks_text ? locks_text
+	                                                                   : "");
+	int rc = 0, step;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		const void *blob = sqlite3_column_blob(st, 0);
+		int n = sqlite3_column_bytes(st, 0);
+		_cleanup_free_ char *name = NULL, *version = NULL;
+		if (!blob || n <= 0 ||
+		    gp_rpm_header_parse(blob, (size_t)n, &name, &version) < 0)
+			continue; /* not a package header: skip, as rpm would */
+		db_add(db, name, version, gp_strv_contains(locked, name));
+	}
+	if (step != SQLITE_DONE)
+		rc = -EIO;
+	sqlite3_finalize(st);
+	if (rc < 0)
+		gp_pkgdb_free(db);
+	return rc;
+}

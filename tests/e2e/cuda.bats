@@ -1,0 +1,122 @@
+#!/usr/bin/env bats
+# The cuda stage and the package layer against real apt and dpkg: a
+# debootstrapped Debian 12 root and a signed local repository of stand-in
+# packages with NVIDIA's names (tests/fixtures/aptrepo.sh).
+
+load helpers
+
+setup() {
+	setup_apt_root
+	P=$BATS_TEST_TMPDIR/p.json
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4", "link": true } }'
+}
+
+teardown() {
+	stop_https_server
+}
+
+@test "cuda repo: the keyring, the source list, cuda-toolkit-12-4 (never cuda), the link; verify passes; a rerun changes nothing" {
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	assert_stdout_has "apt-get -q -y update"
+	assert_stdout_has "install --no-install-recommends --allow-downgrades cuda-toolkit-12-4"
+	[ "$(dpkg_status "$R" cuda-toolkit-12-4)" = "install ok installed 12.4.1-1" ]
+	[ "$(dpkg_status "$R" cuda-keyring)" = "install ok installed 1.1-1" ]
+	[ "$(dpkg_status "$R" cuda)" = "not-installed" ] || fail "the cuda meta package was installed"
+	[ "$(readlink "$R/usr/local/cuda")" = cuda-12.4 ]
+	grep -q "signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg\] file:///srv/repo/ /" \
+		"$R/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
+	gp --root "$R" verify --profile "$P"
+	assert_status 0
+	assert_stdout_has "nvcc --version in /usr/local/cuda-12.4 says 12.4.131"
+	assert_stdout_has "version.json in /usr/local/cuda-12.4 says 12.4.1"
+	snapshot "$R" before var/log/gpuprov.log var/lib/gpuprov/state.json
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	assert_stdout_has "cuda: satisfied"
+	refute_stdout_has "apt-get"
+	assert_unchanged "$R" before var/log/gpuprov.log var/lib/gpuprov/state.json
+}
+
+@test "cuda repo: the dry run lists the repository, its key and the package and changes nothing" {
+	snapshot "$R" before
+	gp --root "$R" plan --profile "$P"
+	assert_status 0
+	local pretty
+	pretty=$(echo "$FPR" | sed -E 's/(....)/\1 /g; s/ $//; s/^((.... ){4}....) /\1  /')
+	assert_stdout_has "signed by key $pretty"
+	assert_stdout_has "run dpkg --force-confdef --force-confold -i /var/cache/gpuprov/$KSHA"
+	assert_stdout_has "install --no-install-recommends --allow-downgrades cuda-toolkit-12-4"
+	assert_stdout_has "symlink /usr/local/cuda -> cuda-12.4"
+	assert_unchanged "$R" before
+}
+
+@test "cuda repo: a keyring without the pinned fingerprint is refused before anything is written" {
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4" } }' "$(cat "$AR/other.fpr")"
+	# gpuprov's own files (the download cache, journal, lock, log) may change.
+	local GP_FILES=(var/cache/gpuprov "var/cache/gpuprov/$KSHA" var/lib/gpuprov
+		var/lib/gpuprov/lock var/lib/gpuprov/state.json var/log/gpuprov.log)
+	snapshot "$R" before "${GP_FILES[@]}"
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 1
+	assert_stderr_has "holds key $FPR, not the pinned"
+	assert_stderr_has "nothing was written"
+	assert_unchanged "$R" before "${GP_FILES[@]}"
+	[ ! -e "$R/etc/apt/sources.list.d/cuda-debian12-x86_64.list" ]
+}
+
+@test "cuda repo: a held dpkg lock is waited for with a message, then exit 1 naming the holder; never broken" {
+	mkfifo "$BATS_TEST_TMPDIR/hold.in" "$BATS_TEST_TMPDIR/hold.out"
+	"$PYTHON" -c '
+import fcntl, sys
+f = open(sys.argv[1], "a")
+fcntl.lockf(f, fcntl.LOCK_EX)
+print("locked", flush=True)
+sys.stdin.read()
+' "$R/var/lib/dpkg/lock-frontend" < "$BATS_TEST_TMPDIR/hold.in" > "$BATS_TEST_TMPDIR/hold.out" &
+	local holder=$!
+	exec {HOLD_IN}> "$BATS_TEST_TMPDIR/hold.in"
+	[ "$(read_fifo_line "$BATS_TEST_TMPDIR/hold.out" "$holder" 20)" = locked ]
+	GPUPROV_LOCK_WAIT=1 gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 1
+	assert_stderr_has "waiting for /var/lib/dpkg/lock-frontend, held by pid $holder"
+	assert_stderr_has "is still held by pid $holder"
+	assert_stderr_has "gpuprov never breaks the lock"
+	proc_running "$holder" || fail "the lock holder was killed"
+	[ "$(dpkg_status "$R" cuda-toolkit-12-4)" = "not-installed" ]
+	exec {HOLD_IN}>&-
+	wait "$holder"
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	[ "$(dpkg_status "$R" cuda-toolkit-12-4)" = "install ok installed 12.4.1-1" ]
+}
+
+@test "cuda repo: a version change installs the other toolkit beside the first and re-points /usr/local/cuda" {
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "11.8", "link": true } }'
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	[ "$(readlink "$R/usr/local/cuda")" = cuda-11.8 ]
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4", "link": true } }'
+	gp --root "$R" plan --profile "$P"
+	assert_status 0
+	assert_stdout_has "cuda: needed - cuda-toolkit-12-4 is not installed"
+	refute_stdout_has "run dpkg"
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	[ "$(readlink "$R/usr/local/cuda")" = cuda-12.4 ]
+	[ -x "$R/usr/local/cuda-11.8/bin/nvcc" ]
+	[ "$(dpkg_status "$R" cuda-toolkit-11-8)" = "install ok installed 11.8.0-1" ]
+}
+
+@test "cuda verify: nvcc on the env stage's PATH from another toolkit is named precisely" {
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "11.8" }, "env": { "cuda_home": "/usr/local/cuda-12.4" } }'
+	gp --root "$R" install --profile "$P" --ca-file "$CA" --only cuda
+	assert_status 0
+	mkdir -p "$R/usr/local/cuda-12.4/bin"
+	cp "$R/srv/repo/cuda-toolkit-12-4_12.4.1-1_amd64.deb" "$BATS_TEST_TMPDIR/"
+	dpkg-deb -x "$BATS_TEST_TMPDIR/cuda-toolkit-12-4_12.4.1-1_amd64.deb" "$R"
+	gp --root "$R" verify --profile "$P" --only cuda
+	assert_status 3
+	assert_stdout_has "nvcc on the PATH is /usr/local/cuda-12.4/bin/nvcc and says CUDA 12.4.131"
+	assert_stdout_has "the profile's toolkit is CUDA 11.8 at /usr/local/cuda-11.8/bin/nvcc"
+}

@@ -1,0 +1,401 @@
+#!/usr/bin/env bats
+# Stage driver end to end, in busybox fixture roots with stub apt-get,
+# apt-mark and dnf (mkroot.sh --pkg-stubs), a stand-in NVIDIA runfile served
+# over loopback HTTPS, and stand-in libnvidia-ml.so.1 / libcuda.so.1 built
+# from tests/fixtures/fakenv/ (driven by the root's /etc/fakenv.conf) for
+# verify. Until the package layer is merged, the packages go through the
+# temporary src/sys/pkg_stub.c; the real-apt tests come with that merge.
+
+load helpers
+
+FAKENV=$REPO_ROOT/tests/fixtures/fakenv
+LIBDIR=usr/lib/x86_64-linux-gnu
+
+setup_file() {
+	mkdir -p "$BATS_FILE_TMPDIR/fakenv"
+	cc -shared -fPIC -o "$BATS_FILE_TMPDIR/fakenv/libnvidia-ml.so.1" \
+		-Wl,-soname,libnvidia-ml.so.1 "$FAKENV/fakenvml.c" ||
+		fail "cannot build the fake NVML"
+	cc -shared -fPIC -o "$BATS_FILE_TMPDIR/fakenv/libcuda.so.1" \
+		-Wl,-soname,libcuda.so.1 "$FAKENV/fakecuda.c" ||
+		fail "cannot build the fake libcuda"
+}
+
+teardown() {
+	stop_https_server
+}
+
+# drv_profile JSON-OF-THE-DRIVER-STAGE [DISTRO]: $P, a profile with only the
+# driver stage on a distro base (no match.gpus: the GPUs present decide).
+drv_profile() {
+	P=$BATS_TEST_TMPDIR/drv.json
+	cat > "$P" <<JSON
+{
+  "name": "drv-test",
+  "extends": "distro/${2:-ubuntu2204}",
+  "stages": { "driver": $1 }
+}
+JSON
+}
+
+# drv_root [mkroot options]: $R without nouveau, with package stubs.
+drv_root() {
+	require_root
+	R=$BATS_TEST_TMPDIR/root
+	mkroot "$R" --nouveau unloaded --pkg-stubs "$@"
+}
+
+# apt_lists PACKAGE...: the root's apt lists offer exactly these packages.
+apt_lists() {
+	mkdir -p "$R/var/lib/apt/lists"
+	for p in "$@"; do
+		printf 'Package: %s\nVersion: 1\n\n' "$p"
+	done > "$R/var/lib/apt/lists/archive_dists_jammy_main_binary-amd64_Packages"
+}
+
+# loaded VERSION [open]: the module VERSION is loaded and bound (callers
+# that mean a reboot add new_boot_id).
+loaded() {
+	mkdir -p "$R/proc/driver/nvidia" "$R/sys/bus/pci/drivers/nvidia"
+	if [ "${2-}" = open ]; then
+		printf 'NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  %s  Release Build\n' "$1"
+	else
+		printf 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Sun Jan 1\n' "$1"
+	fi > "$R/proc/driver/nvidia/version"
+	echo "nvidia 56000000 0 - Live 0x0" >> "$R/proc/modules"
+	ln -sfn ../../../bus/pci/drivers/nvidia "$R/$GPU_DEV/driver"
+}
+
+# fake_libs KEY=VALUE...: the stand-in NVML and libcuda in the root, and
+# /etc/fakenv.conf with these lines.
+fake_libs() {
+	mkdir -p "$R/$LIBDIR"
+	cp "$BATS_FILE_TMPDIR/fakenv/libnvidia-ml.so.1" "$BATS_FILE_TMPDIR/fakenv/libcuda.so.1" \
+		"$R/$LIBDIR/"
+	printf '%s\n' "$@" > "$R/etc/fakenv.conf"
+}
+
+APT535='{ "method": "apt", "branch": "535", "flavor": "server", "modules": "proprietary", "hold": true }'
+
+@test "driver: dry-run lists the exact packages, headers and hold, changes nothing" {
+	drv_root
+	drv_profile '{ "method": "apt", "branch": "535", "version": "535.183.01", "flavor": "server", "modules": "proprietary", "hold": true }'
+	snapshot "$R" before
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "driver: needed - no NVIDIA driver installed; will install nvidia-driver-535-server 535.183.01 (proprietary modules, DKMS)"
+	assert_stdout_has "run apt-get install -y linux-headers-5.15.0-91-generic nvidia-driver-535-server=535.183.01 nvidia-dkms-535-server=535.183.01"
+	assert_stdout_has "run apt-mark hold nvidia-driver-535-server nvidia-dkms-535-server"
+	assert_stdout_has "reboot required: the nvidia module is not loaded"
+	assert_unchanged "$R" before
+	assert_untouched_by_gpuprov "$R"
+}
+
+@test "driver: install, hold, reboot pending until the module is loaded, then satisfied" {
+	drv_root
+	drv_profile "$APT535"
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	assert_stderr_has "reboot required (driver: the nvidia module is not loaded"
+	grep -q "^/usr/bin/apt-get install -y linux-headers-5.15.0-91-generic nvidia-driver-535-server nvidia-dkms-535-server$" \
+		"$R/var/log/stub-commands.log" || fail "commands: $(stub_log "$R")"
+	grep -A1 '^Package: nvidia-driver-535-server$' "$R/var/lib/dpkg/status" |
+		grep -q 'Status: hold ok installed' || fail "not held: $(cat "$R/var/lib/dpkg/status")"
+	# The same boot: still waiting for the reboot.
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	assert_stdout_has "driver: reboot pending - driver 535.183.01 installed, but the nvidia module is not loaded; reboot to load it"
+	loaded 535.183.01
+	new_boot_id "$R"
+	gp --root "$R" install --profile "$P"
+	assert_status 0
+	assert_stdout_has "driver: satisfied - driver 535.183.01 (proprietary) installed, held and loaded"
+	snapshot "$R" done var/log/gpuprov.log var/lib/gpuprov/state.json
+	gp --root "$R" install --profile "$P"
+	assert_status 0
+	assert_unchanged "$R" done var/log/gpuprov.log var/lib/gpuprov/state.json
+}
+
+@test "driver: a loaded module older than the installed driver is reboot pending, not broken" {
+	drv_root
+	drv_profile "$APT535"
+	gp --root "$R" install --profile "$P"
+	loaded 535.104.05
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	assert_stdout_has "the loaded nvidia module is 535.104.05, the installed driver 535.183.01"
+	# A reboot that still loads the old module: blocked, pointing at verify.
+	new_boot_id "$R"
+	gp --root "$R" install --profile "$P"
+	assert_status 4
+	assert_stderr_has "the machine has rebooted since gpuprov asked for it"
+}
+
+@test "driver: a version change in the profile installs that version" {
+	drv_root
+	drv_profile "$APT535"
+	gp --root "$R" install --profile "$P"
+	drv_profile '{ "method": "apt", "branch": "535", "version": "535.216.01", "flavor": "server", "modules": "proprietary", "hold": true }'
+	gp --root "$R" plan --profile "$P"
+	assert_stdout_has "installed driver 535.183.01, the profile wants nvidia-driver-535-server 535.216.01"
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	grep -q "nvidia-driver-535-server=535.216.01" "$R/var/log/stub-commands.log" ||
+		fail "commands: $(stub_log "$R")"
+}
+
+@test "driver: prebuilt signed modules are chosen when the archive has them for the kernel" {
+	drv_root --secure-boot on
+	apt_lists linux-modules-nvidia-535-server-5.15.0-91-generic \
+		linux-modules-nvidia-535-server-generic nvidia-driver-535-server
+	drv_profile "$APT535"
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "(proprietary modules, prebuilt signed)"
+	assert_stdout_has "nvidia-driver-535-server linux-modules-nvidia-535-server-5.15.0-91-generic linux-modules-nvidia-535-server-generic"
+	refute_stdout_has "nvidia-dkms"
+	refute_stdout_has "linux-headers"
+}
+
+@test "driver: modules auto picks open for a Blackwell GPU" {
+	drv_root --gpu 2901
+	drv_profile '{ "method": "apt", "branch": "580", "flavor": "server", "modules": "auto" }'
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "nvidia-driver-580-server-open (open modules, DKMS)"
+}
+
+@test "driver: source nvidia uses NVIDIA's repository names" {
+	drv_root
+	drv_profile '{ "method": "apt", "source": "nvidia", "branch": "580", "modules": "open" }'
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "create /etc/apt/sources.list.d/cuda-ubuntu2204-x86_64.list"
+	assert_stdout_has "nvidia-open-580"
+}
+
+@test "driver: dnf installs the module stream and locks the set" {
+	drv_root --distro rocky9
+	drv_profile '{ "method": "dnf", "branch": "580", "modules": "open", "hold": true }' rocky9
+	echo '* 3:580.95.05-1.el9' > "$R/var/lib/stub-pkg/candidates"
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	grep -q "^/usr/bin/dnf install -y kernel-devel-5.14.0-362.8.1.el9_3.x86_64 @nvidia-driver:580-open$" \
+		"$R/var/log/stub-commands.log" || fail "commands: $(stub_log "$R")"
+	grep -qx nvidia-driver "$R/etc/dnf/plugins/versionlock.list" || fail "not locked"
+}
+
+# --- preflight: blocked before any change (exit 4, tree unchanged) ---------
+
+# blocked MESSAGE: install is blocked with MESSAGE and changes nothing (the
+# engine's lock file aside), no command ran.
+assert_blocked() {
+	snapshot "$R" before var/lib/gpuprov var/lib/gpuprov/lock
+	gp --root "$R" install --profile "$P"
+	assert_status 4
+	assert_stderr_has "$1"
+	assert_unchanged "$R" before var/lib/gpuprov var/lib/gpuprov/lock
+	[ ! -e "$R/var/log/stub-commands.log" ] || fail "a command ran: $(stub_log "$R")"
+}
+
+@test "driver preflight: Secure Boot on with DKMS names the ways out" {
+	drv_root --secure-boot on
+	drv_profile "$APT535"
+	assert_blocked "Secure Boot is on and DKMS would build unsigned kernel modules"
+	assert_stderr_has "linux-modules-nvidia-*"
+	assert_stderr_has "\"mok_key\" and \"mok_cert\""
+	assert_stderr_has "mokutil --import CERT"
+}
+
+@test "driver preflight: Secure Boot with MOK keys configures DKMS signing" {
+	drv_root --secure-boot on
+	mkdir -p "$R/var/lib/shim-signed/mok"
+	echo key > "$R/var/lib/shim-signed/mok/MOK.priv"
+	echo cert > "$R/var/lib/shim-signed/mok/MOK.der"
+	drv_profile '{ "method": "apt", "branch": "535", "modules": "proprietary", "mok_key": "/var/lib/shim-signed/mok/MOK.priv", "mok_cert": "/var/lib/shim-signed/mok/MOK.der" }'
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	grep -qx "mok_signing_key=/var/lib/shim-signed/mok/MOK.priv" \
+		"$R/etc/dkms/framework.conf.d/gpuprov-mok.conf" || fail "no MOK configuration"
+}
+
+@test "driver preflight: MOK key named but missing" {
+	drv_root --secure-boot on
+	drv_profile '{ "method": "apt", "branch": "535", "modules": "proprietary", "mok_key": "/root/mok.key", "mok_cert": "/root/mok.der" }'
+	assert_blocked "the MOK signing key /root/mok.key named by the profile does not exist"
+}
+
+@test "driver preflight: headers missing for the running kernel" {
+	drv_root
+	apt_lists nvidia-driver-535-server
+	drv_profile "$APT535"
+	assert_blocked "kernel headers for the running kernel 5.15.0-91-generic are not installed and linux-headers-5.15.0-91-generic is not in the root's package lists"
+}
+
+@test "driver preflight: a newer installed kernel without headers" {
+	drv_root
+	k=5.15.0-101-generic
+	mkdir -p "$R/lib/modules/$k"
+	echo "vmlinuz $k" > "$R/boot/vmlinuz-$k"
+	apt_lists nvidia-driver-535-server linux-headers-5.15.0-91-generic
+	drv_profile "$APT535"
+	assert_blocked "kernel headers for the newer installed kernel $k are not installed"
+	# With its headers installed, both kernels are covered.
+	mkdir -p "$R/usr/src/linux-headers-$k"
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "linux-headers-5.15.0-91-generic nvidia-driver-535-server"
+}
+
+@test "driver preflight: Blackwell with proprietary modules" {
+	drv_root --gpu 2901
+	drv_profile '{ "method": "apt", "branch": "580", "modules": "proprietary" }'
+	assert_blocked "proprietary kernel modules cannot drive the B200 at 0000:17:00.0 (10de:2901, Blackwell), which needs the open modules; use \"modules\": \"open\""
+}
+
+@test "driver preflight: Volta with open modules" {
+	drv_root --gpu 1db1
+	drv_profile '{ "method": "apt", "branch": "580", "modules": "open" }'
+	assert_blocked "open kernel modules cannot drive the V100"
+	assert_stderr_has "which needs the proprietary modules; use \"modules\": \"proprietary\""
+}
+
+@test "driver preflight: modules auto with Volta and Blackwell together" {
+	drv_root --gpu 1db1 --gpu 2901
+	drv_profile '{ "method": "apt", "branch": "580", "modules": "auto" }'
+	assert_blocked "\"modules\": \"auto\": no single flavor drives"
+}
+
+@test "driver preflight: no NVIDIA GPU" {
+	drv_root --vga-only
+	drv_profile "$APT535"
+	assert_blocked "no NVIDIA GPU in $R/sys/bus/pci/devices"
+}
+
+@test "driver preflight: the runfile without a sha256" {
+	drv_root
+	drv_profile '{ "method": "runfile", "version": "580.95.05", "modules": "open" }'
+	assert_blocked "stages.driver.sha256 is not set"
+}
+
+# --- runfile ---------------------------------------------------------------
+
+@test "driver: the runfile is downloaded, checked and run silently with DKMS and the module type" {
+	drv_root
+	start_https_server
+	ver=580.95.05
+	cat > "$WWW/NVIDIA-Linux-x86_64-$ver.run" <<EOF
+#!/bin/sh
+echo "runfile \$*" >> /var/log/stub-commands.log
+mkdir -p /$LIBDIR
+echo stand-in > /$LIBDIR/libnvidia-ml.so.$ver
+EOF
+	sha=$(sha256sum < "$WWW/NVIDIA-Linux-x86_64-$ver.run" | cut -d' ' -f1)
+	drv_profile "{ \"method\": \"runfile\", \"version\": \"$ver\", \"modules\": \"open\", \"url\": \"https://127.0.0.1:$PORT/NVIDIA-Linux-x86_64-$ver.run\", \"sha256\": \"$sha\" }"
+	gp --root "$R" --ca-file "$CA" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "download https://127.0.0.1:$PORT/NVIDIA-Linux-x86_64-$ver.run"
+	assert_stdout_has "run /bin/sh /var/cache/gpuprov/$sha --silent --dkms --kernel-module-type=open --no-nouveau-check"
+	gp --root "$R" --ca-file "$CA" install --profile "$P"
+	assert_status 5
+	line=$(grep '^runfile ' "$R/var/log/stub-commands.log") || fail "the runfile did not run"
+	[ "$line" = "runfile --silent --dkms --kernel-module-type=open --no-nouveau-check --no-disable-nouveau --no-x-check" ] ||
+		fail "runfile argv: $line"
+	gp --root "$R" --ca-file "$CA" install --profile "$P"
+	assert_status 5
+	assert_stdout_has "driver: reboot pending - driver $ver installed, but the nvidia module is not loaded"
+	[ "$(grep -c '^runfile ' "$R/var/log/stub-commands.log")" = 1 ] || fail "the runfile ran twice"
+}
+
+# --- verify through the stand-in NVML and libcuda ---------------------------
+
+verify_root() {
+	drv_root
+	drv_profile "$APT535"
+	gp --root "$R" install --profile "$P"
+	loaded 535.183.01
+}
+
+@test "driver verify: all good" {
+	verify_root
+	fake_libs mode=ok version=535.183.01 cuda=12020 count=1 persistence=1 "name=NVIDIA A100-SXM4-40GB"
+	gp --root "$R" verify --profile "$P"
+	assert_status 0
+	assert_stdout_has "NVML driver version"
+	assert_stdout_has "1: NVIDIA A100-SXM4-40GB"
+	assert_stdout_has "cuDriverGetVersion: CUDA 12.2"
+	assert_stdout_has "cuInit ok, 1 device(s)"
+	assert_stdout_has "bound to nvidia"
+}
+
+@test "driver verify: driver not loaded" {
+	verify_root
+	rm -rf "$R/proc/driver" "$R/$GPU_DEV/driver"
+	sed -i '/^nvidia /d' "$R/proc/modules"
+	fake_libs mode=not_loaded
+	gp --root "$R" verify --profile "$P"
+	assert_status 3
+	assert_stdout_has "the nvidia module is not loaded"
+	assert_stdout_has "nvmlInit_v2: 9 (Driver Not Loaded)"
+	assert_stdout_has "kernel headers for 5.15.0-91-generic are missing"
+	assert_stdout_has "not bound to any driver"
+}
+
+@test "driver verify: Secure Boot rejected the module" {
+	verify_root
+	mkdir -p "$R/usr/src/linux-headers-5.15.0-91-generic" "$R/sys/firmware/efi/efivars"
+	printf '\006\000\000\000\001' > "$R/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+	rm -rf "$R/proc/driver"
+	fake_libs mode=not_loaded
+	gp --root "$R" verify --profile "$P"
+	assert_status 3
+	assert_stdout_has "Key was rejected by service"
+}
+
+@test "driver verify: user space and module differ (library mismatch)" {
+	verify_root
+	loaded 535.104.05
+	fake_libs mode=mismatch version=535.183.01
+	gp --root "$R" verify --profile "$P"
+	assert_status 3
+	assert_stdout_has "loaded module 535.104.05, installed user space 535.183.01"
+	assert_stdout_has "nvmlInit_v2: 18"
+	assert_stdout_has "Driver/library version mismatch"
+	assert_stdout_has "cuInit: 803"
+}
+
+@test "driver verify: no device" {
+	verify_root
+	fake_libs mode=no_device
+	gp --root "$R" verify --profile "$P"
+	assert_status 3
+	assert_stdout_has "NVML sees 0 GPU(s), PCI has 1"
+	assert_stdout_has "cuInit: 100 (no CUDA-capable device is detected)"
+}
+
+@test "driver verify: insufficient driver for the toolkit" {
+	verify_root
+	fake_libs mode=insufficient version=535.183.01 cuda=12020
+	P2=$BATS_TEST_TMPDIR/drv-cuda.json
+	sed 's/"stages": {/"stages": { "cuda": { "method": "repo", "version": "12.4" },/' "$P" > "$P2"
+	gp --root "$R" verify --profile "$P2" --only driver
+	assert_status 3
+	assert_stdout_has "the driver supports CUDA 12.2, the profile's toolkit is 12.4"
+	assert_stdout_has "cuInit: 35"
+}
+
+@test "driver verify: libcuda is the toolkit's stub" {
+	verify_root
+	fake_libs mode=stub version=535.183.01
+	gp --root "$R" verify --profile "$P"
+	assert_status 3
+	assert_stdout_has "cuInit: 34 (CUDA driver is a stub library)"
+	assert_stdout_has "lib64/stubs"
+}
+
+@test "driver verify: libraries missing" {
+	verify_root
+	gp --root "$R" verify --profile "$P"
+	assert_status 3
+	assert_stdout_has "libnvidia-ml.so.1: libnvidia-ml.so.1: cannot open shared object file"
+}

@@ -1,0 +1,374 @@
+/* The package layer: dpkg status and rpm database reading, dpkg version
+ * order, apt/dnf command construction, OpenPGP fingerprints; and, when a
+ * debootstrapped root can be built (tests/fixtures/debroot.sh), exact
+ * versions, holds, version changes and dry-run planned state against real
+ * apt and dpkg with the stand-in repository (tests/fixtures/aptrepo.sh). */
+#include "testutil.h"
+
+#include <arpa/inet.h>
+#include <openssl/evp.h>
+#include <sqlite3.h>
+
+#include "gpuprov/context.h"
+#include "gpuprov/openpgp.h"
+#include "gpuprov/pkg.h"
+#include "gpuprov/pkgcmd.h"
+#include "gpuprov/pkgdb.h"
+#include "gpuprov/run.h"
+
+static void test_dpkg_status(void **state)
+{
+	const char *text =
+	    "Package: a\nStatus: install ok installed\nVersion: 1.0-1\n"
+	    "Description: x\n more\n\n"
+	    "Package: held\nStatus: hold ok installed\nVersion: 2:3.4-5\n\n"
+	    "Package: gone\nStatus: deinstall ok config-files\n"
+	    "Version: 1\n\n"
+	    "Package: half\nStatus: install ok half-configured\n"
+	    "Version: 1\n";
+	struct gp_pkgdb db;
+	assert_int_equal(gp_dpkg_status_parse(text, &db), 0);
+	assert_int_equal(db.n, 2);
+	const struct gp_pkgdb_entry *e = gp_pkgdb_find(&db, "held");
+	assert_non_null(e);
+	assert_string_equal(e->version, "2:3.4-5");
+	assert_true(e->held);
+	assert_false(gp_pkgdb_find(&db, "a")->held);
+	assert_null(gp_pkgdb_find(&db, "gone"));
+	assert_null(gp_pkgdb_find(&db, "half"));
+	gp_pkgdb_free(&db);
+	assert_int_equal(gp_dpkg_status_parse("Version: 1\n\n", &db), -EINVAL);
+}
+
+static void test_vercmp(void **state)
+{
+	assert_true(gp_dpkg_vercmp("535.183.01-0ubuntu1", "535.104.05-0ubuntu1") > 0);
+	assert_true(gp_dpkg_vercmp("1.0~rc1", "1.0") < 0);
+	assert_true(gp_dpkg_vercmp("1:1.0", "2.0") > 0);
+	assert_true(gp_dpkg_vercmp("1.0-1", "1.0-1") == 0);
+	assert_true(gp_dpkg_vercmp("1.0a", "1.0+") < 0);
+	assert_true(gp_dpkg_vercmp("1.10", "1.9") > 0);
+	assert_true(gp_pkg_version_matches("535.183.01-0ubuntu1", "535.183.01"));
+	assert_true(gp_pkg_version_matches("1:535.183.01-1", "535.183.01"));
+	assert_false(gp_pkg_version_matches("535.183.01-0ubuntu1", "535.183"));
+	char **v = gp_xcalloc(1, sizeof(char *));
+	gp_apt_packages_scan("Package: x\nVersion: 1.0-1\n\nPackage: y\nVersion: 9\n\n"
+	                     "Package: x\nVersion: 1.2-1\n",
+	                     "x", &v);
+	assert_int_equal(gp_strv_len(v), 2);
+	gp_strv_free(v);
+}
+
+/* An rpm header blob: index entries then data, as rpm stores it. */
+static size_t rpm_blob(unsigned char *b, const char *name, const char *ver,
+                       const char *rel, int epoch)
+{
+	const char *s[] = { name, ver, rel };
+	uint32_t il = epoch >= 0 ? 4 : 3, off = 0;
+	unsigned char data[512];
+	unsigned char *ent = b + 8;
+	for (uint32_t i = 0; i < 3; i++) {
+		uint32_t e[4] = { htonl(1000 + i), htonl(6), htonl(off), htonl(1) };
+		memcpy(ent + 16 * i, e, 16);
+		memcpy(data + off, s[i], strlen(s[i]) + 1);
+		off += (uint32_t)strlen(s[i]) + 1;
+	}
+	if (epoch >= 0) {
+		off = (off + 3) & ~3u;
+		uint32_t e[4] = { htonl(1003), htonl(4), htonl(off), htonl(1) };
+		memcpy(ent + 48, e, 16);
+		uint32_t ev = htonl((uint32_t)epoch);
+		memcpy(data + off, &ev, 4);
+		off += 4;
+	}
+	uint32_t h[2] = { htonl(il), htonl(off) };
+	memcpy(b, h, 8);
+	memcpy(b + 8 + 16 * il, data, off);
+	return 8 + 16 * il + off;
+}
+
+static void test_rpmdb(void **state)
+{
+	char *dir = tu_tmpdir();
+	tu_mkdir(dir, "var/lib/rpm");
+	tu_write(dir, "etc/dnf/plugins/versionlock.list",
+	         "# added by dnf\nnvidia-driver-3:560.35.03-1.el9.*\n!excluded-1-1.*\n");
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/var/lib/rpm/rpmdb.sqlite", dir);
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(h,
+	                              "CREATE TABLE Packages (hnum INTEGER PRIMARY KEY "
+	                              "AUTOINCREMENT, blob BLOB NOT NULL)",
+	                              NULL, NULL, NULL),
+	                 SQLITE_OK);
+	unsigned char blob[1024];
+	struct {
+		const char *n, *v, *r;
+		int e;
+	} pk[] = { { "nvidia-driver", "560.35.03", "1.el9", 3 },
+		   { "cuda-toolkit-12-4", "12.4.1", "1", -1 } };
+	for (size_t i = 0; i < 2; i++) {
+		size_t n = rpm_blob(blob, pk[i].n, pk[i].v, pk[i].r, pk[i].e);
+		sqlite3_stmt *st;
+		sqlite3_prepare_v2(h, "INSERT INTO Packages (blob) VALUES (?)", -1, &st,
+		                   NULL);
+		sqlite3_bind_blob(st, 1, blob, (int)n, SQLITE_STATIC);
+		assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+		sqlite3_finalize(st);
+	}
+	sqlite3_close(h);
+	struct gp_root r;
+	assert_int_equal(gp_root_open(&r, dir), 0);
+	struct gp_pkgdb db;
+	assert_int_equal(gp_rpmdb_read(&r, &db), 0);
+	assert_int_equal(db.n, 2);
+	assert_string_equal(gp_pkgdb_find(&db, "nvidia-driver")->version,
+	                    "3:560.35.03-1.el9");
+	assert_true(gp_pkgdb_find(&db, "nvidia-driver")->held);
+	assert_string_equal(gp_pkgdb_find(&db, "cuda-toolkit-12-4")->version, "12.4.1-1");
+	assert_false(gp_pkgdb_find(&db, "cuda-toolkit-12-4")->held);
+	gp_pkgdb_free(&db);
+	gp_root_close(&r);
+	char *n, *v;
+	assert_int_equal(gp_rpm_header_parse(blob, 7, &n, &v), -EINVAL);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+static void assert_argv(char **argv, const char *want)
+{
+	char *got = gp_strv_join(argv, " ");
+	assert_string_equal(got, want);
+	free(got);
+	gp_strv_free(argv);
+}
+
+static void test_commands(void **state)
+{
+	const struct gp_pkg_want w[] = { { "nvidia-driver-535-server",
+		                           "535.183.01-0ubuntu1" },
+		                         { "cuda-toolkit-12-4", NULL } };
+	assert_argv(gp_pkg_apt.install(w, 2),
+	            "apt-get -y -q -o Dpkg::Options::=--force-confdef -o "
+	            "Dpkg::Options::=--force-confold install --no-install-recommends "
+	            "--allow-downgrades nvidia-driver-535-server=535.183.01-0ubuntu1 "
+	            "cuda-toolkit-12-4");
+	assert_argv(gp_pkg_dnf.install(w, 2), "dnf -y -q install "
+	                                      "nvidia-driver-535-server-535.183.01-"
+	                                      "0ubuntu1 cuda-toolkit-12-4");
+	char *names[] = { "a", "b", NULL };
+	assert_argv(gp_pkg_apt.hold(names, true), "apt-mark hold a b");
+	assert_argv(gp_pkg_apt.hold(names, false), "apt-mark unhold a b");
+	assert_argv(gp_pkg_dnf.hold(names, true), "dnf -y -q versionlock add a b");
+	assert_argv(gp_pkg_dnf.hold(names, false), "dnf -y -q versionlock delete a b");
+	assert_argv(gp_pkg_apt.refresh(), "apt-get -q -y update");
+	assert_argv(gp_pkg_dnf.refresh(), "dnf -y -q makecache");
+	const struct gp_pkg_repo repo = { .id = "cuda-rhel9-x86_64",
+		                          .url = "https://x.example/rhel9/x86_64/" };
+	char *t = gp_pkg_dnf.repo_text(&repo, "/etc/pki/rpm-gpg/K", "AAAA");
+	assert_non_null(strstr(t, "[cuda-rhel9-x86_64]\n"));
+	assert_non_null(strstr(t, "gpgcheck=1\ngpgkey=file:///etc/pki/rpm-gpg/K\n"));
+	free(t);
+	t = gp_pkg_apt.repo_text(&repo, "/k.gpg", "AAAA");
+	assert_non_null(
+	    strstr(t, "deb [signed-by=/k.gpg] https://x.example/rhel9/x86_64/ /\n"));
+	free(t);
+}
+
+/* A v4 public key packet (old format, tag 6) around a fixed body; its
+ * fingerprint is SHA-1 over 0x99, the two-octet length and the body. */
+static void test_openpgp(void **state)
+{
+	unsigned char key[2 + 12] = { 0x98, 12, 4, 0x5f, 0,    0, 0,
+		                      22,   0,  8, 0xaa, 0xbb, 0, 0 };
+	char **f = NULL;
+	assert_int_equal(gp_openpgp_fingerprints(key, sizeof key, &f), 0);
+	assert_int_equal(gp_strv_len(f), 1);
+	assert_int_equal(strlen(f[0]), 40);
+	/* The same key armored gives the same fingerprint. */
+	char b64[64];
+	EVP_EncodeBlock((unsigned char *)b64, key, sizeof key);
+	char *armored = gp_xasprintf(
+	    "-----BEGIN PGP PUBLIC KEY BLOCK-----\nComment: t\n\n"
+	    "%s\n=abcd\n-----END PGP PUBLIC KEY BLOCK-----\n",
+	    b64);
+	char **g = NULL;
+	assert_int_equal(gp_openpgp_fingerprints(armored, strlen(armored), &g), 0);
+	assert_string_equal(f[0], g[0]);
+	free(armored);
+	gp_strv_free(g);
+	gp_strv_free(f);
+	assert_int_equal(gp_openpgp_fingerprints("garbage", 7, &f), -EINVAL);
+	assert_null(f);
+	char *n = gp_openpgp_normalize(
+	    "eb69 3b30 35cd 5710 e231 e123 a4b4 6996 3bf8 63cc");
+	assert_string_equal(n, "EB693B3035CD5710E231E123A4B469963BF863CC");
+	char *p = gp_openpgp_pretty(n);
+	assert_string_equal(p, "EB69 3B30 35CD 5710 E231  E123 A4B4 6996 3BF8 63CC");
+	free(p);
+	free(n);
+	assert_null(gp_openpgp_normalize("EB69"));
+}
+
+/* --- real apt and dpkg --------------------------------------------------- */
+
+struct aptfx {
+	char *dir;
+	struct gp_ctx c;
+	struct gp_err err;
+	struct gp_out out;
+	struct gp_profile prof;
+};
+
+/* Runs a shell command line of the test itself (building fixtures). */
+static int sh(const char *cmd)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int apt_setup(void **state)
+{
+	if (geteuid() != 0)
+		return 0;
+	struct aptfx *f = calloc(1, sizeof *f);
+	f->dir = tu_tmpdir();
+	char *cmd = gp_xasprintf(
+	    "set -e; sh %s/tests/fixtures/debroot.sh %s/root 2>%s/err || exit $?; "
+	    "sh %s/tests/fixtures/aptrepo.sh %s/ar 2>>%s/err; mkdir -p %s/root/srv; "
+	    "cp -a %s/ar/repo %s/root/srv/repo; : > %s/root/etc/apt/sources.list; "
+	    "cp %s/ar/key.gpg %s/root/usr/share/keyrings/t.gpg; echo 'deb "
+	    "[signed-by=/usr/share/keyrings/t.gpg] file:///srv/repo/ /' > "
+	    "%s/root/etc/apt/sources.list.d/t.list",
+	    GP_SRCDIR, f->dir, f->dir, GP_SRCDIR, f->dir, f->dir, f->dir, f->dir, f->dir,
+	    f->dir, f->dir, f->dir, f->dir);
+	int rc = sh(cmd);
+	free(cmd);
+	if (rc != 0) {
+		tu_rmrf(f->dir);
+		free(f->dir);
+		free(f);
+		return 0; /* 77: cannot build a Debian root here; the test skips */
+	}
+	char *root = gp_xasprintf("%s/root", f->dir);
+	assert_int_equal(gp_root_open(&f->c.root, root), 0);
+	free(root);
+	gp_out_init(&f->out, stdout, stderr);
+	f->out.verbosity = -1;
+	f->c.out = &f->out;
+	f->c.err = &f->err;
+	f->c.log_fd = -1;
+	f->c.cmd_timeout_ms = 300000;
+	f->prof.name = "t";
+	f->prof.doc = cJSON_Parse("{\"distro\": {\"package_manager\": \"apt\"}}");
+	f->c.profile = &f->prof;
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_journal_load(&f->c.root, &f->c.journal, &err), 0);
+	f->c.plan = gp_plan_new("t", "0000", f->dir, false);
+	f->c.stage = gp_plan_add_stage(f->c.plan, "driver", "test");
+	*state = f;
+	return 0;
+}
+
+static int apt_teardown(void **state)
+{
+	struct aptfx *f = *state;
+	if (!f)
+		return 0;
+	gp_pkg_state_free(&f->c);
+	gp_plan_free(f->c.plan);
+	gp_journal_free(&f->c.journal);
+	gp_root_close(&f->c.root);
+	cJSON_Delete(f->prof.doc);
+	tu_rmrf(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+static char *installed(struct aptfx *f, const char *name)
+{
+	char *v = NULL;
+	assert_int_equal(gp_pkg_installed(&f->c, name, &v), 0);
+	return v;
+}
+
+static void test_apt_versions_and_hold(void **state)
+{
+	struct aptfx *f = *state;
+	if (!f)
+		skip(); /* needs root and a debootstrapped root (debroot.sh) */
+	const char *set[] = { "nvidia-driver-535-server", "nvidia-dkms-535-server" };
+	/* Exact versions, the upstream one resolved from the lists. */
+	struct gp_pkg_want w[] = { { set[0], "535.104.05" },
+		                   { set[1], "535.104.05-0ubuntu1" } };
+	assert_int_equal(gp_effect_pkg_install(&f->c, w, 2), 0);
+	char *v = installed(f, set[0]);
+	assert_string_equal(v, "535.104.05-0ubuntu1");
+	free(v);
+	/* Hold the set: a later apt-get upgrade in the root moves nothing. */
+	assert_int_equal(gp_effect_pkg_hold(&f->c, set, 2, true), 0);
+	assert_true(gp_pkg_is_held(&f->c, set[0]));
+	char **nv = gp_pkg_nvidia_set(&f->c);
+	assert_int_equal(gp_strv_len(nv), 2);
+	gp_strv_free(nv);
+	char *cmd = gp_xasprintf("chroot %s/root apt-get -q -y upgrade >/dev/null 2>&1",
+	                         f->dir);
+	assert_int_equal(sh(cmd), 0);
+	free(cmd);
+	v = installed(f, set[1]);
+	assert_string_equal(v, "535.104.05-0ubuntu1");
+	free(v);
+	/* A rerun is no effect at all. */
+	size_t before = f->c.stage->n_effects;
+	assert_int_equal(gp_effect_pkg_install(&f->c, w, 2), 0);
+	assert_int_equal(gp_effect_pkg_hold(&f->c, set, 2, true), 0);
+	assert_int_equal(f->c.stage->n_effects, before);
+	/* A dry run of a version change plans unhold, install, hold, and later
+	 * queries see the planned version. */
+	struct gp_pkg_want up[] = { { set[0], "535.183.01-0ubuntu1" },
+		                    { set[1], "535.183.01-0ubuntu1" } };
+	f->c.dry_run = true;
+	assert_int_equal(gp_effect_pkg_install(&f->c, up, 2), 0);
+	v = installed(f, set[0]);
+	assert_string_equal(v, "535.183.01-0ubuntu1");
+	free(v);
+	assert_int_equal(f->c.stage->n_effects, before + 3);
+	char *plan = gp_strv_join(f->c.stage->effects[before + 1].argv, " ");
+	assert_non_null(strstr(plan, "nvidia-driver-535-server=535.183.01-0ubuntu1 "
+	                             "nvidia-dkms-535-server=535.183.01-0ubuntu1"));
+	free(plan);
+	/* For real: the version changes and the hold stays. */
+	gp_pkg_state_free(&f->c);
+	f->c.dry_run = false;
+	assert_int_equal(gp_effect_pkg_install(&f->c, up, 2), 0);
+	v = installed(f, set[0]);
+	assert_string_equal(v, "535.183.01-0ubuntu1");
+	free(v);
+	assert_true(gp_pkg_is_held(&f->c, set[0]));
+	assert_true(gp_pkg_is_held(&f->c, set[1]));
+	/* Release the set. */
+	assert_int_equal(gp_effect_pkg_hold(&f->c, set, 2, false), 0);
+	assert_false(gp_pkg_is_held(&f->c, set[0]));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dpkg_status),
+		cmocka_unit_test(test_vercmp),
+		cmocka_unit_test(test_rpmdb),
+		cmocka_unit_test(test_commands),
+		cmocka_unit_test(test_openpgp),
+		cmocka_unit_test_setup_teardown(test_apt_versions_and_hold, apt_setup,
+		                                apt_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

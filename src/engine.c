@@ -452,6 +452,31 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 	return 0;
 }
 
+/* Downloads for later stages start while earlier stages apply: the
+ * prefetch hooks of the stages the preflight plan found needed announce
+ * what they will download, and a background thread fetches it. Never in
+ * dry-run or offline (offline only ever looks at the cache). */
+static void start_prefetch(struct session *s, const struct gp_options *o)
+{
+	struct gp_ctx *c = &s->c;
+	if (c->dry_run || o->offline)
+		return;
+	for (size_t i = 0; i < c->plan->n_stages && i < gp_stage_count; i++) {
+		const struct gp_stage *st = gp_stages[i];
+		struct gp_stage_plan *sp = &c->plan->stages[i];
+		if (!st->prefetch || sp->state != GP_STATE_NEEDED)
+			continue;
+		c->stage = sp;
+		if (st->prefetch(c, gp_profile_stage(s->profile, st->name)) < 0) {
+			/* Only a head start is lost: apply downloads it itself. */
+			gp_log(c, "prefetch: %s", s->err.msg);
+			s->err = (struct gp_err){ 0 };
+		}
+		c->stage = NULL;
+	}
+	gp_ctx_prefetch_start(c);
+}
+
 /* What install, plan and verify start with: the root, the journal, valid
  * stage names and the profile. Returns 0 or an exit code. */
 static int session_start(struct session *s, const struct gp_options *o,
@@ -526,8 +551,11 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		gp_journal_set_profile(&c->journal, s.profile->name, s.profile->path,
 		                       s.profile->digest);
 		gp_journal_set_overrides(&c->journal, s.overrides);
+		start_prefetch(&s, o);
 	}
 	bool failed = run_pass(&s, o);
+	/* Background downloads no stage took any more stop before the report. */
+	gp_ctx_close_fetcher(c);
 	if (!c->dry_run) {
 		record_reboot(&s, c->plan);
 		if (gp_journal_save(&c->root, &c->journal) < 0) {

@@ -11,11 +11,20 @@ void gp_out_init(struct gp_out *o, FILE *out, FILE *err)
 
 static void emit(const struct gp_out *o, const char *prefix, const char *fmt, va_list ap)
 {
+	/* One line at a time, also against background download progress,
+	 * whose renderer takes the same lock; a progress line it left open on
+	 * a terminal is ended first. */
+	flockfile(o->err);
+	if (o->progress.line_open && o->progress.f == o->err) {
+		fputc('\n', o->err);
+		((struct gp_out *)o)->progress.line_open = false;
+	}
 	fputs("gpuprov: ", o->err);
 	fputs(prefix, o->err);
 	vfprintf(o->err, fmt, ap);
 	fputc('\n', o->err);
 	fflush(o->err);
+	funlockfile(o->err);
 }
 
 void gp_error(const struct gp_out *o, const char *fmt, ...)

@@ -38,10 +38,15 @@ const char *gp_stage_state_id(enum gp_stage_state s)
 const char *gp_effect_kind_name(enum gp_effect_kind k)
 {
 	static const char *const names[] = {
-		[GP_EFFECT_WRITE] = "write",       [GP_EFFECT_REMOVE] = "remove",
-		[GP_EFFECT_SYMLINK] = "symlink",   [GP_EFFECT_MKDIR] = "mkdir",
-		[GP_EFFECT_RUN] = "run",           [GP_EFFECT_REBOOT] = "reboot",
-		[GP_EFFECT_DOWNLOAD] = "download", [GP_EFFECT_EXTRACT] = "extract",
+		[GP_EFFECT_WRITE] = "write",
+		[GP_EFFECT_REMOVE] = "remove",
+		[GP_EFFECT_SYMLINK] = "symlink",
+		[GP_EFFECT_MKDIR] = "mkdir",
+		[GP_EFFECT_RUN] = "run",
+		[GP_EFFECT_REBOOT] = "reboot",
+		[GP_EFFECT_DOWNLOAD] = "download",
+		[GP_EFFECT_EXTRACT] = "extract",
+		[GP_EFFECT_REMOVE_TREE] = "remove_tree",
 	};
 	return (unsigned)k < ARRAY_SIZE(names) ? names[k] : "?";
 }
@@ -267,6 +272,14 @@ static void render_effect(const struct gp_effect *e, FILE *f, bool color)
 			fprintf(f, "%s  replaces %s\n", indent, e->replaces[i]);
 		break;
 	}
+	case GP_EFFECT_REMOVE_TREE: {
+		size_t n = gp_strv_len(e->replaces);
+		fprintf(f, "%sremove directory %s (%zu entr%s, installed by gpuprov)\n",
+		        indent, e->path, n, n == 1 ? "y" : "ies");
+		for (size_t i = 0; i < n; i++)
+			fprintf(f, "%s  removes %s\n", indent, e->replaces[i]);
+		break;
+	}
 	}
 }
 
@@ -396,6 +409,13 @@ static cJSON *effect_to_json(const struct gp_effect *e)
 		cJSON *rep = cJSON_AddArrayToObject(o, "replaces");
 		for (size_t i = 0; e->replaces && e->replaces[i]; i++)
 			cJSON_AddItemToArray(rep, cJSON_CreateString(e->replaces[i]));
+		break;
+	}
+	case GP_EFFECT_REMOVE_TREE: {
+		cJSON_AddStringToObject(o, "path", e->path);
+		cJSON *rm = cJSON_AddArrayToObject(o, "removes");
+		for (size_t i = 0; e->replaces && e->replaces[i]; i++)
+			cJSON_AddItemToArray(rm, cJSON_CreateString(e->replaces[i]));
 		break;
 	}
 	}

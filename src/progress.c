@@ -279,6 +279,13 @@ void gp_progress_event(struct gp_progress *p, const struct gp_fetch_progress *ev
 
 int gp_progress_callback(const struct gp_fetch_progress *ev, void *userdata)
 {
-	gp_progress_event(userdata, ev, (uint64_t)gp_monotonic_ms());
+	struct gp_progress *p = userdata;
+	/* Background downloads report from their own thread: the stream's lock
+	 * (which gp_error & co. take too) keeps lines whole and guards p. */
+	if (!p || !p->f)
+		return 0;
+	flockfile(p->f);
+	gp_progress_event(p, ev, (uint64_t)gp_monotonic_ms());
+	funlockfile(p->f);
 	return 0;
 }

@@ -59,6 +59,14 @@ struct gp_archive_opts {
 	/* Refuse archives whose regular files hold more than this many bytes in
 	 * total (a decompression bomb filling the disk); 0: no limit. */
 	uint64_t max_bytes;
+	/* Called for each regular file written, with its path relative to dest
+	 * and the sha256 of its content, hashed as it was written (so a caller
+	 * that records hashes need not read the files again); sha256 is NULL
+	 * for a hardlink (a second name of an earlier file). Called during the
+	 * extraction: the files are final only once it succeeded, and a later
+	 * entry may replace one. NULL: not called. */
+	void (*on_file)(void *data, const char *rel, const char *sha256);
+	void *on_file_data;
 };
 
 struct gp_archive_result {
@@ -129,7 +137,10 @@ typedef ssize_t (*gp_archive_read_fn)(void *userdata, void *buf, size_t len);
  *
  * Memory is bounded by the decoder's window and fixed buffers, whatever the
  * archive size (about 20 MiB for a 64 MiB archive from xz -T2 -1 on two
- * threads). xz_threads == 0 runs liblzma's multithreaded decoder on every
+ * threads). xz is decoded in a thread of its own (liblzma's threads, if
+ * any, below it), pipelined through 2.5 MiB of chunk rings with the tar
+ * parsing, writes and hashing in the caller's thread; the read callback is
+ * still only called from the caller's thread. xz_threads == 0 runs liblzma's multithreaded decoder on every
  * CPU we may use (when liblzma >= 5.4 is installed and <lzma.h> was there
  * at build time) if the input was hashed before decoding (see
  * gp_archive_extract_fd) or liblzma is >= 5.8.1, else single-threaded.

@@ -32,6 +32,9 @@ struct gp_ctx {
 	 * freed by gp_ctx_close_fetcher. allow_http comes from the profile. */
 	struct gp_fetch_opts fetch_opts;
 	struct gp_fetcher *fetcher;
+	/* Announced downloads (gp_prefetch_add) and, once started, the thread
+	 * fetching them (prefetch.h); freed by gp_ctx_close_fetcher. */
+	struct gp_prefetch *prefetch;
 	/* The package layer's state for this run (pkg.c): planned installs and
 	 * holds, whether metadata was refreshed; freed by gp_pkg_state_free. */
 	struct gp_pkg_state *pkg;
@@ -41,8 +44,22 @@ struct gp_ctx {
  * this run are made (identical to the root outside dry-run). */
 int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len);
 bool gp_ctx_exists(struct gp_ctx *c, const char *path);
-/* Frees the context's fetcher (see fetch_opts); NULL-safe, idempotent. */
+/* Stops the prefetch thread (what it has not finished stays as .part files)
+ * and frees the context's fetcher (see fetch_opts); idempotent. */
 void gp_ctx_close_fetcher(struct gp_ctx *c);
+/* Starts downloading the announced artifacts in the background (the engine
+ * calls it after the stages' prefetch hooks, never in dry-run or offline).
+ * Returns the number of artifacts it fetches; a failure to start is logged
+ * and not an error (each download then happens when its stage needs it). */
+size_t gp_ctx_prefetch_start(struct gp_ctx *c);
+
+/* Is the file at path still the one gpuprov recorded (journal sha256)? For
+ * files gp_effect_extract installed the journal also keeps the device,
+ * inode, size, mtime and ctime they had: while those are unchanged the file
+ * is trusted without reading it; otherwise, or with deep (verify), it is
+ * hashed. *hashed says which. */
+bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
+                                 bool *hashed);
 
 /* Appends a timestamped line to the run log (when there is one) and shows
  * it on stderr with -v. */
@@ -69,13 +86,34 @@ int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
  * it records the destination and the files under it that would be replaced. */
 int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
                       const char *dest, unsigned flags);
+/* gp_effect_download and gp_effect_extract in one (the same two plan
+ * entries), streaming when the artifact is not cached yet: the archive is
+ * extracted while it downloads (download -> sha256 -> decompress ->
+ * staging in one pass, memory bounded whatever its size), the staging
+ * directory is renamed into place only after the archive's sha256 matched,
+ * and the verified download still ends up in the cache. If the stream
+ * breaks (the download starts over, or the extraction fails), the complete
+ * verified download is extracted instead. A download already done or
+ * cached is extracted from the cache file. */
+int gp_effect_download_extract(struct gp_ctx *c, const struct gp_fetch_artifact *a,
+                               const char *dest, unsigned flags);
+/* Removes the directory path (in the root; never "/", no "..") and all
+ * under it, following no symlink (path itself must be a directory, not a
+ * link to one), and forgets its journal records. Only a tree gpuprov made:
+ * every regular file in it must be one the journal records as written by
+ * gpuprov, else it is refused naming the first other file. An absent path
+ * is not an effect. In dry-run it records the directory and every entry
+ * that would go. */
+int gp_effect_remove_tree(struct gp_ctx *c, const char *path);
 /* url after --mirror rewriting (*out, free it), for URLs that a tool in the
  * root fetches from itself (pip's index, conda's channel alias). Touches
  * nothing. 0, or -1 with c->err set (a bad --ca-file). */
 int gp_ctx_rewrite_url(struct gp_ctx *c, const char *url, char **out);
 /* Announces a download a later step of this run will make (stage prefetch
  * hooks); the artifact is copied. Not an effect: gp_effect_download still
- * makes the artifact available, sooner when it was announced. */
+ * makes the artifact available, sooner when it was announced: it waits for
+ * the background download of the artifact with the same sha256 and reports
+ * its failure, if any, as its own. Ignored once the downloads started. */
 void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a);
 /* Runs a command that changes the target, chrooted when the root is not /. */
 int gp_effect_run(struct gp_ctx *c, char *const argv[]);

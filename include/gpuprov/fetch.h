@@ -103,6 +103,10 @@ struct gp_fetch_progress {
 	const char *message; /* RETRY: why; DONE: the failure message, or NULL */
 	int status; /* DONE: 0 or the negative code */
 	bool from_cache; /* DONE: served from the cache without any transfer */
+	/* Times the file was started over from zero so far (a server that
+	 * ignored a Range, a hash mismatch): bytes read from the .part before
+	 * a change of this count are not the file's any more. */
+	unsigned restarts;
 };
 
 /* Called from inside gp_fetch_one/gp_fetch_many, in the caller's thread.
@@ -161,6 +165,12 @@ static inline void gp_fetcher_freep(struct gp_fetcher **f)
 	gp_fetcher_free(*f);
 }
 #define _cleanup_fetcher_ _cleanup_(gp_fetcher_freep)
+
+/* Stops the fetcher's current gp_fetch_many from another thread (the one
+ * thread-safe function here): transfers end, and the artifacts not done
+ * fail with -GP_FETCH_ECANCELED, their .part files kept. Later calls on
+ * this fetcher fail the same way. NULL is fine. */
+void gp_fetch_cancel(struct gp_fetcher *f);
 
 /* The URL the fetcher would download for url, after mirror rewriting. */
 char *gp_fetch_rewrite_url(const struct gp_fetcher *f, const char *url);

@@ -34,6 +34,7 @@ enum gp_effect_kind {
 	GP_EFFECT_REBOOT, /* a reboot is needed for changes to take effect */
 	GP_EFFECT_DOWNLOAD, /* fetch an artifact into the download cache */
 	GP_EFFECT_EXTRACT, /* extract a verified tarball into a directory */
+	GP_EFFECT_REMOVE_TREE, /* remove a directory tree gpuprov installed */
 };
 const char *gp_effect_kind_name(enum gp_effect_kind k);
 
@@ -53,13 +54,14 @@ struct gp_effect {
 	 * size 0 when unknown, cached when the cache already holds it (no
 	 * network). EXTRACT: path is the destination directory, source the
 	 * archive, old_exists whether the destination exists, replaces the
-	 * files under it that the extraction would replace (NULL: none). */
+	 * files under it that the extraction would replace (NULL: none).
+	 * REMOVE_TREE: path is the directory, replaces what goes with it. */
 	char *url; /* DOWNLOAD */
 	char *sha256; /* DOWNLOAD, EXTRACT */
 	unsigned long long size; /* DOWNLOAD */
 	bool cached; /* DOWNLOAD */
 	char *source; /* EXTRACT */
-	char **replaces; /* EXTRACT */
+	char **replaces; /* EXTRACT; REMOVE_TREE: every entry removed */
 };
 
 struct gp_stage_plan {

@@ -63,7 +63,9 @@ void gp_progress_attach(struct gp_out *o, struct gp_fetch_opts *opts);
 void gp_progress_event(struct gp_progress *p, const struct gp_fetch_progress *ev,
                        uint64_t now_ms);
 /* A gp_fetch_progress_fn: userdata is a struct gp_progress; uses
- * CLOCK_MONOTONIC. Always returns 0. */
+ * CLOCK_MONOTONIC. Always returns 0. Thread-safe for one renderer: it holds
+ * the stream's lock (flockfile) while rendering, as the output object's
+ * messages do. */
 int gp_progress_callback(const struct gp_fetch_progress *ev, void *userdata);
 
 /* "512 B", "1.5 KiB", "123.4 MiB", "2.0 GiB". Returns buf. */

@@ -45,6 +45,12 @@ int gp_root_mkdir_p(const struct gp_root *r, const char *path, mode_t mode);
 int gp_root_unlink(const struct gp_root *r, const char *path);
 /* Creates or replaces (atomically) a symlink at path pointing to target. */
 int gp_root_symlink(const struct gp_root *r, const char *target, const char *path);
+/* rm -rf of the directory path (its last component is never followed: a
+ * symlink there is -ENOTDIR) and of everything under it, no link followed. */
+int gp_root_remove_tree(const struct gp_root *r, const char *path);
+/* rm -rf of name in the directory dfd, following no symlink. */
+int gp_rm_tree_at(int dfd, const char *name);
+
 /* Is the root writable by us (for a clear early error)? */
 bool gp_root_writable(const struct gp_root *r);
 

@@ -6,21 +6,27 @@
  * <base>/lib64/<library> become relative symlinks into that directory,
  * /etc/ld.so.conf.d/gpuprov-cudnn.conf lists <base>/lib64, and ldconfig runs
  * chrooted. A version change extracts a new directory, re-points the links
- * both versions have and removes (gp_effect_remove) the links into another
- * cudnn-* directory that the new version lacks; nothing of the CUDA tree
- * itself is overwritten by the archive. The old cudnn-<version> directory
- * stays in place, and the journal keeps its files: the effect door has no
- * recursive remove (it needs a gp_effect_remove_tree); check names it.
+ * both versions have, removes (gp_effect_remove) the links into another
+ * cudnn-* directory that the new version lacks, then the old cudnn-<version>
+ * directories gpuprov installed (gp_effect_remove_tree, which refuses a tree
+ * holding a file gpuprov did not install); nothing of the CUDA tree itself
+ * is overwritten by the archive.
  * check:  cudnn_version.h under <base>/include has the profile's version
  *         (MAJOR.MINOR.PATCHLEVEL), every file gpuprov recorded under
- *         <base>/cudnn-<version> is there with its sha256, every entry of its
- *         include/ and lib/ has its link, no link points into another
- *         cudnn-* directory, and ldconfig ran for this version.
- * apply:  download (sha256 pinned by the profile; see below), extract,
- *         symlinks, ld.so.conf.d file, ldconfig.
- * verify: headers present, every libcudnn*.so.<major> soname present and in
- *         the root's linker cache (`ldconfig -p`), version equal to the
- *         profile's, CUDA major equal to the installed toolkit's.
+ *         <base>/cudnn-<version> is unchanged (hashed only when its size,
+ *         mtime, ctime or inode differ from those recorded), every entry of
+ *         its include/ and lib/ has its link, no link points into another
+ *         cudnn-* directory, no other cudnn-* directory gpuprov installed is
+ *         left, and ldconfig ran for this version.
+ * apply:  download (sha256 pinned by the profile; see below) and extract in
+ *         one pass (extracted while it downloads, renamed into place after
+ *         the sha256 matched), symlinks, ld.so.conf.d file, ldconfig. The
+ *         prefetch hook announces the tarball, so it downloads while earlier
+ *         stages apply.
+ * verify: every recorded file hashes to its sha256, headers present, every
+ *         libcudnn*.so.<major> soname present and in the root's linker cache
+ *         (`ldconfig -p`), version equal to the profile's, CUDA major equal
+ *         to the installed toolkit's.
  *
  * sha256: gpuprov downloads nothing without a pinned sha256. NVIDIA's
  * redistrib_<A.B.C>.json manifest has no pinned hash of its own, so a hash
@@ -155,23 +161,27 @@ static char *blocked_reason(struct gp_ctx *c, const struct cudnn_settings *s)
 	return NULL;
 }
 
-/* Files the journal records for this stage under dir: each present with its
- * sha256? *n counts them; *bad names the first that is not. */
-static bool recorded_files_ok(struct gp_ctx *c, const char *dir, size_t *n, char **bad)
+/* Files the journal records for this stage under dir: each present and
+ * unchanged? Only those whose size, times or inode changed are hashed,
+ * unless deep (verify). *n counts them, *hashed those read; *bad names the
+ * first that is not intact. */
+static bool recorded_files_ok(struct gp_ctx *c, const char *dir, bool deep, size_t *n,
+                              size_t *hashed, char **bad)
 {
-	*n = 0;
+	*n = *hashed = 0;
 	*bad = NULL;
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
 	size_t len = strlen(dir);
 	for (const cJSON *f = files ? files->child : NULL; f; f = f->next) {
 		if (!gp_streq(gp_json_string(f, "stage", NULL), "cudnn") ||
+		    !gp_json_string(f, "sha256", NULL) ||
 		    strncmp(f->string, dir, len) != 0 || f->string[len] != '/')
 			continue;
 		(*n)++;
-		const char *want = gp_json_string(f, "sha256", NULL);
-		char have[65];
-		if (!want || gp_root_sha256_file(&c->root, f->string, have) < 0 ||
-		    strcmp(have, want) != 0) {
+		bool read;
+		bool ok = gp_ctx_recorded_file_intact(c, f->string, deep, &read);
+		*hashed += read;
+		if (!ok) {
 			*bad = gp_xstrdup(f->string);
 			return false;
 		}
@@ -180,10 +190,9 @@ static bool recorded_files_ok(struct gp_ctx *c, const char *dir, size_t *n, char
 }
 
 /* In <base>/<to>, the links into a cudnn-* directory other than this
- * version's: their paths go to *stale, the directories they point into
- * (in-root, those still there) to *old. */
+ * version's go to *stale. */
 static void stale_links(struct gp_ctx *c, const struct cudnn_settings *s, const char *to,
-                        char ***stale, char ***old)
+                        char ***stale)
 {
 	_cleanup_free_ char *dir = gp_xasprintf("%s/%s", s->base, to);
 	_cleanup_free_ char *mine = gp_xasprintf("../cudnn-%s/", s->version);
@@ -198,11 +207,41 @@ static void stale_links(struct gp_ctx *c, const struct cudnn_settings *s, const 
 		    strncmp(target, mine, strlen(mine)) == 0)
 			continue;
 		gp_strv_push(stale, path);
-		_cleanup_free_ char *od = gp_xasprintf(
-		    "%s/%.*s", s->base, (int)strcspn(target + 3, "/"), target + 3);
-		if (gp_root_exists(&c->root, od) && !gp_strv_contains(*old, od))
-			gp_strv_push(old, od);
 	}
+}
+
+/* Does the journal record a file of this stage under dir? */
+static bool recorded_under(struct gp_ctx *c, const char *dir)
+{
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
+	size_t len = strlen(dir);
+	for (const cJSON *f = files ? files->child : NULL; f; f = f->next)
+		if (gp_streq(gp_json_string(f, "stage", NULL), "cudnn") &&
+		    gp_json_string(f, "sha256", NULL) &&
+		    strncmp(f->string, dir, len) == 0 && f->string[len] == '/')
+			return true;
+	return false;
+}
+
+/* The <base>/cudnn-<other version> directories gpuprov installed (the
+ * journal records files in them): a version change removes them. */
+static char **old_dirs(struct gp_ctx *c, const struct cudnn_settings *s)
+{
+	char **old = gp_xcalloc(1, sizeof(char *));
+	_cleanup_free_ char *mine = gp_xasprintf("cudnn-%s", s->version);
+	_cleanup_strv_ char **names = NULL;
+	if (gp_root_list_dir(&c->root, s->base, &names) < 0)
+		return old;
+	for (size_t i = 0; names[i]; i++) {
+		_cleanup_free_ char *path = gp_xasprintf("%s/%s", s->base, names[i]);
+		struct stat st;
+		if (strncmp(names[i], "cudnn-", 6) != 0 || strcmp(names[i], mine) == 0 ||
+		    gp_root_lstat(&c->root, path, &st) < 0 || !S_ISDIR(st.st_mode) ||
+		    !recorded_under(c, path))
+			continue;
+		gp_strv_push(&old, path);
+	}
+	return old;
 }
 
 /* Every entry of <dir>/<from> has its link <base>/<to>/<name>? *bad names
@@ -229,15 +268,13 @@ static bool links_ok(struct gp_ctx *c, const struct cudnn_settings *s, const cha
 	return true;
 }
 
-/* "; <old dirs> stay in place (...)" for a check reason, or "". */
+/* "; the old <dirs> go" for a check reason, or "". */
 static char *old_dirs_note(char *const *old)
 {
 	if (!old || !old[0])
 		return gp_xstrdup("");
 	_cleanup_free_ char *list = gp_strv_join(old, ", ");
-	return gp_xasprintf("; %s %s in place (gpuprov cannot remove a directory "
-	                    "tree yet: remove %s by hand)",
-	                    list, old[1] ? "stay" : "stays", old[1] ? "them" : "it");
+	return gp_xasprintf("; the old %s %s", list, old[1] ? "go" : "goes");
 }
 
 static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
@@ -252,17 +289,21 @@ static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	}
 	_cleanup_free_ char *hdr = gp_xasprintf("%s/include/cudnn_version.h", s.base);
 	_cleanup_free_ char *have = header_version(c, hdr);
-	size_t n;
+	size_t n, hashed;
 	_cleanup_free_ char *bad = NULL;
-	bool files_ok = recorded_files_ok(c, s.dir, &n, &bad);
+	bool files_ok = recorded_files_ok(c, s.dir, false, &n, &hashed, &bad);
+	gp_log(c,
+	       "%zu of %zu recorded files hashed (the others kept their size, "
+	       "times and inode)",
+	       hashed, n);
 	bool ldconfig_ok = !n || gp_stage_mark_is(c, "cudnn", MARK_LDCONFIG, s.version);
 	_cleanup_free_ char *badlink = NULL;
 	bool links = links_ok(c, &s, "include", "include", &badlink) &&
 	             links_ok(c, &s, "lib", "lib64", &badlink);
 	_cleanup_strv_ char **stale = NULL;
-	_cleanup_strv_ char **old = NULL;
-	stale_links(c, &s, "include", &stale, &old);
-	stale_links(c, &s, "lib64", &stale, &old);
+	stale_links(c, &s, "include", &stale);
+	stale_links(c, &s, "lib64", &stale);
+	_cleanup_strv_ char **old = old_dirs(c, &s);
 	_cleanup_free_ char *note = old_dirs_note(old);
 	_cleanup_free_ char *going = stale ? gp_xasprintf(
 	                                         ": %zu link(s) into the old version go",
@@ -281,17 +322,13 @@ static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	else if (!links)
 		gp_check_set(ck, GP_STATE_NEEDED, "the link %s is missing or wrong",
 		             badlink);
-	else if (stale) {
-		struct stat st;
-		bool dangling = gp_root_stat(&c->root, stale[0], &st) < 0;
+	else if (stale)
+		gp_check_set(ck, GP_STATE_NEEDED, "%s still points into an old version%s",
+		             stale[0], note);
+	else if (old[0])
 		gp_check_set(ck, GP_STATE_NEEDED,
-		             "%s still points into an old version%s%s", stale[0],
-		             dangling
-		                 ? " (a broken link, which gpuprov cannot remove yet: "
-		                   "remove it by hand)"
-		                 : "",
-		             note);
-	} else if (!ldconfig_ok)
+		             "the old cuDNN directory %s is still there", old[0]);
+	else if (!ldconfig_ok)
 		gp_check_set(ck, GP_STATE_NEEDED, "ldconfig not run for cuDNN %s",
 		             s.version);
 	else
@@ -321,21 +358,34 @@ static int link_dir(struct gp_ctx *c, const struct cudnn_settings *s, const char
 }
 
 /* After link_dir: the links still pointing into another version (those the
- * new version has no file for) go, before ldconfig reads lib64. In a dry run
- * nothing is extracted yet, so the plan lists every old link. The old
- * directory itself stays: the door has no recursive remove. */
-static int remove_stale_links(struct gp_ctx *c, const struct cudnn_settings *s)
+ * new version has no file for) go, before ldconfig reads lib64, and then
+ * the old version's directories. In a dry run nothing is extracted yet, so
+ * the plan lists every old link. */
+static int remove_old_version(struct gp_ctx *c, const struct cudnn_settings *s)
 {
 	_cleanup_strv_ char **stale = NULL;
-	_cleanup_strv_ char **old = NULL;
-	stale_links(c, s, "include", &stale, &old);
-	stale_links(c, s, "lib64", &stale, &old);
+	stale_links(c, s, "include", &stale);
+	stale_links(c, s, "lib64", &stale);
 	for (size_t i = 0; stale && stale[i]; i++)
 		if (gp_effect_remove(c, stale[i]) < 0)
 			return -1;
-	for (size_t i = 0; old && old[i]; i++)
-		gp_log(c, "left %s in place: gpuprov cannot remove a directory tree yet",
-		       old[i]);
+	_cleanup_strv_ char **old = old_dirs(c, s);
+	for (size_t i = 0; old[i]; i++)
+		if (gp_effect_remove_tree(c, old[i]) < 0)
+			return -1;
+	return 0;
+}
+
+/* The tarball, when the profile pins it (URL and sha256). */
+static int cudnn_prefetch(struct gp_ctx *c, const cJSON *cfg)
+{
+	struct cudnn_settings s;
+	settings(c, cfg, &s);
+	_cleanup_free_ char *name = gp_xasprintf("cudnn %s", s.version);
+	if (strcmp(s.method, "tarball") == 0 && s.version && s.url && s.sha256)
+		gp_prefetch_add(c, &(const struct gp_fetch_artifact){
+		                       .name = name, .url = s.url, .sha256 = s.sha256 });
+	settings_free(&s);
 	return 0;
 }
 
@@ -347,22 +397,19 @@ static int cudnn_apply(struct gp_ctx *c, const cJSON *cfg)
 	const struct gp_fetch_artifact a = { .name = name,
 		                             .url = s.url,
 		                             .sha256 = s.sha256 };
-	_cleanup_free_ char *cached = NULL;
 	_cleanup_free_ char *ld_conf = gp_xasprintf(
 	    "# Written by gpuprov (stage cudnn) from profile %s.\n%s/lib64\n",
 	    c->profile->name, s.base);
 	char *const ldconfig[] = { "ldconfig", NULL };
-	int rc = gp_effect_download(c, &a, &cached);
+	int rc = gp_effect_mkdir(c, s.base, 0755);
 	if (rc == 0)
-		rc = gp_effect_mkdir(c, s.base, 0755);
-	if (rc == 0)
-		rc = gp_effect_extract(c, cached, s.sha256, s.dir, GP_ARCHIVE_STRIP_TOP);
+		rc = gp_effect_download_extract(c, &a, s.dir, GP_ARCHIVE_STRIP_TOP);
 	if (rc == 0)
 		rc = link_dir(c, &s, "include", "include");
 	if (rc == 0)
 		rc = link_dir(c, &s, "lib", "lib64");
 	if (rc == 0)
-		rc = remove_stale_links(c, &s);
+		rc = remove_old_version(c, &s);
 	if (rc == 0)
 		rc = gp_effect_write(c, LD_CONF, ld_conf, strlen(ld_conf), 0644);
 	if (rc == 0)
@@ -469,6 +516,18 @@ static int cudnn_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 		              "%s says %s; the profile wants %s", hdr,
 		              have ? have : "nothing readable", s.version3);
 
+	/* Every file gpuprov installed, hashed (check trusts unchanged
+	 * size, times and inode; verify reads them all). */
+	size_t nfiles, hashed;
+	_cleanup_free_ char *bad = NULL;
+	if (recorded_files_ok(c, s.dir, true, &nfiles, &hashed, &bad) && nfiles)
+		gp_report_add(rep, "cudnn", GP_PASS, "files", NULL,
+		              "%zu files in %s have the sha256 gpuprov recorded", nfiles,
+		              s.dir);
+	else if (nfiles)
+		gp_report_add(rep, "cudnn", GP_FAIL, "files", install,
+		              "%s is missing or changed since gpuprov installed it", bad);
+
 	/* Sonames: libcudnn*.so.<major> in the extracted library directory. */
 	_cleanup_free_ char *major = gp_xstrndup(s.version, strcspn(s.version, "."));
 	_cleanup_free_ char *suffix = gp_xasprintf(".so.%s", major);
@@ -543,4 +602,5 @@ const struct gp_stage gp_stage_cudnn = {
 	.check = cudnn_check,
 	.apply = cudnn_apply,
 	.verify = cudnn_verify,
+	.prefetch = cudnn_prefetch,
 };

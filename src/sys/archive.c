@@ -114,8 +114,8 @@ struct src {
 	bool eof;
 };
 
-/* Reads the next chunk into buf + at (the bytes before it are kept). */
-static ssize_t src_fill(struct src *s, size_t at)
+/* Reads the next chunk of input into dst, hashing and counting it. */
+static ssize_t src_read(struct src *s, unsigned char *dst, size_t cap)
 {
 	if (s->eof)
 		return 0;
@@ -123,13 +123,13 @@ static ssize_t src_fill(struct src *s, size_t at)
 		return s->err;
 	ssize_t n;
 	do
-		n = s->read(s->ud, s->buf + at, IN_BUF_SIZE - at);
+		n = s->read(s->ud, dst, cap);
 	while (n == -EINTR);
 	if (n < 0) {
 		s->err = (int)n;
 		return n;
 	}
-	if ((size_t)n > IN_BUF_SIZE - at) {
+	if ((size_t)n > cap) {
 		s->err = -EOVERFLOW; /* a broken callback; never trust its count */
 		return s->err;
 	}
@@ -137,10 +137,141 @@ static ssize_t src_fill(struct src *s, size_t at)
 		s->eof = true;
 		return 0;
 	}
-	gp_sha256_update(s->md, s->buf + at, (size_t)n);
+	gp_sha256_update(s->md, dst, (size_t)n);
 	s->total += (uint64_t)n;
-	s->len = at + (size_t)n;
 	return n;
+}
+
+/* Reads the next chunk into buf + at (the bytes before it are kept). */
+static ssize_t src_fill(struct src *s, size_t at)
+{
+	ssize_t n = src_read(s, s->buf + at, IN_BUF_SIZE - at);
+	if (n > 0)
+		s->len = at + (size_t)n;
+	return n;
+}
+
+/* ---- the xz decoder thread ----
+ * liblzma decodes in a thread of its own while libarchive parses and
+ * writes in the caller's: a pipeline over two small rings (input chunks
+ * read and hashed by the caller, who alone calls the read callback; output
+ * chunks for libarchive). Memory: the rings (2.5 MiB) and the decoder. */
+#define XZ_IN_SLOTS 4
+#define XZ_OUT_SLOTS 8
+
+struct xzpipe {
+	pthread_t thread;
+	bool running;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	lzma_stream *strm;
+	unsigned char *in[XZ_IN_SLOTS];
+	size_t in_len[XZ_IN_SLOTS];
+	unsigned in_head, in_count; /* chunks waiting, the head one in use */
+	bool in_eof;
+	unsigned char *out[XZ_OUT_SLOTS];
+	size_t out_len[XZ_OUT_SLOTS];
+	unsigned out_head, out_count; /* decoded chunks, oldest first */
+	bool main_holds; /* libarchive has out[out_head] */
+	bool done, stop;
+	lzma_ret err; /* when done: LZMA_STREAM_END or the failure */
+};
+
+/* Under the lock: the decoder's loop. */
+static void *xz_thread(void *data)
+{
+	struct xzpipe *p = data;
+	lzma_stream *z = p->strm;
+	bool have_out = false, held_in = false;
+	unsigned cur = 0;
+	pthread_mutex_lock(&p->lock);
+	while (!p->stop) {
+		if (!have_out) {
+			if (p->out_count == XZ_OUT_SLOTS) {
+				pthread_cond_wait(&p->cond, &p->lock);
+				continue;
+			}
+			cur = (p->out_head + p->out_count) % XZ_OUT_SLOTS;
+			z->next_out = p->out[cur];
+			z->avail_out = OUT_BUF_SIZE;
+			have_out = true;
+		}
+		if (z->avail_in == 0) {
+			if (held_in) {
+				p->in_head = (p->in_head + 1) % XZ_IN_SLOTS;
+				p->in_count--;
+				held_in = false;
+				pthread_cond_broadcast(&p->cond);
+			}
+			if (p->in_count) {
+				z->next_in = p->in[p->in_head];
+				z->avail_in = p->in_len[p->in_head];
+				held_in = true;
+			} else if (!p->in_eof) {
+				pthread_cond_wait(&p->cond, &p->lock);
+				continue;
+			}
+		}
+		lzma_action act = z->avail_in == 0 && p->in_eof ? LZMA_FINISH : LZMA_RUN;
+		pthread_mutex_unlock(&p->lock);
+		lzma_ret r = lzma_code(z, act);
+		pthread_mutex_lock(&p->lock);
+		size_t produced = OUT_BUF_SIZE - z->avail_out;
+		if (r != LZMA_OK || z->avail_out == 0) {
+			if (produced) {
+				p->out_len[cur] = produced;
+				p->out_count++;
+			}
+			have_out = false;
+		}
+		if (r != LZMA_OK) {
+			p->done = true;
+			p->err = r;
+		}
+		pthread_cond_broadcast(&p->cond);
+		if (p->done)
+			break;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+static int xzpipe_start(struct xzpipe *p, lzma_stream *strm)
+{
+	*p = (struct xzpipe){ .strm = strm };
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	for (int i = 0; i < XZ_IN_SLOTS; i++)
+		p->in[i] = gp_xmalloc(IN_BUF_SIZE);
+	for (int i = 0; i < XZ_OUT_SLOTS; i++)
+		p->out[i] = gp_xmalloc(OUT_BUF_SIZE);
+	/* Signals stay with the caller's thread (its waits must see them). */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&p->thread, NULL, xz_thread, p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	p->running = rc == 0;
+	return -rc;
+}
+
+static void xzpipe_end(struct xzpipe *p)
+{
+	if (p->running) {
+		pthread_mutex_lock(&p->lock);
+		p->stop = true;
+		pthread_cond_broadcast(&p->cond);
+		pthread_mutex_unlock(&p->lock);
+		pthread_join(p->thread, NULL);
+		p->running = false;
+	}
+	for (int i = 0; i < XZ_IN_SLOTS; i++)
+		free(p->in[i]);
+	for (int i = 0; i < XZ_OUT_SLOTS; i++)
+		free(p->out[i]);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->cond);
+	*p = (struct xzpipe){ 0 };
 }
 
 /* ---- extraction state ---- */
@@ -154,9 +285,9 @@ struct ex {
 	bool have_top;
 	uint64_t out_bytes;
 	lzma_stream xz;
-	bool xz_active, xz_done;
+	bool xz_active;
 	lzma_ret xz_err;
-	unsigned char *xbuf;
+	struct xzpipe pipe;
 };
 
 _printf_(3, 4) static int fail(struct ex *x, int rc, const char *fmt, ...)
@@ -188,45 +319,64 @@ static ssize_t la_raw_read(struct archive *a, void *ud, const void **out)
 	return n;
 }
 
-/* Feeds libarchive the output of liblzma. One xz stream is decoded (no
- * LZMA_CONCATENATED): what follows it is only hashed. */
+/* Feeds libarchive the output of liblzma (the decoder thread). One xz
+ * stream is decoded (no LZMA_CONCATENATED): what follows it is only
+ * hashed. Reading, and so hashing, happens here, in the caller's thread. */
 static ssize_t la_xz_read(struct archive *a, void *ud, const void **out)
 {
 	struct ex *x = ud;
 	struct src *s = &x->src;
-	if (x->xz_done)
-		return 0;
-	x->xz.next_out = x->xbuf;
-	x->xz.avail_out = OUT_BUF_SIZE;
+	struct xzpipe *p = &x->pipe;
+	pthread_mutex_lock(&p->lock);
+	if (p->main_holds) {
+		p->out_head = (p->out_head + 1) % XZ_OUT_SLOTS;
+		p->out_count--;
+		p->main_holds = false;
+		pthread_cond_broadcast(&p->cond);
+	}
 	for (;;) {
-		if (x->xz.avail_in == 0 && !s->eof) {
-			if (s->pos >= s->len) {
-				ssize_t n = src_fill(s, 0);
-				if (n < 0) {
-					archive_set_error(a, (int)-n, "read error");
-					return -1;
-				}
-				s->pos = 0;
-				s->len = (size_t)n;
-			}
-			x->xz.next_in = s->buf + s->pos;
-			x->xz.avail_in = s->len - s->pos;
-			s->pos = s->len;
+		if (p->out_count) {
+			p->main_holds = true;
+			*out = p->out[p->out_head];
+			ssize_t n = (ssize_t)p->out_len[p->out_head];
+			pthread_mutex_unlock(&p->lock);
+			return n;
 		}
-		lzma_action act = x->xz.avail_in == 0 && s->eof ? LZMA_FINISH : LZMA_RUN;
-		lzma_ret r = lzma_code(&x->xz, act);
-		size_t produced = OUT_BUF_SIZE - x->xz.avail_out;
-		if (r == LZMA_STREAM_END)
-			x->xz_done = true;
-		else if (r != LZMA_OK) {
+		if (p->done) {
+			lzma_ret r = p->err;
+			pthread_mutex_unlock(&p->lock);
+			if (r == LZMA_STREAM_END)
+				return 0;
 			x->xz_err = r;
 			archive_set_error(a, EIO, "%s", lz_strerror(r));
 			return -1;
 		}
-		if (produced > 0 || x->xz_done) {
-			*out = x->xbuf;
-			return (ssize_t)produced;
+		if (p->in_count < XZ_IN_SLOTS && !p->in_eof) {
+			unsigned slot = (p->in_head + p->in_count) % XZ_IN_SLOTS;
+			pthread_mutex_unlock(&p->lock);
+			ssize_t n;
+			if (s->pos < s->len) { /* the bytes peeked at for detection */
+				n = (ssize_t)(s->len - s->pos);
+				memcpy(p->in[slot], s->buf + s->pos, (size_t)n);
+				s->pos = s->len;
+			} else {
+				n = src_read(s, p->in[slot], IN_BUF_SIZE);
+			}
+			if (n < 0) {
+				archive_set_error(a, (int)-n, "read error");
+				return -1;
+			}
+			pthread_mutex_lock(&p->lock);
+			if (n > 0) {
+				p->in_len[slot] = (size_t)n;
+				p->in_count++;
+			} else {
+				p->in_eof = true;
+			}
+			pthread_cond_broadcast(&p->cond);
+			continue;
 		}
+		pthread_cond_wait(&p->cond, &p->lock);
 	}
 }
 
@@ -474,6 +624,13 @@ static void entry_times(struct archive_entry *e, struct timespec ts[2])
 	ts[0].tv_nsec = ts[1].tv_nsec = archive_entry_mtime_nsec(e);
 }
 
+static void hash_zeros(struct gp_sha256 *md, uint64_t n)
+{
+	static const unsigned char zeros[65536];
+	for (; n; n -= n < sizeof zeros ? n : sizeof zeros)
+		gp_sha256_update(md, zeros, n < sizeof zeros ? (size_t)n : sizeof zeros);
+}
+
 static int write_file(struct ex *x, struct archive_entry *e, const char *name,
                       const char *rel, mode_t mode)
 {
@@ -486,6 +643,9 @@ static int write_file(struct ex *x, struct archive_entry *e, const char *name,
 	if (fd < 0)
 		return fail(x, -errno, "%s: cannot create: %s", name, strerror(errno));
 	int64_t end = 0;
+	_cleanup_(gp_sha256_freep) struct gp_sha256 *md = x->o->on_file ? gp_sha256_new()
+	                                                                : NULL;
+	bool in_order = true; /* blocks came in offset order: md is the content's */
 	for (;;) {
 		const void *buf;
 		size_t size;
@@ -507,13 +667,22 @@ static int write_file(struct ex *x, struct archive_entry *e, const char *name,
 		int rc = gp_pwrite_all(fd, buf, size, (off_t)off);
 		if (rc < 0)
 			return fail(x, rc, "%s: write: %s", name, strerror(-rc));
+		if (md && off < end)
+			in_order = false;
+		if (md && in_order) {
+			hash_zeros(md, (uint64_t)(off - end)); /* a hole before it */
+			gp_sha256_update(md, buf, size);
+		}
 		if (off + (int64_t)size > end)
 			end = off + (int64_t)size;
 	}
 	/* A sparse file ending in a hole: give it its full size. */
-	if (archive_entry_size_is_set(e) && archive_entry_size(e) > end &&
-	    ftruncate(fd, (off_t)archive_entry_size(e)) < 0)
-		return fail(x, -errno, "%s: truncate: %s", name, strerror(errno));
+	if (archive_entry_size_is_set(e) && archive_entry_size(e) > end) {
+		if (ftruncate(fd, (off_t)archive_entry_size(e)) < 0)
+			return fail(x, -errno, "%s: truncate: %s", name, strerror(errno));
+		if (md)
+			hash_zeros(md, (uint64_t)(archive_entry_size(e) - end));
+	}
 	if (fchmod(fd, mode) < 0)
 		return fail(x, -errno, "%s: chmod: %s", name, strerror(errno));
 	if (x->o->flags & GP_ARCHIVE_KEEP_MTIME) {
@@ -523,8 +692,19 @@ static int write_file(struct ex *x, struct archive_entry *e, const char *name,
 			return fail(x, -errno, "%s: set times: %s", name,
 			            strerror(errno));
 	}
+	if (md && !in_order) { /* overlapping blocks: read back what is there */
+		gp_sha256_reset(md);
+		int rc = gp_sha256_update_fd(md, fd, 0, NULL);
+		if (rc < 0)
+			return fail(x, rc, "%s: read back: %s", name, strerror(-rc));
+	}
 	if (close(TAKE_FD(fd)) < 0)
 		return fail(x, -errno, "%s: write: %s", name, strerror(errno));
+	if (md) {
+		char hex[65];
+		gp_sha256_peek_hex(md, hex);
+		x->o->on_file(x->o->on_file_data, rel, hex);
+	}
 	return 0;
 }
 
@@ -599,6 +779,8 @@ static int write_hardlink(struct ex *x, const char *name, const char *rel,
 		return pfd;
 	if (linkat(tfd, tbase, pfd, base, 0) < 0)
 		return fail(x, -errno, "%s: link: %s", name, strerror(errno));
+	if (x->o->on_file)
+		x->o->on_file(x->o->on_file_data, rel, NULL);
 	return 0;
 }
 
@@ -668,39 +850,6 @@ static int extract_entry(struct ex *x, struct archive_entry *e)
 
 /* ---- the staging directory and the swap ---- */
 
-/* rm -rf of name in dfd without following symlinks. */
-static int rm_tree_at(int dfd, const char *name)
-{
-	if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
-		return 0;
-	if (errno != EISDIR && errno != EPERM)
-		return -errno;
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	struct stat st;
-	/* Without u+wx we could not empty it (when not root). */
-	if (fstat(fd, &st) == 0 && (st.st_mode & 0700) != 0700)
-		fchmod(fd, (st.st_mode & 07777) | 0700);
-	_cleanup_(closedirp) DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	int rc = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		int r = rm_tree_at(dirfd(d), de->d_name);
-		if (r < 0 && rc == 0)
-			rc = r;
-	}
-	if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && rc == 0)
-		rc = -errno;
-	return rc;
-}
-
 #define STAGING_TAG ".gpuprov-staging."
 #define OLD_TAG ".gpuprov-old."
 
@@ -734,7 +883,7 @@ static void remove_stale(int pfd, const char *base)
 			continue;
 		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 			continue;
-		rm_tree_at(pfd, de->d_name);
+		gp_rm_tree_at(pfd, de->d_name);
 	}
 }
 
@@ -813,7 +962,7 @@ static int swap_in(struct ex *x, int pfd, const char *staging, const char *base,
 		}
 		old = aside;
 	}
-	if (rm_tree_at(pfd, old) < 0) {
+	if (gp_rm_tree_at(pfd, old) < 0) {
 		const char *slash = strrchr(dest, '/');
 		snprintf(x->res->leftover, sizeof x->res->leftover, "%.*s/%s",
 		         (int)(slash - dest), dest, old);
@@ -884,7 +1033,9 @@ static int extract_entries(struct ex *x, unsigned threads)
 			            r == LZMA_MEM_ERROR ? -ENOMEM : -GP_ARCHIVE_ECORRUPT,
 			            "xz decoder: %s", lz_strerror(r));
 		x->xz_active = true;
-		x->xbuf = gp_xmalloc(OUT_BUF_SIZE);
+		int prc = xzpipe_start(&x->pipe, &x->xz);
+		if (prc < 0)
+			return fail(x, prc, "xz decoder thread: %s", strerror(-prc));
 		reader = la_xz_read;
 		x->res->xz_threads = threads;
 	} else {
@@ -933,11 +1084,11 @@ static void ex_free(struct ex *x)
 	if (x->a)
 		archive_read_free(x->a);
 	x->a = NULL;
-	if (x->xz_active)
-		lzma_end(&x->xz); /* joins the decoder threads */
+	if (x->xz_active) {
+		xzpipe_end(&x->pipe);
+		lzma_end(&x->xz); /* joins liblzma's own threads */
+	}
 	x->xz_active = false;
-	free(x->xbuf);
-	x->xbuf = NULL;
 }
 
 static int extract(const struct gp_root *root, const char *dest_in,
@@ -1034,7 +1185,7 @@ static int extract(const struct gp_root *root, const char *dest_in,
 	if (rc == 0)
 		rc = swap_in(&x, pfd, staging, base, dest);
 	if (rc < 0) {
-		rm_tree_at(pfd, staging);
+		gp_rm_tree_at(pfd, staging);
 		return rc;
 	}
 	fsync(pfd);

@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/file.h>
@@ -64,6 +65,7 @@ struct gp_fetcher {
 	long low_speed_time;
 	long connect_timeout;
 	CURLM *multi;
+	atomic_bool cancelled; /* gp_fetch_cancel, from another thread */
 	int dirfd; /* the cache directory during one gp_fetch_many call, else -1 */
 };
 
@@ -90,6 +92,7 @@ struct job {
 	enum job_state state;
 	int64_t start_at_ms; /* JOB_WAITING: when the next attempt may start */
 	bool mismatch_retried;
+	unsigned restarts; /* see gp_fetch_progress.restarts */
 	unsigned tries; /* attempts since the last one that made progress */
 	CURL *easy;
 	/* The current response. */
@@ -270,6 +273,14 @@ void gp_fetcher_free(struct gp_fetcher *f)
 	free(f);
 }
 
+void gp_fetch_cancel(struct gp_fetcher *f)
+{
+	if (!f)
+		return;
+	atomic_store(&f->cancelled, true);
+	curl_multi_wakeup(f->multi);
+}
+
 char *gp_fetch_rewrite_url(const struct gp_fetcher *f, const char *url)
 {
 	const struct mirror *best = NULL;
@@ -395,6 +406,7 @@ static bool emit(struct job *j, enum gp_fetch_event ev, unsigned retry_in_ms,
 		.rate = t > 0 ? (double)got * 1000.0 / (double)t : 0.0,
 		.attempt = j->res->attempts,
 		.retry_in_ms = retry_in_ms,
+		.restarts = j->restarts,
 		.message = message,
 		.status = j->res->status,
 		.from_cache = j->res->from_cache,
@@ -582,6 +594,7 @@ static void job_mismatch(struct job *j, int code, const char *actual, const char
 		snprintf(msg, sizeof msg, "%s", why);
 	unlinkat(f->dirfd, j->part, 0);
 	job_close(j);
+	j->restarts++;
 	if (!j->mismatch_retried) {
 		j->mismatch_retried = true;
 		j->tries = 0; /* a fresh download, with a fresh retry budget */
@@ -686,6 +699,7 @@ static int job_open_part(struct job *j)
 /* Puts the .part back to zero bytes (a server without ranges, a bad range). */
 static int job_truncate(struct job *j)
 {
+	j->restarts++;
 	if (ftruncate(j->fd, 0) < 0)
 		return -errno;
 	gp_sha256_reset(j->md);
@@ -804,6 +818,7 @@ static int on_xferinfo(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
 		.done = j->written,
 		.total = total,
 		.attempt = j->res->attempts,
+		.restarts = j->restarts,
 	};
 	int64_t dt = t - j->attempt_start_ms;
 	if (dt > 0 && j->written > j->offset)
@@ -1107,7 +1122,7 @@ static bool job_blocked(const struct job *jobs, size_t i)
 	return false;
 }
 
-static void stop_all(struct job *jobs, size_t n)
+static void stop_all(struct job *jobs, size_t n, bool cancelled)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct job *j = &jobs[i];
@@ -1118,16 +1133,19 @@ static void stop_all(struct job *jobs, size_t n)
 			curl_easy_cleanup(j->easy);
 			j->easy = NULL;
 		}
-		job_fail(j, -EINTR, "%s: stopped by a signal before it finished",
-		         j->what);
+		if (cancelled)
+			job_cancelled(j);
+		else
+			job_fail(j, -EINTR, "%s: stopped by a signal before it finished",
+			         j->what);
 	}
 }
 
 static void run_jobs(struct gp_fetcher *f, struct job *jobs, size_t n)
 {
 	for (;;) {
-		if (gp_run_stop_signal) {
-			stop_all(jobs, n);
+		if (gp_run_stop_signal || atomic_load(&f->cancelled)) {
+			stop_all(jobs, n, !gp_run_stop_signal);
 			return;
 		}
 		int64_t now = gp_monotonic_ms();

@@ -298,3 +298,50 @@ int gp_root_sha256_file(const struct gp_root *r, const char *path, char out[65])
 		return fd;
 	return gp_sha256_fd_hex(fd, 0, out);
 }
+
+int gp_rm_tree_at(int dfd, const char *name)
+{
+	if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return -errno;
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	/* Without u+wx we could not empty it (when not root). */
+	if (fstat(fd, &st) == 0 && (st.st_mode & 0700) != 0700)
+		fchmod(fd, (st.st_mode & 07777) | 0700);
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	int rc = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		int r = gp_rm_tree_at(dirfd(d), de->d_name);
+		if (r < 0 && rc == 0)
+			rc = r;
+	}
+	closedir(d);
+	if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+int gp_root_remove_tree(const struct gp_root *r, const char *path)
+{
+	const char *base;
+	_cleanup_close_ int pfd = gp_root_open_parent(r, path, &base);
+	if (pfd < 0)
+		return pfd;
+	struct stat st;
+	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	return gp_rm_tree_at(pfd, base);
+}

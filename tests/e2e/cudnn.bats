@@ -133,7 +133,7 @@ requests() {
 	assert_stderr_has "allow_insecure_http"
 }
 
-@test "cudnn: a version change re-points the links, removes the old ones, plans it" {
+@test "cudnn: a version change re-points the links, removes the old ones and the old directory, plans it" {
 	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
 	assert_status 0
 	old=$R/$BASE/cudnn-8.9.7.29
@@ -145,7 +145,9 @@ requests() {
 	gp --root "$R" --ca-file "$CA" plan --profile "$P" --only cudnn
 	assert_status 0
 	assert_stdout_has "says cuDNN 8.9.7; the profile wants 8.9.8.15"
-	assert_stdout_has "/$BASE/cudnn-8.9.7.29 stays in place"
+	assert_stdout_has "the old /$BASE/cudnn-8.9.7.29 goes"
+	assert_stdout_has "remove directory /$BASE/cudnn-8.9.7.29 (6 entries, installed by gpuprov)"
+	assert_stdout_has "removes /$BASE/cudnn-8.9.7.29/lib/libcudnn.so.8.9.7"
 	assert_stdout_has "$sha into /$BASE/cudnn-8.9.8.15 (new directory)"
 	assert_stdout_has "remove link /$BASE/lib64/libcudnn.so.8.9.7 (-> ../cudnn-8.9.7.29/"
 	assert_unchanged "$R" before
@@ -164,9 +166,8 @@ requests() {
 	[ -z "$dangling" ] || fail "dangling links: $dangling"
 	assert_journal_true "$R"
 	# The journal keeps no live entry for a removed link (a removal record,
-	# sha256 null); the old directory stays (the door has no recursive
-	# remove), and so do its records. A link is removed as a link: nothing
-	# behind it is copied into the backup tree.
+	# sha256 null) and no record of the old directory, which is gone. A link
+	# is removed as a link: nothing behind it is copied into the backup tree.
 	[ ! -e "$R/var/lib/gpuprov/backup/$BASE/lib64" ] ||
 		fail "a removed link's target was backed up:" "$(find "$R/var/lib/gpuprov/backup")"
 	live=$(journal_files "$R/var/lib/gpuprov/state.json" | grep -v ' null$' |
@@ -175,7 +176,9 @@ requests() {
 	journal_files "$R/var/lib/gpuprov/state.json" |
 		grep -q "cudnn-8.9.8.15/lib/libcudnn.so.8.9.8 [0-9a-f]" ||
 		fail "new files not journaled"
-	[ -d "$old" ] || fail "the old directory is gone, yet the door cannot remove it"
+	[ ! -e "$old" ] || fail "the old directory is still there: $(find "$old")"
+	! journal_files "$R/var/lib/gpuprov/state.json" | grep -q "cudnn-8.9.7.29" ||
+		fail "the journal still records the old directory"
 	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
 	assert_status 0
 	assert_stdout_has "cudnn: satisfied"
@@ -238,4 +241,120 @@ requests() {
 	assert_status 0
 	gp --root "$R" plan --profile "$P" --only cudnn
 	assert_stdout_has "cudnn: satisfied"
+}
+
+@test "cudnn: a version change refuses to remove an old directory holding a file gpuprov did not install" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	old=$R/$BASE/cudnn-8.9.7.29
+	echo "operator notes" > "$old/NOTES"
+	VER=8.9.8.15
+	make_tarball "$WWW/cudnn-new.tar.xz"
+	sha=$(sha256sum < "$WWW/cudnn-new.tar.xz" | cut -d' ' -f1)
+	write_profile "$sha" "https://127.0.0.1:$PORT/cudnn-new.tar.xz"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 1
+	assert_stderr_has "cudnn: will not remove /$BASE/cudnn-8.9.7.29: it holds a file gpuprov did not install: /$BASE/cudnn-8.9.7.29/NOTES; move that file away"
+	[ "$(cat "$old/NOTES")" = "operator notes" ] || fail "the operator's file was touched"
+	[ -f "$old/lib/libcudnn.so.8.9.7" ] || fail "the old directory was partly removed"
+	assert_journal_true "$R"
+	rm "$old/NOTES"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	[ ! -e "$old" ] || fail "the old directory is still there"
+}
+
+# --- Extracting while downloading --------------------------------------------
+# The server cuts the first answer after 4096 bytes (drop=4096), so the
+# download is still running (waiting 1 s to resume) when the stage extracts:
+# the stream path is taken without any sleep in the test.
+
+staging_left() {
+	find "$R/$BASE" -name '.*gpuprov-staging*' -o -name '.*gpuprov-old*'
+}
+
+@test "cudnn: extracts while downloading; resumes under it; the cache keeps the verified file" {
+	LIB_BYTES=300000 make_tarball "$WWW/big.tar.xz"
+	sha=$(sha256sum < "$WWW/big.tar.xz" | cut -d' ' -f1)
+	write_profile "$sha" "https://127.0.0.1:$PORT/big.tar.xz?drop=4096"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	grep -q "cudnn: extract https://127.0.0.1:$PORT/big.tar.xz?drop=4096 into /$BASE/cudnn-8.9.7.29 while it downloads" \
+		"$R/var/log/gpuprov.log" || fail "not streamed:" "$(cat "$R/var/log/gpuprov.log")"
+	! grep -q "extracting the verified download instead" "$R/var/log/gpuprov.log" ||
+		fail "the stream broke:" "$(cat "$R/var/log/gpuprov.log")"
+	[ "$(grep -c '^GET' "$BATS_TEST_TMPDIR/httpd.log")" = 2 ] &&
+		grep -q "range=bytes=4096-" "$BATS_TEST_TMPDIR/httpd.log" ||
+		fail "expected one cut request and one resume:" "$(cat "$BATS_TEST_TMPDIR/httpd.log")"
+	cmp "$WWW/big.tar.xz" "$R/var/cache/gpuprov/$sha" || fail "the cache lacks the file"
+	[ "$(cat "$R/$BASE/cudnn-8.9.7.29/lib/libcudnn.so.8.9.7" | wc -c)" = 300000 ] ||
+		fail "the library is not whole"
+	[ -z "$(staging_left)" ] || fail "left behind: $(staging_left)"
+	assert_journal_true "$R"
+	rm -rf "$R/$BASE/cudnn-8.9.7.29"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	[ "$(grep -c '^GET' "$BATS_TEST_TMPDIR/httpd.log")" = 2 ] || fail "the rerun used the network"
+}
+
+@test "cudnn: a checksum mismatch while extracting during the download leaves no trace" {
+	LIB_BYTES=300000 make_tarball "$WWW/big.tar.xz"
+	bad=0000000000000000000000000000000000000000000000000000000000000000
+	write_profile "$bad" "https://127.0.0.1:$PORT/big.tar.xz?drop=4096"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 1
+	assert_stderr_has "sha256 mismatch: expected $bad, got $(sha256sum < "$WWW/big.tar.xz" | cut -d' ' -f1), twice"
+	grep -q "while it downloads" "$R/var/log/gpuprov.log" || fail "not streamed"
+	[ ! -e "$R/$BASE/cudnn-8.9.7.29" ] || fail "destination created"
+	[ -z "$(staging_left)" ] || fail "left behind: $(staging_left)"
+	[ -z "$(ls -A "$R/var/cache/gpuprov")" ] || fail "cache: $(ls -A "$R/var/cache/gpuprov")"
+	[ -z "$(stub_log "$R")" ] || fail "a command ran"
+}
+
+@test "cudnn: a truncated xz stream fails while downloading and again from the cache; no trace" {
+	LIB_BYTES=300000 make_tarball "$WWW/big.tar.xz"
+	head -c 200000 "$WWW/big.tar.xz" > "$WWW/cut.tar.xz"
+	sha=$(sha256sum < "$WWW/cut.tar.xz" | cut -d' ' -f1)
+	write_profile "$sha" "https://127.0.0.1:$PORT/cut.tar.xz?drop=4096"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 1
+	assert_stderr_has "cannot extract /var/cache/gpuprov/$sha into /$BASE/cudnn-8.9.7.29: truncated or corrupt archive"
+	grep -q "while it downloads" "$R/var/log/gpuprov.log" || fail "not streamed"
+	grep -q "extracting the verified download instead" "$R/var/log/gpuprov.log" ||
+		fail "no second try from the cache"
+	[ ! -e "$R/$BASE/cudnn-8.9.7.29" ] || fail "destination created"
+	[ -z "$(staging_left)" ] || fail "left behind: $(staging_left)"
+	[ -z "$(stub_log "$R")" ] || fail "a command ran"
+}
+
+@test "cudnn: check hashes only files whose size, times or inode changed; verify hashes all" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	lib=$R/$BASE/cudnn-8.9.7.29/lib/libcudnn.so.8.9.7
+	touch -r "$lib" "$BATS_TEST_TMPDIR/mtime"
+	gp -v --root "$R" plan --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "cudnn: satisfied"
+	assert_stderr_has "cudnn: 0 of 4 recorded files hashed"
+	# Same bytes, new mtime: hashed, still intact.
+	touch "$lib"
+	gp -v --root "$R" plan --profile "$P" --only cudnn
+	assert_stdout_has "cudnn: satisfied"
+	assert_stderr_has "cudnn: 1 of 4 recorded files hashed"
+	# Other bytes in place (same inode and size), the mtime put back: the
+	# ctime still tells, so it is hashed and found changed.
+	ino=$(stat -c %i "$lib")
+	printf NOT | dd of="$lib" conv=notrunc status=none
+	touch -r "$BATS_TEST_TMPDIR/mtime" "$lib"
+	[ "$(stat -c %i "$lib")" = "$ino" ] || fail "the edit replaced the file"
+	gp -v --root "$R" plan --profile "$P" --only cudnn
+	assert_stdout_has "libcudnn.so.8.9.7 is missing or changed since gpuprov installed it"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 3
+	assert_stdout_has "/$BASE/cudnn-8.9.7.29/lib/libcudnn.so.8.9.7 is missing or changed since gpuprov installed it"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "4 files in /$BASE/cudnn-8.9.7.29 have the sha256 gpuprov recorded"
 }

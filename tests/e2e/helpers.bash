@@ -299,14 +299,15 @@ temp_files() {
 	find "$1" -name '.#*'
 }
 
-# journal_view FILE: the journal with every "time" left out, keys sorted:
-# what two runs that did the same work must agree on.
+# journal_view FILE: the journal with every "time" and "stat" (a file's
+# inode and times) left out, keys sorted: what two runs that did the same
+# work must agree on.
 journal_view() {
 	"$PYTHON" - "$1" <<'PY'
 import json, sys
 def strip(v):
     if isinstance(v, dict):
-        return {k: strip(x) for k, x in v.items() if k != "time"}
+        return {k: strip(x) for k, x in v.items() if k not in ("time", "stat")}
     if isinstance(v, list):
         return [strip(x) for x in v]
     return v
@@ -403,7 +404,8 @@ make_tarball() {
 # tests/fixtures/httpd.py on 127.0.0.1; sets PORT and CA. The server's
 # stdin and stdout are fifos: its first line is read (bounded wait, no
 # polling), and it exits when HTTPD_FD closes (stop_https_server) or after
-# 60 s.
+# 60 s. HTTPD_ARGS, when set, adds options (split on spaces: --tree,
+# --notify FIFO, --release FIFO).
 start_https_server() {
 	WWW=$BATS_TEST_TMPDIR/www
 	mkdir -p "$WWW"

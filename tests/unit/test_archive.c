@@ -434,6 +434,95 @@ static void test_cudnn_stream(void **state)
 }
 
 /* Without STRIP_TOP the top folder stays. */
+/* on_file reports every regular file with the sha256 of what was written
+ * (hardlinks with NULL: the caller hashes those itself). */
+struct seen {
+	char lines[8][300];
+	int n;
+};
+
+static void on_file(void *data, const char *rel, const char *sha256)
+{
+	struct seen *s = data;
+	assert_true(s->n < 8);
+	snprintf(s->lines[s->n++], sizeof s->lines[0], "%s %s", rel,
+	         sha256 ? sha256 : "-");
+}
+
+static void test_on_file_hashes(void **state)
+{
+	struct fx f;
+	fx_init(&f);
+	_cleanup_free_ char *file = tpath(&f, "cudnn.tar.xz");
+	cudnn_archive(file, "xz", "");
+	struct seen seen = { 0 };
+	struct gp_archive_opts o = { .flags = GP_ARCHIVE_STRIP_TOP,
+		                     .on_file = on_file,
+		                     .on_file_data = &seen };
+	struct gp_archive_result res;
+	assert_int_equal(extract_stream(&f, file, 7, &o, &res), 0);
+	assert_int_equal(seen.n, 4);
+	char h[65], want[300];
+	gp_sha256_hex(cudnn_h, strlen(cudnn_h), h);
+	snprintf(want, sizeof want, "include/cudnn_version.h %s", h);
+	assert_string_equal(seen.lines[0], want);
+	gp_sha256_hex(lib_data, strlen(lib_data), h);
+	snprintf(want, sizeof want, "lib/libcudnn.so.9.8.0 %s", h);
+	assert_string_equal(seen.lines[1], want);
+	assert_string_equal(seen.lines[2], "lib/libcudnn_graph.so.9.8.0 -");
+	gp_sha256_hex("NVIDIA license\n", 15, h);
+	snprintf(want, sizeof want, "LICENSE %s", h);
+	assert_string_equal(seen.lines[3], want);
+	fx_done(&f);
+}
+
+/* A sparse file (GNU tar --sparse): the holes are hashed as the zeros
+ * they read as. */
+static void test_on_file_sparse(void **state)
+{
+	if (access("/bin/tar", X_OK) < 0)
+		skip();
+	struct fx f;
+	fx_init(&f);
+	_cleanup_free_ char *src = tpath(&f, "src");
+	_cleanup_free_ char *dir = gp_xasprintf("%s/" TOP, src);
+	assert_int_equal(mkdir(src, 0755), 0);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	_cleanup_free_ char *sparse = gp_xasprintf("%s/holes", dir);
+	int fd = open(sparse, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "middle", 6, 1 << 20), 6);
+	assert_int_equal(ftruncate(fd, 3 << 20), 0); /* ends in a hole */
+	close(fd);
+	char want[65];
+	file_sha256(sparse, want);
+	_cleanup_free_ char *file = tpath(&f, "sparse.tar");
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl("/bin/tar", "tar", "--sparse", "-C", src, "-cf", file, TOP,
+		      (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	struct seen seen = { 0 };
+	struct gp_archive_opts o = { .flags = GP_ARCHIVE_STRIP_TOP,
+		                     .on_file = on_file,
+		                     .on_file_data = &seen };
+	struct gp_archive_result res;
+	assert_int_equal(gp_archive_extract_file(&f.root, DEST, file, &o, &res), 0);
+	assert_int_equal(seen.n, 1);
+	char line[300];
+	snprintf(line, sizeof line, "holes %s", want);
+	assert_string_equal(seen.lines[0], line);
+	_cleanup_free_ char *out = rpath(&f, DEST "/holes");
+	char got[65];
+	file_sha256(out, got);
+	assert_string_equal(got, want);
+	fx_done(&f);
+}
+
 static void test_no_strip(void **state)
 {
 	struct fx f;
@@ -1248,6 +1337,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_cudnn_plain_tar),
 		cmocka_unit_test(test_cudnn_dot_slash),
 		cmocka_unit_test(test_cudnn_stream),
+		cmocka_unit_test(test_on_file_hashes),
+		cmocka_unit_test(test_on_file_sparse),
 		cmocka_unit_test(test_no_strip),
 		cmocka_unit_test(test_refuse_paths),
 		cmocka_unit_test(test_refuse_links),

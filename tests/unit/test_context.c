@@ -223,6 +223,77 @@ static void test_remove_symlinks(void **state)
 	assert_string_equal(f->sp->effects[1].target, "gone.conf");
 }
 
+/* A tree as an extraction leaves it: files journaled, links not. Outside
+ * it, /keep/x, which a link inside points to. */
+static void make_tree(struct fixture *f)
+{
+	tu_write(f->dir, "opt/t/a", "a\n");
+	tu_write(f->dir, "opt/t/sub/b", "b\n");
+	tu_write(f->dir, "keep/x", "keep me\n");
+	char link[PATH_MAX * 2];
+	snprintf(link, sizeof link, "%s/opt/t/sub/out", f->dir);
+	assert_int_equal(symlink("../../../keep", link), 0);
+	char sha[65];
+	assert_int_equal(gp_root_sha256_file(&f->c.root, "/opt/t/a", sha), 0);
+	gp_journal_record_file(&f->c.journal, "/opt/t/a", sha, "env", NULL);
+	assert_int_equal(gp_root_sha256_file(&f->c.root, "/opt/t/sub/b", sha), 0);
+	gp_journal_record_file(&f->c.journal, "/opt/t/sub/b", sha, "env", NULL);
+}
+
+static void test_remove_tree(void **state)
+{
+	struct fixture *f = *state;
+	make_tree(f);
+	f->c.dry_run = true;
+	assert_int_equal(gp_effect_remove_tree(&f->c, "/opt/t"), 0);
+	assert_true(gp_root_exists(&f->c.root, "/opt/t/a"));
+	assert_int_equal(f->sp->n_effects, 1);
+	assert_int_equal(f->sp->effects[0].kind, GP_EFFECT_REMOVE_TREE);
+	assert_int_equal(gp_strv_len(f->sp->effects[0].replaces), 3);
+	assert_string_equal(f->sp->effects[0].replaces[2], "/opt/t/sub/out");
+	f->c.dry_run = false;
+	assert_int_equal(gp_effect_remove_tree(&f->c, "/opt/t"), 0);
+	struct stat st;
+	assert_int_equal(gp_root_lstat(&f->c.root, "/opt/t", &st), -ENOENT);
+	/* The link inside was removed, not followed. */
+	assert_true(gp_root_exists(&f->c.root, "/keep/x"));
+	assert_null(gp_journal_file_sha256(&f->c.journal, "/opt/t/a"));
+	/* Gone already: nothing to do. */
+	assert_int_equal(gp_effect_remove_tree(&f->c, "/opt/t"), 0);
+	assert_int_equal(f->sp->n_effects, 2);
+}
+
+static void test_remove_tree_refusals(void **state)
+{
+	struct fixture *f = *state;
+	make_tree(f);
+	f->c.dry_run = false;
+	/* A file gpuprov did not install. */
+	tu_write(f->dir, "opt/t/sub/mine", "operator\n");
+	assert_int_equal(gp_effect_remove_tree(&f->c, "/opt/t"), -1);
+	assert_non_null(strstr(f->err.msg, "it holds a file gpuprov did not install: "
+	                                   "/opt/t/sub/mine"));
+	assert_true(gp_root_exists(&f->c.root, "/opt/t/a"));
+	/* A symlink to a tree is not followed. */
+	char link[PATH_MAX * 2];
+	snprintf(link, sizeof link, "%s/opt/l", f->dir);
+	assert_int_equal(symlink("t", link), 0);
+	assert_int_equal(gp_effect_remove_tree(&f->c, "/opt/l"), -1);
+	assert_non_null(strstr(f->err.msg, "it is a symlink, not a directory"));
+	/* Nothing recorded: not gpuprov's. */
+	tu_mkdir(f->dir, "empty");
+	assert_int_equal(gp_effect_remove_tree(&f->c, "/empty"), -1);
+	assert_non_null(strstr(f->err.msg, "gpuprov recorded no file in it"));
+	/* Never the root, never "..". */
+	assert_int_equal(gp_effect_remove_tree(&f->c, "/"), -1);
+	assert_non_null(strstr(f->err.msg, "give an absolute path below /"));
+	assert_int_equal(gp_effect_remove_tree(&f->c, "/opt/t/../../keep"), -1);
+	assert_non_null(strstr(f->err.msg, "without '..'"));
+	assert_true(gp_root_exists(&f->c.root, "/keep/x"));
+	assert_true(gp_root_exists(&f->c.root, "/opt/t/sub/mine"));
+	assert_int_equal(f->sp->n_effects, 0);
+}
+
 /* A tiny root where commands can run chrooted: busybox as /bin/sh. */
 static void make_runnable(struct fixture *f, const char *name, const char *script)
 {
@@ -303,6 +374,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_symlink_over_file_backs_up, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_remove_symlinks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_remove_tree, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_remove_tree_refusals, setup,
+		                                teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,7 @@
 #include "testutil.h"
 
 #include "gpuprov/fetch.h"
+#include "gpuprov/prefetch.h"
 #include "gpuprov/root.h"
 #include "gpuprov/run.h"
 #include "gpuprov/util.h"
@@ -1173,6 +1174,80 @@ static void test_stop_signal(void **state)
 	gp_fetch_result_clear(&res);
 }
 
+/* A background download read along while it runs: the reader gets every
+ * byte once, across a stall and the resume after it, and its end only after
+ * the download's own check. */
+static void test_prefetch_read_along(void **state)
+{
+	struct t *t = *state;
+	struct gp_fetch_opts o = opts_for();
+	o.low_speed_time = 30; /* the stall ends with the server closing */
+	_cleanup_free_ char *u = url(&E.https, "big.bin?stall=8192&stall_s=0.5&t=along");
+	struct gp_prefetch *pf = NULL;
+	gp_prefetch_list_add(
+	    &pf, &(struct gp_fetch_artifact){ .url = u, .sha256 = E.big_sha });
+	assert_int_equal(gp_prefetch_count(pf), 1);
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_prefetch_start(pf, &t->root, &o, &err), 0);
+	assert_true(gp_prefetch_has(pf, E.big_sha));
+	struct gp_prefetch_reader *r = gp_prefetch_reader_new(pf, E.big_sha);
+	assert_non_null(r);
+	char *got = gp_xmalloc(BIG_LEN + 1);
+	size_t len = 0;
+	for (;;) {
+		ssize_t n = gp_prefetch_read(r, got + len, BIG_LEN + 1 - len);
+		assert_true(n >= 0);
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	assert_int_equal(len, BIG_LEN);
+	assert_memory_equal(got, E.big, BIG_LEN);
+	assert_true(gp_prefetch_done(pf, E.big_sha));
+	struct gp_fetch_result res;
+	assert_true(gp_prefetch_wait(pf, E.big_sha, &res));
+	assert_int_equal(res.status, 0);
+	assert_int_equal(res.attempts, 2);
+	gp_fetch_result_clear(&res);
+	gp_prefetch_reader_free(r);
+	free(got);
+	gp_prefetch_free(pf);
+	assert_cached(t, E.big_sha, E.big, BIG_LEN);
+}
+
+/* Freeing a prefetch whose download stalls stops it at once (no waiting for
+ * the stall to end), keeps the .part, and a read started before fails. */
+static void test_prefetch_free_cancels(void **state)
+{
+	struct t *t = *state;
+	struct gp_fetch_opts o = opts_for();
+	o.low_speed_time = 30;
+	_cleanup_free_ char *u = url(&E.https,
+	                             "big.bin?stall=8192&stall_s=20&t=cancelpf");
+	struct gp_prefetch *pf = NULL;
+	gp_prefetch_list_add(
+	    &pf, &(struct gp_fetch_artifact){ .url = u, .sha256 = E.big_sha });
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_prefetch_start(pf, &t->root, &o, &err), 0);
+	struct gp_prefetch_reader *r = gp_prefetch_reader_new(pf, E.big_sha);
+	char buf[8192];
+	size_t len = 0;
+	while (len < sizeof buf) { /* the bytes before the stall */
+		ssize_t n = gp_prefetch_read(r, buf + len, sizeof buf - len);
+		assert_true(n > 0);
+		len += (size_t)n;
+	}
+	gp_prefetch_reader_free(r);
+	int64_t t0 = now_ms();
+	gp_prefetch_free(pf);
+	assert_true(now_ms() - t0 < 5000);
+	_cleanup_free_ char *part = gp_xasprintf("%s.part", E.big_sha);
+	_cleanup_free_ char *pp = cache_host_path(t, part);
+	struct stat st;
+	assert_int_equal(stat(pp, &st), 0);
+	assert_int_equal(st.st_size, 8192);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1198,6 +1273,8 @@ int main(void)
 		T(test_mirror_rewrite),
 		T(test_fetch_many),
 		T(test_proxy_from_environment),
+		T(test_prefetch_read_along),
+		T(test_prefetch_free_cancels),
 		T(test_cancel_keeps_part),
 		T(test_stop_signal),
 #undef T

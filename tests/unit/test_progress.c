@@ -212,6 +212,31 @@ static void test_retry_closes_tty_line(void **state)
 	cap_close(&c);
 }
 
+/* A message while a background download's line is open on the terminal
+ * starts on a line of its own. */
+static void test_message_ends_tty_line(void **state)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	struct gp_out o;
+	gp_out_init(&o, f, f);
+	gp_progress_init(&o.progress, f, GP_PROGRESS_TTY);
+	struct gp_fetch_progress p = ev(GP_FETCH_EV_START, 0, 100, 0);
+	gp_progress_callback(&p, &o.progress);
+	p = ev(GP_FETCH_EV_PROGRESS, 50, 100, 10);
+	gp_progress_callback(&p, &o.progress);
+	assert_true(o.progress.line_open);
+	gp_error(&o, "nouveau: failed");
+	assert_false(o.progress.line_open);
+	fflush(f);
+	assert_non_null(strstr(buf, "\033[K\ngpuprov: nouveau: failed\n"));
+	gp_error(&o, "again");
+	assert_non_null(strstr(buf, "failed\ngpuprov: again\n"));
+	fclose(f);
+	free(buf);
+}
+
 /* fetch may report DONE without a rate: the last one seen, else the average. */
 static void test_done_rate_fallback(void **state)
 {
@@ -319,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_plain_short_download_one_line),
 		cmocka_unit_test(test_plain_cache_hit_and_failure_silent),
 		cmocka_unit_test(test_retry_closes_tty_line),
+		cmocka_unit_test(test_message_ends_tty_line),
 		cmocka_unit_test(test_done_rate_fallback),
 		cmocka_unit_test(test_off),
 		cmocka_unit_test(test_json),

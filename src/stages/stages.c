@@ -5,7 +5,6 @@
 
 #include "gpuprov/stage.h"
 
-
 const struct gp_stage *const gp_stages[] = {
 	&gp_stage_nouveau, &gp_stage_driver,  &gp_stage_cuda,
 	&gp_stage_cudnn,   &gp_stage_pytorch, &gp_stage_env,

@@ -22,17 +22,8 @@ endif
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-# liblzma's threaded decoder had a use-after-free on crafted input
-# (CVE-2025-31115, upstream 5.3.3alpha..5.8.0). Debian 12's liblzma5 5.4.1-1
-# (bookworm-security) carries the fix under the same upstream version, which
-# the library cannot report: tell the archive layer when building against it.
-LZMA_PKG_VERSION := $(shell dpkg-query -W -f='$${Version}' liblzma5 2>/dev/null)
-ifneq ($(filter 5.4.1-1 5.4.1-1+deb12u%,$(LZMA_PKG_VERSION)),)
-LZMA_CPPFLAGS := -DGP_LZMA_MT_FIX_BACKPORTED=50040012
-endif
 ALL_CPPFLAGS = -Iinclude -D_GNU_SOURCE -DGP_VERSION='"$(VERSION)"' \
-	-DGP_DATADIR='"$(DATADIR)"' -DGP_SRCDIR='"$(CURDIR)"' $(LZMA_CPPFLAGS) $(PKG_CFLAGS) \
-	$(CPPFLAGS)
+	-DGP_DATADIR='"$(DATADIR)"' -DGP_SRCDIR='"$(CURDIR)"' $(PKG_CFLAGS) $(CPPFLAGS)
 ALL_CFLAGS = -std=gnu11 $(WARNINGS) $(CFLAGS)
 VERSION := 0.1.0
 

@@ -84,15 +84,6 @@ static unsigned cpu_count(void)
 	return n > 0 ? (unsigned)n : 1;
 }
 
-static bool lzma_fix_backported(void)
-{
-#ifdef GP_LZMA_MT_FIX_BACKPORTED
-	return lzma_version_number() == GP_LZMA_MT_FIX_BACKPORTED;
-#else
-	return false;
-#endif
-}
-
 /* Threads for liblzma's decoder: 1 is its single-threaded one. */
 static unsigned pick_xz_threads(const struct gp_archive_opts *o, bool preverified)
 {
@@ -102,13 +93,10 @@ static unsigned pick_xz_threads(const struct gp_archive_opts *o, bool preverifie
 		return o->xz_threads < MAX_XZ_THREADS ? o->xz_threads : MAX_XZ_THREADS;
 	/* Automatic: 5.3.3alpha..5.8.0 have a use-after-free on crafted input
 	 * in the threaded decoder (CVE-2025-31115). Distributions backport the
-	 * fix without changing the version, so the library cannot tell: use it
-	 * on unverified input only from upstream 5.8.1, or when the build was
-	 * against a distribution package known to carry the fix (the Makefile
-	 * sets GP_LZMA_MT_FIX_BACKPORTED to that upstream version) and the
-	 * library loaded now is that same upstream version. */
-	if (!preverified && lzma_version_number() < 50080012u &&
-	    !lzma_fix_backported())
+	 * fix without changing the version, so it cannot be detected: use it
+	 * only when the input was verified before decoding, or upstream >=
+	 * 5.8.1. */
+	if (!preverified && lzma_version_number() < 50080012u)
 		return 1;
 	unsigned n = cpu_count();
 	return n < MAX_XZ_THREADS ? n : MAX_XZ_THREADS;

@@ -692,6 +692,19 @@ static int driver_apply(struct gp_ctx *c, const cJSON *cfg)
 
 #define STAGE "driver"
 
+/* dlerror() already names the library ("libcuda.so.1: cannot open shared
+ * object file: ..."); a missing symbol does not. Returns a static buffer. */
+static const char *load_failure(const char *lib, const char *err)
+{
+	static char buf[512];
+	if (!err)
+		err = "cannot be loaded";
+	if (strncmp(err, lib, strlen(lib)) == 0)
+		return err;
+	snprintf(buf, sizeof buf, "%s: %s", lib, err);
+	return buf;
+}
+
 /* The likeliest reason the module is not loaded, as a hint. */
 static char *not_loaded_hint(struct gp_ctx *c, const struct drv *d)
 {
@@ -763,8 +776,7 @@ static void verify_nvml(struct gp_ctx *c, const struct drv *d, struct gp_report 
 		gp_report_add(rep, STAGE, GP_FAIL, "NVML",
 		              "the driver's user-space libraries are missing: "
 		              "'gpuprov install --only driver'",
-		              "libnvidia-ml.so.1: %s",
-		              n->load_error ? n->load_error : "cannot be loaded");
+		              "%s", load_failure("libnvidia-ml.so.1", n->load_error));
 		return;
 	}
 	if (n->init_rc == GP_NVML_ERROR_DRIVER_NOT_LOADED) {
@@ -832,7 +844,7 @@ static void verify_cuda(struct gp_ctx *c, const struct drv *d, struct gp_report 
 		gp_report_add(rep, STAGE, GP_FAIL, "libcuda",
 		              "the driver's libcuda.so.1 is missing: 'gpuprov install "
 		              "--only driver'",
-		              "libcuda.so.1: %s", cu->load_error ? cu->load_error : "?");
+		              "%s", load_failure("libcuda.so.1", cu->load_error));
 		return;
 	}
 	if (cu->version_rc == 0)

@@ -452,5 +452,8 @@ verify_root() {
 	verify_root
 	gp --root "$R" verify --profile "$P"
 	assert_status 3
-	assert_stdout_has "libnvidia-ml.so.1: libnvidia-ml.so.1: cannot open shared object file"
+	assert_stdout_has "libnvidia-ml.so.1: cannot open shared object file"
+	refute_stdout_has "libnvidia-ml.so.1: libnvidia-ml.so.1"
+	assert_stdout_has "libcuda.so.1: cannot open shared object file"
+	refute_stdout_has "libcuda.so.1: libcuda.so.1"
 }

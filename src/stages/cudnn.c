@@ -193,7 +193,8 @@ static char *apt_blocked_reason(struct gp_ctx *c, const struct cudnn_settings *s
 	if (s->major < 9)
 		return gp_xasprintf(
 		    "stages.cudnn.method apt installs cuDNN 9 and later (NVIDIA's "
-		    "libcudnn9-cuda-<M> packages); cuDNN %ld's libcudnn%ld packages carry "
+		    "libcudnn9-cuda-<M> packages); cuDNN %ld's libcudnn%ld packages "
+		    "carry "
 		    "the CUDA version in the package revision (8.9.7.29-1+cuda12.2), "
 		    "which gpuprov does not pin: use method tarball for cuDNN %ld",
 		    s->major, s->major, s->major);
@@ -371,7 +372,8 @@ static char *old_dirs_note(char *const *old)
 static void apt_headers(struct gp_ctx *c, const struct cudnn_settings *s, char **hdr,
                         char **cudnn_h)
 {
-	static const char *const dirs[] = { "/usr/include", "/usr/include/x86_64-linux-gnu",
+	static const char *const dirs[] = { "/usr/include",
+		                            "/usr/include/x86_64-linux-gnu",
 		                            "/usr/include" };
 	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
 		char v[16] = "";
@@ -783,7 +785,8 @@ static int apt_verify(struct gp_ctx *c, const struct cudnn_settings *s,
 		_cleanup_free_ char *have = NULL;
 		if (gp_pkg_installed(c, s->pkgs[i], &have) < 0)
 			return -1;
-		bool ok = have && (!s->version || gp_pkg_version_matches(have, s->version));
+		bool ok = have &&
+		          (!s->version || gp_pkg_version_matches(have, s->version));
 		_cleanup_free_ char *check = gp_xasprintf("package %s", s->pkgs[i]);
 		gp_report_add(rep, "cudnn", ok ? GP_PASS : GP_FAIL, check, install,
 		              "%s %s%s%s", s->pkgs[i], have ? have : "is not installed",

@@ -1,4 +1,19 @@
-/* Stage cudnn: cuDNN headers and libraries from NVIDIA's redist tarball.
+/* Stage cudnn: cuDNN headers and libraries from NVIDIA's redist tarball
+ * (method tarball, below), or from NVIDIA's repository (method apt, through
+ * the package layer with the distro's apt or dnf): libcudnn<N>-cuda-<M> and
+ * libcudnn<N>-dev-cuda-<M> (dnf: -devel-) pinned to the profile's version
+ * (the repository's newest without one), cuDNN 9 and later only; the
+ * repository is the one the cuda and driver stages add.
+ *   check:  both packages installed at the version, and cudnn_version.h
+ *           (/usr/include, else the versioned _v<N> header) saying it;
+ *           a wrong header with the right packages blocks (reinstalling
+ *           changes nothing).
+ *   apply:  the repository, then both packages in one transaction; their
+ *           ldconfig triggers update the linker cache.
+ *   verify: package versions, headers, every libcudnn*.so.<N> of the
+ *           packages' library directory resolved by the linker cache, the
+ *           toolkit's CUDA major equal to the packages'.
+ * Method tarball:
  * Layout: the tarball (top folder stripped) is extracted as a whole into
  * <base>/cudnn-<version>, where <base> is stages.cudnn.path, else
  * stages.cuda.path; the archive layer stages it and renames it into place

@@ -36,6 +36,9 @@ struct gp_pkg_state {
 	char **versions; /* "" when the repository's candidate */
 	char **held; /* planned holds */
 	char **unheld; /* planned releases */
+	char **repos; /* "id fingerprint" of the repositories added (or planned)
+	               * in this run: a dry run cannot read a keyring that a
+	               * planned dpkg -i would install */
 	bool refreshed; /* metadata refreshed (or planned) in this run */
 	bool stale; /* a repository was added since */
 };
@@ -48,6 +51,7 @@ static struct gp_pkg_state *state(struct gp_ctx *c)
 		c->pkg->versions = gp_xcalloc(1, sizeof(char *));
 		c->pkg->held = gp_xcalloc(1, sizeof(char *));
 		c->pkg->unheld = gp_xcalloc(1, sizeof(char *));
+		c->pkg->repos = gp_xcalloc(1, sizeof(char *));
 	}
 	return c->pkg;
 }
@@ -60,6 +64,7 @@ void gp_pkg_state_free(struct gp_ctx *c)
 	gp_strv_free(c->pkg->versions);
 	gp_strv_free(c->pkg->held);
 	gp_strv_free(c->pkg->unheld);
+	gp_strv_free(c->pkg->repos);
 	free(c->pkg);
 	c->pkg = NULL;
 }
@@ -640,7 +645,9 @@ int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo)
 	const struct gp_pkg_backend *b = gp_pkg_backend_get(pm);
 	_cleanup_free_ char *fpr = gp_openpgp_normalize(repo->fingerprint);
 	_cleanup_free_ char *pretty = gp_openpgp_pretty(fpr);
-	if (repo_configured(c, b, repo, fpr, pretty)) {
+	_cleanup_free_ char *added = gp_xasprintf("%s %s", repo->id, fpr);
+	if (gp_strv_contains(state(c)->repos, added) ||
+	    repo_configured(c, b, repo, fpr, pretty)) {
 		gp_log(c, "repository %s is configured with key %s", repo->id, pretty);
 		return 0;
 	}
@@ -680,7 +687,9 @@ int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo)
 	_cleanup_free_ char *text = b->repo_text(repo, kpath, pretty);
 	if (rc == 0)
 		rc = gp_effect_write(c, path, text, strlen(text), 0644);
-	if (rc == 0)
+	if (rc == 0) {
 		state(c)->stale = true;
+		gp_strv_push(&state(c)->repos, added);
+	}
 	return rc;
 }

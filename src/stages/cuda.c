@@ -186,7 +186,7 @@ static int apply_runfile(struct gp_ctx *c, const struct cuda_settings *s)
 		return -1;
 	_cleanup_free_ char *tkpath = gp_xasprintf("--toolkitpath=%s", s->path);
 	/* --toolkit alone: the installer's driver is never selected. */
-	char *const argv[] = { "sh", cached, "--silent", "--toolkit", tkpath, NULL };
+	char *const argv[] = { "/bin/sh", cached, "--silent", "--toolkit", tkpath, NULL };
 	return gp_effect_run(c, argv);
 }
 

@@ -110,7 +110,7 @@ requests() {
 	[ -z "$(stub_log "$R")" ] || fail "a command ran"
 }
 
-@test "cudnn: no sha256 in the profile blocks (no manifest fallback), apt blocks" {
+@test "cudnn: no sha256 in the profile blocks (no manifest fallback), apt blocks cuDNN 8" {
 	P=$BATS_TEST_TMPDIR/cudnn-nosha.json
 	cat > "$P" <<-JSON
 	{ "name": "cudnn-nosha", "extends": "distro/ubuntu2204",
@@ -123,7 +123,7 @@ requests() {
 	sed -i 's/"tarball"/"apt"/' "$P"
 	gp --root "$R" plan --profile "$P" --only cudnn
 	assert_status 4
-	assert_stdout_has "not implemented (needs the package layer)"
+	assert_stdout_has "use method tarball for cuDNN 8"
 }
 
 @test "cudnn: an http:// URL without allow_insecure_http is refused at profile load" {

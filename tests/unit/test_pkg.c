@@ -97,6 +97,9 @@ static void test_rpmdb(void **state)
 	snprintf(path, sizeof path, "%s/var/lib/rpm/rpmdb.sqlite", dir);
 	sqlite3 *h;
 	assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+	/* rpm's sqlite backend runs in WAL mode. */
+	assert_int_equal(sqlite3_exec(h, "PRAGMA journal_mode=WAL", NULL, NULL, NULL),
+	                 SQLITE_OK);
 	assert_int_equal(sqlite3_exec(h,
 	                              "CREATE TABLE Packages (hnum INTEGER PRIMARY KEY "
 	                              "AUTOINCREMENT, blob BLOB NOT NULL)",
@@ -128,6 +131,26 @@ static void test_rpmdb(void **state)
 	assert_true(gp_pkgdb_find(&db, "nvidia-driver")->held);
 	assert_string_equal(gp_pkgdb_find(&db, "cuda-toolkit-12-4")->version, "12.4.1-1");
 	assert_false(gp_pkgdb_find(&db, "cuda-toolkit-12-4")->held);
+	gp_pkgdb_free(&db);
+	/* A query writes nothing: no -shm or -wal beside the database. */
+	char side[PATH_MAX + 8];
+	snprintf(side, sizeof side, "%s-shm", path);
+	assert_int_equal(access(side, F_OK), -1);
+	snprintf(side, sizeof side, "%s-wal", path);
+	assert_int_equal(access(side, F_OK), -1);
+	gp_root_close(&r);
+
+	/* An absolute symlink at var/lib/rpm is followed inside the root, not
+	 * to the host's /var/lib/rpm. */
+	tu_mkdir(dir, "srv");
+	snprintf(side, sizeof side, "%s/var/lib/rpm", dir);
+	char moved[PATH_MAX + 8];
+	snprintf(moved, sizeof moved, "%s/srv/rpm", dir);
+	assert_int_equal(rename(side, moved), 0);
+	assert_int_equal(symlink("/srv/rpm", side), 0);
+	assert_int_equal(gp_root_open(&r, dir), 0);
+	assert_int_equal(gp_rpmdb_read(&r, &db), 0);
+	assert_int_equal(db.n, 2);
 	gp_pkgdb_free(&db);
 	gp_root_close(&r);
 	char *n, *v;

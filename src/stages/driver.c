@@ -742,7 +742,12 @@ static void verify_module(struct gp_ctx *c, const struct drv *d, struct gp_repor
 		return;
 	}
 	if (m->rc < 0) {
-		_cleanup_free_ char *hint = not_loaded_hint(c, d);
+		/* Nothing installed: the module cannot be loaded, whatever else. */
+		_cleanup_free_ char *hint =
+		    have ? not_loaded_hint(c, d)
+		         : gp_xstrdup(
+		               "no NVIDIA driver is installed: run 'gpuprov install "
+		               "--only driver'");
 		gp_report_add(rep, STAGE, GP_FAIL, "module loaded", hint,
 		              "the nvidia module is not loaded (no "
 		              "/proc/driver/nvidia/version)");

@@ -457,3 +457,12 @@ verify_root() {
 	assert_stdout_has "libcuda.so.1: cannot open shared object file"
 	refute_stdout_has "libcuda.so.1: libcuda.so.1"
 }
+
+@test "driver verify: nothing installed says so instead of guessing why the module is missing" {
+	drv_root
+	drv_profile '{ "method": "apt", "branch": "535", "flavor": "server", "modules": "proprietary" }'
+	gp --root "$R" verify --profile "$P" --only driver
+	assert_status 3
+	assert_stdout_has "hint: no NVIDIA driver is installed: run 'gpuprov install --only driver'"
+	refute_stdout_has "DKMS could not build"
+}

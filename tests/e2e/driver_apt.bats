@@ -7,7 +7,8 @@
 # its only apt source (nvidia-driver-535-server and nvidia-dkms-535-server in
 # 535.104.05 and 535.183.01). The tests run in order on that root: plan,
 # install 535.104.05 and hold it, apt-get upgrade leaves it, rerun, reboot,
-# then the profile moves to 535.183.01.
+# then the profile moves to 535.183.01, then Secure Boot turns on and
+# kernel_modules auto picks Canonical's signed prebuilt modules.
 
 load helpers
 
@@ -151,4 +152,23 @@ versions() {
 	assert_stderr_has "the loaded nvidia module is 535.104.05, the installed driver 535.183.01"
 	[ "$(versions)" = "hold ok installed 535.183.01-0ubuntu1 / hold ok installed 535.183.01-0ubuntu1" ] ||
 		fail "installed: $(versions)"
+}
+
+@test "driver apt: with Secure Boot on, auto picks the signed prebuilt modules from the archive" {
+	profile 535.183.01
+	sed -i 's/"kernel_modules": "dkms"/"kernel_modules": "auto"/' "$P"
+	mkdir -p "$R/sys/firmware/efi/efivars"
+	printf '\006\000\000\000\001' \
+		> "$R/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "(proprietary modules, prebuilt signed)"
+	assert_stdout_has "linux-modules-nvidia-535-server-$KVER"
+	refute_stdout_has "nvidia-dkms-535-server="
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	[[ "$(dpkg_status "$R" "linux-modules-nvidia-535-server-$KVER")" == "hold ok installed 535.183.01-0ubuntu1" ]] ||
+		fail "prebuilt modules: $(dpkg_status "$R" "linux-modules-nvidia-535-server-$KVER")"
+	[[ "$(dpkg_status "$R" linux-modules-nvidia-535-server-generic)" == *" installed 535.183.01-0ubuntu1" ]] ||
+		fail "flavour meta package: $(dpkg_status "$R" linux-modules-nvidia-535-server-generic)"
 }

@@ -6,7 +6,8 @@
  *         headers exist (installed, or in the root's apt lists) for the
  *         running kernel and every newer installed kernel, and Secure Boot
  *         on is met by signed modules (Canonical's prebuilt ones, or MOK
- *         keys from the profile for DKMS/runfile). Then: the installed
+ *         keys from the profile for DKMS/runfile whose certificate shim's
+ *         MokListRT holds and MokListXRT does not). Then: the installed
  *         user-space version (package database, or libnvidia-ml.so.<ver>
  *         for the runfile) against the profile's branch/version, the
  *         driver's packages present, the set held; the loaded module
@@ -276,21 +277,23 @@ static void mok_enrolment(struct gp_ctx *c, struct drv *d)
 		block(d, "cannot read the MOK certificate %s in %s: %s", d->mok_cert,
 		      c->root.dir, strerror(-rc));
 	else if (d->mok == GP_MOK_NOT_ENROLLED)
-		block(d,
-		      "Secure Boot is on and the MOK certificate %s is not enrolled in "
-		      "the firmware's MOK list (MokListRT): the kernel would reject the "
-		      "modules signed with it (\"Key was rejected by service\"); run "
-		      "'mokutil --import %s', reboot and confirm the enrolment in the MOK "
-		      "manager on the console, then run gpuprov install again",
-		      d->mok_cert, d->mok_cert);
+		block(
+		    d,
+		    "Secure Boot is on and the MOK certificate %s is not enrolled in "
+		    "the firmware's MOK list (MokListRT): the kernel would reject the "
+		    "modules signed with it (\"Key was rejected by service\"); run "
+		    "'mokutil --import %s', reboot and confirm the enrolment in the MOK "
+		    "manager on the console, then run gpuprov install again",
+		    d->mok_cert, d->mok_cert);
 	else if (d->mok == GP_MOK_REVOKED)
-		block(d,
-		      "Secure Boot is on and the MOK certificate %s is revoked (listed in "
-		      "the firmware's forbidden MOK list, MokListXRT): the kernel rejects "
-		      "the modules signed with it; create a new key pair, enrol its "
-		      "certificate with 'mokutil --import CERT', reboot and confirm it in "
-		      "the MOK manager, and name it in stages.driver.mok_key and mok_cert",
-		      d->mok_cert);
+		block(
+		    d,
+		    "Secure Boot is on and the MOK certificate %s is revoked (listed in "
+		    "the firmware's forbidden MOK list, MokListXRT): the kernel rejects "
+		    "the modules signed with it; create a new key pair, enrol its "
+		    "certificate with 'mokutil --import CERT', reboot and confirm it in "
+		    "the MOK manager, and name it in stages.driver.mok_key and mok_cert",
+		    d->mok_cert);
 	else if (d->mok == GP_MOK_UNKNOWN)
 		d->note = gp_xasprintf(
 		    "Secure Boot is on and whether the MOK certificate %s is enrolled "

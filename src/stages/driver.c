@@ -6,7 +6,8 @@
  *         headers exist (installed, or in the root's apt lists) for the
  *         running kernel and every newer installed kernel, and Secure Boot
  *         on is met by signed modules (Canonical's prebuilt ones, or MOK
- *         keys from the profile for DKMS/runfile). Then: the installed
+ *         keys from the profile for DKMS/runfile whose certificate shim's
+ *         MokListRT holds and MokListXRT does not). Then: the installed
  *         user-space version (package database, or libnvidia-ml.so.<ver>
  *         for the runfile) against the profile's branch/version, the
  *         driver's packages present, the set held; the loaded module
@@ -53,12 +54,13 @@ struct drv {
 	char **kernels; /* running first (when known), then newer */
 	char *flavour;
 	enum gp_secure_boot sb;
+	enum gp_mok_state mok; /* of mok_cert, looked at with Secure Boot on */
 	struct gp_pci_list pci;
 	bool pci_known;
 	size_t n_nvidia;
 	char **header_pkgs; /* headers to install */
 	char *blocked; /* why the stage cannot go on, or NULL */
-	char *note; /* said with a satisfied check */
+	char *note; /* said with the check's reason and as a verify warning */
 };
 
 static void drv_free(struct drv *d)
@@ -259,14 +261,58 @@ static void resolve_flavor(struct gp_ctx *c, struct drv *d)
 	      flavor_name(!d->ch.open), flavor_name(!d->ch.open));
 }
 
+/* With Secure Boot on, modules signed with the profile's MOK load only when
+ * shim has the certificate enrolled (and not revoked): otherwise the next
+ * boot rejects them, so that is found out before anything changes. */
+static void mok_enrolment(struct gp_ctx *c, struct drv *d)
+{
+	int rc = gp_mok_cert_state(&c->root, d->mok_cert, &d->mok);
+	if (rc == -EINVAL)
+		block(d,
+		      "the MOK certificate %s named by the profile is not an X.509 "
+		      "certificate (DER, or PEM with a CERTIFICATE block); name the "
+		      "certificate of the MOK in stages.driver.mok_cert",
+		      d->mok_cert);
+	else if (rc < 0)
+		block(d, "cannot read the MOK certificate %s in %s: %s", d->mok_cert,
+		      c->root.dir, strerror(-rc));
+	else if (d->mok == GP_MOK_NOT_ENROLLED)
+		block(
+		    d,
+		    "Secure Boot is on and the MOK certificate %s is not enrolled in "
+		    "the firmware's MOK list (MokListRT): the kernel would reject the "
+		    "modules signed with it (\"Key was rejected by service\"); run "
+		    "'mokutil --import %s', reboot and confirm the enrolment in the MOK "
+		    "manager on the console, then run gpuprov install again",
+		    d->mok_cert, d->mok_cert);
+	else if (d->mok == GP_MOK_REVOKED)
+		block(
+		    d,
+		    "Secure Boot is on and the MOK certificate %s is revoked (listed in "
+		    "the firmware's forbidden MOK list, MokListXRT): the kernel rejects "
+		    "the modules signed with it; create a new key pair, enrol its "
+		    "certificate with 'mokutil --import CERT', reboot and confirm it in "
+		    "the MOK manager, and name it in stages.driver.mok_key and mok_cert",
+		    d->mok_cert);
+	else if (d->mok == GP_MOK_UNKNOWN)
+		d->note = gp_xasprintf(
+		    "Secure Boot is on and whether the MOK certificate %s is enrolled "
+		    "could not be checked (no readable MokListRT under "
+		    "/sys/firmware/efi in the root); 'mokutil --test-key %s' on the "
+		    "machine tells",
+		    d->mok_cert, d->mok_cert);
+}
+
 static void secure_boot(struct gp_ctx *c, struct drv *d)
 {
 	if (d->ch.method != GP_DRV_RUNFILE && d->ch.prebuilt)
 		return; /* Canonical-signed */
 	if (d->mok_key && d->mok_cert) {
 		const char *paths[] = { d->mok_key, d->mok_cert };
+		bool present = true;
 		for (size_t i = 0; i < 2; i++)
-			if (!gp_root_exists(&c->root, paths[i]))
+			if (!gp_root_exists(&c->root, paths[i])) {
+				present = false;
 				block(
 				    d,
 				    "the MOK %s %s named by the profile does not exist "
@@ -275,6 +321,9 @@ static void secure_boot(struct gp_ctx *c, struct drv *d)
 				    "(mokutil --import CERT, then reboot to confirm it)",
 				    i ? "certificate" : "signing key", paths[i],
 				    c->root.dir);
+			}
+		if (present && d->sb == GP_SB_ON)
+			mok_enrolment(c, d);
 		return;
 	}
 	if (d->sb != GP_SB_ON)
@@ -576,6 +625,8 @@ static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 		             "driver %s (%s) installed%s and loaded", have,
 		             flavor_name(d.ch.open), d.hold ? ", held" : "");
 	}
+	if (d.note)
+		gp_check_set(ck, ck->state, "%s; %s", ck->reason, d.note);
 	free(m.version);
 	drv_free(&d);
 	return 0;
@@ -722,7 +773,24 @@ static char *not_loaded_hint(struct gp_ctx *c, const struct drv *d)
 		                    "could not build the module: install them, then "
 		                    "'dkms autoinstall' (or rerun gpuprov install)",
 		                    d->kernels[0]);
-	if (d->sb == GP_SB_ON && (!d->ch.prebuilt || d->ch.method == GP_DRV_RUNFILE))
+	bool unsigned_build = !d->ch.prebuilt || d->ch.method == GP_DRV_RUNFILE;
+	if (d->sb == GP_SB_ON && unsigned_build && d->mok_cert &&
+	    d->mok == GP_MOK_NOT_ENROLLED)
+		return gp_xasprintf(
+		    "Secure Boot is on and the MOK certificate %s that signs the module "
+		    "is not enrolled (not in MokListRT), so the kernel rejected it "
+		    "(dmesg: \"Key was rejected by service\"): run 'mokutil --import "
+		    "%s', reboot and confirm the enrolment in the MOK manager on the "
+		    "console",
+		    d->mok_cert, d->mok_cert);
+	if (d->sb == GP_SB_ON && unsigned_build && d->mok_cert &&
+	    d->mok == GP_MOK_REVOKED)
+		return gp_xasprintf(
+		    "Secure Boot is on and the MOK certificate %s that signs the module "
+		    "is revoked (in MokListXRT), so the kernel rejected it: sign with a "
+		    "new, enrolled MOK",
+		    d->mok_cert);
+	if (d->sb == GP_SB_ON && unsigned_build)
 		return gp_xstrdup(
 		    "Secure Boot is on: the kernel rejected the module's "
 		    "signature (dmesg: \"Key was rejected by service\"); "
@@ -951,6 +1019,8 @@ static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 	if (d.blocked)
 		gp_report_add(rep, STAGE, GP_WARN, "preflight", d.blocked,
 		              "'gpuprov install' would be blocked");
+	if (d.note)
+		gp_report_add(rep, STAGE, GP_WARN, "MOK enrolment", NULL, "%s", d.note);
 	if (!gp_driver_version_matches(have, d.branch, d.ch.version)) {
 		_cleanup_free_ char *target = d.blocked ? NULL : describe_target(&d);
 		gp_report_add(

@@ -19,6 +19,27 @@ setup_file() {
 	cc -shared -fPIC -o "$BATS_FILE_TMPDIR/fakenv/libcuda.so.1" \
 		-Wl,-soname,libcuda.so.1 "$FAKENV/fakecuda.c" ||
 		fail "cannot build the fake libcuda"
+	# Two Machine Owner Keys: ours (the profile's) and another one.
+	MOK=$BATS_FILE_TMPDIR/mok
+	mkdir -p "$MOK"
+	for k in MOK other; do
+		openssl req -x509 -newkey rsa:2048 -nodes -subj "/CN=test-$k" -days 1 \
+			-keyout "$MOK/$k.priv" -outform DER -out "$MOK/$k.der" 2>/dev/null ||
+			fail "cannot make a test MOK"
+	done
+}
+
+MOK=$BATS_FILE_TMPDIR/mok
+MOK_DIR=/var/lib/shim-signed/mok
+MOK_APT='{ "method": "apt", "branch": "535", "modules": "proprietary", "mok_key": "/var/lib/shim-signed/mok/MOK.priv", "mok_cert": "/var/lib/shim-signed/mok/MOK.der" }'
+
+# mok_root [mkroot options]: drv_root with Secure Boot on and our MOK pair
+# at $MOK_DIR/MOK.{priv,der}; the profile $MOK_APT names it.
+mok_root() {
+	drv_root --secure-boot on "$@"
+	mkdir -p "$R$MOK_DIR"
+	cp "$MOK/MOK.priv" "$MOK/MOK.der" "$R$MOK_DIR/"
+	drv_profile "$MOK_APT"
 }
 
 teardown() {
@@ -262,16 +283,66 @@ assert_blocked() {
 	assert_stderr_has "mokutil --import CERT"
 }
 
-@test "driver preflight: Secure Boot with MOK keys configures DKMS signing" {
-	drv_root --secure-boot on
-	mkdir -p "$R/var/lib/shim-signed/mok"
-	echo key > "$R/var/lib/shim-signed/mok/MOK.priv"
-	echo cert > "$R/var/lib/shim-signed/mok/MOK.der"
-	drv_profile '{ "method": "apt", "branch": "535", "modules": "proprietary", "mok_key": "/var/lib/shim-signed/mok/MOK.priv", "mok_cert": "/var/lib/shim-signed/mok/MOK.der" }'
+@test "driver preflight: Secure Boot with an enrolled MOK configures DKMS signing" {
+	mok_root --mok-enrolled "$MOK/MOK.der"
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	refute_stdout_has "could not be checked"
 	gp --root "$R" install --profile "$P"
 	assert_status 5
-	grep -qx "mok_signing_key=/var/lib/shim-signed/mok/MOK.priv" \
+	grep -qx "mok_signing_key=$MOK_DIR/MOK.priv" \
 		"$R/etc/dkms/framework.conf.d/gpuprov-mok.conf" || fail "no MOK configuration"
+	grep -qx "mok_certificate=$MOK_DIR/MOK.der" \
+		"$R/etc/dkms/framework.conf.d/gpuprov-mok.conf" || fail "no MOK certificate"
+}
+
+@test "driver preflight: an enrolled MOK certificate given as PEM" {
+	mok_root --mok-enrolled "$MOK/MOK.der"
+	openssl x509 -inform DER -in "$MOK/MOK.der" -out "$R$MOK_DIR/MOK.pem"
+	drv_profile '{ "method": "apt", "branch": "535", "modules": "proprietary", "mok_key": "/var/lib/shim-signed/mok/MOK.priv", "mok_cert": "/var/lib/shim-signed/mok/MOK.pem" }'
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	grep -qx "mok_certificate=$MOK_DIR/MOK.pem" \
+		"$R/etc/dkms/framework.conf.d/gpuprov-mok.conf" || fail "no MOK configuration"
+}
+
+@test "driver preflight: Secure Boot with a MOK that is not enrolled" {
+	mok_root --mok-enrolled "$MOK/other.der"
+	assert_blocked "Secure Boot is on and the MOK certificate $MOK_DIR/MOK.der is not enrolled in the firmware's MOK list (MokListRT)"
+	assert_stderr_has "Key was rejected by service"
+	assert_stderr_has "run 'mokutil --import $MOK_DIR/MOK.der', reboot and confirm the enrolment in the MOK manager on the console, then run gpuprov install again"
+}
+
+@test "driver preflight: the runfile with a MOK that is not enrolled" {
+	mok_root --mok-enrolled "$MOK/other.der"
+	drv_profile '{ "method": "runfile", "version": "580.95.05", "modules": "open", "sha256": "0000000000000000000000000000000000000000000000000000000000000000", "mok_key": "/var/lib/shim-signed/mok/MOK.priv", "mok_cert": "/var/lib/shim-signed/mok/MOK.der" }'
+	assert_blocked "the MOK certificate $MOK_DIR/MOK.der is not enrolled"
+}
+
+@test "driver preflight: Secure Boot with a revoked MOK" {
+	mok_root --mok-enrolled "$MOK/MOK.der" --mok-revoked "$MOK/MOK.der"
+	assert_blocked "Secure Boot is on and the MOK certificate $MOK_DIR/MOK.der is revoked (listed in the firmware's forbidden MOK list, MokListXRT)"
+	assert_stderr_has "create a new key pair"
+}
+
+@test "driver preflight: MOK enrolment that cannot be checked does not block" {
+	mok_root
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "whether the MOK certificate $MOK_DIR/MOK.der is enrolled could not be checked (no readable MokListRT under /sys/firmware/efi in the root)"
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	grep -qx "mok_signing_key=$MOK_DIR/MOK.priv" \
+		"$R/etc/dkms/framework.conf.d/gpuprov-mok.conf" || fail "no MOK configuration"
+	gp --root "$R" verify --profile "$P"
+	assert_stdout_has "MOK enrolment"
+	assert_stdout_has "is enrolled could not be checked"
+}
+
+@test "driver preflight: a MOK certificate that is not a certificate" {
+	mok_root --mok-enrolled "$MOK/MOK.der"
+	echo cert > "$R$MOK_DIR/MOK.der"
+	assert_blocked "the MOK certificate $MOK_DIR/MOK.der named by the profile is not an X.509 certificate (DER, or PEM with a CERTIFICATE block)"
 }
 
 @test "driver preflight: MOK key named but missing" {
@@ -405,6 +476,23 @@ verify_root() {
 	gp --root "$R" verify --profile "$P"
 	assert_status 3
 	assert_stdout_has "Key was rejected by service"
+}
+
+@test "driver verify: Secure Boot rejected the module signed with a MOK that is not enrolled" {
+	mok_root
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	# After the reboot the firmware lists another key only.
+	mkroot "$BATS_TEST_TMPDIR/other" --mok-enrolled "$MOK/other.der"
+	cp "$BATS_TEST_TMPDIR/other/sys/firmware/efi/efivars/MokListRT-605dab50-e046-4300-abb6-3dd810dd8b23" \
+		"$R/sys/firmware/efi/efivars/"
+	mkdir -p "$R/usr/src/linux-headers-5.15.0-91-generic"
+	fake_libs mode=not_loaded
+	gp --root "$R" verify --profile "$P"
+	assert_status 3
+	assert_stdout_has "the nvidia module is not loaded"
+	assert_stdout_has "the MOK certificate $MOK_DIR/MOK.der that signs the module is not enrolled (not in MokListRT)"
+	assert_stdout_has "run 'mokutil --import $MOK_DIR/MOK.der', reboot and confirm the enrolment"
 }
 
 @test "driver verify: user space and module differ (library mismatch)" {

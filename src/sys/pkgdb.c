@@ -338,37 +338,37 @@ static void sqlite_closep(sqlite3 **db)
 		sqlite3_close(*db);
 }
 
-/* The sqlite URI of the root's rpm database. The directory is resolved
- * inside the root (an absolute symlink at var/lib/rpm must not reach the
- * host's database) and named by its real host path, so sqlite finds the
- * -wal beside it. Without a -wal there is nothing uncheckpointed to read,
- * and immutable=1 keeps sqlite from creating a -shm file: a query must not
- * write to the target. With a -wal (rpm is writing, or died mid-write),
- * sqlite reads it as any reader would. */
+/* The sqlite URI of the root's rpm database. The file is resolved inside
+ * the root (an absolute symlink at var/lib/rpm or at rpmdb.sqlite itself
+ * must not reach the host's database: sqlite would follow it) and named by
+ * its real host path, so sqlite finds the -wal beside it. Without a -wal
+ * there is nothing uncheckpointed to read, and immutable=1 keeps sqlite
+ * from creating a -shm file: a query must not write to the target. With a
+ * -wal (rpm is writing, or died mid-write), sqlite reads it as any reader
+ * would. */
 static int rpmdb_uri(const struct gp_root *r, char **uri)
 {
 	*uri = NULL;
-	_cleanup_close_ int dfd = gp_root_openat(r, "/var/lib/rpm", O_PATH | O_DIRECTORY,
-	                                         0);
-	if (dfd < 0)
-		return dfd;
-	char link[64], dir[PATH_MAX];
-	snprintf(link, sizeof link, "/proc/self/fd/%d", dfd);
-	ssize_t n = readlink(link, dir, sizeof dir - 1);
+	_cleanup_close_ int fd = gp_root_openat(r, GP_RPMDB_SQLITE, O_PATH, 0);
+	if (fd < 0)
+		return fd;
+	char link[64], file[PATH_MAX];
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, file, sizeof file - 1);
 	if (n <= 0)
 		return -EIO;
-	dir[n] = '\0';
-	bool wal = faccessat(dfd, "rpmdb.sqlite-wal", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	file[n] = '\0';
+	_cleanup_free_ char *walpath = gp_xasprintf("%s-wal", file);
+	bool wal = faccessat(AT_FDCWD, walpath, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 	struct gp_buf b = { 0 };
 	gp_buf_puts(&b, "file:");
-	for (const char *p = dir; *p; p++) {
+	for (const char *p = file; *p; p++) {
 		if (*p == '%' || *p == '?' || *p == '#')
 			gp_buf_printf(&b, "%%%02X", (unsigned char)*p);
 		else
 			gp_buf_printf(&b, "%c", *p);
 	}
-	gp_buf_puts(&b,
-	            wal ? "/rpmdb.sqlite?mode=ro" : "/rpmdb.sqlite?mode=ro&immutable=1");
+	gp_buf_puts(&b, wal ? "?mode=ro" : "?mode=ro&immutable=1");
 	*uri = gp_buf_steal(&b);
 	return 0;
 }
@@ -383,7 +383,9 @@ int gp_rpmdb_read(const struct gp_root *r, struct gp_pkgdb *db)
 	if (urc < 0)
 		return urc;
 	_cleanup_(sqlite_closep) sqlite3 *h = NULL;
-	if (sqlite3_open_v2(uri, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) !=
+	if (sqlite3_open_v2(uri, &h,
+	                    SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOFOLLOW,
+	                    NULL) !=
 	    SQLITE_OK)
 		return -EIO;
 	sqlite3_busy_timeout(h, 5000);

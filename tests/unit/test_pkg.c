@@ -153,6 +153,27 @@ static void test_rpmdb(void **state)
 	assert_int_equal(db.n, 2);
 	gp_pkgdb_free(&db);
 	gp_root_close(&r);
+
+	/* So is an absolute symlink at rpmdb.sqlite itself: sqlite follows
+	 * symlinks, so the file must be resolved before sqlite opens it. */
+	char db_in[PATH_MAX + 32], db_moved[PATH_MAX + 32];
+	snprintf(db_in, sizeof db_in, "%s/srv/rpm/rpmdb.sqlite", dir);
+	snprintf(db_moved, sizeof db_moved, "%s/srv/rpm/moved.sqlite", dir);
+	assert_int_equal(rename(db_in, db_moved), 0);
+	assert_int_equal(symlink("/srv/rpm/moved.sqlite", db_in), 0);
+	assert_int_equal(gp_root_open(&r, dir), 0);
+	assert_int_equal(gp_rpmdb_read(&r, &db), 0);
+	assert_int_equal(db.n, 2);
+	gp_pkgdb_free(&db);
+	gp_root_close(&r);
+	/* A symlink naming a host path (this one exists on the host, not in the
+	 * root) never reads the host's file. */
+	assert_int_equal(unlink(db_in), 0);
+	assert_int_equal(symlink(db_moved, db_in), 0);
+	assert_int_equal(gp_root_open(&r, dir), 0);
+	assert_true(gp_rpmdb_read(&r, &db) < 0);
+	assert_int_equal(db.n, 0);
+	gp_root_close(&r);
 	char *n, *v;
 	assert_int_equal(gp_rpm_header_parse(blob, 7, &n, &v), -EINVAL);
 	tu_rmrf(dir);

@@ -865,7 +865,10 @@ static void verify_runtime(struct gp_ctx *c, struct gp_report *rep, const cJSON 
 static void run_script(struct gp_ctx *c, const struct torch *t, struct gp_report *rep,
                        bool driver_checked)
 {
-	char *const argv[] = { t->python_bin, "-I", "-c", (char *)verify_script, NULL };
+	/* -B: importing must not write bytecode into the target (verify is
+	 * read-only; -I ignores PYTHONDONTWRITEBYTECODE). */
+	char *const argv[] = { t->python_bin,         "-I", "-B", "-c",
+		               (char *)verify_script, NULL };
 	struct gp_run_result res = { 0 };
 	int rc = gp_ctx_run_readonly(c, argv, &res);
 	const char *line = res.output ? strstr(res.output, MARK) : NULL;

@@ -88,3 +88,13 @@ setup() {
 	assert_stdout_has "no environment at /opt/none"
 	assert_stdout_has "run 'gpuprov install --only pytorch'"
 }
+
+@test "pytorch verify: writes nothing to the target (no bytecode for what it imports)" {
+	sp=$(echo "$R"/opt/venv/lib/python3*/site-packages)
+	[ -d "$sp/torch" ] || fail "no torch in $sp"
+	find "$sp" -name __pycache__ -prune -exec rm -rf {} +
+	gp --root "$R" verify --profile "$P" --only pytorch
+	assert_status 0
+	left=$(find "$sp" -name __pycache__)
+	[ -z "$left" ] || fail "verify wrote bytecode into the target:" "$left"
+}

@@ -385,8 +385,7 @@ int gp_rpmdb_read(const struct gp_root *r, struct gp_pkgdb *db)
 	_cleanup_(sqlite_closep) sqlite3 *h = NULL;
 	if (sqlite3_open_v2(uri, &h,
 	                    SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOFOLLOW,
-	                    NULL) !=
-	    SQLITE_OK)
+	                    NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_busy_timeout(h, 5000);
 	sqlite3_stmt *st = NULL;

@@ -478,12 +478,16 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	}
 	if (rc == 0)
 		rc = hold_names(c, b, held, false);
+	bool released = rc == 0;
 	if (rc == 0)
 		rc = run_pkg(c, b, b->install(w, k));
 	for (size_t i = 0; rc == 0 && i < k; i++)
 		plan_install(c, w[i].name, w[i].version);
-	if (rc == 0)
-		rc = hold_names(c, b, held, true);
+	/* Hold again even when the install failed: a released driver left for
+	 * unattended-upgrades is how "Driver/library version mismatch" starts.
+	 * The install's error stays the one reported (gp_err keeps the first). */
+	if (released && hold_names(c, b, held, true) < 0)
+		rc = -1;
 	gp_strv_free(held);
 	/* Not gp_strv_free: a want without a version leaves a NULL in it. */
 	for (size_t i = 0; i < k; i++)

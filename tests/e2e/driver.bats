@@ -171,6 +171,26 @@ APT535='{ "method": "apt", "branch": "535", "flavor": "server", "modules": "prop
 		fail "commands: $(stub_log "$R")"
 }
 
+@test "driver: a failed install holds the released set again" {
+	drv_root
+	drv_profile "$APT535"
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	grep -qx 'nvidia-driver-535-server' <(chroot "$R" apt-mark showhold) ||
+		fail "not held after install: $(chroot "$R" apt-mark showhold)"
+	drv_profile '{ "method": "apt", "branch": "535", "version": "535.216.01", "flavor": "server", "modules": "proprietary", "hold": true }'
+	echo nvidia-dkms-535-server > "$R/var/lib/stub-pkg/missing"
+	gp --root "$R" install --profile "$P"
+	assert_status 1
+	assert_stderr_has "Unable to locate package nvidia-dkms-535-server"
+	# Released for the transaction, held again after it failed.
+	grep -q "apt-mark unhold" "$R/var/log/stub-commands.log" || fail "never released"
+	[ "$(grep -c 'apt-mark hold' "$R/var/log/stub-commands.log")" -eq 2 ] ||
+		fail "not held again: $(stub_log "$R")"
+	grep -qx 'nvidia-driver-535-server' <(chroot "$R" apt-mark showhold) ||
+		fail "left unheld: $(chroot "$R" apt-mark showhold)"
+}
+
 @test "driver: prebuilt signed modules are chosen when the archive has them for the kernel" {
 	drv_root --secure-boot on
 	apt_lists linux-modules-nvidia-535-server-5.15.0-91-generic \

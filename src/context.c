@@ -17,16 +17,6 @@
 #include "gpuprov/prefetch.h"
 #include "gpuprov/run.h"
 
-/* A NUL-terminated copy of n bytes that may hold NULs (a binary keyring):
- * strndup would stop at the first. */
-static char *bytes_dup(const char *p, size_t n)
-{
-	char *d = gp_xmalloc(n + 1);
-	memcpy(d, p, n);
-	d[n] = '\0';
-	return d;
-}
-
 int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len)
 {
 	bool exists;
@@ -35,7 +25,7 @@ int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len)
 	if (gp_plan_lookup_file(c->plan, path, &exists, &planned, &planned_len)) {
 		if (!exists)
 			return -ENOENT;
-		*data = bytes_dup(planned, planned_len);
+		*data = gp_xmemdup0(planned, planned_len);
 		if (len)
 			*len = planned_len;
 		return 0;
@@ -223,9 +213,9 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 	struct gp_effect *e = add_effect(c, GP_EFFECT_WRITE);
 	e->path = gp_xstrdup(path);
 	e->old_exists = exists;
-	e->old_data = exists ? bytes_dup(old, old_len) : NULL;
+	e->old_data = exists ? gp_xmemdup0(old, old_len) : NULL;
 	e->old_len = old_len;
-	e->new_data = bytes_dup(data, len);
+	e->new_data = gp_xmemdup0(data, len);
 	e->new_len = len;
 	e->mode = mode;
 	if (c->dry_run)
@@ -295,7 +285,7 @@ int gp_effect_remove(struct gp_ctx *c, const char *path)
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REMOVE);
 	e->path = gp_xstrdup(path);
 	e->old_exists = true;
-	e->old_data = bytes_dup(old, old_len);
+	e->old_data = gp_xmemdup0(old, old_len);
 	e->old_len = old_len;
 	if (c->dry_run)
 		return 0;

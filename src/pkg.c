@@ -612,9 +612,7 @@ static int check_keyring(struct gp_ctx *c, const struct gp_pkg_backend *b,
 		kl = dl;
 	} else {
 		*kpath = b->keyring_path(repo, memmem(data, len, "-----BEGIN PGP", 14));
-		/* A binary keyring has NUL bytes: a copy, not a string. */
-		*kdata = gp_xmalloc(len + 1);
-		memcpy(*kdata, data, len);
+		*kdata = gp_xmemdup0(data, len);
 		*klen = len;
 	}
 	_cleanup_strv_ char **fprs = NULL;

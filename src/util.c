@@ -50,6 +50,14 @@ char *gp_xstrndup(const char *s, size_t n)
 	return p;
 }
 
+char *gp_xmemdup0(const void *p, size_t n)
+{
+	char *d = gp_xmalloc(n + 1);
+	memcpy(d, p, n);
+	d[n] = '\0';
+	return d;
+}
+
 char *gp_xvasprintf(const char *fmt, va_list ap)
 {
 	char *s;

@@ -57,6 +57,9 @@ void *gp_xcalloc(size_t n, size_t size);
 void *gp_xrealloc(void *p, size_t n);
 char *gp_xstrdup(const char *s);
 char *gp_xstrndup(const char *s, size_t n);
+/* A NUL-terminated copy of n bytes that may themselves hold NULs (a binary
+ * keyring): strndup would stop at the first. */
+char *gp_xmemdup0(const void *p, size_t n);
 char *gp_xasprintf(const char *fmt, ...) _printf_(1, 2);
 char *gp_xvasprintf(const char *fmt, va_list ap) _printf_(1, 0);
 

@@ -50,6 +50,23 @@ char *gp_xstrndup(const char *s, size_t n)
 	return p;
 }
 
+bool gp_header_define(const char *text, const char *name, long *value)
+{
+	for (const char *line = text; line && *line;) {
+		char found[64];
+		long v;
+		if (sscanf(line, " #define %63s %ld", found, &v) == 2 &&
+		    strcmp(found, name) == 0) {
+			*value = v;
+			return true;
+		}
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	return false;
+}
+
 char *gp_xmemdup0(const void *p, size_t n)
 {
 	char *d = gp_xmalloc(n + 1);

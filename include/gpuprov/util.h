@@ -63,6 +63,10 @@ char *gp_xmemdup0(const void *p, size_t n);
 char *gp_xasprintf(const char *fmt, ...) _printf_(1, 2);
 char *gp_xvasprintf(const char *fmt, va_list ap) _printf_(1, 0);
 
+/* The integer value of "#define name VALUE" in C header text (the first
+ * such line); false when there is none. */
+bool gp_header_define(const char *text, const char *name, long *value);
+
 bool gp_str_starts_with(const char *s, const char *prefix);
 bool gp_str_ends_with(const char *s, const char *suffix);
 bool gp_streq(const char *a, const char *b); /* NULL-safe */

@@ -163,22 +163,9 @@ static char *header_version(struct gp_ctx *c, const char *path)
 		return NULL;
 	const char *keys[] = { "CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL" };
 	long v[3];
-	for (int i = 0; i < 3; i++) {
-		v[i] = -1;
-		for (char *line = text; line && *line;) {
-			char *next = strchr(line, '\n');
-			char name[32];
-			long n;
-			if (sscanf(line, " #define %31s %ld", name, &n) == 2 &&
-			    strcmp(name, keys[i]) == 0) {
-				v[i] = n;
-				break;
-			}
-			line = next ? next + 1 : NULL;
-		}
-		if (v[i] < 0)
+	for (int i = 0; i < 3; i++)
+		if (!gp_header_define(text, keys[i], &v[i]) || v[i] < 0)
 			return NULL;
-	}
 	return gp_xasprintf("%ld.%ld.%ld", v[0], v[1], v[2]);
 }
 

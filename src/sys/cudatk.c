@@ -13,16 +13,9 @@
 
 char *gp_cuda_header_parse(const char *text)
 {
-	for (const char *line = text; line && *line;) {
-		long v;
-		char name[32];
-		if (sscanf(line, " #define %31s %ld", name, &v) == 2 &&
-		    strcmp(name, "CUDA_VERSION") == 0 && v > 0)
-			return gp_xasprintf("%ld.%ld", v / 1000, (v % 1000) / 10);
-		line = strchr(line, '\n');
-		if (line)
-			line++;
-	}
+	long v;
+	if (gp_header_define(text, "CUDA_VERSION", &v) && v > 0)
+		return gp_xasprintf("%ld.%ld", v / 1000, (v % 1000) / 10);
 	return NULL;
 }
 

@@ -19,7 +19,9 @@
  * is refused and nothing under /etc or /usr changes. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "gpuprov/context.h"
@@ -39,6 +41,8 @@ struct gp_pkg_state {
 	char **repos; /* "id fingerprint" of the repositories added (or planned)
 	               * in this run: a dry run cannot read a keyring that a
 	               * planned dpkg -i would install */
+	struct gp_pkgdb db; /* the database as last parsed ... */
+	char *db_stamp; /* ... from files with these stats (db_stamp()); NULL: none */
 	bool refreshed; /* metadata refreshed (or planned) in this run */
 	bool stale; /* a repository was added since */
 };
@@ -65,6 +69,8 @@ void gp_pkg_state_free(struct gp_ctx *c)
 	gp_strv_free(c->pkg->held);
 	gp_strv_free(c->pkg->unheld);
 	gp_strv_free(c->pkg->repos);
+	gp_pkgdb_free(&c->pkg->db);
+	free(c->pkg->db_stamp);
 	free(c->pkg);
 	c->pkg = NULL;
 }
@@ -91,12 +97,53 @@ int gp_pkg_manager(struct gp_ctx *c, enum gp_pkg_manager *pm)
 	return 0;
 }
 
-static int read_db(struct gp_ctx *c, enum gp_pkg_manager pm, struct gp_pkgdb *db)
+/* The stats of the files a database is read from: dpkg rewrites its status
+ * file by rename, rpm and versionlock change theirs in place. */
+static char *db_stamp(const struct gp_ctx *c, enum gp_pkg_manager pm)
 {
-	int rc = pm == GP_PKG_APT ? gp_dpkg_status_read(&c->root, db)
-	                          : gp_rpmdb_read(&c->root, db);
-	if (rc == -ENOENT)
-		return 0; /* no database yet: nothing installed */
+	static const char *const apt_files[] = { GP_DPKG_STATUS, NULL };
+	static const char *const dnf_files[] = { GP_RPMDB_SQLITE, GP_RPMDB_SQLITE "-wal",
+		                                 GP_DNF_VERSIONLOCK, NULL };
+	struct gp_buf b = { 0 };
+	for (const char *const *f = pm == GP_PKG_APT ? apt_files : dnf_files; *f; f++) {
+		struct stat st;
+		if (gp_root_stat(&c->root, *f, &st) == 0)
+			gp_buf_printf(&b, "%ju:%ju:%jd:%jd.%09ld;", (uintmax_t)st.st_dev,
+			              (uintmax_t)st.st_ino, (intmax_t)st.st_size,
+			              (intmax_t)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+		else
+			gp_buf_puts(&b, "-;");
+	}
+	return gp_buf_steal(&b);
+}
+
+/* The parsed database, borrowed from the run's state. Queries come by the
+ * dozen in a run and an rpm database is read whole, so it is parsed again
+ * only when its files changed (a real run's commands). 0 or -errno; no
+ * database yet is an empty one. */
+static int db_get(struct gp_ctx *c, enum gp_pkg_manager pm, const struct gp_pkgdb **db)
+{
+	struct gp_pkg_state *s = state(c);
+	_cleanup_free_ char *stamp = db_stamp(c, pm);
+	if (!s->db_stamp || strcmp(s->db_stamp, stamp) != 0) {
+		gp_pkgdb_free(&s->db);
+		free(s->db_stamp);
+		s->db_stamp = NULL;
+		int rc = pm == GP_PKG_APT ? gp_dpkg_status_read(&c->root, &s->db)
+		                          : gp_rpmdb_read(&c->root, &s->db);
+		if (rc < 0 && rc != -ENOENT) {
+			gp_pkgdb_free(&s->db);
+			return rc;
+		}
+		s->db_stamp = TAKE_PTR(stamp);
+	}
+	*db = &s->db;
+	return 0;
+}
+
+static int read_db(struct gp_ctx *c, enum gp_pkg_manager pm, const struct gp_pkgdb **db)
+{
+	int rc = db_get(c, pm, db);
 	if (rc < 0)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
 		               "%s: cannot read the package database %s in %s: %s",
@@ -108,16 +155,14 @@ static int read_db(struct gp_ctx *c, enum gp_pkg_manager pm, struct gp_pkgdb *db
 
 /* The database without an error message: queries that answer "no" when it
  * cannot be read. */
-static int read_db_quiet(const struct gp_ctx *c, struct gp_pkgdb *db)
+static int read_db_quiet(struct gp_ctx *c, const struct gp_pkgdb **db)
 {
-	*db = (struct gp_pkgdb){ 0 };
 	const char *m = c->profile
 	                    ? gp_profile_distro_string(c->profile, "package_manager")
 	                    : NULL;
 	if (!m)
 		return -EINVAL;
-	return strcmp(m, "dnf") == 0 ? gp_rpmdb_read(&c->root, db)
-	                             : gp_dpkg_status_read(&c->root, db);
+	return db_get(c, strcmp(m, "dnf") == 0 ? GP_PKG_DNF : GP_PKG_APT, db);
 }
 
 static ssize_t planned_index(struct gp_pkg_state *s, const char *name)
@@ -139,13 +184,12 @@ int gp_pkg_installed(struct gp_ctx *c, const char *name, char **version)
 		*version = gp_xstrdup(c->pkg->versions[i]);
 		return 0;
 	}
-	struct gp_pkgdb db;
+	const struct gp_pkgdb *db;
 	if (read_db(c, pm, &db) < 0)
 		return -1;
-	const struct gp_pkgdb_entry *e = gp_pkgdb_find(&db, name);
+	const struct gp_pkgdb_entry *e = gp_pkgdb_find(db, name);
 	if (e)
 		*version = gp_xstrdup(e->version);
-	gp_pkgdb_free(&db);
 	return 0;
 }
 
@@ -156,14 +200,11 @@ bool gp_pkg_is_held(struct gp_ctx *c, const char *name)
 		return true;
 	if (gp_strv_contains(s->unheld, name))
 		return false;
-	struct gp_pkgdb db;
-	bool held = false;
-	if (read_db_quiet(c, &db) == 0) {
-		const struct gp_pkgdb_entry *e = gp_pkgdb_find(&db, name);
-		held = e && e->held;
-	}
-	gp_pkgdb_free(&db);
-	return held;
+	const struct gp_pkgdb *db;
+	if (read_db_quiet(c, &db) < 0)
+		return false;
+	const struct gp_pkgdb_entry *e = gp_pkgdb_find(db, name);
+	return e && e->held;
 }
 
 static const char *const nvidia_prefixes[] = {
@@ -196,12 +237,11 @@ static int cmp_str(const void *a, const void *b)
 char **gp_pkg_nvidia_set(struct gp_ctx *c)
 {
 	char **out = gp_xcalloc(1, sizeof(char *));
-	struct gp_pkgdb db;
+	const struct gp_pkgdb *db;
 	if (read_db_quiet(c, &db) == 0)
-		for (size_t i = 0; i < db.n; i++)
-			if (is_nvidia_driver_pkg(db.e[i].name))
-				gp_strv_push(&out, db.e[i].name);
-	gp_pkgdb_free(&db);
+		for (size_t i = 0; i < db->n; i++)
+			if (is_nvidia_driver_pkg(db->e[i].name))
+				gp_strv_push(&out, db->e[i].name);
 	struct gp_pkg_state *s = state(c);
 	for (size_t i = 0; s->names[i]; i++)
 		if (is_nvidia_driver_pkg(s->names[i]) &&

@@ -65,6 +65,20 @@ teardown() {
 	[ ! -e "$R/etc/apt/sources.list.d/cuda-debian12-x86_64.list" ]
 }
 
+@test "cuda repo: a keyring that holds no OpenPGP key is refused before anything is written" {
+	printf 'not a key\n\0\1\2' > "$WWW/junk.gpg"
+	KSHA=$(sha256sum < "$WWW/junk.gpg" | cut -d' ' -f1)
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4" } }'
+	sed -i "s|cuda-keyring_1.1-1_all.deb|junk.gpg|" "$P"
+	local GP_FILES=(var/cache/gpuprov "var/cache/gpuprov/$KSHA" var/lib/gpuprov
+		var/lib/gpuprov/lock var/lib/gpuprov/state.json var/log/gpuprov.log)
+	snapshot "$R" before "${GP_FILES[@]}"
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 1
+	assert_stderr_has "junk.gpg holds no readable OpenPGP public key; nothing was written"
+	assert_unchanged "$R" before "${GP_FILES[@]}"
+}
+
 @test "cuda repo: a held dpkg lock is waited for with a message, then exit 1 naming the holder; never broken" {
 	mkfifo "$BATS_TEST_TMPDIR/hold.in" "$BATS_TEST_TMPDIR/hold.out"
 	"$PYTHON" -c '

@@ -23,13 +23,49 @@ bool gp_root_is_host(const struct gp_root *r);
 /* The host path of an in-root path, for messages and for tools that need one. */
 char *gp_root_host_path(const struct gp_root *r, const char *path);
 
-/* openat2(rootfd, path, flags, RESOLVE_IN_ROOT|RESOLVE_NO_MAGICLINKS), O_CLOEXEC added. */
+/* Failure codes beyond the errno range; functions return their negation.
+ * A file gpuprov reads must be a regular file (a FIFO would block the run, a
+ * device like /dev/zero never ends) no larger than the bound for its kind. */
+enum {
+	GP_ROOT_EFIFO = 4300, /* a FIFO where a file was expected */
+	GP_ROOT_EDEVICE, /* a character or block device */
+	GP_ROOT_ESOCKET, /* a socket (or another non-regular file) */
+	GP_ROOT_ETOOBIG, /* larger than the bound given for this kind of file */
+};
+
+/* Bounds of what one read takes in, by kind of input. The default fits the
+ * largest package database or apt list; small facts (os-release, a sysfs or
+ * /proc value) get far less, so a wrong file fails at once. */
+#define GP_ROOT_READ_MAX ((size_t)1 << 30) /* 1 GiB */
+#define GP_ROOT_SMALL_MAX ((size_t)64 << 10) /* 64 KiB */
+#define GP_ROOT_CONFIG_MAX ((size_t)1 << 20) /* 1 MiB: one modprobe.d file */
+
+/* How often gp_root_openat tries a lookup that openat2 failed with EAGAIN
+ * (a rename or mount raced a ".." in it) before it returns -EAGAIN. */
+#define GP_ROOT_OPENAT2_ATTEMPTS 128
+
+/* openat2(rootfd, path, flags, RESOLVE_IN_ROOT|RESOLVE_NO_MAGICLINKS), O_CLOEXEC
+ * added; EAGAIN and EINTR are retried (GP_ROOT_OPENAT2_ATTEMPTS). Every
+ * openat2 of a root path goes through here: -EAGAIN means "could not look",
+ * never "absent". */
 int gp_root_openat(const struct gp_root *r, const char *path, int flags, mode_t mode);
 /* Opens the directory that holds path; *base points into path at the last component. */
 int gp_root_open_parent(const struct gp_root *r, const char *path, const char **base);
 
-/* Reads a whole file (NUL-terminated; len excludes the NUL). -ENOENT when absent. */
+/* Reads a whole file (NUL-terminated; len excludes the NUL). -ENOENT when
+ * absent. The open never blocks; a FIFO, device or socket is refused
+ * (-GP_ROOT_EFIFO, ...), a directory is -EISDIR, more than max bytes
+ * (GP_ROOT_READ_MAX for gp_root_read) is -GP_ROOT_ETOOBIG. /proc and /sys
+ * files, which report size 0, are read to their end within the bound. */
 int gp_root_read(const struct gp_root *r, const char *path, char **data, size_t *len);
+int gp_root_read_max(const struct gp_root *r, const char *path, size_t max, char **data,
+                     size_t *len);
+/* The same checks and read for an fd already open (O_NONBLOCK is cleared). */
+int gp_root_read_fd(int fd, size_t max, char **data, size_t *len);
+/* What went wrong reading path, for a message: "/etc/os-release in root /x
+ * is a FIFO, not a regular file", "... is larger than 16 MiB, the most
+ * gpuprov reads of it", "...: Permission denied". The caller adds what next. */
+char *gp_root_read_error(const struct gp_root *r, const char *path, size_t max, int rc);
 int gp_root_stat(const struct gp_root *r, const char *path, struct stat *st);
 int gp_root_lstat(const struct gp_root *r, const char *path, struct stat *st);
 bool gp_root_exists(const struct gp_root *r, const char *path);
@@ -37,7 +73,8 @@ bool gp_root_exists(const struct gp_root *r, const char *path);
 int gp_root_readlink(const struct gp_root *r, const char *path, char **target);
 
 /* Writes data to path atomically: a temp file in the same directory,
- * fchmod/fchown, fsync, rename, fsync of the directory. */
+ * fchown/fchmod, fsync, rename, fsync of the directory. When the owner or
+ * mode cannot be set (-EPERM for uid 0 when not root), nothing is written. */
 int gp_root_write_atomic(const struct gp_root *r, const char *path, const void *data,
                          size_t len, mode_t mode, uid_t uid, gid_t gid);
 /* mkdir -p inside the root; existing directories are fine. */
@@ -56,6 +93,15 @@ bool gp_root_writable(const struct gp_root *r);
 
 /* sha256 of a regular file in the root (not followed if a symlink). */
 int gp_root_sha256_file(const struct gp_root *r, const char *path, char out[65]);
+
+/* The openat2 system call, replaceable by unit tests that inject failures. */
+struct open_how;
+/* openat2 with its EAGAIN/EINTR retry: what gp_root_openat and the archive
+ * staging lookups use; 0.. an fd, or -errno (-EAGAIN after the bound). */
+int gp_openat2_retry(int dfd, const char *path, struct open_how *how);
+typedef long (*gp_root_openat2_fn)(int dfd, const char *path, struct open_how *how,
+                                   size_t size);
+extern gp_root_openat2_fn gp_root_openat2;
 
 /* Lists the names in a directory (without . and ..), sorted. -ENOENT when absent. */
 int gp_root_list_dir(const struct gp_root *r, const char *path, char ***names);

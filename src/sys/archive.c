@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <lzma.h>
@@ -482,8 +481,7 @@ static int openat2_beneath(int dfd, const char *path, int flags)
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
 		           RESOLVE_NO_XDEV,
 	};
-	int fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof how);
-	return fd < 0 ? -errno : fd;
+	return gp_openat2_retry(dfd, path, &how);
 }
 
 /* Creates a directory (mode forced, umask ignored); EEXIST is fine when it

@@ -56,6 +56,30 @@ char *gp_root_host_path(const struct gp_root *r, const char *path)
 	return gp_xasprintf("%s/%s", r->dir, path);
 }
 
+/* The system call itself; a unit test swaps it to inject EAGAIN. */
+static long openat2_syscall(int dfd, const char *path, struct open_how *how, size_t size)
+{
+	return syscall(SYS_openat2, dfd, path, how, size);
+}
+
+gp_root_openat2_fn gp_root_openat2 = openat2_syscall;
+
+int gp_openat2_retry(int dfd, const char *path, struct open_how *how)
+{
+	/* RESOLVE_IN_ROOT and RESOLVE_BENEATH fail with EAGAIN when a rename
+	 * or mount anywhere on the system raced the lookup of a ".."
+	 * (openat2(2)): the path may well exist, so try again, a bounded
+	 * number of times. */
+	for (int attempt = 0;; attempt++) {
+		int fd = (int)gp_root_openat2(dfd, path, how, sizeof *how);
+		if (fd >= 0)
+			return fd;
+		if ((errno != EAGAIN && errno != EINTR) ||
+		    attempt + 1 >= GP_ROOT_OPENAT2_ATTEMPTS)
+			return -errno;
+	}
+}
+
 int gp_root_openat(const struct gp_root *r, const char *path, int flags, mode_t mode)
 {
 	while (*path == '/')
@@ -67,8 +91,7 @@ int gp_root_openat(const struct gp_root *r, const char *path, int flags, mode_t 
 		.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
 		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
 	};
-	int fd = (int)syscall(SYS_openat2, r->fd, path, &how, sizeof how);
-	return fd < 0 ? -errno : fd;
+	return gp_openat2_retry(r->fd, path, &how);
 }
 
 int gp_root_open_parent(const struct gp_root *r, const char *path, const char **base)
@@ -83,11 +106,28 @@ int gp_root_open_parent(const struct gp_root *r, const char *path, const char **
 	return gp_root_openat(r, *dir ? dir : "/", O_PATH | O_DIRECTORY, 0);
 }
 
-int gp_root_read(const struct gp_root *r, const char *path, char **data, size_t *len)
+int gp_root_read_fd(int fd, size_t max, char **data, size_t *len)
 {
-	_cleanup_close_ int fd = gp_root_openat(r, path, O_RDONLY | O_NOCTTY, 0);
-	if (fd < 0)
-		return fd;
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	if (S_ISFIFO(st.st_mode))
+		return -GP_ROOT_EFIFO;
+	if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
+		return -GP_ROOT_EDEVICE;
+	if (!S_ISREG(st.st_mode))
+		return -GP_ROOT_ESOCKET;
+	if ((uint64_t)st.st_size > max)
+		return -GP_ROOT_ETOOBIG;
+	/* Opened without blocking (a FIFO swapped in would hang the open);
+	 * a regular file reads the same either way, but clear it anyway. */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	/* /proc and /sys files say size 0 and still have content: read until
+	 * EOF, never past max. */
 	struct gp_buf b = { 0 };
 	char chunk[65536];
 	for (;;) {
@@ -101,12 +141,76 @@ int gp_root_read(const struct gp_root *r, const char *path, char **data, size_t 
 		}
 		if (n == 0)
 			break;
+		if ((size_t)n > max - b.len) {
+			gp_buf_free(&b);
+			return -GP_ROOT_ETOOBIG;
+		}
 		gp_buf_append(&b, chunk, (size_t)n);
 	}
 	if (len)
 		*len = b.len;
 	*data = gp_buf_steal(&b);
 	return 0;
+}
+
+int gp_root_read_max(const struct gp_root *r, const char *path, size_t max, char **data,
+                     size_t *len)
+{
+	_cleanup_close_ int fd = gp_root_openat(r, path, O_RDONLY | O_NOCTTY | O_NONBLOCK,
+	                                        0);
+	if (fd < 0)
+		return fd;
+	return gp_root_read_fd(fd, max, data, len);
+}
+
+int gp_root_read(const struct gp_root *r, const char *path, char **data, size_t *len)
+{
+	return gp_root_read_max(r, path, GP_ROOT_READ_MAX, data, len);
+}
+
+static const char *file_kind(int rc)
+{
+	switch (-rc) {
+	case GP_ROOT_EFIFO:
+		return "a FIFO";
+	case GP_ROOT_EDEVICE:
+		return "a device";
+	case GP_ROOT_ESOCKET:
+		return "a socket";
+	case EISDIR:
+		return "a directory";
+	default:
+		return NULL;
+	}
+}
+
+static char *size_text(size_t n)
+{
+	if (n >= 1024 * 1024 && n % (1024 * 1024) == 0)
+		return gp_xasprintf("%zu MiB", n / (1024 * 1024));
+	if (n >= 1024 && n % 1024 == 0)
+		return gp_xasprintf("%zu KiB", n / 1024);
+	return gp_xasprintf("%zu bytes", n);
+}
+
+char *gp_root_read_error(const struct gp_root *r, const char *path, size_t max, int rc)
+{
+	_cleanup_free_ char *where = gp_root_is_host(r)
+	                                 ? gp_xstrdup(path)
+	                                 : gp_xasprintf("%s in root %s", path, r->dir);
+	const char *kind = file_kind(rc);
+	if (kind)
+		return gp_xasprintf("%s is %s, not a regular file", where, kind);
+	if (rc == -GP_ROOT_ETOOBIG) {
+		_cleanup_free_ char *bound = size_text(max);
+		return gp_xasprintf("%s is larger than %s, the most gpuprov reads of it",
+		                    where, bound);
+	}
+	if (rc == -EAGAIN)
+		return gp_xasprintf("%s: the lookup kept racing renames on the system "
+		                    "(EAGAIN %d times); run gpuprov again",
+		                    where, GP_ROOT_OPENAT2_ATTEMPTS);
+	return gp_xasprintf("%s: %s", where, strerror(-rc));
 }
 
 int gp_root_stat(const struct gp_root *r, const char *path, struct stat *st)
@@ -183,9 +287,11 @@ int gp_root_write_atomic(const struct gp_root *r, const char *path, const void *
 	if (fd < 0)
 		return fd;
 	int rc = gp_write_all(fd, data, len);
-	if (rc == 0 && fchmod(fd, mode) < 0)
+	/* Owner before mode: chown clears set-id bits. A file that cannot get
+	 * the owner or mode asked for is not written at all. */
+	if (rc == 0 && fchown(fd, uid, gid) < 0)
 		rc = -errno;
-	if (rc == 0 && fchown(fd, uid, gid) < 0 && errno != EPERM)
+	if (rc == 0 && fchmod(fd, mode) < 0)
 		rc = -errno;
 	if (rc == 0 && fsync(fd) < 0)
 		rc = -errno;
@@ -293,9 +399,15 @@ int gp_root_list_dir(const struct gp_root *r, const char *path, char ***names)
 
 int gp_root_sha256_file(const struct gp_root *r, const char *path, char out[65])
 {
-	_cleanup_close_ int fd = gp_root_openat(r, path, O_RDONLY | O_NOFOLLOW, 0);
+	_cleanup_close_ int fd = gp_root_openat(r, path,
+	                                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
 	if (fd < 0)
 		return fd;
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return S_ISFIFO(st.st_mode) ? -GP_ROOT_EFIFO : -GP_ROOT_EDEVICE;
 	return gp_sha256_fd_hex(fd, 0, out);
 }
 

@@ -2,6 +2,9 @@
  * symlinks inside the root, directory listing, sha256. */
 #include "testutil.h"
 
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+
 #include "gpuprov/root.h"
 #include "gpuprov/util.h"
 
@@ -166,6 +169,158 @@ static void test_sha256(void **state)
 	    out, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
+/* openat2 that fails with EAGAIN the first eagain_left times, as when
+ * renames elsewhere race a ".." in the lookup. */
+static int eagain_left;
+static int openat2_calls;
+static long openat2_flaky(int dfd, const char *path, struct open_how *how, size_t size)
+{
+	openat2_calls++;
+	if (eagain_left > 0) {
+		eagain_left--;
+		errno = EAGAIN;
+		return -1;
+	}
+	return syscall(SYS_openat2, dfd, path, how, size);
+}
+
+static void test_openat2_eagain_is_retried(void **state)
+{
+	char *dir = tu_tmpdir();
+	tu_write(dir, "usr/lib/os-release", "ID=ubuntu\n");
+	tu_mkdir(dir, "etc");
+	char link[512];
+	snprintf(link, sizeof link, "%s/etc/os-release", dir);
+	assert_int_equal(symlink("../usr/lib/os-release", link), 0);
+	struct gp_root r;
+	open_root(&r, dir);
+	gp_root_openat2_fn saved = gp_root_openat2;
+	gp_root_openat2 = openat2_flaky;
+
+	/* A few races: the file is found all the same. */
+	eagain_left = 5;
+	openat2_calls = 0;
+	char *data = NULL;
+	assert_int_equal(gp_root_read(&r, "/etc/os-release", &data, NULL), 0);
+	assert_string_equal(data, "ID=ubuntu\n");
+	assert_int_equal(openat2_calls, 6);
+	free(data);
+
+	/* Races without end: -EAGAIN after the bound, never -ENOENT. */
+	eagain_left = INT_MAX;
+	openat2_calls = 0;
+	assert_int_equal(gp_root_read(&r, "/etc/os-release", &data, NULL), -EAGAIN);
+	assert_int_equal(openat2_calls, GP_ROOT_OPENAT2_ATTEMPTS);
+	char *msg = gp_root_read_error(&r, "/etc/os-release", 0, -EAGAIN);
+	assert_non_null(strstr(msg, "run gpuprov again"));
+	free(msg);
+
+	gp_root_openat2 = saved;
+	eagain_left = 0;
+	gp_root_close(&r);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+/* A FIFO would block the open (and the run) forever; a device never ends. */
+static void test_read_refuses_non_regular(void **state)
+{
+	char *dir = tu_tmpdir();
+	char path[512];
+	tu_mkdir(dir, "etc");
+	snprintf(path, sizeof path, "%s/etc/os-release", dir);
+	assert_int_equal(mkfifo(path, 0644), 0);
+	struct gp_root r;
+	open_root(&r, dir);
+	char *data = NULL;
+	assert_int_equal(gp_root_read(&r, "/etc/os-release", &data, NULL),
+	                 -GP_ROOT_EFIFO);
+	char *msg = gp_root_read_error(&r, "/etc/os-release", 0, -GP_ROOT_EFIFO);
+	char want[600];
+	snprintf(want, sizeof want,
+	         "/etc/os-release in root %s is a FIFO, not a regular file", dir);
+	assert_string_equal(msg, want);
+	free(msg);
+	assert_int_equal(gp_root_read(&r, "/etc", &data, NULL), -EISDIR);
+	char out[65];
+	assert_int_equal(gp_root_sha256_file(&r, "/etc/os-release", out), -GP_ROOT_EFIFO);
+	gp_root_close(&r);
+
+	open_root(&r, "/");
+	assert_int_equal(gp_root_read(&r, "/dev/zero", &data, NULL), -GP_ROOT_EDEVICE);
+	msg = gp_root_read_error(&r, "/dev/zero", 0, -GP_ROOT_EDEVICE);
+	assert_string_equal(msg, "/dev/zero is a device, not a regular file");
+	free(msg);
+	/* /proc files say size 0: still read whole, within the bound. */
+	assert_int_equal(
+	    gp_root_read_max(&r, "/proc/self/stat", GP_ROOT_SMALL_MAX, &data, NULL), 0);
+	assert_true(strlen(data) > 0);
+	free(data);
+	gp_root_close(&r);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+static void test_read_bound(void **state)
+{
+	char *dir = tu_tmpdir();
+	tu_write(dir, "big", "0123456789");
+	struct gp_root r;
+	open_root(&r, dir);
+	char *data = NULL;
+	size_t len = 0;
+	assert_int_equal(gp_root_read_max(&r, "/big", 10, &data, &len), 0);
+	assert_int_equal(len, 10);
+	free(data);
+	assert_int_equal(gp_root_read_max(&r, "/big", 9, &data, &len), -GP_ROOT_ETOOBIG);
+	char *msg = gp_root_read_error(&r, "/big", 16 << 20, -GP_ROOT_ETOOBIG);
+	assert_non_null(
+	    strstr(msg, "is larger than 16 MiB, the most gpuprov reads of it"));
+	free(msg);
+	gp_root_close(&r);
+	/* A file that grows past what fstat said (sysfs, proc) is cut off too. */
+	open_root(&r, "/");
+	assert_int_equal(gp_root_read_max(&r, "/proc/self/maps", 8, &data, NULL),
+	                 -GP_ROOT_ETOOBIG);
+	gp_root_close(&r);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+/* Not root and asked for owner uid 0: the write fails and leaves nothing,
+ * rather than a file owned by whoever ran gpuprov. */
+static void test_write_fails_when_owner_cannot_be_set(void **state)
+{
+	char *dir = tu_tmpdir();
+	assert_int_equal(chown(dir, 65534, 65534), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (setresgid(65534, 65534, 65534) < 0 ||
+		    setresuid(65534, 65534, 65534) < 0)
+			_exit(10);
+		struct gp_root r;
+		if (gp_root_open(&r, dir) < 0)
+			_exit(11);
+		int rc = gp_root_write_atomic(&r, "/f", "x", 1, 0644, 0, 0);
+		if (rc != -EPERM)
+			_exit(12);
+		char **names = NULL;
+		if (gp_root_list_dir(&r, "/", &names) < 0 || names[0])
+			_exit(13); /* no file, no temp file */
+		/* Its own uid is fine. */
+		if (gp_root_write_atomic(&r, "/f", "x", 1, 0644, 65534, 65534) != 0)
+			_exit(14);
+		_exit(0);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -177,6 +332,10 @@ int main(void)
 		cmocka_unit_test(test_mkdir_p),
 		cmocka_unit_test(test_symlink_and_readlink),
 		cmocka_unit_test(test_sha256),
+		cmocka_unit_test(test_openat2_eagain_is_retried),
+		cmocka_unit_test(test_read_refuses_non_regular),
+		cmocka_unit_test(test_read_bound),
+		cmocka_unit_test(test_write_fails_when_owner_cannot_be_set),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

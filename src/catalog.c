@@ -229,10 +229,12 @@ int gp_engine_profiles_show(const struct gp_options *o, const char *name, bool r
 	size_t len = 0;
 	int rc = gp_root_open(&host, "/");
 	if (rc == 0)
-		rc = gp_root_read(&host, p->path, &text, &len);
+		rc = gp_root_read_max(&host, p->path, GP_PROFILE_MAX, &text, &len);
 	gp_root_close(&host);
 	if (rc < 0) {
-		gp_error(out, "cannot read profile %s: %s", p->path, strerror(-rc));
+		_cleanup_free_ char *why = gp_host_read_error(p->path, GP_PROFILE_MAX,
+		                                              rc);
+		gp_error(out, "cannot read profile: %s", why);
 		gp_profile_free(p);
 		return GP_EXIT_INVALID_INPUT;
 	}

@@ -227,7 +227,14 @@ int gp_engine_detect(const struct gp_options *o, struct gp_out *out)
 		return GP_EXIT_USAGE;
 	}
 	struct gp_os_release osr = { 0 };
-	bool have_os = gp_os_release_read(&r, &osr) == 0;
+	rc = gp_os_release_read(&r, &osr);
+	if (rc < 0 && rc != -ENOENT && rc != -EINVAL) {
+		_cleanup_free_ char *why = gp_os_release_error(&r, &osr, rc);
+		gp_error(out, "%s", why);
+		gp_root_close(&r);
+		return GP_EXIT_INVALID_INPUT;
+	}
+	bool have_os = rc == 0;
 	_cleanup_free_ char *kernel = gp_running_kernel(&r);
 	enum gp_secure_boot sb = gp_secure_boot_state(&r);
 

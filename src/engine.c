@@ -82,6 +82,17 @@ static int session_open(struct session *s, const struct gp_options *o, struct gp
 	}
 	if (gp_journal_load(&s->c.root, &s->c.journal, &s->err) < 0)
 		return report_err(s);
+	/* Absent is a fact the stages handle; unreadable (a FIFO, EAGAIN
+	 * after every retry) must not pass for absent, or the driver stage
+	 * picks another distribution's packages. */
+	struct gp_os_release osr;
+	rc = gp_os_release_read(&s->c.root, &osr);
+	if (rc < 0 && rc != -ENOENT && rc != -EINVAL) {
+		_cleanup_free_ char *why = gp_os_release_error(&s->c.root, &osr, rc);
+		gp_error(out, "%s", why);
+		return GP_EXIT_INVALID_INPUT;
+	}
+	gp_os_release_free(&osr);
 	return 0;
 }
 

@@ -50,15 +50,20 @@ int gp_journal_load(const struct gp_root *r, struct gp_journal *j, struct gp_err
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
 	_cleanup_free_ char *host = gp_root_host_path(r, GP_STATE_FILE);
-	int rc = gp_root_read(r, GP_STATE_FILE, &text, &len);
+	int rc = gp_root_read_max(r, GP_STATE_FILE, GP_JOURNAL_MAX, &text, &len);
 	if (rc == -ENOENT) {
 		j->doc = cJSON_CreateObject();
 		cJSON_AddNumberToObject(j->doc, "gpuprov_state", 1);
 		return 0;
 	}
-	if (rc < 0)
+	if (rc < 0) {
+		_cleanup_free_ char *why = gp_root_read_error(r, GP_STATE_FILE,
+		                                              GP_JOURNAL_MAX, rc);
 		return gp_fail(err, GP_EXIT_INVALID_INPUT,
-		               "cannot read the journal %s: %s", host, strerror(-rc));
+		               "cannot read the journal: %s; move it aside to start over "
+		               "(gpuprov then treats this root as never provisioned)",
+		               why);
+	}
 	struct gp_err perr = { 0 };
 	cJSON *doc = gp_json_parse(host, text, len, &perr);
 	if (!doc || !cJSON_IsObject(doc) ||

@@ -1104,7 +1104,7 @@ static int read_host_file(const char *path, char **text, size_t *len)
 	int rc = gp_root_open(&host, "/");
 	if (rc < 0)
 		return rc;
-	rc = gp_root_read(&host, path, text, len);
+	rc = gp_root_read_max(&host, path, GP_PROFILE_MAX, text, len);
 	gp_root_close(&host);
 	return rc;
 }
@@ -1139,8 +1139,10 @@ static cJSON *load_chain(const char *path, char *const *search, struct load_stat
 	size_t len = 0;
 	int rc = read_host_file(abs, &text, &len);
 	if (rc < 0) {
-		gp_fail(err, GP_EXIT_INVALID_INPUT, "cannot read profile %s: %s", path,
-		        strerror(-rc));
+		_cleanup_free_ char *why = gp_host_read_error(path, GP_PROFILE_MAX, rc);
+		gp_fail(err, GP_EXIT_INVALID_INPUT,
+		        "cannot read profile: %s; give a profile name or a JSON file",
+		        why);
 		return NULL;
 	}
 	struct gp_json_doc d;

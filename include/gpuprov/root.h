@@ -39,6 +39,8 @@ enum {
 #define GP_ROOT_READ_MAX ((size_t)1 << 30) /* 1 GiB */
 #define GP_ROOT_SMALL_MAX ((size_t)64 << 10) /* 64 KiB */
 #define GP_ROOT_CONFIG_MAX ((size_t)1 << 20) /* 1 MiB: one modprobe.d file */
+#define GP_PROFILE_MAX ((size_t)16 << 20) /* 16 MiB: one profile file */
+#define GP_JOURNAL_MAX ((size_t)256 << 20) /* 256 MiB: the journal */
 
 /* How often gp_root_openat tries a lookup that openat2 failed with EAGAIN
  * (a rename or mount raced a ".." in it) before it returns -EAGAIN. */
@@ -66,6 +68,8 @@ int gp_root_read_fd(int fd, size_t max, char **data, size_t *len);
  * is a FIFO, not a regular file", "... is larger than 16 MiB, the most
  * gpuprov reads of it", "...: Permission denied". The caller adds what next. */
 char *gp_root_read_error(const struct gp_root *r, const char *path, size_t max, int rc);
+/* The same for a host path (a profile): "/dev/zero is a device, not ...". */
+char *gp_host_read_error(const char *path, size_t max, int rc);
 int gp_root_stat(const struct gp_root *r, const char *path, struct stat *st);
 int gp_root_lstat(const struct gp_root *r, const char *path, struct stat *st);
 bool gp_root_exists(const struct gp_root *r, const char *path);

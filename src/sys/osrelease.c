@@ -131,14 +131,26 @@ int gp_os_release_read(const struct gp_root *r, struct gp_os_release *osr)
 	*osr = (struct gp_os_release){ 0 };
 	for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
 		_cleanup_free_ char *text = NULL;
-		rc = gp_root_read(r, paths[i], &text, NULL);
+		osr->path = paths[i];
+		rc = gp_root_read_max(r, paths[i], GP_ROOT_SMALL_MAX, &text, NULL);
 		if (rc == -ENOENT)
 			continue;
 		if (rc < 0)
 			return rc;
-		return gp_os_release_parse(text, osr);
+		rc = gp_os_release_parse(text, osr);
+		osr->path = paths[i];
+		return rc;
 	}
 	return rc;
+}
+
+char *gp_os_release_error(const struct gp_root *r, const struct gp_os_release *osr,
+                          int rc)
+{
+	_cleanup_free_ char *why = gp_root_read_error(
+	    r, osr->path ? osr->path : "/etc/os-release", GP_ROOT_SMALL_MAX, rc);
+	return gp_xasprintf("%s; replace it with the distribution's os-release file",
+	                    why);
 }
 
 void gp_os_release_free(struct gp_os_release *osr)

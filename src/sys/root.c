@@ -193,11 +193,8 @@ static char *size_text(size_t n)
 	return gp_xasprintf("%zu bytes", n);
 }
 
-char *gp_root_read_error(const struct gp_root *r, const char *path, size_t max, int rc)
+static char *read_error(const char *where, size_t max, int rc)
 {
-	_cleanup_free_ char *where = gp_root_is_host(r)
-	                                 ? gp_xstrdup(path)
-	                                 : gp_xasprintf("%s in root %s", path, r->dir);
 	const char *kind = file_kind(rc);
 	if (kind)
 		return gp_xasprintf("%s is %s, not a regular file", where, kind);
@@ -211,6 +208,19 @@ char *gp_root_read_error(const struct gp_root *r, const char *path, size_t max, 
 		                    "(EAGAIN %d times); run gpuprov again",
 		                    where, GP_ROOT_OPENAT2_ATTEMPTS);
 	return gp_xasprintf("%s: %s", where, strerror(-rc));
+}
+
+char *gp_root_read_error(const struct gp_root *r, const char *path, size_t max, int rc)
+{
+	_cleanup_free_ char *where = gp_root_is_host(r)
+	                                 ? gp_xstrdup(path)
+	                                 : gp_xasprintf("%s in root %s", path, r->dir);
+	return read_error(where, max, rc);
+}
+
+char *gp_host_read_error(const char *path, size_t max, int rc)
+{
+	return read_error(path, max, rc);
 }
 
 int gp_root_stat(const struct gp_root *r, const char *path, struct stat *st)

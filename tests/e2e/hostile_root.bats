@@ -1,0 +1,69 @@
+#!/usr/bin/env bats
+# Roots and inputs that try to make gpuprov hang, eat memory or read the
+# host: FIFOs and devices where files belong, oversized files, absolute
+# symlinks in modprobe.d, garbage in sysfs. Each run is guarded by timeout
+# so that a regression fails instead of hanging the suite.
+
+load helpers
+
+GUARD_S=20
+
+setup() {
+	require_root
+	R=$BATS_TEST_TMPDIR/root
+	mkroot "$R"
+}
+
+# tgp ARGS...: gp under a timeout; a hang is a failure, not a stuck suite.
+tgp() {
+	run --separate-stderr timeout -s KILL "$GUARD_S" "$GPUPROV" "$@"
+	[ "$status" -ne 137 ] || fail "gpuprov $* hung (killed after ${GUARD_S}s)"
+}
+
+@test "hostile root: a FIFO as /etc/os-release -> detect and plan exit 65 naming it, no hang" {
+	rm "$R/etc/os-release"
+	mkfifo "$R/etc/os-release"
+	tgp --root "$R" detect
+	assert_status 65
+	assert_stderr_has "/etc/os-release in root $R is a FIFO, not a regular file"
+	assert_stderr_has "replace it with the distribution's os-release file"
+	tgp --root "$R" plan --profile "$PROFILE"
+	assert_status 65
+	assert_stderr_has "/etc/os-release in root $R is a FIFO, not a regular file"
+}
+
+@test "hostile root: an os-release over the bound -> exit 65 naming the file and the bound" {
+	head -c 100000 /dev/zero | tr '\0' '#' > "$R/etc/os-release"
+	tgp --root "$R" detect
+	assert_status 65
+	assert_stderr_has "/etc/os-release in root $R is larger than 64 KiB"
+}
+
+@test "hostile root: a FIFO as state.json -> exit 65 naming it, no hang" {
+	mkdir -p "$R/var/lib/gpuprov"
+	mkfifo "$R/var/lib/gpuprov/state.json"
+	tgp --root "$R" plan --profile "$PROFILE"
+	assert_status 65
+	assert_stderr_has "/var/lib/gpuprov/state.json in root $R is a FIFO, not a regular file"
+	tgp --root "$R" status
+	assert_status 65
+	assert_stderr_has "is a FIFO, not a regular file"
+}
+
+@test "hostile input: --profile /dev/zero or a FIFO -> exit 65 at once, not a growing read" {
+	tgp --root "$R" plan --profile /dev/zero
+	assert_status 65
+	assert_stderr_has "/dev/zero is a device, not a regular file"
+	mkfifo "$BATS_TEST_TMPDIR/p.json"
+	tgp --root "$R" plan --profile "$BATS_TEST_TMPDIR/p.json"
+	assert_status 65
+	assert_stderr_has "$BATS_TEST_TMPDIR/p.json is a FIFO, not a regular file"
+}
+
+@test "hostile input: a profile over 16 MiB -> exit 65 naming the bound" {
+	# Sparse: the bound is checked before a byte is read.
+	truncate -s 17M "$BATS_TEST_TMPDIR/big.json"
+	tgp --root "$R" plan --profile "$BATS_TEST_TMPDIR/big.json"
+	assert_status 65
+	assert_stderr_has "big.json is larger than 16 MiB, the most gpuprov reads of it"
+}

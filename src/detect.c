@@ -240,6 +240,8 @@ int gp_engine_detect(const struct gp_options *o, struct gp_out *out)
 
 	struct gp_pci_list pci = { 0 };
 	int pci_rc = gp_pci_scan(&r, &pci);
+	for (size_t i = 0; pci.skipped && pci.skipped[i]; i++)
+		gp_warn(out, "left out a PCI device: %s", pci.skipped[i]);
 	if (pci_rc < 0 && pci_rc != -ENOENT)
 		gp_warn(out,
 		        "cannot read the PCI devices under %s/sys/bus/pci/devices: %s",

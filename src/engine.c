@@ -93,6 +93,12 @@ static int session_open(struct session *s, const struct gp_options *o, struct gp
 		return GP_EXIT_INVALID_INPUT;
 	}
 	gp_os_release_free(&osr);
+	/* The stages leave such a device out; say so once per run. */
+	struct gp_pci_list pci;
+	if (gp_pci_scan(&s->c.root, &pci) == 0)
+		for (size_t i = 0; pci.skipped[i]; i++)
+			gp_warn(out, "left out a PCI device: %s", pci.skipped[i]);
+	gp_pci_list_free(&pci);
 	return 0;
 }
 

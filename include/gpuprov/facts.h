@@ -62,10 +62,16 @@ struct gp_pci_device {
 struct gp_pci_list {
 	struct gp_pci_device *devs;
 	size_t n;
+	/* Devices left out because an id or the driver link could not be
+	 * read, one message each naming the file ("<root>/sys/bus/pci/devices/
+	 * 0000:00:02.0/vendor is not a hex id"), for the caller to warn
+	 * about. NULL-terminated. */
+	char **skipped;
 };
 /* Sorted by address. -ENOENT when the root has no such directory (unknown,
- * not "no devices"); entries without ids are skipped, an unparsable id is
- * -EINVAL. On failure *list is empty. */
+ * not "no devices"); entries without ids are left out silently, entries
+ * with an unreadable or unparsable one are left out and listed in skipped.
+ * -EAGAIN when a lookup could not be made. On failure *list is empty. */
 int gp_pci_scan(const struct gp_root *r, struct gp_pci_list *list);
 void gp_pci_list_free(struct gp_pci_list *list);
 /* NVIDIA display/3D controller (vendor 0x10de, class 0x0300 or 0x0302). */

@@ -11,7 +11,7 @@
 static char *read_trimmed(const struct gp_root *r, const char *path)
 {
 	_cleanup_free_ char *text = NULL;
-	if (gp_root_read(r, path, &text, NULL) < 0)
+	if (gp_root_read_max(r, path, GP_ROOT_SMALL_MAX, &text, NULL) < 0)
 		return NULL;
 
 	static const char ws[] = " \t\r\n";

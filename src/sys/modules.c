@@ -44,7 +44,7 @@ int gp_modules_parse(const char *text, struct gp_module_list *ml)
 int gp_modules_read(const struct gp_root *r, struct gp_module_list *ml)
 {
 	_cleanup_free_ char *text = NULL;
-	int rc = gp_root_read(r, "/proc/modules", &text, NULL);
+	int rc = gp_root_read_max(r, "/proc/modules", GP_ROOT_CONFIG_MAX, &text, NULL);
 	if (rc == -ENOENT) {
 		*ml = (struct gp_module_list){ .available = false };
 		ml->names = gp_xcalloc(1, sizeof(char *));

@@ -16,7 +16,7 @@ static int read_hex(const struct gp_root *r, const char *dev, const char *attr,
 {
 	_cleanup_free_ char *path = gp_xasprintf(PCI_DEVICES "/%s/%s", dev, attr);
 	_cleanup_free_ char *text = NULL;
-	int rc = gp_root_read(r, path, &text, NULL);
+	int rc = gp_root_read_max(r, path, GP_ROOT_SMALL_MAX, &text, NULL);
 	if (rc < 0)
 		return rc;
 
@@ -50,16 +50,19 @@ static int read_driver(const struct gp_root *r, const char *dev, char **driver)
 	return 0;
 }
 
-/* Fills d; on failure leaves nothing allocated in it. */
-static int read_device(const struct gp_root *r, const char *name, struct gp_pci_device *d)
+/* Fills d; on failure leaves nothing allocated in it and *attr names the
+ * attribute that failed. */
+static int read_device(const struct gp_root *r, const char *name, struct gp_pci_device *d,
+                       const char **attr)
 {
 	int rc;
 
 	*d = (struct gp_pci_device){ 0 };
-	if ((rc = read_hex(r, name, "vendor", &d->vendor)) < 0 ||
-	    (rc = read_hex(r, name, "device", &d->device)) < 0 ||
-	    (rc = read_hex(r, name, "class", &d->class_code)) < 0)
+	if ((rc = read_hex(r, name, *attr = "vendor", &d->vendor)) < 0 ||
+	    (rc = read_hex(r, name, *attr = "device", &d->device)) < 0 ||
+	    (rc = read_hex(r, name, *attr = "class", &d->class_code)) < 0)
 		return rc;
+	*attr = "driver";
 	d->class_code &= 0xffffff;
 	if ((rc = read_driver(r, name, &d->driver)) < 0)
 		return rc;
@@ -84,16 +87,31 @@ int gp_pci_scan(const struct gp_root *r, struct gp_pci_list *list)
 
 	size_t n = gp_strv_len(names);
 	list->devs = gp_xcalloc(n ? n : 1, sizeof(struct gp_pci_device));
+	list->skipped = gp_xcalloc(1, sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
 		if (names[i][0] == '.')
 			continue;
-		rc = read_device(r, names[i], &list->devs[list->n]);
+		const char *attr;
+		rc = read_device(r, names[i], &list->devs[list->n], &attr);
 		if (rc == -ENOENT || rc == -ENOTDIR)
 			continue; /* hot-unplugged while we looked, or not a device */
-		if (rc < 0) {
+		if (rc == -EAGAIN) {
+			/* Could not look: not a device we may leave out. */
 			gp_pci_list_free(list);
 			gp_strv_free(names);
 			return rc;
+		}
+		if (rc < 0) {
+			/* One device with a garbage id must not hide the GPUs. */
+			_cleanup_free_ char *path = gp_xasprintf(PCI_DEVICES "/%s/%s",
+			                                         names[i], attr);
+			_cleanup_free_ char *where = gp_root_host_path(r, path);
+			_cleanup_free_ char *why =
+			    rc == -EINVAL
+			        ? gp_xasprintf("%s is not a hex id", where)
+			        : gp_root_read_error(r, path, GP_ROOT_SMALL_MAX, rc);
+			gp_strv_push(&list->skipped, why);
+			continue;
 		}
 		list->n++;
 	}
@@ -114,6 +132,7 @@ void gp_pci_list_free(struct gp_pci_list *list)
 		free(list->devs[i].driver);
 	}
 	free(list->devs);
+	gp_strv_free(list->skipped);
 	*list = (struct gp_pci_list){ 0 };
 }
 

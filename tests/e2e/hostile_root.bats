@@ -67,3 +67,24 @@ tgp() {
 	assert_status 65
 	assert_stderr_has "big.json is larger than 16 MiB, the most gpuprov reads of it"
 }
+
+@test "hostile root: one PCI device with a garbage vendor -> left out with a warning naming it; the GPU is still found" {
+	printf 'garbage\n' > "$R/sys/bus/pci/devices/0000:00:00.0/vendor"
+	tgp --root "$R" detect
+	assert_status 0
+	assert_stderr_has "left out a PCI device: $R/sys/bus/pci/devices/0000:00:00.0/vendor is not a hex id"
+	assert_stdout_has "GPUs:        1 NVIDIA GPU"
+	assert_stdout_has "0000:17:00.0  10de:20b0"
+	# The profile's match.gpus still sees the A100: no "does not fit".
+	tgp --root "$R" plan --profile "$PROFILE" --only driver
+	assert_status 5 # the plan: install the driver, then reboot
+	assert_stderr_has "left out a PCI device: $R/sys/bus/pci/devices/0000:00:00.0/vendor"
+	refute_stderr_has "does not fit"
+	# A FIFO as an id is left out the same way, without blocking.
+	rm "$R/sys/bus/pci/devices/0000:00:00.0/vendor"
+	mkfifo "$R/sys/bus/pci/devices/0000:00:00.0/vendor"
+	tgp --root "$R" detect
+	assert_status 0
+	assert_stderr_has "0000:00:00.0/vendor in root $R is a FIFO, not a regular file"
+	assert_stdout_has "GPUs:        1 NVIDIA GPU"
+}

@@ -358,9 +358,16 @@ static void test_pci_missing_and_malformed(void **state)
 
 	write_pci(fx, "sys/bus/pci/devices/0000:03:00.0", "nvidia\n", "0x2330\n",
 	          "0x030200\n");
-	assert_int_equal(gp_pci_scan(r, &l), -EINVAL);
-	assert_int_equal(l.n, 0);
-	assert_null(l.devs);
+	/* A garbage id leaves that device out, named, and keeps the others. */
+	assert_int_equal(gp_pci_scan(r, &l), 0);
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.devs[0].address, "0000:02:00.0");
+	assert_non_null(l.skipped[0]);
+	assert_non_null(strstr(l.skipped[0],
+	                       "/sys/bus/pci/devices/0000:03:00.0/vendor is "
+	                       "not a hex id"));
+	assert_null(l.skipped[1]);
+	gp_pci_list_free(&l);
 }
 
 /* ---- kernel info --------------------------------------------------------- */

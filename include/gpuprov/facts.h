@@ -84,7 +84,9 @@ char *gp_running_kernel(const struct gp_root *r);
 
 /* What the root's modprobe configuration says about a module, read with
  * libkmod from <root>/etc/modprobe.d, <root>/run/modprobe.d,
- * <root>/usr/local/lib/modprobe.d and <root>/lib/modprobe.d (modprobe's
+ * <root>/usr/local/lib/modprobe.d and <root>/lib/modprobe.d, each file
+ * resolved inside the root (an absolute symlink never reaches the host) and
+ * copied for libkmod to read (modprobe's
  * precedence: a file hides one of the same name in a later directory; only
  * *.conf and *.alias count). The kernel command line (modprobe.blacklist=,
  * <module>.<param>=) counts only when the root is the host: libkmod reads the
@@ -92,6 +94,9 @@ char *gp_running_kernel(const struct gp_root *r);
 struct gp_modprobe_facts {
 	bool blacklisted;
 	char *options; /* all "options <module> ..." values joined by ' ', or NULL */
+	/* On failure, when a file could not be read: what and where ("/etc/
+	 * modprobe.d/x.conf in root /r is a FIFO, not a regular file"). */
+	char *error;
 };
 /* The directories libkmod reads *.conf files from, in precedence order (no
  * /usr/lib/modprobe.d in libkmod 30). */

@@ -105,11 +105,16 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct nouveau_facts *f)
 	*f = (struct nouveau_facts){ 0 };
 	struct gp_modprobe_facts mp = { 0 };
 	int rc = gp_modprobe_query(&c->root, "nouveau", &mp);
-	if (rc < 0)
+	if (rc < 0) {
+		_cleanup_free_ char *why = mp.error ? TAKE_PTR(mp.error)
+		                                    : gp_xstrdup(strerror(-rc));
+		gp_modprobe_facts_free(&mp);
 		return gp_fail(
 		    c->err, GP_EXIT_APPLY_FAILED,
-		    "nouveau: cannot read the modprobe configuration under %s: %s",
-		    c->root.dir, strerror(-rc));
+		    "nouveau: cannot read the modprobe configuration under %s: "
+		    "%s; make it a regular file or remove it",
+		    c->root.dir, why);
+	}
 	f->blacklisted = mp.blacklisted && gp_modprobe_option_is(&mp, "modeset", "0");
 	gp_modprobe_facts_free(&mp);
 	rc = gp_modprobe_query(&c->root, "nova_core", &mp);

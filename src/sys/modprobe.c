@@ -2,13 +2,19 @@
  * blacklisted, which options does it get), read with libkmod so that file
  * precedence, *.conf filtering and line syntax are exactly modprobe's.
  *
- * libkmod opens the paths it is given with plain open(), so a symlink inside
- * <root>/etc/modprobe.d that points to an absolute path is followed on the
- * host; the distributions' own /lib -> usr/lib links are relative and fine. */
+ * libkmod opens the paths it is given with plain open(), so an absolute
+ * symlink in <root>/etc/modprobe.d would be followed on the host. It is
+ * therefore never given the root's directories: each file is read through
+ * the root layer (resolved inside the root, never blocking, bounded) and
+ * copied into a private temporary directory, one subdirectory per modprobe
+ * directory with the names kept, and libkmod reads the copies. */
 #include <errno.h>
+#include <fcntl.h>
 #include <libkmod.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "gpuprov/facts.h"
 #include "gpuprov/util.h"
@@ -134,6 +140,96 @@ static void drop_cmdline(struct hits *all, const struct hits *cmdline)
 	}
 }
 
+/* The names libkmod reads from a configuration directory (its
+ * conf_files_filter_out): not hidden, ending in .conf or .alias. */
+static bool kmod_reads(const char *name)
+{
+	return name[0] != '.' && ((gp_str_ends_with(name, ".conf") && strlen(name) > 5) ||
+	                          (gp_str_ends_with(name, ".alias") && strlen(name) > 6));
+}
+
+/* The root's modprobe configuration, copied where libkmod can read it. */
+struct config_copy {
+	char *dir; /* private temporary directory, removed by config_copy_free */
+	char *paths[GP_MODPROBE_DIRS + 1]; /* dir/0 ... dir/3, NULL-terminated */
+};
+
+static void config_copy_free(struct config_copy *cc)
+{
+	if (cc->dir)
+		gp_rm_tree_at(AT_FDCWD, cc->dir);
+	free(cc->dir);
+	for (size_t i = 0; i < GP_MODPROBE_DIRS; i++)
+		free(cc->paths[i]);
+	*cc = (struct config_copy){ 0 };
+}
+
+static int copy_file(const struct gp_root *r, const char *path, int dfd, const char *name,
+                     char **error)
+{
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	int rc = gp_root_read_max(r, path, GP_ROOT_CONFIG_MAX, &text, &len);
+	/* libkmod leaves a directory out of its list, so a file of the same
+	 * name in a later directory counts; a link dangling (inside the root)
+	 * or looping stays in the list, hides such a file and reads as
+	 * nothing: an empty copy. */
+	if (rc == -EISDIR)
+		return 0;
+	if (rc == -ENOENT || rc == -ELOOP)
+		len = 0;
+	else if (rc < 0) {
+		*error = gp_root_read_error(r, path, GP_ROOT_CONFIG_MAX, rc);
+		return rc;
+	}
+	_cleanup_close_ int fd = openat(
+	    dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	return gp_write_all(fd, text, len);
+}
+
+static int config_copy_make(const struct gp_root *r, struct config_copy *cc, char **error)
+{
+	*cc = (struct config_copy){ 0 };
+	const char *tmp = getenv("TMPDIR");
+	cc->dir = gp_xasprintf("%s/gpuprov-modprobe-XXXXXX",
+	                       tmp && tmp[0] == '/' ? tmp : "/tmp");
+	if (!mkdtemp(cc->dir)) {
+		int e = errno;
+		free(cc->dir);
+		cc->dir = NULL;
+		return -e;
+	}
+	for (size_t i = 0; i < GP_MODPROBE_DIRS; i++) {
+		cc->paths[i] = gp_xasprintf("%s/%zu", cc->dir, i);
+		if (mkdir(cc->paths[i], 0700) < 0)
+			return -errno;
+		_cleanup_strv_ char **names = NULL;
+		int rc = gp_root_list_dir(r, gp_modprobe_dirs[i], &names);
+		if (rc == -ENOENT || rc == -ENOTDIR)
+			continue;
+		if (rc < 0) {
+			*error = gp_root_read_error(r, gp_modprobe_dirs[i], 0, rc);
+			return rc;
+		}
+		_cleanup_close_ int dfd = open(cc->paths[i],
+		                               O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0)
+			return -errno;
+		for (size_t j = 0; names[j]; j++) {
+			if (!kmod_reads(names[j]))
+				continue;
+			_cleanup_free_ char *path = gp_xasprintf(
+			    "%s/%s", gp_modprobe_dirs[i], names[j]);
+			rc = copy_file(r, path, dfd, names[j], error);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
 /* Search order and precedence of kmod's defaults: a file in an earlier
  * directory hides one with the same name in a later one. */
 const char *const gp_modprobe_dirs[GP_MODPROBE_DIRS] = {
@@ -146,7 +242,7 @@ const char *const gp_modprobe_dirs[GP_MODPROBE_DIRS] = {
 int gp_modprobe_query(const struct gp_root *r, const char *module,
                       struct gp_modprobe_facts *f)
 {
-	char *paths[GP_MODPROBE_DIRS + 1] = { 0 };
+	struct config_copy cc;
 	const char *const no_paths[] = { NULL };
 	struct hits all = { 0 }, cmdline = { 0 };
 	int rc;
@@ -155,27 +251,18 @@ int gp_modprobe_query(const struct gp_root *r, const char *module,
 	if (!module || !*module)
 		return -EINVAL;
 
+	rc = config_copy_make(r, &cc, &f->error);
 	/* Only the configuration is used, but kmod_new() wants a module
-	 * directory; the running kernel's is the natural one. */
-	_cleanup_free_ char *kver = gp_running_kernel(r);
-	if (kver && strchr(kver, '/')) {
-		free(kver);
-		kver = NULL;
-	}
-	_cleanup_free_ char *moddir_rel = gp_xasprintf("/lib/modules/%s",
-	                                               kver ? kver : "0");
-	_cleanup_free_ char *moddir = gp_root_host_path(r, moddir_rel);
-	for (size_t i = 0; i < GP_MODPROBE_DIRS; i++)
-		paths[i] = gp_root_host_path(r, gp_modprobe_dirs[i]);
-
-	rc = collect(moddir, (const char *const *)paths, module, &all);
+	 * directory: the copy's (no module index is ever opened), so that
+	 * nothing of the host's is read but the command line. */
+	if (rc == 0)
+		rc = collect(cc.dir, (const char *const *)cc.paths, module, &all);
 	if (rc == 0 && !gp_root_is_host(r)) {
-		rc = collect(moddir, no_paths, module, &cmdline);
+		rc = collect(cc.dir, no_paths, module, &cmdline);
 		if (rc == 0)
 			drop_cmdline(&all, &cmdline);
 	}
-	for (size_t i = 0; i < GP_MODPROBE_DIRS; i++)
-		free(paths[i]);
+	config_copy_free(&cc);
 
 	if (rc == 0) {
 		f->blacklisted = all.blacklists > 0;
@@ -192,6 +279,7 @@ void gp_modprobe_facts_free(struct gp_modprobe_facts *f)
 	if (!f)
 		return;
 	free(f->options);
+	free(f->error);
 	*f = (struct gp_modprobe_facts){ 0 };
 }
 

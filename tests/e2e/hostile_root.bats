@@ -88,3 +88,38 @@ tgp() {
 	assert_stderr_has "0000:00:00.0/vendor in root $R is a FIFO, not a regular file"
 	assert_stdout_has "GPUs:        1 NVIDIA GPU"
 }
+
+# --- modprobe.d: libkmod reads only what resolves inside the root ----------
+
+BLACKLIST='blacklist nouveau
+options nouveau modeset=0'
+
+@test "hostile root: modprobe.d link to a host file (dangling in the root) -> not read; the blacklist is planned" {
+	printf '%s\n' "$BLACKLIST" > "$BATS_TEST_TMPDIR/host-blacklist.conf"
+	ln -s "$BATS_TEST_TMPDIR/host-blacklist.conf" "$R/etc/modprobe.d/x.conf"
+	tgp --root "$R" plan --profile "$PROFILE" --only nouveau
+	assert_status 5
+	assert_stdout_has "nouveau is not blacklisted with modeset=0"
+	assert_stdout_has "create /etc/modprobe.d/blacklist-nouveau.conf"
+	# The same name in /lib/modprobe.d stays hidden, as modprobe has it.
+	printf '%s\n' "$BLACKLIST" > "$R/lib/modprobe.d/x.conf"
+	tgp --root "$R" plan --profile "$PROFILE" --only nouveau
+	assert_stdout_has "nouveau is not blacklisted with modeset=0"
+}
+
+@test "hostile root: modprobe.d absolute link to a file inside the root -> followed inside the root" {
+	mkdir -p "$R/opt/gpuprov-test-conf"
+	printf '%s\n' "$BLACKLIST" > "$R/opt/gpuprov-test-conf/nv.conf"
+	[ ! -e /opt/gpuprov-test-conf/nv.conf ] || skip "the host has /opt/gpuprov-test-conf/nv.conf"
+	ln -s /opt/gpuprov-test-conf/nv.conf "$R/etc/modprobe.d/x.conf"
+	tgp --root "$R" plan --profile "$PROFILE" --only nouveau
+	refute_stdout_has "nouveau is not blacklisted"
+	refute_stdout_has "create /etc/modprobe.d/blacklist-nouveau.conf"
+}
+
+@test "hostile root: a FIFO in modprobe.d -> fails naming it, no hang" {
+	mkfifo "$R/etc/modprobe.d/x.conf"
+	tgp --root "$R" plan --profile "$PROFILE" --only nouveau
+	assert_status 1
+	assert_stderr_has "/etc/modprobe.d/x.conf in root $R is a FIFO, not a regular file"
+}

@@ -233,8 +233,9 @@ int gp_lock_acquire(const struct gp_root *r, int *fdp, struct gp_err *err)
 
 bool gp_lock_held(const struct gp_root *r)
 {
-	_cleanup_close_ int fd = gp_root_openat(r, GP_LOCK_FILE, O_RDONLY | O_NOFOLLOW,
-	                                        0);
+	/* O_NONBLOCK: a FIFO in its place must not hang the check. */
+	_cleanup_close_ int fd = gp_root_openat(r, GP_LOCK_FILE,
+	                                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
 	if (fd < 0)
 		return false;
 	if (flock(fd, LOCK_SH | LOCK_NB) == 0)

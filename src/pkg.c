@@ -301,7 +301,9 @@ void gp_pkg_nvidia_repo_free(struct gp_pkg_nvidia_repo *r)
  * e.g. an OFD lock) when held, 1 when free or absent. */
 static int lock_holder(struct gp_ctx *c, const char *path, pid_t *pid)
 {
-	_cleanup_close_ int fd = gp_root_openat(&c->root, path, O_RDONLY | O_NOFOLLOW, 0);
+	/* O_NONBLOCK: a FIFO in its place must not hang the check. */
+	_cleanup_close_ int fd = gp_root_openat(&c->root, path,
+	                                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
 	if (fd < 0)
 		return 1;
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };

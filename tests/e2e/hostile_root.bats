@@ -123,3 +123,10 @@ options nouveau modeset=0'
 	assert_status 1
 	assert_stderr_has "/etc/modprobe.d/x.conf in root $R is a FIFO, not a regular file"
 }
+
+@test "hostile root: a FIFO as gpuprov's lock file -> status answers, no hang" {
+	mkdir -p "$R/var/lib/gpuprov"
+	mkfifo "$R/var/lib/gpuprov/lock"
+	tgp --root "$R" status
+	assert_documented_status
+}

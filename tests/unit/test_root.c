@@ -5,6 +5,7 @@
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 
+#include "gpuprov/facts.h"
 #include "gpuprov/root.h"
 #include "gpuprov/util.h"
 
@@ -184,6 +185,20 @@ static long openat2_flaky(int dfd, const char *path, struct open_how *how, size_
 	return syscall(SYS_openat2, dfd, path, how, size);
 }
 
+/* A failed assertion leaves the test early: put the real call back. */
+static gp_root_openat2_fn real_openat2;
+static int save_openat2(void **state)
+{
+	real_openat2 = gp_root_openat2;
+	return 0;
+}
+static int restore_openat2(void **state)
+{
+	gp_root_openat2 = real_openat2;
+	eagain_left = 0;
+	return 0;
+}
+
 static void test_openat2_eagain_is_retried(void **state)
 {
 	char *dir = tu_tmpdir();
@@ -194,8 +209,7 @@ static void test_openat2_eagain_is_retried(void **state)
 	assert_int_equal(symlink("../usr/lib/os-release", link), 0);
 	struct gp_root r;
 	open_root(&r, dir);
-	gp_root_openat2_fn saved = gp_root_openat2;
-	gp_root_openat2 = openat2_flaky;
+	gp_root_openat2 = openat2_flaky; /* put back by restore_openat2 */
 
 	/* A few races: the file is found all the same. */
 	eagain_left = 5;
@@ -215,8 +229,19 @@ static void test_openat2_eagain_is_retried(void **state)
 	assert_non_null(strstr(msg, "run gpuprov again"));
 	free(msg);
 
-	gp_root_openat2 = saved;
-	eagain_left = 0;
+	/* The same for os-release: Ubuntu through a few races; after the
+	 * bound "could not read", never "absent" (which is -ENOENT). */
+	struct gp_os_release osr;
+	eagain_left = 3;
+	assert_int_equal(gp_os_release_read(&r, &osr), 0);
+	assert_string_equal(osr.id, "ubuntu");
+	gp_os_release_free(&osr);
+	eagain_left = INT_MAX;
+	assert_int_equal(gp_os_release_read(&r, &osr), -EAGAIN);
+	msg = gp_os_release_error(&r, &osr, -EAGAIN);
+	assert_non_null(strstr(msg, "/etc/os-release in root "));
+	free(msg);
+
 	gp_root_close(&r);
 	tu_rmrf(dir);
 	free(dir);
@@ -332,7 +357,8 @@ int main(void)
 		cmocka_unit_test(test_mkdir_p),
 		cmocka_unit_test(test_symlink_and_readlink),
 		cmocka_unit_test(test_sha256),
-		cmocka_unit_test(test_openat2_eagain_is_retried),
+		cmocka_unit_test_setup_teardown(test_openat2_eagain_is_retried,
+		                                save_openat2, restore_openat2),
 		cmocka_unit_test(test_read_refuses_non_regular),
 		cmocka_unit_test(test_read_bound),
 		cmocka_unit_test(test_write_fails_when_owner_cannot_be_set),

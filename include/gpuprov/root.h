@@ -62,8 +62,6 @@ int gp_root_open_parent(const struct gp_root *r, const char *path, const char **
 int gp_root_read(const struct gp_root *r, const char *path, char **data, size_t *len);
 int gp_root_read_max(const struct gp_root *r, const char *path, size_t max, char **data,
                      size_t *len);
-/* The same checks and read for an fd already open (O_NONBLOCK is cleared). */
-int gp_root_read_fd(int fd, size_t max, char **data, size_t *len);
 /* What went wrong reading path, for a message: "/etc/os-release in root /x
  * is a FIFO, not a regular file", "... is larger than 16 MiB, the most
  * gpuprov reads of it", "...: Permission denied". The caller adds what next. */

@@ -106,7 +106,8 @@ int gp_root_open_parent(const struct gp_root *r, const char *path, const char **
 	return gp_root_openat(r, *dir ? dir : "/", O_PATH | O_DIRECTORY, 0);
 }
 
-int gp_root_read_fd(int fd, size_t max, char **data, size_t *len)
+/* Refuses what is not a regular file or is over max, then reads it whole. */
+static int read_fd(int fd, size_t max, char **data, size_t *len)
 {
 	struct stat st;
 	if (fstat(fd, &st) < 0)
@@ -160,7 +161,7 @@ int gp_root_read_max(const struct gp_root *r, const char *path, size_t max, char
 	                                        0);
 	if (fd < 0)
 		return fd;
-	return gp_root_read_fd(fd, max, data, len);
+	return read_fd(fd, max, data, len);
 }
 
 int gp_root_read(const struct gp_root *r, const char *path, char **data, size_t *len)

@@ -101,6 +101,11 @@ options nouveau modeset=0'
 	assert_status 5
 	assert_stdout_has "nouveau is not blacklisted with modeset=0"
 	assert_stdout_has "create /etc/modprobe.d/blacklist-nouveau.conf"
+	tgp --root "$R" install --profile "$PROFILE" --only nouveau
+	assert_status 5 # reboot
+	grep -qx 'blacklist nouveau' "$R/etc/modprobe.d/blacklist-nouveau.conf" ||
+		fail "install wrote no blacklist into the root"
+	rm "$R/etc/modprobe.d/blacklist-nouveau.conf"
 	# The same name in /lib/modprobe.d stays hidden, as modprobe has it.
 	printf '%s\n' "$BLACKLIST" > "$R/lib/modprobe.d/x.conf"
 	tgp --root "$R" plan --profile "$PROFILE" --only nouveau

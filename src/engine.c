@@ -208,18 +208,36 @@ static bool reboot_did_not_help(struct session *s)
 	return asked_in && now && strcmp(asked_in, now) != 0;
 }
 
+/* A stage that needs the kernel state after the pending reboot waits for
+ * it, unless its preflight finds it blocked already: then the install stops
+ * before any stage changes the machine. Returns 0 or an exit code. */
+static int wait_for_reboot(struct session *s, const struct gp_stage *st, const cJSON *cfg,
+                           struct gp_stage_plan *sp)
+{
+	struct gp_check ck = { .state = GP_STATE_WAITING_REBOOT };
+	if (st->preflight && st->preflight(&s->c, cfg, &ck) < 0) {
+		free(ck.reason);
+		gp_stage_plan_set(sp, GP_STATE_FAILED, "check failed");
+		return report_err(s);
+	}
+	if (ck.state == GP_STATE_BLOCKED)
+		gp_stage_plan_set(sp, GP_STATE_BLOCKED, "%s", ck.reason);
+	else
+		gp_stage_plan_set(
+		    sp, GP_STATE_WAITING_REBOOT,
+		    "runs after the pending reboot (needs the new kernel state)");
+	free(ck.reason);
+	return 0;
+}
+
 /* Runs one selected, enabled, implemented stage. Returns 0 or an exit code. */
 static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *cfg,
                      struct gp_stage_plan *sp, bool reboot_outstanding)
 {
 	struct gp_ctx *c = &s->c;
-	if ((st->flags & GP_STAGE_NEEDS_REBOOTED_KERNEL) && reboot_outstanding) {
-		gp_stage_plan_set(
-		    sp, GP_STATE_WAITING_REBOOT,
-		    "runs after the pending reboot (needs the new kernel state)");
-		return 0;
-	}
 	c->stage = sp;
+	if ((st->flags & GP_STAGE_NEEDS_REBOOTED_KERNEL) && reboot_outstanding)
+		return wait_for_reboot(s, st, cfg, sp);
 	struct gp_check ck = { 0 };
 	int rc = st->check(c, cfg, &ck);
 	if (rc < 0) {

@@ -36,6 +36,11 @@ struct gp_stage {
 	 * need that the profile alone determines (gp_prefetch_add for each), so
 	 * the engine can fetch them while earlier stages apply. */
 	int (*prefetch)(struct gp_ctx *c, const cJSON *cfg);
+	/* Optional, read-only: for a stage that waits for a pending reboot, the
+	 * blockers that need only the profile and the machine as it is now
+	 * (sets ck BLOCKED, or leaves it alone), so that an install is blocked
+	 * before an earlier stage changes anything. 0, or -1 with c->err set. */
+	int (*preflight)(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck);
 };
 
 /* gp_stages[0..gp_stage_count), in run order. A stage whose hooks

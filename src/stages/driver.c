@@ -632,6 +632,19 @@ static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	return 0;
 }
 
+/* Every blocker gather finds needs only the profile and the machine as it
+ * is (nouveau still loaded included): the engine asks for them while the
+ * driver waits for the reboot nouveau needs. */
+static int driver_preflight(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
+{
+	struct drv d;
+	int rc = gather(c, cfg, &d);
+	if (rc == 0 && d.blocked)
+		gp_check_set(ck, GP_STATE_BLOCKED, "%s", d.blocked);
+	drv_free(&d);
+	return rc;
+}
+
 /* --- apply ------------------------------------------------------------- */
 
 static int add_nvidia_repo(struct gp_ctx *c)
@@ -1086,4 +1099,5 @@ const struct gp_stage gp_stage_driver = {
 	.apply = driver_apply,
 	.verify = driver_verify,
 	.prefetch = driver_prefetch,
+	.preflight = driver_preflight,
 };

@@ -17,8 +17,10 @@
  * Layout: the tarball (top folder stripped) is extracted as a whole into
  * <base>/cudnn-<version>, where <base> is stages.cudnn.path, else
  * stages.cuda.path; the archive layer stages it and renames it into place
- * only after the sha256 matched. Then <base>/include/<header> and
- * <base>/lib64/<library> become relative symlinks into that directory,
+ * only after the sha256 matched. Then <base>/include/cudnn*.h and
+ * <base>/lib64/libcudnn* become relative symlinks into that directory (other
+ * names the archive holds stay inside it; a link that would replace a file
+ * gpuprov did not link there is refused, naming it),
  * /etc/ld.so.conf.d/gpuprov-cudnn.conf lists <base>/lib64, and ldconfig runs
  * chrooted. A version change extracts a new directory, re-points the links
  * both versions have, removes (gp_effect_remove) the links into another
@@ -30,9 +32,9 @@
  *         (MAJOR.MINOR.PATCHLEVEL), every file gpuprov recorded under
  *         <base>/cudnn-<version> is unchanged (hashed only when its size,
  *         mtime, ctime or inode differ from those recorded), every entry of
- *         its include/ and lib/ has its link, no link points into another
- *         cudnn-* directory, no other cudnn-* directory gpuprov installed is
- *         left, and ldconfig ran for this version.
+ *         its include/ and lib/ with a cuDNN name has its link, no link
+ *         points into another cudnn-* directory, no other cudnn-* directory
+ *         gpuprov installed is left, and ldconfig ran for this version.
  * apply:  download (sha256 pinned by the profile; see below) and extract in
  *         one pass (extracted while it downloads, renamed into place after
  *         the sha256 matched), symlinks, ld.so.conf.d file, ldconfig. The
@@ -332,6 +334,24 @@ static char **old_dirs(struct gp_ctx *c, const struct cudnn_settings *s)
 	return old;
 }
 
+/* Only cuDNN's own names (cudnn*.h, libcudnn*) are linked into the
+ * toolkit's include/ and lib64/: any other file an archive holds (a cuda.h,
+ * a libcudart) stays inside cudnn-<version>, where it shadows nothing. */
+static bool cudnn_name(const char *from, const char *name)
+{
+	if (strcmp(from, "include") == 0)
+		return gp_str_starts_with(name, "cudnn") && gp_str_ends_with(name, ".h");
+	return gp_str_starts_with(name, "libcudnn");
+}
+
+/* Is path a link gpuprov made (into a cudnn-* directory)? */
+static bool our_link(struct gp_ctx *c, const char *path)
+{
+	_cleanup_free_ char *target = NULL;
+	return gp_root_readlink(&c->root, path, &target) == 0 &&
+	       strncmp(target, "../cudnn-", 9) == 0;
+}
+
 /* Every entry of <dir>/<from> has its link <base>/<to>/<name>? *bad names
  * the first that has not. */
 static bool links_ok(struct gp_ctx *c, const struct cudnn_settings *s, const char *from,
@@ -342,6 +362,8 @@ static bool links_ok(struct gp_ctx *c, const struct cudnn_settings *s, const cha
 	if (gp_root_list_dir(&c->root, src, &names) < 0)
 		return true;
 	for (size_t i = 0; names[i]; i++) {
+		if (!cudnn_name(from, names[i]))
+			continue;
 		_cleanup_free_ char *want = gp_xasprintf("../cudnn-%s/%s/%s", s->version,
 		                                         from, names[i]);
 		_cleanup_free_ char *path = gp_xasprintf("%s/%s/%s", s->base, to,
@@ -532,12 +554,41 @@ static int link_dir(struct gp_ctx *c, const struct cudnn_settings *s, const char
 	if (gp_root_list_dir(&c->root, src, &names) < 0)
 		return 0; /* dry-run: not extracted yet; or the archive has none */
 	for (size_t i = 0; names[i]; i++) {
+		if (!cudnn_name(from, names[i]))
+			continue;
 		_cleanup_free_ char *target = gp_xasprintf("../cudnn-%s/%s/%s",
 		                                           s->version, from, names[i]);
 		_cleanup_free_ char *path = gp_xasprintf("%s/%s/%s", s->base, to,
 		                                         names[i]);
 		if (gp_effect_symlink(c, target, path) < 0)
 			return -1;
+	}
+	return 0;
+}
+
+/* Before link_dir: a link it would make must not replace a file gpuprov
+ * did not link there (the toolkit's own, another cuDNN's): refused, naming
+ * it, before any link changes. */
+static int refuse_shadowing(struct gp_ctx *c, const struct cudnn_settings *s,
+                            const char *from, const char *to)
+{
+	_cleanup_free_ char *src = gp_xasprintf("%s/%s", s->dir, from);
+	_cleanup_strv_ char **names = NULL;
+	if (gp_root_list_dir(&c->root, src, &names) < 0)
+		return 0;
+	for (size_t i = 0; names[i]; i++) {
+		_cleanup_free_ char *path = gp_xasprintf("%s/%s/%s", s->base, to,
+		                                         names[i]);
+		struct stat st;
+		if (!cudnn_name(from, names[i]) ||
+		    gp_root_lstat(&c->root, path, &st) < 0 || our_link(c, path))
+			continue;
+		return gp_fail(c->err, GP_EXIT_BLOCKED,
+		               "cudnn: the archive's %s/%s would replace %s, which "
+		               "gpuprov did not install (the toolkit's, or another "
+		               "cuDNN's); nothing was linked; remove or move it, or set "
+		               "stages.cudnn.path to a directory of its own",
+		               from, names[i], path);
 	}
 	return 0;
 }
@@ -594,6 +645,10 @@ static int cudnn_apply(struct gp_ctx *c, const cJSON *cfg)
 	int rc = gp_effect_mkdir(c, s.base, 0755);
 	if (rc == 0)
 		rc = gp_effect_download_extract(c, &a, s.dir, GP_ARCHIVE_STRIP_TOP);
+	if (rc == 0)
+		rc = refuse_shadowing(c, &s, "include", "include");
+	if (rc == 0)
+		rc = refuse_shadowing(c, &s, "lib", "lib64");
 	if (rc == 0)
 		rc = link_dir(c, &s, "include", "include");
 	if (rc == 0)

@@ -31,6 +31,7 @@ struct session {
 	bool reboot_ineffective; /* a stage still waits for a reboot that happened */
 	const char *forced_mismatch; /* shown at the top of plans */
 	char **overrides; /* compatibility rules the profile overrides */
+	char *profile_arg; /* --profile as given, else the journal's: for hints */
 };
 
 static void session_close(struct session *s)
@@ -46,6 +47,7 @@ static void session_close(struct session *s)
 	gp_profile_free(s->profile);
 	gp_strv_free(s->search);
 	gp_strv_free(s->overrides);
+	free(s->profile_arg);
 }
 
 static int report_err(struct session *s)
@@ -107,6 +109,9 @@ static int session_profile(struct session *s, const struct gp_options *o,
 	if (gp_profile_load(want, s->search, &s->profile, &s->err) < 0)
 		return report_err(s);
 	s->c.profile = s->profile;
+	s->profile_arg = gp_xstrdup(want);
+	s->c.profile_arg = s->profile_arg;
+	s->c.profile_dir = o->profile_dir;
 	return 0;
 }
 
@@ -247,12 +252,12 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 	}
 	if (ck.state == GP_STATE_REBOOT_PENDING && reboot_did_not_help(s)) {
 		s->reboot_ineffective = true;
+		_cleanup_free_ char *verify = gp_hint_command(c, "verify", st->name);
 		gp_check_set(
 		    &ck, GP_STATE_BLOCKED,
 		    "%s - but the machine has rebooted since gpuprov asked for it, so "
-		    "the change did not take effect; 'gpuprov verify --only %s' has "
-		    "hints",
-		    ck.reason, st->name);
+		    "the change did not take effect; '%s' has hints",
+		    ck.reason, verify);
 	}
 	gp_stage_plan_set(sp, ck.state, "%s", ck.reason);
 	free(ck.reason);
@@ -631,10 +636,13 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 			code = report_err(&s);
 	}
 	const char *pending = gp_journal_reboot_reason(&c->journal);
-	if (pending)
-		gp_report_add(&rep, "gpuprov", GP_WARN, "pending reboot",
-		              "reboot, then run the same 'gpuprov install' again", "%s",
+	if (pending) {
+		_cleanup_free_ char *install = gp_hint_command(c, "install", NULL);
+		_cleanup_free_ char *hint = gp_xasprintf("reboot, then run '%s'",
+		                                         install);
+		gp_report_add(&rep, "gpuprov", GP_WARN, "pending reboot", hint, "%s",
 		              pending);
+	}
 	if (!code) {
 		if (out->json)
 			print_json(out, gp_report_to_json(&rep));

@@ -57,6 +57,13 @@ extern const struct gp_stage gp_stage_cudnn;
 extern const struct gp_stage gp_stage_cuda;
 extern const struct gp_stage gp_stage_pytorch;
 
+/* The command a hint tells the operator to type, as it works when typed:
+ * "gpuprov COMMAND --profile P --only STAGE [--root R] [--profile-dir D]"
+ * with the profile, root and profile directory of this run (stage NULL: no
+ * --only). gp_install_hint: "run 'gpuprov install ...'". Both allocated. */
+char *gp_hint_command(const struct gp_ctx *c, const char *command, const char *stage);
+char *gp_install_hint(const struct gp_ctx *c, const char *stage);
+
 /* Marks in the journal that tie a follow-up command to the input it ran
  * for (the initramfs rebuilt for this blacklist, ldconfig run for this
  * ld.so.conf.d file), so an interrupted run redoes exactly what is missing. */

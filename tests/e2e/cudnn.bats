@@ -195,7 +195,7 @@ requests() {
 	gp --root "$R" verify --profile "$P" --only cudnn
 	assert_status 3
 	assert_stdout_has "/$BASE/lib64/libcudnn.so.8 is missing or a broken link"
-	assert_stdout_has "gpuprov install --only cudnn"
+	assert_stdout_has "'gpuprov install --profile $P --only cudnn --root "
 	gp --root "$R" plan --profile "$P" --only cudnn
 	assert_status 0
 	assert_stdout_has "the link /$BASE/lib64/libcudnn.so.8 is missing or wrong"
@@ -231,7 +231,7 @@ requests() {
 	gp --root "$R" verify --profile "$P" --only cudnn
 	assert_status 3
 	assert_stdout_has "cudnn_version.h says 8.9.6; the profile wants 8.9.7"
-	assert_stdout_has "gpuprov install --only cudnn"
+	assert_stdout_has "'gpuprov install --profile $P --only cudnn --root "
 	gp --root "$R" plan --profile "$P" --only cudnn
 	assert_stdout_has "says cuDNN 8.9.6; the profile wants 8.9.7.29"
 	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
@@ -408,4 +408,47 @@ shadow_tarball() {
 		fail "the foreign cudnn.h was replaced"
 	[ -z "$(ls -A "$R/$BASE/lib64")" ] || fail "lib64 changed: $(ls -A "$R/$BASE/lib64")"
 	[ -z "$(stub_log "$R")" ] || fail "a command ran: $(stub_log "$R")"
+}
+
+@test "cudnn: its ld.so.conf.d file removed and ldconfig run: check sees it, install rewrites it and reruns ldconfig" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	conf=$R/etc/ld.so.conf.d/gpuprov-cudnn.conf
+	cp "$conf" "$BATS_TEST_TMPDIR/conf.before"
+	rm "$conf"
+	chroot "$R" /sbin/ldconfig
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 3
+	assert_stdout_has "not in the linker cache"
+	gp --root "$R" plan --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "cudnn: needed - /etc/ld.so.conf.d/gpuprov-cudnn.conf is missing or changed"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	cmp -s "$conf" "$BATS_TEST_TMPDIR/conf.before" || fail "the ld.so.conf.d file was not rewritten"
+	[ "$(stub_log "$R" | grep -c ldconfig)" = 3 ] || fail "ldconfig did not rerun: $(stub_log "$R")"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 0
+}
+
+@test "cudnn: libraries missing from the linker cache: check sees it, install reruns ldconfig" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	: > "$R/etc/ld.so.cache"
+	gp --root "$R" plan --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "cudnn: needed - libcudnn.so.8 is not in the linker cache ('ldconfig -p')"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	[ "$(stub_log "$R" | grep -c ldconfig)" = 2 ] || fail "ldconfig did not rerun: $(stub_log "$R")"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 0
+}
+
+@test "cudnn verify: the CUDA major does not pass while cuDNN is absent" {
+	echo '{ "cuda": { "version": "11.8.0" } }' > "$R/$BASE/version.json"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 3
+	refute_stdout_has "pass  CUDA major"
+	assert_stdout_has "skip  CUDA major: cuDNN is not installed"
 }

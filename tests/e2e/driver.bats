@@ -571,7 +571,7 @@ verify_root() {
 	drv_profile '{ "method": "apt", "branch": "535", "flavor": "server", "modules": "proprietary" }'
 	gp --root "$R" verify --profile "$P" --only driver
 	assert_status 3
-	assert_stdout_has "hint: no NVIDIA driver is installed: run 'gpuprov install --only driver'"
+	assert_stdout_has "hint: no NVIDIA driver is installed: run 'gpuprov install --profile $P --only driver --root "
 	refute_stdout_has "DKMS could not build"
 }
 

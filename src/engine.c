@@ -31,6 +31,7 @@ struct session {
 	bool reboot_ineffective; /* a stage still waits for a reboot that happened */
 	const char *forced_mismatch; /* shown at the top of plans */
 	char **overrides; /* compatibility rules the profile overrides */
+	char *profile_arg; /* --profile as given, else the journal's: for hints */
 };
 
 static void session_close(struct session *s)
@@ -46,6 +47,7 @@ static void session_close(struct session *s)
 	gp_profile_free(s->profile);
 	gp_strv_free(s->search);
 	gp_strv_free(s->overrides);
+	free(s->profile_arg);
 }
 
 static int report_err(struct session *s)
@@ -124,6 +126,9 @@ static int session_profile(struct session *s, const struct gp_options *o,
 	if (gp_profile_load(want, s->search, &s->profile, &s->err) < 0)
 		return report_err(s);
 	s->c.profile = s->profile;
+	s->profile_arg = gp_xstrdup(want);
+	s->c.profile_arg = s->profile_arg;
+	s->c.profile_dir = o->profile_dir;
 	return 0;
 }
 
@@ -225,18 +230,36 @@ static bool reboot_did_not_help(struct session *s)
 	return asked_in && now && strcmp(asked_in, now) != 0;
 }
 
+/* A stage that needs the kernel state after the pending reboot waits for
+ * it, unless its preflight finds it blocked already: then the install stops
+ * before any stage changes the machine. Returns 0 or an exit code. */
+static int wait_for_reboot(struct session *s, const struct gp_stage *st, const cJSON *cfg,
+                           struct gp_stage_plan *sp)
+{
+	struct gp_check ck = { .state = GP_STATE_WAITING_REBOOT };
+	if (st->preflight && st->preflight(&s->c, cfg, &ck) < 0) {
+		free(ck.reason);
+		gp_stage_plan_set(sp, GP_STATE_FAILED, "check failed");
+		return report_err(s);
+	}
+	if (ck.state == GP_STATE_BLOCKED)
+		gp_stage_plan_set(sp, GP_STATE_BLOCKED, "%s", ck.reason);
+	else
+		gp_stage_plan_set(
+		    sp, GP_STATE_WAITING_REBOOT,
+		    "runs after the pending reboot (needs the new kernel state)");
+	free(ck.reason);
+	return 0;
+}
+
 /* Runs one selected, enabled, implemented stage. Returns 0 or an exit code. */
 static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *cfg,
                      struct gp_stage_plan *sp, bool reboot_outstanding)
 {
 	struct gp_ctx *c = &s->c;
-	if ((st->flags & GP_STAGE_NEEDS_REBOOTED_KERNEL) && reboot_outstanding) {
-		gp_stage_plan_set(
-		    sp, GP_STATE_WAITING_REBOOT,
-		    "runs after the pending reboot (needs the new kernel state)");
-		return 0;
-	}
 	c->stage = sp;
+	if ((st->flags & GP_STAGE_NEEDS_REBOOTED_KERNEL) && reboot_outstanding)
+		return wait_for_reboot(s, st, cfg, sp);
 	struct gp_check ck = { 0 };
 	int rc = st->check(c, cfg, &ck);
 	if (rc < 0) {
@@ -246,12 +269,12 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 	}
 	if (ck.state == GP_STATE_REBOOT_PENDING && reboot_did_not_help(s)) {
 		s->reboot_ineffective = true;
+		_cleanup_free_ char *verify = gp_hint_command(c, "verify", st->name);
 		gp_check_set(
 		    &ck, GP_STATE_BLOCKED,
 		    "%s - but the machine has rebooted since gpuprov asked for it, so "
-		    "the change did not take effect; 'gpuprov verify --only %s' has "
-		    "hints",
-		    ck.reason, st->name);
+		    "the change did not take effect; '%s' has hints",
+		    ck.reason, verify);
 	}
 	gp_stage_plan_set(sp, ck.state, "%s", ck.reason);
 	free(ck.reason);
@@ -630,10 +653,13 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 			code = report_err(&s);
 	}
 	const char *pending = gp_journal_reboot_reason(&c->journal);
-	if (pending)
-		gp_report_add(&rep, "gpuprov", GP_WARN, "pending reboot",
-		              "reboot, then run the same 'gpuprov install' again", "%s",
+	if (pending) {
+		_cleanup_free_ char *install = gp_hint_command(c, "install", NULL);
+		_cleanup_free_ char *hint = gp_xasprintf("reboot, then run '%s'",
+		                                         install);
+		gp_report_add(&rep, "gpuprov", GP_WARN, "pending reboot", hint, "%s",
 		              pending);
+	}
 	if (!code) {
 		if (out->json)
 			print_json(out, gp_report_to_json(&rep));

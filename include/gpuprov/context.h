@@ -38,6 +38,10 @@ struct gp_ctx {
 	/* The package layer's state for this run (pkg.c): planned installs and
 	 * holds, whether metadata was refreshed; freed by gp_pkg_state_free. */
 	struct gp_pkg_state *pkg;
+	/* The --profile argument and --profile-dir of this run, for the
+	 * commands hints print (gp_hint_command); NULL: the profile's path. */
+	const char *profile_arg;
+	const char *profile_dir;
 };
 
 /* Reads a file as the target will look once the effects planned so far in

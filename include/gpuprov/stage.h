@@ -36,6 +36,11 @@ struct gp_stage {
 	 * need that the profile alone determines (gp_prefetch_add for each), so
 	 * the engine can fetch them while earlier stages apply. */
 	int (*prefetch)(struct gp_ctx *c, const cJSON *cfg);
+	/* Optional, read-only: for a stage that waits for a pending reboot, the
+	 * blockers that need only the profile and the machine as it is now
+	 * (sets ck BLOCKED, or leaves it alone), so that an install is blocked
+	 * before an earlier stage changes anything. 0, or -1 with c->err set. */
+	int (*preflight)(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck);
 };
 
 /* gp_stages[0..gp_stage_count), in run order. A stage whose hooks
@@ -51,6 +56,13 @@ extern const struct gp_stage gp_stage_env;
 extern const struct gp_stage gp_stage_cudnn;
 extern const struct gp_stage gp_stage_cuda;
 extern const struct gp_stage gp_stage_pytorch;
+
+/* The command a hint tells the operator to type, as it works when typed:
+ * "gpuprov COMMAND --profile P --only STAGE [--root R] [--profile-dir D]"
+ * with the profile, root and profile directory of this run (stage NULL: no
+ * --only). gp_install_hint: "run 'gpuprov install ...'". Both allocated. */
+char *gp_hint_command(const struct gp_ctx *c, const char *command, const char *stage);
+char *gp_install_hint(const struct gp_ctx *c, const char *stage);
 
 /* Marks in the journal that tie a follow-up command to the input it ran
  * for (the initramfs rebuilt for this blacklist, ldconfig run for this

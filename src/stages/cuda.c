@@ -335,6 +335,7 @@ static void verify_driver(struct gp_ctx *c, const struct cuda_settings *s,
 	const char *min = gp_cuda_min_driver(s->version);
 	_cleanup_free_ char *from = NULL;
 	_cleanup_free_ char *drv = driver_version(c, &from);
+	_cleanup_free_ char *driver_hint = gp_install_hint(c, "driver");
 	if (drv)
 		*drv_cuda = driver_cuda(drv);
 	if (!min)
@@ -342,8 +343,7 @@ static void verify_driver(struct gp_ctx *c, const struct cuda_settings *s,
 		              "CUDA %s is not in gpuprov's table of minimum drivers",
 		              s->version);
 	else if (!drv)
-		gp_report_add(rep, "cuda", GP_WARN, "minimum driver",
-		              "install the driver (stage driver)",
+		gp_report_add(rep, "cuda", GP_WARN, "minimum driver", driver_hint,
 		              "no NVIDIA driver found (no loaded module, no driver "
 		              "package); CUDA %s needs >= %s",
 		              s->version, min);
@@ -375,8 +375,9 @@ static void verify_path(struct gp_ctx *c, const struct cuda_settings *s,
 	                                              "not the toolkit's)",
 	                                              drv_cuda)
 	                               : gp_xstrdup("");
-	const char *hint = "set stages.env.cuda_home (or path) to this toolkit and "
-	                   "run 'gpuprov install --only env'";
+	_cleanup_free_ char *env = gp_install_hint(c, "env");
+	_cleanup_free_ char *hint = gp_xasprintf(
+	    "set stages.env.cuda_home (or path) to this toolkit and %s", env);
 	if (!nvcc)
 		gp_report_add(rep, "cuda", GP_WARN, "nvcc on PATH", hint,
 		              "no nvcc on the PATH the env stage writes%s", smi);
@@ -404,7 +405,7 @@ static int cuda_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep
 		settings_free(&s);
 		return 0;
 	}
-	const char *install = "run 'gpuprov install --only cuda'";
+	_cleanup_free_ char *install = gp_install_hint(c, "cuda");
 	if (strcmp(s.method, "repo") == 0) {
 		_cleanup_free_ char *have = NULL;
 		if (gp_pkg_installed(c, s.package, &have) < 0) {

@@ -17,8 +17,10 @@
  * Layout: the tarball (top folder stripped) is extracted as a whole into
  * <base>/cudnn-<version>, where <base> is stages.cudnn.path, else
  * stages.cuda.path; the archive layer stages it and renames it into place
- * only after the sha256 matched. Then <base>/include/<header> and
- * <base>/lib64/<library> become relative symlinks into that directory,
+ * only after the sha256 matched. Then <base>/include/cudnn*.h and
+ * <base>/lib64/libcudnn* become relative symlinks into that directory (other
+ * names the archive holds stay inside it; a link that would replace a file
+ * gpuprov did not link there is refused, naming it),
  * /etc/ld.so.conf.d/gpuprov-cudnn.conf lists <base>/lib64, and ldconfig runs
  * chrooted. A version change extracts a new directory, re-points the links
  * both versions have, removes (gp_effect_remove) the links into another
@@ -30,9 +32,11 @@
  *         (MAJOR.MINOR.PATCHLEVEL), every file gpuprov recorded under
  *         <base>/cudnn-<version> is unchanged (hashed only when its size,
  *         mtime, ctime or inode differ from those recorded), every entry of
- *         its include/ and lib/ has its link, no link points into another
- *         cudnn-* directory, no other cudnn-* directory gpuprov installed is
- *         left, and ldconfig ran for this version.
+ *         its include/ and lib/ with a cuDNN name has its link, no link
+ *         points into another cudnn-* directory, no other cudnn-* directory
+ *         gpuprov installed is left, ldconfig ran for this version, and
+ *         what verify looks at: the ld.so.conf.d file as apply writes it and
+ *         every soname in the linker cache (`ldconfig -p`).
  * apply:  download (sha256 pinned by the profile; see below) and extract in
  *         one pass (extracted while it downloads, renamed into place after
  *         the sha256 matched), symlinks, ld.so.conf.d file, ldconfig. The
@@ -41,7 +45,7 @@
  * verify: every recorded file hashes to its sha256, headers present, every
  *         libcudnn*.so.<major> soname present and in the root's linker cache
  *         (`ldconfig -p`), version equal to the profile's, CUDA major equal
- *         to the installed toolkit's.
+ *         to the installed toolkit's (skipped while cuDNN is absent).
  *
  * sha256: gpuprov downloads nothing without a pinned sha256. NVIDIA's
  * redistrib_<A.B.C>.json manifest has no pinned hash of its own, so a hash
@@ -241,11 +245,13 @@ static char *blocked_reason(struct gp_ctx *c, const struct cudnn_settings *s)
 		                  "stages.cuda.path");
 	/* A toolkit the cuda stage installs earlier in this run will be there. */
 	if (s->base_from_cuda && !gp_ctx_exists(c, s->base) &&
-	    !gp_plan_stage_needed(c->plan, "cuda"))
+	    !gp_plan_stage_needed(c->plan, "cuda")) {
+		_cleanup_free_ char *cuda = gp_hint_command(c, "install", "cuda");
 		return gp_xasprintf("the CUDA toolkit directory %s does not exist; "
-		                    "install CUDA first (stage cuda) or set "
+		                    "install CUDA first ('%s') or set "
 		                    "stages.cudnn.path",
-		                    s->base);
+		                    s->base, cuda);
+	}
 	return NULL;
 }
 
@@ -332,6 +338,24 @@ static char **old_dirs(struct gp_ctx *c, const struct cudnn_settings *s)
 	return old;
 }
 
+/* Only cuDNN's own names (cudnn*.h, libcudnn*) are linked into the
+ * toolkit's include/ and lib64/: any other file an archive holds (a cuda.h,
+ * a libcudart) stays inside cudnn-<version>, where it shadows nothing. */
+static bool cudnn_name(const char *from, const char *name)
+{
+	if (strcmp(from, "include") == 0)
+		return gp_str_starts_with(name, "cudnn") && gp_str_ends_with(name, ".h");
+	return gp_str_starts_with(name, "libcudnn");
+}
+
+/* Is path a link gpuprov made (into a cudnn-* directory)? */
+static bool our_link(struct gp_ctx *c, const char *path)
+{
+	_cleanup_free_ char *target = NULL;
+	return gp_root_readlink(&c->root, path, &target) == 0 &&
+	       strncmp(target, "../cudnn-", 9) == 0;
+}
+
 /* Every entry of <dir>/<from> has its link <base>/<to>/<name>? *bad names
  * the first that has not. */
 static bool links_ok(struct gp_ctx *c, const struct cudnn_settings *s, const char *from,
@@ -342,6 +366,8 @@ static bool links_ok(struct gp_ctx *c, const struct cudnn_settings *s, const cha
 	if (gp_root_list_dir(&c->root, src, &names) < 0)
 		return true;
 	for (size_t i = 0; names[i]; i++) {
+		if (!cudnn_name(from, names[i]))
+			continue;
 		_cleanup_free_ char *want = gp_xasprintf("../cudnn-%s/%s/%s", s->version,
 		                                         from, names[i]);
 		_cleanup_free_ char *path = gp_xasprintf("%s/%s/%s", s->base, to,
@@ -458,6 +484,96 @@ static int apt_apply(struct gp_ctx *c, const struct cudnn_settings *s)
 	return gp_effect_pkg_install(c, w, ARRAY_SIZE(w));
 }
 
+/* "name => path" pairs of `ldconfig -p`, as "name\tpath" lines. */
+static char **linker_cache(struct gp_ctx *c, char **error)
+{
+	char *const argv[] = { "ldconfig", "-p", NULL };
+	struct gp_run_result res = { 0 };
+	int rc = gp_ctx_run_readonly(c, argv, &res);
+	if (rc < 0 || !gp_run_succeeded(&res)) {
+		*error = rc < 0 ? gp_xstrdup(strerror(-rc))
+		                : gp_run_describe(&res, c->cmd_timeout_ms);
+		gp_run_result_free(&res);
+		return NULL;
+	}
+	char **out = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **lines = gp_strv_split(res.output, '\n');
+	gp_run_result_free(&res);
+	for (size_t i = 0; lines[i]; i++) {
+		const char *l = lines[i];
+		if (*l != '\t' && *l != ' ')
+			continue;
+		l += strspn(l, " \t");
+		const char *arrow = strstr(l, " => ");
+		if (!arrow)
+			continue;
+		_cleanup_free_ char *pair = gp_xasprintf("%.*s\t%s", (int)strcspn(l, " "),
+		                                         l, arrow + 4);
+		gp_strv_push(&out, pair);
+	}
+	return out;
+}
+
+static const char *cache_lookup(char *const *cache, const char *name)
+{
+	size_t n = strlen(name);
+	for (size_t i = 0; cache && cache[i]; i++)
+		if (strncmp(cache[i], name, n) == 0 && cache[i][n] == '\t')
+			return cache[i] + n + 1;
+	return NULL;
+}
+
+/* Is name a libcudnn*.so.<major> soname? */
+static bool cudnn_soname(const char *name, long major)
+{
+	char suffix[32];
+	snprintf(suffix, sizeof suffix, ".so.%ld", major);
+	return gp_str_starts_with(name, "libcudnn") && strlen(name) > strlen(suffix) &&
+	       gp_str_ends_with(name, suffix);
+}
+
+/* What the ld.so.conf.d file says: the toolkit's lib64, where the links are. */
+static char *ld_conf_text(const struct gp_ctx *c, const struct cudnn_settings *s)
+{
+	return gp_xasprintf(
+	    "# Written by gpuprov (stage cudnn) from profile %s.\n%s/lib64\n",
+	    c->profile->name, s->base);
+}
+
+/* What verify looks at, for check: the ld.so.conf.d file as apply writes it,
+ * and every soname of the extracted library directory in the linker cache
+ * (`ldconfig -p`); else NEEDED, so that apply rewrites the file and reruns
+ * ldconfig. Without a working `ldconfig -p` the journal's mark that ldconfig
+ * ran is all there is to go by. */
+static void check_linker(struct gp_ctx *c, const struct cudnn_settings *s,
+                         struct gp_check *ck)
+{
+	_cleanup_free_ char *want = ld_conf_text(c, s);
+	_cleanup_free_ char *have = NULL;
+	if (gp_ctx_read(c, LD_CONF, &have, NULL) < 0 || strcmp(have, want) != 0) {
+		gp_check_set(ck, GP_STATE_NEEDED, "%s is missing or changed", LD_CONF);
+		return;
+	}
+	_cleanup_free_ char *err = NULL;
+	_cleanup_strv_ char **cache = linker_cache(c, &err);
+	if (!cache) {
+		gp_log(c, "cannot read the linker cache ('ldconfig -p'): %s", err);
+		return;
+	}
+	_cleanup_free_ char *libdir = gp_xasprintf("%s/lib", s->dir);
+	_cleanup_strv_ char **names = NULL;
+	if (gp_root_list_dir(&c->root, libdir, &names) < 0)
+		return;
+	long major = strtol(s->version, NULL, 10);
+	for (size_t i = 0; names[i]; i++)
+		if (cudnn_soname(names[i], major) && !cache_lookup(cache, names[i])) {
+			gp_check_set(ck, GP_STATE_NEEDED,
+			             "%s is not in the linker cache ('ldconfig -p')",
+			             names[i]);
+			return;
+		}
+}
+
 static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 {
 	struct cudnn_settings s;
@@ -516,9 +632,11 @@ static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	else if (!ldconfig_ok)
 		gp_check_set(ck, GP_STATE_NEEDED, "ldconfig not run for cuDNN %s",
 		             s.version);
-	else
+	else {
 		gp_check_set(ck, GP_STATE_SATISFIED, "cuDNN %s in %s (%zu files intact)",
 		             have, s.base, n);
+		check_linker(c, &s, ck);
+	}
 	settings_free(&s);
 	return 0;
 }
@@ -532,12 +650,41 @@ static int link_dir(struct gp_ctx *c, const struct cudnn_settings *s, const char
 	if (gp_root_list_dir(&c->root, src, &names) < 0)
 		return 0; /* dry-run: not extracted yet; or the archive has none */
 	for (size_t i = 0; names[i]; i++) {
+		if (!cudnn_name(from, names[i]))
+			continue;
 		_cleanup_free_ char *target = gp_xasprintf("../cudnn-%s/%s/%s",
 		                                           s->version, from, names[i]);
 		_cleanup_free_ char *path = gp_xasprintf("%s/%s/%s", s->base, to,
 		                                         names[i]);
 		if (gp_effect_symlink(c, target, path) < 0)
 			return -1;
+	}
+	return 0;
+}
+
+/* Before link_dir: a link it would make must not replace a file gpuprov
+ * did not link there (the toolkit's own, another cuDNN's): refused, naming
+ * it, before any link changes. */
+static int refuse_shadowing(struct gp_ctx *c, const struct cudnn_settings *s,
+                            const char *from, const char *to)
+{
+	_cleanup_free_ char *src = gp_xasprintf("%s/%s", s->dir, from);
+	_cleanup_strv_ char **names = NULL;
+	if (gp_root_list_dir(&c->root, src, &names) < 0)
+		return 0;
+	for (size_t i = 0; names[i]; i++) {
+		_cleanup_free_ char *path = gp_xasprintf("%s/%s/%s", s->base, to,
+		                                         names[i]);
+		struct stat st;
+		if (!cudnn_name(from, names[i]) ||
+		    gp_root_lstat(&c->root, path, &st) < 0 || our_link(c, path))
+			continue;
+		return gp_fail(c->err, GP_EXIT_BLOCKED,
+		               "cudnn: the archive's %s/%s would replace %s, which "
+		               "gpuprov did not install (the toolkit's, or another "
+		               "cuDNN's); nothing was linked; remove or move it, or set "
+		               "stages.cudnn.path to a directory of its own",
+		               from, names[i], path);
 	}
 	return 0;
 }
@@ -587,13 +734,15 @@ static int cudnn_apply(struct gp_ctx *c, const cJSON *cfg)
 	const struct gp_fetch_artifact a = { .name = name,
 		                             .url = s.url,
 		                             .sha256 = s.sha256 };
-	_cleanup_free_ char *ld_conf = gp_xasprintf(
-	    "# Written by gpuprov (stage cudnn) from profile %s.\n%s/lib64\n",
-	    c->profile->name, s.base);
+	_cleanup_free_ char *ld_conf = ld_conf_text(c, &s);
 	char *const ldconfig[] = { "ldconfig", NULL };
 	int rc = gp_effect_mkdir(c, s.base, 0755);
 	if (rc == 0)
 		rc = gp_effect_download_extract(c, &a, s.dir, GP_ARCHIVE_STRIP_TOP);
+	if (rc == 0)
+		rc = refuse_shadowing(c, &s, "include", "include");
+	if (rc == 0)
+		rc = refuse_shadowing(c, &s, "lib", "lib64");
 	if (rc == 0)
 		rc = link_dir(c, &s, "include", "include");
 	if (rc == 0)
@@ -608,45 +757,6 @@ static int cudnn_apply(struct gp_ctx *c, const cJSON *cfg)
 		gp_stage_mark_set(c, "cudnn", MARK_LDCONFIG, s.version);
 	settings_free(&s);
 	return rc;
-}
-
-/* "name => path" pairs of `ldconfig -p`, as "name\tpath" lines. */
-static char **linker_cache(struct gp_ctx *c, char **error)
-{
-	char *const argv[] = { "ldconfig", "-p", NULL };
-	struct gp_run_result res = { 0 };
-	int rc = gp_ctx_run_readonly(c, argv, &res);
-	if (rc < 0 || !gp_run_succeeded(&res)) {
-		*error = rc < 0 ? gp_xstrdup(strerror(-rc))
-		                : gp_run_describe(&res, c->cmd_timeout_ms);
-		gp_run_result_free(&res);
-		return NULL;
-	}
-	char **out = gp_xcalloc(1, sizeof(char *));
-	_cleanup_strv_ char **lines = gp_strv_split(res.output, '\n');
-	gp_run_result_free(&res);
-	for (size_t i = 0; lines[i]; i++) {
-		const char *l = lines[i];
-		if (*l != '\t' && *l != ' ')
-			continue;
-		l += strspn(l, " \t");
-		const char *arrow = strstr(l, " => ");
-		if (!arrow)
-			continue;
-		_cleanup_free_ char *pair = gp_xasprintf("%.*s\t%s", (int)strcspn(l, " "),
-		                                         l, arrow + 4);
-		gp_strv_push(&out, pair);
-	}
-	return out;
-}
-
-static const char *cache_lookup(char *const *cache, const char *name)
-{
-	size_t n = strlen(name);
-	for (size_t i = 0; cache && cache[i]; i++)
-		if (strncmp(cache[i], name, n) == 0 && cache[i][n] == '\t')
-			return cache[i] + n + 1;
-	return NULL;
 }
 
 /* The CUDA toolkit's version under base, from version.json or version.txt. */
@@ -695,7 +805,6 @@ static void verify_headers(struct gp_ctx *c, struct gp_report *rep, const char *
 static void verify_sonames(struct gp_ctx *c, struct gp_report *rep, const char *listdir,
                            const char *linkdir, long major, const char *install)
 {
-	_cleanup_free_ char *suffix = gp_xasprintf(".so.%ld", major);
 	_cleanup_strv_ char **names = NULL;
 	_cleanup_free_ char *err = NULL;
 	_cleanup_strv_ char **cache = linker_cache(c, &err);
@@ -708,9 +817,7 @@ static void verify_sonames(struct gp_ctx *c, struct gp_report *rep, const char *
 		names = gp_xcalloc(1, sizeof(char *));
 	for (size_t i = 0; names[i]; i++) {
 		const char *n = names[i];
-		size_t len = strlen(n), sl = strlen(suffix);
-		if (strncmp(n, "libcudnn", 8) != 0 || len <= sl ||
-		    strcmp(n + len - sl, suffix) != 0)
+		if (!cudnn_soname(n, major))
 			continue;
 		sonames++;
 		_cleanup_free_ char *check = gp_xasprintf("soname %s", n);
@@ -723,9 +830,7 @@ static void verify_sonames(struct gp_ctx *c, struct gp_report *rep, const char *
 		else if (!cache)
 			continue;
 		else if (!resolved)
-			gp_report_add(rep, "cudnn", GP_FAIL, check,
-			              "run ldconfig in the root ('gpuprov install --only "
-			              "cudnn')",
+			gp_report_add(rep, "cudnn", GP_FAIL, check, install,
 			              "not in the linker cache ('ldconfig -p')");
 		else if (gp_root_stat(&c->root, resolved, &st) < 0)
 			gp_report_add(
@@ -738,17 +843,26 @@ static void verify_sonames(struct gp_ctx *c, struct gp_report *rep, const char *
 	}
 	if (!sonames)
 		gp_report_add(rep, "cudnn", GP_FAIL, "libraries", install,
-		              "no libcudnn*%s in %s", suffix, listdir);
+		              "no libcudnn*.so.%ld in %s", major, listdir);
 }
 
-/* The toolkit in tkdir has the CUDA major cuDNN was built for. */
+/* The toolkit in tkdir has the CUDA major cuDNN (its header hdr) was
+ * built for. */
 static void verify_cuda_major(struct gp_ctx *c, struct gp_report *rep, const char *tkdir,
-                              const char *cuda_major)
+                              const char *cuda_major, const char *hdr)
 {
+	if (!gp_ctx_exists(c, hdr)) {
+		/* The profile's CUDA major says nothing about a cuDNN not there. */
+		gp_report_add(rep, "cudnn", GP_SKIP, "CUDA major", NULL,
+		              "cuDNN is not installed (no %s): nothing to compare with "
+		              "the toolkit",
+		              hdr);
+		return;
+	}
 	_cleanup_free_ char *tk = toolkit_version(c, tkdir);
+	_cleanup_free_ char *cuda_hint = gp_install_hint(c, "cuda");
 	if (!tk)
-		gp_report_add(rep, "cudnn", GP_WARN, "CUDA major",
-		              "install the CUDA toolkit (stage cuda)",
+		gp_report_add(rep, "cudnn", GP_WARN, "CUDA major", cuda_hint,
 		              "no version.json or version.txt in %s: cannot tell the "
 		              "toolkit's CUDA version; cuDNN is built for CUDA %s",
 		              tkdir, cuda_major ? cuda_major : "?");
@@ -782,7 +896,7 @@ static char *cuda_stage_dir(struct gp_ctx *c)
 static int apt_verify(struct gp_ctx *c, const struct cudnn_settings *s,
                       struct gp_report *rep)
 {
-	const char *install = "run 'gpuprov install --only cudnn'";
+	_cleanup_free_ char *install = gp_install_hint(c, "cudnn");
 	for (size_t i = 0; i < ARRAY_SIZE(s->pkgs); i++) {
 		_cleanup_free_ char *have = NULL;
 		if (gp_pkg_installed(c, s->pkgs[i], &have) < 0)
@@ -801,7 +915,7 @@ static int apt_verify(struct gp_ctx *c, const struct cudnn_settings *s,
 	verify_headers(c, rep, hdr, cudnn_h, want, install);
 	verify_sonames(c, rep, s->libdir, s->libdir, s->major, install);
 	_cleanup_free_ char *tkdir = cuda_stage_dir(c);
-	verify_cuda_major(c, rep, tkdir, s->cuda_major);
+	verify_cuda_major(c, rep, tkdir, s->cuda_major, hdr);
 	return 0;
 }
 
@@ -827,7 +941,7 @@ static int cudnn_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 		settings_free(&s);
 		return 0;
 	}
-	const char *install = "run 'gpuprov install --only cudnn'";
+	_cleanup_free_ char *install = gp_install_hint(c, "cudnn");
 	_cleanup_free_ char *hdr = gp_xasprintf("%s/include/cudnn_version.h", s.base);
 	_cleanup_free_ char *cudnn_h = gp_xasprintf("%s/include/cudnn.h", s.base);
 	verify_headers(c, rep, hdr, cudnn_h, s.version3, install);
@@ -848,7 +962,7 @@ static int cudnn_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 	_cleanup_free_ char *libdir = gp_xasprintf("%s/lib", s.dir);
 	_cleanup_free_ char *lib64 = gp_xasprintf("%s/lib64", s.base);
 	verify_sonames(c, rep, libdir, lib64, strtol(s.version, NULL, 10), install);
-	verify_cuda_major(c, rep, s.base, s.cuda_major);
+	verify_cuda_major(c, rep, s.base, s.cuda_major, hdr);
 	settings_free(&s);
 	return 0;
 }

@@ -632,6 +632,19 @@ static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	return 0;
 }
 
+/* Every blocker gather finds needs only the profile and the machine as it
+ * is (nouveau still loaded included): the engine asks for them while the
+ * driver waits for the reboot nouveau needs. */
+static int driver_preflight(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
+{
+	struct drv d;
+	int rc = gather(c, cfg, &d);
+	if (rc == 0 && d.blocked)
+		gp_check_set(ck, GP_STATE_BLOCKED, "%s", d.blocked);
+	drv_free(&d);
+	return rc;
+}
+
 /* --- apply ------------------------------------------------------------- */
 
 static int add_nvidia_repo(struct gp_ctx *c)
@@ -763,16 +776,19 @@ static char *not_loaded_hint(struct gp_ctx *c, const struct drv *d)
 		const char *drvname = d->pci.devs[i].driver;
 		if (gp_pci_is_nvidia_gpu(&d->pci.devs[i]) && drvname &&
 		    (strcmp(drvname, "nouveau") == 0 ||
-		     gp_str_starts_with(drvname, "nova")))
-			return gp_xasprintf("%s holds %s: run 'gpuprov install --only "
-			                    "nouveau' and reboot",
-			                    drvname, d->pci.devs[i].address);
+		     gp_str_starts_with(drvname, "nova"))) {
+			_cleanup_free_ char *nouveau = gp_install_hint(c, "nouveau");
+			return gp_xasprintf("%s holds %s: %s and reboot", drvname,
+			                    d->pci.devs[i].address, nouveau);
+		}
 	}
-	if (d->kernels[0] && !d->ch.prebuilt && !headers_installed(c, d->kernels[0]))
+	if (d->kernels[0] && !d->ch.prebuilt && !headers_installed(c, d->kernels[0])) {
+		_cleanup_free_ char *driver = gp_hint_command(c, "install", STAGE);
 		return gp_xasprintf("the kernel headers for %s are missing, so DKMS "
 		                    "could not build the module: install them, then "
-		                    "'dkms autoinstall' (or rerun gpuprov install)",
-		                    d->kernels[0]);
+		                    "'dkms autoinstall' (or '%s')",
+		                    d->kernels[0], driver);
+	}
 	bool unsigned_build = !d->ch.prebuilt || d->ch.method == GP_DRV_RUNFILE;
 	if (d->sb == GP_SB_ON && unsigned_build && d->mok_cert &&
 	    d->mok == GP_MOK_NOT_ENROLLED)
@@ -811,11 +827,10 @@ static void verify_module(struct gp_ctx *c, const struct drv *d, struct gp_repor
 	}
 	if (m->rc < 0) {
 		/* Nothing installed: the module cannot be loaded, whatever else. */
+		_cleanup_free_ char *install = gp_install_hint(c, STAGE);
 		_cleanup_free_ char *hint =
 		    have ? not_loaded_hint(c, d)
-		         : gp_xstrdup(
-		               "no NVIDIA driver is installed: run 'gpuprov install "
-		               "--only driver'");
+		         : gp_xasprintf("no NVIDIA driver is installed: %s", install);
 		gp_report_add(rep, STAGE, GP_FAIL, "module loaded", hint,
 		              "the nvidia module is not loaded (no "
 		              "/proc/driver/nvidia/version)");
@@ -831,10 +846,13 @@ static void verify_module(struct gp_ctx *c, const struct drv *d, struct gp_repor
 		gp_report_add(rep, STAGE, GP_PASS, "module version", NULL,
 		              "loaded module %s equals the installed user space",
 		              m->version);
+	_cleanup_free_ char *driver = gp_hint_command(c, "install", STAGE);
+	_cleanup_free_ char *flavor_hint = gp_xasprintf(
+	    "reboot to load the installed flavor; if it persists, reinstall with "
+	    "'%s'",
+	    driver);
 	if (m->open != d->ch.open)
-		gp_report_add(rep, STAGE, GP_FAIL, "module flavor",
-		              "reboot to load the installed flavor; if it persists, "
-		              "reinstall with 'gpuprov install --only driver'",
+		gp_report_add(rep, STAGE, GP_FAIL, "module flavor", flavor_hint,
 		              "loaded: %s modules, expected: %s", flavor_name(m->open),
 		              flavor_name(d->ch.open));
 	else
@@ -846,10 +864,11 @@ static void verify_nvml(struct gp_ctx *c, const struct drv *d, struct gp_report 
                         const struct gp_nvml_probe *n, const struct module_state *m)
 {
 	if (!n->loaded || n->init_rc < 0) {
-		gp_report_add(rep, STAGE, GP_FAIL, "NVML",
-		              "the driver's user-space libraries are missing: "
-		              "'gpuprov install --only driver'",
-		              "%s", load_failure("libnvidia-ml.so.1", n->load_error));
+		_cleanup_free_ char *install = gp_install_hint(c, STAGE);
+		_cleanup_free_ char *hint = gp_xasprintf(
+		    "the driver's user-space libraries are missing: %s", install);
+		gp_report_add(rep, STAGE, GP_FAIL, "NVML", hint, "%s",
+		              load_failure("libnvidia-ml.so.1", n->load_error));
 		return;
 	}
 	if (n->init_rc == GP_NVML_ERROR_DRIVER_NOT_LOADED) {
@@ -914,10 +933,11 @@ static void verify_cuda(struct gp_ctx *c, const struct drv *d, struct gp_report 
 {
 	const struct gp_cuda_probe *cu = &p->cuda;
 	if (!cu->loaded) {
-		gp_report_add(rep, STAGE, GP_FAIL, "libcuda",
-		              "the driver's libcuda.so.1 is missing: 'gpuprov install "
-		              "--only driver'",
-		              "%s", load_failure("libcuda.so.1", cu->load_error));
+		_cleanup_free_ char *install = gp_install_hint(c, STAGE);
+		_cleanup_free_ char *hint = gp_xasprintf(
+		    "the driver's libcuda.so.1 is missing: %s", install);
+		gp_report_add(rep, STAGE, GP_FAIL, "libcuda", hint, "%s",
+		              load_failure("libcuda.so.1", cu->load_error));
 		return;
 	}
 	if (cu->version_rc == 0)
@@ -930,11 +950,16 @@ static void verify_cuda(struct gp_ctx *c, const struct drv *d, struct gp_report 
 		char have[16];
 		snprintf(have, sizeof have, "%d.%d", cu->version / 1000,
 		         cu->version % 1000 / 10);
+		char *const lint_argv[] = { "gpuprov", "profiles", "lint",
+			                    c->profile->path, NULL };
+		_cleanup_free_ char *lint = gp_argv_display(lint_argv);
+		_cleanup_free_ char *hint = gp_xasprintf(
+		    "the CUDA toolkit needs a newer driver: raise "
+		    "stages.driver.branch (see '%s')",
+		    lint);
 		if (gp_version_compare(have, tk) < 0)
 			gp_report_add(
-			    rep, STAGE, GP_FAIL, "driver vs toolkit",
-			    "the CUDA toolkit needs a newer driver: raise "
-			    "stages.driver.branch (see 'gpuprov profiles lint')",
+			    rep, STAGE, GP_FAIL, "driver vs toolkit", hint,
 			    "the driver supports CUDA %s, the profile's toolkit is %s",
 			    have, tk);
 	}
@@ -981,10 +1006,13 @@ static void verify_cuda(struct gp_ctx *c, const struct drv *d, struct gp_report 
 		              "cuInit ok, %d device(s)", cu->count);
 }
 
-static void verify_binding(const struct drv *d, struct gp_report *rep)
+static void verify_binding(struct gp_ctx *c, const struct drv *d, struct gp_report *rep)
 {
 	if (!d->pci_known)
 		return;
+	_cleanup_free_ char *nouveau = gp_hint_command(c, "install", "nouveau");
+	_cleanup_free_ char *nouveau_hint = gp_xasprintf(
+	    "nouveau or nova_core holds the GPU: '%s', then reboot", nouveau);
 	for (size_t i = 0; i < d->pci.n; i++) {
 		const struct gp_pci_device *g = &d->pci.devs[i];
 		if (!gp_pci_is_nvidia_gpu(g))
@@ -994,11 +1022,8 @@ static void verify_binding(const struct drv *d, struct gp_report *rep)
 			gp_report_add(rep, STAGE, GP_PASS, check, NULL,
 			              "bound to nvidia");
 		else if (g->driver)
-			gp_report_add(
-			    rep, STAGE, GP_FAIL, check,
-			    "nouveau or nova_core holds the GPU: 'gpuprov install "
-			    "--only nouveau', then reboot",
-			    "bound to %s, not nvidia", g->driver);
+			gp_report_add(rep, STAGE, GP_FAIL, check, nouveau_hint,
+			              "bound to %s, not nvidia", g->driver);
 		else
 			gp_report_add(
 			    rep, STAGE, GP_FAIL, check,
@@ -1016,16 +1041,17 @@ static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 		return -1;
 	}
 	_cleanup_free_ char *have = installed_version(c, &d);
+	_cleanup_free_ char *install = gp_hint_command(c, "install", NULL);
 	if (d.blocked)
 		gp_report_add(rep, STAGE, GP_WARN, "preflight", d.blocked,
-		              "'gpuprov install' would be blocked");
+		              "'%s' would be blocked", install);
 	if (d.note)
 		gp_report_add(rep, STAGE, GP_WARN, "MOK enrolment", NULL, "%s", d.note);
 	if (!gp_driver_version_matches(have, d.branch, d.ch.version)) {
 		_cleanup_free_ char *target = d.blocked ? NULL : describe_target(&d);
+		_cleanup_free_ char *hint = gp_install_hint(c, STAGE);
 		gp_report_add(
-		    rep, STAGE, GP_FAIL, "installed",
-		    "run 'gpuprov install --only driver'",
+		    rep, STAGE, GP_FAIL, "installed", hint,
 		    "installed: %s; the profile wants %s", have ? have : "none",
 		    target ? target
 		           : (d.ch.version ? d.ch.version : (d.branch ? d.branch : "?")));
@@ -1056,7 +1082,7 @@ static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 			gp_nvprobe_free(&p);
 		}
 	}
-	verify_binding(&d, rep);
+	verify_binding(c, &d, rep);
 	free(m.version);
 	drv_free(&d);
 	return 0;
@@ -1086,4 +1112,5 @@ const struct gp_stage gp_stage_driver = {
 	.apply = driver_apply,
 	.verify = driver_verify,
 	.prefetch = driver_prefetch,
+	.preflight = driver_preflight,
 };

@@ -265,9 +265,12 @@ static const char *env_value(char *const *lines, const char *name)
 	return NULL;
 }
 
-static void verify_list(struct gp_report *rep, char *const *env, const char *var,
-                        char *const *dirs)
+static void verify_list(struct gp_ctx *c, struct gp_report *rep, char *const *env,
+                        const char *var, char *const *dirs)
 {
+	_cleanup_free_ char *install = gp_install_hint(c, "env");
+	_cleanup_free_ char *hint = gp_xasprintf("%s to rewrite " PROFILE_SCRIPT,
+	                                         install);
 	const char *value = env_value(env, var);
 	_cleanup_strv_ char **items = gp_strv_split(value ? value : "", ':');
 	for (size_t i = 0; dirs[i]; i++) {
@@ -279,9 +282,7 @@ static void verify_list(struct gp_report *rep, char *const *env, const char *var
 			gp_report_add(rep, "env", GP_PASS, check, NULL,
 			              "once, after sourcing twice");
 		else
-			gp_report_add(rep, "env", GP_FAIL, check,
-			              "rerun 'gpuprov install --only env' to "
-			              "rewrite " PROFILE_SCRIPT,
+			gp_report_add(rep, "env", GP_FAIL, check, hint,
 			              "%zu times after sourcing twice: %s=%s", count, var,
 			              value ? value : "");
 	}
@@ -289,6 +290,11 @@ static void verify_list(struct gp_report *rep, char *const *env, const char *var
 
 static void verify_dirs(struct gp_ctx *c, struct gp_report *rep, char *const *dirs)
 {
+	_cleanup_free_ char *cuda = gp_hint_command(c, "install", "cuda");
+	_cleanup_free_ char *hint = gp_xasprintf(
+	    "install the CUDA toolkit ('%s') or correct the profile's stages.env "
+	    "paths",
+	    cuda);
 	for (size_t i = 0; dirs[i]; i++) {
 		struct stat st;
 		_cleanup_free_ char *check = gp_xasprintf("%s exists", dirs[i]);
@@ -296,11 +302,8 @@ static void verify_dirs(struct gp_ctx *c, struct gp_report *rep, char *const *di
 			gp_report_add(rep, "env", GP_PASS, check, NULL,
 			              "directory present");
 		else
-			gp_report_add(
-			    rep, "env", GP_FAIL, check,
-			    "install the CUDA toolkit (stage cuda) or correct the "
-			    "profile's stages.env paths",
-			    "no such directory in %s", c->root.dir);
+			gp_report_add(rep, "env", GP_FAIL, check, hint,
+			              "no such directory in %s", c->root.dir);
 	}
 }
 
@@ -319,23 +322,25 @@ static void verify_conda(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 	_cleanup_free_ char *want = render_conda(c, prefix);
 	_cleanup_free_ char *sh = gp_xasprintf("%s/etc/profile.d/conda.sh", prefix);
 	bool ok = file_is(c, CONDA_SCRIPT, want);
-	gp_report_add(rep, "env", ok ? GP_PASS : GP_FAIL, "conda_init",
-	              "run 'gpuprov install --only env'", "%s %s", CONDA_SCRIPT,
-	              ok ? "sources conda.sh" : "is missing or differs");
+	_cleanup_free_ char *install = gp_install_hint(c, "env");
+	gp_report_add(rep, "env", ok ? GP_PASS : GP_FAIL, "conda_init", install, "%s %s",
+	              CONDA_SCRIPT, ok ? "sources conda.sh" : "is missing or differs");
 	bool there = gp_root_exists(&c->root, sh);
-	gp_report_add(rep, "env", there ? GP_PASS : GP_FAIL, "conda.sh",
-	              "install conda first: 'gpuprov install --only pytorch'", "%s %s",
-	              sh, there ? "present" : "missing");
+	_cleanup_free_ char *pytorch = gp_hint_command(c, "install", "pytorch");
+	_cleanup_free_ char *conda_hint = gp_xasprintf("install conda first: '%s'",
+	                                               pytorch);
+	gp_report_add(rep, "env", there ? GP_PASS : GP_FAIL, "conda.sh", conda_hint,
+	              "%s %s", sh, there ? "present" : "missing");
 }
 
 static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 {
 	struct env_settings s;
 	settings(cfg, &s);
+	_cleanup_free_ char *install = gp_install_hint(c, "env");
 	_cleanup_free_ char *ld_conf = render_ld_conf(c, &s);
 	gp_report_add(rep, "env", file_is(c, LD_CONF, ld_conf) ? GP_PASS : GP_FAIL,
-	              "linker configuration", "run 'gpuprov install --only env'", "%s %s",
-	              LD_CONF,
+	              "linker configuration", install, "%s %s", LD_CONF,
 	              file_is(c, LD_CONF, ld_conf) ? "matches the profile"
 	                                           : "is missing or differs");
 	/* The script path is an argument, not part of the (fixed) shell program. */
@@ -347,11 +352,12 @@ static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 		_cleanup_free_ char *how = rc < 0
 		                               ? gp_xstrdup(strerror(-rc))
 		                               : gp_run_describe(&res, c->cmd_timeout_ms);
-		gp_report_add(
-		    rep, "env", GP_FAIL, "profile script",
-		    "run 'gpuprov install --only env'; check that the root has /bin/sh",
-		    "sourcing %s in the root's sh failed: %s%s%s", PROFILE_SCRIPT, how,
-		    res.output_len ? ": " : "", res.output_len ? res.output : "");
+		_cleanup_free_ char *hint = gp_xasprintf(
+		    "%s; check that the root has /bin/sh", install);
+		gp_report_add(rep, "env", GP_FAIL, "profile script", hint,
+		              "sourcing %s in the root's sh failed: %s%s%s",
+		              PROFILE_SCRIPT, how, res.output_len ? ": " : "",
+		              res.output_len ? res.output : "");
 		gp_run_result_free(&res);
 		env_settings_free(&s);
 		return 0;
@@ -362,18 +368,17 @@ static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 	if (gp_streq(home, s.cuda_home))
 		gp_report_add(rep, "env", GP_PASS, "CUDA_HOME", NULL, "%s", home);
 	else
-		gp_report_add(rep, "env", GP_FAIL, "CUDA_HOME",
-		              "run 'gpuprov install --only env'", "expected %s, got %s",
-		              s.cuda_home, home ? home : "(unset)");
-	verify_list(rep, env, "PATH", s.path);
-	verify_list(rep, env, "LD_LIBRARY_PATH", s.ld_library_path);
+		gp_report_add(rep, "env", GP_FAIL, "CUDA_HOME", install,
+		              "expected %s, got %s", s.cuda_home,
+		              home ? home : "(unset)");
+	verify_list(c, rep, env, "PATH", s.path);
+	verify_list(c, rep, env, "LD_LIBRARY_PATH", s.ld_library_path);
 	for (const cJSON *v = s.vars ? s.vars->child : NULL; v; v = v->next) {
 		const char *got = env_value(env, v->string);
 		if (gp_streq(got, v->valuestring))
 			gp_report_add(rep, "env", GP_PASS, v->string, NULL, "%s", got);
 		else
-			gp_report_add(rep, "env", GP_FAIL, v->string,
-			              "run 'gpuprov install --only env'",
+			gp_report_add(rep, "env", GP_FAIL, v->string, install,
 			              "expected %s, got %s", v->valuestring,
 			              got ? got : "(unset)");
 	}

@@ -307,24 +307,27 @@ static int nouveau_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *
 	struct nouveau_facts f;
 	if (gather(c, cfg, &f) < 0)
 		return -1;
+	_cleanup_free_ char *install = gp_install_hint(c, "nouveau");
+	_cleanup_free_ char *write_hint = gp_xasprintf("%s to write the blacklist",
+	                                               install);
+	_cleanup_free_ char *rebuild_hint = gp_xasprintf(
+	    "%s to rebuild it; otherwise the initramfs may still load nouveau at "
+	    "boot",
+	    install);
 	if (f.blacklisted)
 		gp_report_add(rep, "nouveau", GP_PASS, "blacklist", NULL,
 		              "libkmod reads \"blacklist nouveau\" and \"options nouveau "
 		              "modeset=0\"");
 	else
-		gp_report_add(
-		    rep, "nouveau", GP_FAIL, "blacklist",
-		    "run 'gpuprov install --only nouveau' to write the blacklist",
-		    "nouveau is %s in the modprobe configuration",
-		    "not blacklisted with modeset=0");
+		gp_report_add(rep, "nouveau", GP_FAIL, "blacklist", write_hint,
+		              "nouveau is %s in the modprobe configuration",
+		              "not blacklisted with modeset=0");
 	if (f.initramfs_current)
 		gp_report_add(rep, "nouveau", GP_PASS, "initramfs", NULL,
 		              "rebuilt after the blacklist was written");
 	else
 		gp_report_add(
-		    rep, "nouveau", GP_FAIL, "initramfs",
-		    "run 'gpuprov install --only nouveau' to rebuild it; otherwise the "
-		    "initramfs may still load nouveau at boot",
+		    rep, "nouveau", GP_FAIL, "initramfs", rebuild_hint,
 		    "not rebuilt by gpuprov since the modprobe configuration changed");
 	verify_loaded(c, rep, "nouveau", f.nouveau_loaded);
 	verify_loaded(c, rep, "nova_core", f.nova_loaded);

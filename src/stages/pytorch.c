@@ -34,7 +34,6 @@
 #define MINIFORGE                                                                        \
 	"https://github.com/conda-forge/miniforge/releases/latest/download/"             \
 	"Miniforge3-Linux-x86_64.sh"
-#define INSTALL "run 'gpuprov install --only pytorch'"
 
 struct torch {
 	const char *method, *installer, *prefix, *env, *python;
@@ -746,10 +745,14 @@ static const char verify_script[] =
 
 #define MARK "GPUPROV-TORCH "
 
-static const char *cpu_hint =
-    "install CUDA wheels: set stages.pytorch.index_url to a CUDA "
-    "wheel index such as https://download.pytorch.org/whl/cu128, "
-    "then " INSTALL;
+static char *cpu_hint(const struct gp_ctx *c)
+{
+	_cleanup_free_ char *install = gp_install_hint(c, "pytorch");
+	return gp_xasprintf("install CUDA wheels: set stages.pytorch.index_url to a "
+	                    "CUDA wheel index such as "
+	                    "https://download.pytorch.org/whl/cu128, then %s",
+	                    install);
+}
 
 /* The wheel's CUDA build against the loaded NVIDIA module. */
 static void verify_driver(struct gp_ctx *c, struct gp_report *rep, const char *cuda,
@@ -759,11 +762,20 @@ static void verify_driver(struct gp_ctx *c, struct gp_report *rep, const char *c
 	int rc = gp_nvidia_module_read(&c->root, &drv, NULL);
 	const char *floor = gp_cuda_minor_compat_driver(cuda);
 	const char *full = gp_cuda_min_driver(cuda);
+	_cleanup_free_ char *driver = gp_hint_command(c, "install", "driver");
+	_cleanup_free_ char *install = gp_install_hint(c, "pytorch");
+	_cleanup_free_ char *no_driver = gp_xasprintf(
+	    "install the NVIDIA driver ('%s') and reboot; "
+	    "/proc/driver/nvidia/version appears once it is loaded",
+	    driver);
+	_cleanup_free_ char *too_old = gp_xasprintf(
+	    "driver too old for the wheel: upgrade the driver, or set "
+	    "stages.pytorch.index_url to a wheel index for an older CUDA (e.g. "
+	    "https://download.pytorch.org/whl/cu118) and %s",
+	    install);
 	if (rc == -ENOENT)
 		gp_report_add(
-		    rep, "pytorch", GP_FAIL, "driver for the wheel",
-		    "install the NVIDIA driver (stage driver) and reboot; "
-		    "/proc/driver/nvidia/version appears once it is loaded",
+		    rep, "pytorch", GP_FAIL, "driver for the wheel", no_driver,
 		    "no NVIDIA kernel module is loaded; %s is built for CUDA %s", source,
 		    cuda);
 	else if (rc < 0)
@@ -778,10 +790,7 @@ static void verify_driver(struct gp_ctx *c, struct gp_report *rep, const char *c
 		              source);
 	else if (gp_version_compare(drv, floor) < 0)
 		gp_report_add(
-		    rep, "pytorch", GP_FAIL, "driver for the wheel",
-		    "driver too old for the wheel: upgrade the driver, or set "
-		    "stages.pytorch.index_url to a wheel index for an older "
-		    "CUDA (e.g. https://download.pytorch.org/whl/cu118) and " INSTALL,
+		    rep, "pytorch", GP_FAIL, "driver for the wheel", too_old,
 		    "driver %s is older than %s, the least a CUDA %s build (%s) "
 		    "needs%s%s",
 		    drv, floor, cuda, source, full ? "; full support from " : "",
@@ -797,19 +806,22 @@ static void verify_runtime(struct gp_ctx *c, struct gp_report *rep, const cJSON 
                            bool driver_checked)
 {
 	const cJSON *err = cJSON_GetObjectItemCaseSensitive(r, "import_error");
+	_cleanup_free_ char *install = gp_install_hint(c, "pytorch");
 	if (cJSON_IsString(err)) {
-		gp_report_add(rep, "pytorch", GP_FAIL, "import torch",
-		              "the error names the missing module or library: reinstall "
-		              "with " INSTALL ", and check that nothing else in the "
-		              "environment shadows torch",
-		              "%s", err->valuestring);
+		_cleanup_free_ char *hint = gp_xasprintf(
+		    "the error names the missing module or library: reinstall with "
+		    "%s, and check that nothing else in the environment shadows torch",
+		    install);
+		gp_report_add(rep, "pytorch", GP_FAIL, "import torch", hint, "%s",
+		              err->valuestring);
 		return;
 	}
 	const char *version = gp_json_string(r, "version", "?");
 	const char *cuda = gp_json_string(r, "cuda", NULL);
 	gp_report_add(rep, "pytorch", GP_PASS, "import torch", NULL, "torch %s", version);
 	if (!cuda) {
-		gp_report_add(rep, "pytorch", GP_FAIL, "CUDA build", cpu_hint,
+		_cleanup_free_ char *hint = cpu_hint(c);
+		gp_report_add(rep, "pytorch", GP_FAIL, "CUDA build", hint,
 		              "torch %s is a CPU-only build (torch.version.cuda is None)",
 		              version);
 		return;
@@ -825,10 +837,12 @@ static void verify_runtime(struct gp_ctx *c, struct gp_report *rep, const cJSON 
 		int v = cudnn->valueint;
 		gp_report_add(rep, "pytorch", GP_PASS, "cuDNN", NULL, "%d (%d.%d.%d)", v,
 		              v / 10000, v / 100 % 100, v % 100);
-	} else
-		gp_report_add(rep, "pytorch", GP_WARN, "cuDNN",
-		              "the wheel should bundle cuDNN: reinstall with " INSTALL,
+	} else {
+		_cleanup_free_ char *hint = gp_xasprintf(
+		    "the wheel should bundle cuDNN: reinstall with %s", install);
+		gp_report_add(rep, "pytorch", GP_WARN, "cuDNN", hint,
 		              "torch.backends.cudnn.version() gives nothing");
+	}
 	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "available"))) {
 		gp_report_add(
 		    rep, "pytorch", GP_FAIL, "GPU visible",
@@ -882,11 +896,13 @@ static void run_script(struct gp_ctx *c, const struct torch *t, struct gp_report
 		_cleanup_free_ char *how = rc < 0
 		                               ? gp_xstrdup(strerror(-rc))
 		                               : gp_run_describe(&res, c->cmd_timeout_ms);
-		gp_report_add(
-		    rep, "pytorch", GP_FAIL, "import torch",
-		    "the environment's Python does not run: reinstall with " INSTALL,
-		    "%s -c <check script> in %s: %s%s%.300s", t->python_bin, c->root.dir,
-		    how, res.output_len ? ": " : "", res.output ? res.output : "");
+		_cleanup_free_ char *install = gp_install_hint(c, "pytorch");
+		_cleanup_free_ char *hint = gp_xasprintf(
+		    "the environment's Python does not run: reinstall with %s", install);
+		gp_report_add(rep, "pytorch", GP_FAIL, "import torch", hint,
+		              "%s -c <check script> in %s: %s%s%.300s", t->python_bin,
+		              c->root.dir, how, res.output_len ? ": " : "",
+		              res.output ? res.output : "");
 	} else
 		verify_runtime(c, rep, doc, driver_checked);
 	cJSON_Delete(doc);
@@ -896,14 +912,15 @@ static void run_script(struct gp_ctx *c, const struct torch *t, struct gp_report
 static void verify_env(struct gp_ctx *c, const struct torch *t, const struct survey *s,
                        struct gp_report *rep)
 {
+	_cleanup_free_ char *install = gp_install_hint(c, "pytorch");
 	if (s->python_ok)
 		gp_report_add(rep, "pytorch", GP_PASS, "environment", NULL,
 		              "%s: Python %s", t->envdir, s->pyver);
 	else if (!is_conda(t) && !s->has_pip)
-		gp_report_add(rep, "pytorch", GP_FAIL, "environment", INSTALL,
+		gp_report_add(rep, "pytorch", GP_FAIL, "environment", install,
 		              "%s has Python %s but no pip", t->envdir, s->pyver);
 	else
-		gp_report_add(rep, "pytorch", GP_FAIL, "environment", INSTALL,
+		gp_report_add(rep, "pytorch", GP_FAIL, "environment", install,
 		              "%s has Python %s; the profile wants %s", t->envdir,
 		              s->pyver, t->python ? t->python : "another");
 	for (size_t i = 0; t->want[i]; i++) {
@@ -914,7 +931,7 @@ static void verify_env(struct gp_ctx *c, const struct torch *t, const struct sur
 		if (version_is(have, w + n + 2))
 			gp_report_add(rep, "pytorch", GP_PASS, check, NULL, "%s", have);
 		else
-			gp_report_add(rep, "pytorch", GP_FAIL, check, INSTALL,
+			gp_report_add(rep, "pytorch", GP_FAIL, check, install,
 			              "installed: %s; the profile wants %s",
 			              have ? have : "none", w + n + 2);
 	}
@@ -924,10 +941,11 @@ static void verify_env(struct gp_ctx *c, const struct torch *t, const struct sur
 	char buf[16];
 	bool cpu = false;
 	const char *cuda = local ? gp_torch_tag_cuda(local, &cpu, buf) : NULL;
-	if (cpu)
-		gp_report_add(rep, "pytorch", GP_FAIL, "wheel CUDA tag", cpu_hint,
+	if (cpu) {
+		_cleanup_free_ char *hint = cpu_hint(c);
+		gp_report_add(rep, "pytorch", GP_FAIL, "wheel CUDA tag", hint,
 		              "torch %s is a CPU-only wheel", tv);
-	else if (cuda) {
+	} else if (cuda) {
 		_cleanup_free_ char *src = gp_xasprintf("the torch %s wheel", tv);
 		verify_driver(c, rep, cuda, src);
 	}
@@ -941,10 +959,11 @@ static int torch_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 		return -1;
 	struct survey s;
 	survey(c, &t, &s);
+	_cleanup_free_ char *install = gp_install_hint(c, "pytorch");
 	if (s.pyver)
 		verify_env(c, &t, &s, rep);
 	else
-		gp_report_add(rep, "pytorch", GP_FAIL, "environment", INSTALL,
+		gp_report_add(rep, "pytorch", GP_FAIL, "environment", install,
 		              "no environment at %s (no %s)", t.envdir, t.python_bin);
 	survey_free(&s);
 	torch_free(&t);

@@ -36,6 +36,36 @@ void gp_check_set(struct gp_check *ck, enum gp_stage_state state, const char *fm
 	ck->state = state;
 }
 
+char *gp_hint_command(const struct gp_ctx *c, const char *command, const char *stage)
+{
+	const char *argv[12];
+	size_t n = 0;
+	argv[n++] = "gpuprov";
+	argv[n++] = command;
+	argv[n++] = "--profile";
+	argv[n++] = c->profile_arg ? c->profile_arg : c->profile->path;
+	if (stage) {
+		argv[n++] = "--only";
+		argv[n++] = stage;
+	}
+	if (!gp_root_is_host(&c->root)) {
+		argv[n++] = "--root";
+		argv[n++] = c->root.dir;
+	}
+	if (c->profile_dir) {
+		argv[n++] = "--profile-dir";
+		argv[n++] = c->profile_dir;
+	}
+	argv[n] = NULL;
+	return gp_argv_display((char *const *)argv);
+}
+
+char *gp_install_hint(const struct gp_ctx *c, const char *stage)
+{
+	_cleanup_free_ char *cmd = gp_hint_command(c, "install", stage);
+	return gp_xasprintf("run '%s'", cmd);
+}
+
 bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key,
                       const char *value)
 {

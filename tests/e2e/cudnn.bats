@@ -195,7 +195,7 @@ requests() {
 	gp --root "$R" verify --profile "$P" --only cudnn
 	assert_status 3
 	assert_stdout_has "/$BASE/lib64/libcudnn.so.8 is missing or a broken link"
-	assert_stdout_has "gpuprov install --only cudnn"
+	assert_stdout_has "'gpuprov install --profile $P --only cudnn --root "
 	gp --root "$R" plan --profile "$P" --only cudnn
 	assert_status 0
 	assert_stdout_has "the link /$BASE/lib64/libcudnn.so.8 is missing or wrong"
@@ -231,7 +231,7 @@ requests() {
 	gp --root "$R" verify --profile "$P" --only cudnn
 	assert_status 3
 	assert_stdout_has "cudnn_version.h says 8.9.6; the profile wants 8.9.7"
-	assert_stdout_has "gpuprov install --only cudnn"
+	assert_stdout_has "'gpuprov install --profile $P --only cudnn --root "
 	gp --root "$R" plan --profile "$P" --only cudnn
 	assert_stdout_has "says cuDNN 8.9.6; the profile wants 8.9.7.29"
 	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
@@ -357,4 +357,98 @@ staging_left() {
 	gp --root "$R" verify --profile "$P" --only cudnn
 	assert_status 0
 	assert_stdout_has "4 files in /$BASE/cudnn-8.9.7.29 have the sha256 gpuprov recorded"
+}
+
+# shadow_tarball OUT FILE...: the cuDNN tarball of version $VER with FILEs
+# (paths under its top directory, e.g. include/cuda.h) added.
+shadow_tarball() {
+	local out=$1 top=cudnn-linux-x86_64-${VER}_cuda11-archive
+	shift
+	make_tarball "$out"
+	for f in "$@"; do
+		mkdir -p "$(dirname "$BATS_TEST_TMPDIR/src/$top/$f")"
+		echo "cuDNN's copy of $f" > "$BATS_TEST_TMPDIR/src/$top/$f"
+	done
+	tar -C "$BATS_TEST_TMPDIR/src" --owner=0 --group=0 -cJf "$out" "$top"
+	sha=$(sha256sum < "$out" | cut -d' ' -f1)
+	write_profile "$sha" "https://127.0.0.1:$PORT/$(basename "$out")"
+}
+
+@test "cudnn: only cuDNN's own names are linked; the toolkit's cuda.h and libcudart stay" {
+	mkdir -p "$R/$BASE/include"
+	echo "the toolkit's cuda.h" > "$R/$BASE/include/cuda.h"
+	echo "the toolkit's libcudart" > "$R/$BASE/lib64/libcudart.so.13"
+	shadow_tarball "$WWW/shadow.tar.xz" include/cuda.h lib/libcudart.so.13
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	[ ! -L "$R/$BASE/include/cuda.h" ] && [ ! -L "$R/$BASE/lib64/libcudart.so.13" ] ||
+		fail "a toolkit file was replaced by a link into cuDNN"
+	[ "$(cat "$R/$BASE/include/cuda.h")" = "the toolkit's cuda.h" ] || fail "cuda.h changed"
+	[ "$(cat "$R/$BASE/lib64/libcudart.so.13")" = "the toolkit's libcudart" ] ||
+		fail "libcudart.so.13 changed"
+	[ ! -e "$R/var/lib/gpuprov/backup/$BASE" ] ||
+		fail "toolkit files were backed up:" "$(find "$R/var/lib/gpuprov/backup")"
+	# The archive's other files stay inside its own tree.
+	[ -f "$R/$BASE/cudnn-$VER/include/cuda.h" ] || fail "the archive's cuda.h was not extracted"
+	[ "$(readlink "$R/$BASE/lib64/libcudnn.so.8")" = "../cudnn-$VER/lib/libcudnn.so.8" ] ||
+		fail "cuDNN's own library is not linked"
+	[ -L "$R/$BASE/include/cudnn.h" ] || fail "cuDNN's own header is not linked"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "cudnn: satisfied"
+}
+
+@test "cudnn: a cuDNN name that would replace a file gpuprov did not link is refused, naming it" {
+	mkdir -p "$R/$BASE/include"
+	echo "someone else's cudnn.h" > "$R/$BASE/include/cudnn.h"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 4
+	assert_stderr_has "/$BASE/include/cudnn.h"
+	[ "$(cat "$R/$BASE/include/cudnn.h")" = "someone else's cudnn.h" ] ||
+		fail "the foreign cudnn.h was replaced"
+	[ -z "$(ls -A "$R/$BASE/lib64")" ] || fail "lib64 changed: $(ls -A "$R/$BASE/lib64")"
+	[ -z "$(stub_log "$R")" ] || fail "a command ran: $(stub_log "$R")"
+}
+
+@test "cudnn: its ld.so.conf.d file removed and ldconfig run: check sees it, install rewrites it and reruns ldconfig" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	conf=$R/etc/ld.so.conf.d/gpuprov-cudnn.conf
+	cp "$conf" "$BATS_TEST_TMPDIR/conf.before"
+	rm "$conf"
+	chroot "$R" /sbin/ldconfig
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 3
+	assert_stdout_has "not in the linker cache"
+	gp --root "$R" plan --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "cudnn: needed - /etc/ld.so.conf.d/gpuprov-cudnn.conf is missing or changed"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	cmp -s "$conf" "$BATS_TEST_TMPDIR/conf.before" || fail "the ld.so.conf.d file was not rewritten"
+	[ "$(stub_log "$R" | grep -c ldconfig)" = 3 ] || fail "ldconfig did not rerun: $(stub_log "$R")"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 0
+}
+
+@test "cudnn: libraries missing from the linker cache: check sees it, install reruns ldconfig" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	: > "$R/etc/ld.so.cache"
+	gp --root "$R" plan --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "cudnn: needed - libcudnn.so.8 is not in the linker cache ('ldconfig -p')"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	[ "$(stub_log "$R" | grep -c ldconfig)" = 2 ] || fail "ldconfig did not rerun: $(stub_log "$R")"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 0
+}
+
+@test "cudnn verify: the CUDA major does not pass while cuDNN is absent" {
+	echo '{ "cuda": { "version": "11.8.0" } }' > "$R/$BASE/version.json"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 3
+	refute_stdout_has "pass  CUDA major"
+	assert_stdout_has "skip  CUDA major: cuDNN is not installed"
 }

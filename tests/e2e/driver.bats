@@ -571,6 +571,51 @@ verify_root() {
 	drv_profile '{ "method": "apt", "branch": "535", "flavor": "server", "modules": "proprietary" }'
 	gp --root "$R" verify --profile "$P" --only driver
 	assert_status 3
-	assert_stdout_has "hint: no NVIDIA driver is installed: run 'gpuprov install --only driver'"
+	assert_stdout_has "hint: no NVIDIA driver is installed: run 'gpuprov install --profile $P --only driver --root "
 	refute_stdout_has "DKMS could not build"
+}
+
+# --- preflight while nouveau is loaded (every fresh server) ---------------
+
+# nouveau_drv_profile JSON-OF-THE-DRIVER-STAGE: $P with the nouveau stage
+# before the driver, as every real profile has it.
+nouveau_drv_profile() {
+	P=$BATS_TEST_TMPDIR/drv.json
+	cat > "$P" <<JSON
+{
+  "name": "drv-test",
+  "extends": "distro/ubuntu2204",
+  "stages": { "nouveau": {}, "driver": $1 }
+}
+JSON
+}
+
+@test "driver preflight: with nouveau loaded, a driver blocker stops install before nouveau changes" {
+	require_root
+	R=$BATS_TEST_TMPDIR/root
+	mkroot "$R" --nouveau loaded --pkg-stubs --secure-boot on --mok-enrolled "$MOK/other.der"
+	mkdir -p "$R$MOK_DIR"
+	cp "$MOK/MOK.priv" "$MOK/MOK.der" "$R$MOK_DIR/"
+	nouveau_drv_profile "$MOK_APT"
+	assert_blocked "driver: Secure Boot is on and the MOK certificate $MOK_DIR/MOK.der is not enrolled"
+	[ ! -e "$R/etc/modprobe.d/blacklist-nouveau.conf" ] || fail "the nouveau blacklist was written"
+	# The plan says so too, instead of "runs after the pending reboot".
+	gp --root "$R" plan --profile "$P"
+	assert_status 4
+	assert_stdout_has "driver: blocked - Secure Boot is on and the MOK certificate"
+}
+
+@test "driver preflight: with nouveau loaded and no blocker, nouveau goes first and the driver waits for the reboot" {
+	require_root
+	R=$BATS_TEST_TMPDIR/root
+	mkroot "$R" --nouveau loaded --pkg-stubs
+	nouveau_drv_profile "$APT535"
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "driver: waiting for reboot - runs after the pending reboot"
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	[ -e "$R/etc/modprobe.d/blacklist-nouveau.conf" ] || fail "no nouveau blacklist"
+	[ "$(json_get "$R/var/lib/gpuprov/state.json" 'd["stages"]["driver"]["state"]')" != done ] ||
+		fail "the driver was installed before the reboot"
 }

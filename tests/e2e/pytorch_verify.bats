@@ -54,7 +54,8 @@ setup() {
 	gp --root "$R" verify --profile "$P" --only pytorch
 	assert_status 3
 	assert_stdout_has "no NVIDIA kernel module is loaded"
-	assert_stdout_has "install the NVIDIA driver (stage driver) and reboot"
+	assert_stdout_has "install the NVIDIA driver ('gpuprov install --profile $P --only driver --root "
+	assert_stdout_has "') and reboot"
 }
 
 @test "pytorch verify: no GPU visible, with its hint" {
@@ -86,7 +87,7 @@ setup() {
 	gp --root "$R" verify --profile "$BATS_TEST_TMPDIR/none.json" --only pytorch
 	assert_status 3
 	assert_stdout_has "no environment at /opt/none"
-	assert_stdout_has "run 'gpuprov install --only pytorch'"
+	assert_stdout_has "run 'gpuprov install --profile $BATS_TEST_TMPDIR/none.json --only pytorch --root "
 }
 
 @test "pytorch verify: writes nothing to the target (no bytecode for what it imports)" {

@@ -221,3 +221,38 @@ read_fifo() {
 	assert_stdout_has "cudnn: blocked - the CUDA toolkit directory /usr/local/cuda-11.8 does not exist"
 	assert_untouched_by_gpuprov "$R"
 }
+
+@test "usage: empty or repeated stage lists, a missing --profile-dir or --ca-file, a repeated option -> exit 2 saying so" {
+	local root=$BATS_TEST_TMPDIR/r
+	mkdir -p "$root"
+	check_usage() {
+		local want=$1
+		shift
+		gp --root "$root" "$@"
+		assert_status 2
+		assert_stderr_has "$want"
+		assert_usage_on_stderr
+		assert_stdout_empty
+	}
+	check_usage "--only needs one or more stages" plan --profile x --only ""
+	check_usage "--skip needs one or more stages" plan --profile x --skip ""
+	check_usage "--only nouveau,,env: an empty stage name" \
+		plan --profile x --only nouveau,,env
+	check_usage "--only ,env: an empty stage name" plan --profile x --only ,env
+	check_usage "--skip env,: an empty stage name" plan --profile x --skip env,
+	check_usage "--only env,env: names stage 'env' twice" plan --profile x --only env,env
+	check_usage "--only and --skip both name stage 'env'" \
+		verify --profile x --only nouveau,env --skip env
+	check_usage "--profile-dir $BATS_TEST_TMPDIR/nowhere: No such file or directory" \
+		--profile-dir "$BATS_TEST_TMPDIR/nowhere" profiles list
+	check_usage "--profile-dir /etc/os-release: not a directory" \
+		--profile-dir /etc/os-release profiles list
+	check_usage "--ca-file $BATS_TEST_TMPDIR/no-ca.pem: No such file or directory" \
+		plan --profile x --ca-file "$BATS_TEST_TMPDIR/no-ca.pem"
+	check_usage "--ca-file $BATS_TEST_TMPDIR: not a regular file" \
+		plan --profile x --ca-file "$BATS_TEST_TMPDIR"
+	check_usage "--root given twice ('$root', then '/')" --root / status
+	check_usage "--profile given twice ('x', then 'y')" plan --profile x --profile y
+	check_usage "--skip given twice ('cuda', then 'env')" \
+		plan --profile x --skip cuda --skip env
+}

@@ -1161,14 +1161,13 @@ static cJSON *load_chain(const char *path, char *const *search, struct load_stat
 	cJSON *doc = TAKE_PTR(d.json);
 	const cJSON *ext = cJSON_GetObjectItemCaseSensitive(doc, "extends");
 	if (cJSON_IsString(ext)) {
+		/* Found or not, the message is placed at the value: a separate
+		 * error, so that lint's list holds only the placed one. */
+		struct gp_err lookup = { 0 };
 		_cleanup_free_ char *parent_path = find_profile(ext->valuestring, search,
-		                                                err);
+		                                                &lookup);
 		if (!parent_path) {
-			int line, col;
-			gp_json_doc_where(&d, "/extends", &line, &col);
-			_cleanup_free_ char *why = gp_xstrdup(err->msg);
-			gp_fail(err, GP_EXIT_INVALID_INPUT, "%s:%d:%d: %s", path, line,
-			        col, why);
+			where_fail(&d, "/extends", false, err, "%s", lookup.msg);
 			cJSON_Delete(doc);
 			gp_json_doc_free(&d);
 			return NULL;

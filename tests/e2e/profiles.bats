@@ -330,3 +330,12 @@ PY
 	[ "$status" -eq 65 ]
 	[ "$(grep -c "$f:" <<< "$stderr")" -eq 1 ] || fail "plan reported more than one:" "$stderr"
 }
+
+@test "profiles lint: \"extends\" naming no profile is placed at its value (FILE:LINE:COL), once" {
+	printf '{\n  "name": "t-orphan",\n  "extends": "no-such-profile"\n}\n' > "$P/t-orphan.json"
+	gp --profile-dir "$P" profiles lint "$P/t-orphan.json"
+	assert_status 65
+	[ "${#lines[@]}" -eq 1 ] || fail "expected one line:" "$output"
+	[[ ${lines[0]} == "$P/t-orphan.json:3:14: profile \"no-such-profile\" not found; "* ]] ||
+		fail "not placed: ${lines[0]}"
+}

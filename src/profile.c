@@ -188,9 +188,49 @@ static bool valid_var_name(const char *s)
 	return only(s, ALNUM "_");
 }
 
+/* Variables that make every program, or every shell, run code or change
+ * how it reads its input: set system-wide by the env stage, each would be
+ * a way into every login. */
+static const struct {
+	const char *name;
+	const char *why;
+} unsafe_vars[] = {
+	{ "BASH_ENV", "bash runs the file it names in every non-interactive shell" },
+	{ "ENV", "sh and bash run the file it names in every interactive shell" },
+	{ "PROMPT_COMMAND", "bash runs it before every prompt" },
+	{ "PS0", "bash expands it, command substitutions included, at every command" },
+	{ "PS1", "bash expands it, command substitutions included, at every prompt" },
+	{ "PS2", "bash expands it, command substitutions included, at every prompt" },
+	{ "PS4", "bash expands it, command substitutions included, in every traced "
+	         "command" },
+	{ "IFS", "it changes how every shell splits words" },
+	{ "SHELLOPTS", "it turns on shell options in every bash script" },
+	{ "BASHOPTS", "it turns on shell options in every bash script" },
+	{ "GLOBIGNORE", "it changes what every bash glob matches" },
+	{ "CDPATH", "it changes where cd in every script goes" },
+	{ "GCONV_PATH", "glibc loads character-set modules (code) from it" },
+};
+
+/* Why a variable may not be set system-wide, or NULL. */
+static char *unsafe_var(const char *name)
+{
+	if (gp_str_starts_with(name, "LD_"))
+		return gp_xasprintf("must not set %s: the dynamic loader reads LD_* "
+		                    "variables in every program it starts (LD_PRELOAD "
+		                    "and LD_AUDIT load code into each); library "
+		                    "directories go in ld_library_path",
+		                    name);
+	for (size_t k = 0; k < ARRAY_SIZE(unsafe_vars); k++)
+		if (strcmp(name, unsafe_vars[k].name) == 0)
+			return gp_xasprintf("must not set %s: %s, so a system-wide "
+			                    "value reaches every login",
+			                    name, unsafe_vars[k].why);
+	return NULL;
+}
+
 /* Environment variables (one map entry): names a shell accepts; PATH,
- * LD_LIBRARY_PATH and CUDA_HOME come from their own keys; values are
- * single lines. */
+ * LD_LIBRARY_PATH and CUDA_HOME come from their own keys; none that
+ * injects code into every program or shell; values are single lines. */
 static char *check_env_var(const cJSON *item, size_t i)
 {
 	static const char *const own[] = { "PATH", "LD_LIBRARY_PATH", "CUDA_HOME" };
@@ -200,6 +240,9 @@ static char *check_env_var(const cJSON *item, size_t i)
 			    "must not set %s: it comes from cuda_home, path "
 			    "and ld_library_path",
 			    own[k]);
+	char *unsafe = unsafe_var(item->string);
+	if (unsafe)
+		return unsafe;
 	if (!valid_var_name(item->string)) {
 		_cleanup_free_ char *q = quoted(item->string);
 		return gp_xasprintf("has %s, which is not a variable name (letters, "

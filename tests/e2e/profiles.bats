@@ -339,3 +339,40 @@ PY
 	[[ ${lines[0]} == "$P/t-orphan.json:3:14: profile \"no-such-profile\" not found; "* ]] ||
 		fail "not placed: ${lines[0]}"
 }
+
+@test "profiles lint: a profile whose stages would block for a missing pin -> exit 4 naming each" {
+	cat > "$P/t-unpinned.json" <<'EOF2'
+{
+  "name": "t-unpinned",
+  "description": "downloads without pins",
+  "match": { "os_id": "rocky", "version_id": "9" },
+  "distro": { "package_manager": "dnf", "nvidia_repo": "rhel9",
+              "keyring_url": "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/D42D0685.pub",
+              "keyring_fingerprint": "610C7B14E068A878070DA4E99CD0A493D42D0685" },
+  "stages": {
+    "driver": { "method": "dnf", "branch": "580", "modules": "open" },
+    "cuda": { "method": "repo", "version": "12.8" },
+    "cudnn": { "method": "tarball", "version": "9.8.0.87", "cuda": "12" },
+    "pytorch": { "method": "conda", "python": "3.11", "packages": ["torch==2.7.1"] }
+  }
+}
+EOF2
+	gp --profile-dir "$P" profiles lint "$P/t-unpinned.json"
+	assert_status 4
+	refute_stdout_has ": ok"
+	local f="$P/t-unpinned.json: would be blocked: stage"
+	assert_stdout_has "$f cudnn: stages.cudnn.sha256 is not set"
+	assert_stdout_has "$f pytorch: stages.pytorch.installer_sha256 is not set"
+	for s in driver cuda; do
+		assert_stdout_has "$f $s: cannot add NVIDIA's repository: no sha256 for the keyring"
+	done
+	[ "${#lines[@]}" -eq 4 ] || fail "expected four problems:" "$output"
+	gp --profile-dir "$P" --json profiles lint "$P/t-unpinned.json"
+	assert_status 4
+	save_json
+	jeq 'd["files"][0]["status"]' blocked
+	jeq 'len(d["files"][0]["blocked"])' 4
+	# A distro base enables no stage: nothing of it can block.
+	gp profiles lint "$REPO_ROOT/profiles/distro/rocky9.json"
+	assert_status 0
+}

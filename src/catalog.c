@@ -232,6 +232,7 @@ int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out)
 		const char *desc = gp_json_string(p->doc, "description", "");
 		_cleanup_free_ char *distro = match_distro(match);
 		_cleanup_strv_ char **models = gpu_models(match);
+		_cleanup_strv_ char **pins = gp_catalog_missing_pins(p);
 		if (out->json) {
 			cJSON *e = cJSON_CreateObject();
 			cJSON_AddStringToObject(e, "name", p->name);
@@ -245,6 +246,11 @@ int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out)
 			                            (int)gp_strv_len(models)));
 			cJSON_AddStringToObject(e, "description", desc);
 			cJSON_AddStringToObject(e, "path", p->path);
+			cJSON_AddBoolToObject(e, "base", !gp_catalog_enables_stage(p));
+			cJSON_AddItemToObject(
+			    e, "blocked",
+			    cJSON_CreateStringArray((const char *const *)pins,
+			                            (int)gp_strv_len(pins)));
 			cJSON_AddItemToArray(arr, e);
 		} else {
 			struct list_row *r = &rows[rows_n++];
@@ -252,7 +258,11 @@ int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out)
 			r->distro = gp_xstrdup(distro ? distro : "-");
 			r->gpus = models[0] ? gp_strv_join(models, ", ")
 			                    : gp_xstrdup("-");
-			r->description = gp_xstrdup(desc);
+			/* Not installable as it is: say so where it is chosen. */
+			r->description = pins[0] ? gp_xasprintf("[blocked: missing pin; "
+			                                        "see profiles lint] %s",
+			                                        desc)
+			                         : gp_xstrdup(desc);
 		}
 		gp_profile_free(p);
 	}

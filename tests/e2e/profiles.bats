@@ -376,3 +376,21 @@ EOF2
 	gp profiles lint "$REPO_ROOT/profiles/distro/rocky9.json"
 	assert_status 0
 }
+
+@test "profiles list: a base and a profile missing a pin are marked (text and JSON)" {
+	cat > "$P/t-unpinned.json" <<'EOF2'
+{ "name": "t-unpinned", "description": "cuDNN without its sha256",
+  "stages": { "cudnn": { "method": "tarball", "version": "9.8.0.87", "cuda": "12" } } }
+EOF2
+	gp --profile-dir "$P" profiles list
+	assert_status 0
+	[[ $(list_line t-unpinned) == *"[blocked: missing pin; see profiles lint] cuDNN without its sha256" ]] ||
+		fail "not marked: $(list_line t-unpinned)"
+	[[ $(list_line t-child) != *blocked* ]] || fail "marked: $(list_line t-child)"
+	gp --profile-dir "$P" --json profiles list
+	save_json
+	jeq '[p["base"] for p in d if p["name"] == "t-base"][0]' true
+	jeq '[p["base"] for p in d if p["name"] == "t-unpinned"][0]' false
+	jeq '[len(p["blocked"]) for p in d if p["name"] == "t-unpinned"][0]' 1
+	jeq '[p["blocked"] for p in d if p["name"] == "a100-rocky9"][0]' "[]"
+}

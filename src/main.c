@@ -64,6 +64,8 @@ static const char global_usage[] =
     "                        naming every artifact missing from it\n"
     "\n"
     "stages, in order: nouveau, driver, cuda, cudnn, pytorch, env\n"
+    "methods: driver apt|dnf|runfile, cuda repo|runfile, cudnn tarball|apt,\n"
+    "         pytorch conda|venv\n"
     "exit codes: 0 done, 1 apply failed, 2 usage, 3 verify failed, 4 blocked,\n"
     "            5 reboot required, 6 locked by another run, 65 invalid input\n"
     "See gpuprov(8).\n";
@@ -96,12 +98,14 @@ static const struct command commands[] = {
 	  "profile's match section. Exits 5 when a reboot is needed: reboot, then run\n"
 	  "the same command again to continue.\n"
 	  "\n"
-	  "Downloads (cuDNN) are verified by sha256 and kept in the cache, --cache-dir\n"
-	  "DIR inside the root (default /var/cache/gpuprov); a cached artifact is used\n"
-	  "without network. --ca-file FILE trusts FILE's CAs for HTTPS (private\n"
-	  "mirrors). --mirror FROM=TO (repeatable) fetches URLs that start with FROM\n"
-	  "from TO. --offline never uses the network and fails at once naming every\n"
-	  "artifact missing from the cache.\n",
+	  "Downloads are verified by sha256 and kept in the cache, --cache-dir DIR\n"
+	  "inside the root (default /var/cache/gpuprov); a cached artifact is used\n"
+	  "without network. The cudnn stage's tarball, the pytorch stage's Miniforge\n"
+	  "installer and the driver stage's runfile download in the background once\n"
+	  "the plan is made, while earlier stages apply. --ca-file FILE trusts\n"
+	  "FILE's CAs for HTTPS (private mirrors). --mirror FROM=TO (repeatable)\n"
+	  "fetches URLs that start with FROM from TO. --offline never uses the\n"
+	  "network and fails at once naming every artifact missing from the cache.\n",
 	  OPT_PROFILE | OPT_DRY_RUN | OPT_SELECT | OPT_FORCE | OPT_FETCH },
 	{ "plan",
 	  "usage: gpuprov plan --profile NAME|PATH [--force]\n"

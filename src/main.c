@@ -136,9 +136,10 @@ static const struct command commands[] = {
 	  "not UEFI, unknown) and each NVIDIA GPU (PCI address, device id, name,\n"
 	  "architecture, compute capability, current kernel driver); a device id\n"
 	  "gpuprov does not know is shown as unknown, not guessed. Then the profiles\n"
-	  "whose match fits the root, best first: those naming its GPUs and distro,\n"
-	  "then those naming its distro only. Changes nothing; a root without an\n"
-	  "NVIDIA GPU is not an error.\n",
+	  "whose match fits the root and that can be installed as they are (no\n"
+	  "distro base, none missing a pin), best first: those naming its GPUs and\n"
+	  "distro, then those naming its distro only. Changes nothing; a root\n"
+	  "without an NVIDIA GPU is not an error.\n",
 	  0 },
 	{ "profiles",
 	  "usage: gpuprov profiles list\n"
@@ -148,8 +149,9 @@ static const struct command commands[] = {
 	  "list shows each profile's name, distro, GPU models and description. show\n"
 	  "prints the profile file as written, or with --resolved the profile after\n"
 	  "inheritance as JSON. lint checks each file's format, then the\n"
-	  "compatibility of the versions it pins, and reports every problem of every\n"
-	  "file: exit 65 when a file is invalid, else 4 when one is incompatible.\n"
+	  "compatibility of the versions it pins and that every download it needs\n"
+	  "is pinned, and reports every problem of every file: exit 65 when a file\n"
+	  "is invalid, else 4 when one is incompatible or would be blocked.\n"
 	  "\n"
 	  "Profile search path: --profile-dir, /etc/gpuprov/profiles, the installed\n"
 	  "share directory, then the source tree's profiles/.\n",

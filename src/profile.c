@@ -1266,11 +1266,10 @@ static size_t check_escape(const char *file, const struct cursor *t, struct gp_e
 		cp = codes[simple - letters];
 	} else if (p[1] == 'u' && left >= 6) {
 		char hex[5] = { (char)p[2], (char)p[3], (char)p[4], (char)p[5], 0 };
-		char *end;
-		cp = strtol(hex, &end, 16);
-		n = *end ? 2 : 6;
-		if (*end)
-			cp = -1;
+		if (only(hex, DIGITS "abcdefABCDEF")) {
+			cp = strtol(hex, NULL, 16);
+			n = 6;
+		}
 	}
 	if (cp >= 0 && is_control((unsigned)cp)) {
 		_cleanup_free_ char *name = control_name((unsigned)cp);

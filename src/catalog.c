@@ -12,6 +12,7 @@
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 #include "gpuprov/nvidia.h"
+#include "gpuprov/pkg.h"
 #include "gpuprov/profile.h"
 #include "gpuprov/root.h"
 
@@ -54,6 +55,83 @@ char **gp_catalog_names(char *const *search)
 		add_names(&names, search[i], "");
 	qsort(names, gp_strv_len(names), sizeof(char *), cmp_str);
 	return names;
+}
+
+bool gp_catalog_enables_stage(const struct gp_profile *p)
+{
+	const cJSON *stages = cJSON_GetObjectItemCaseSensitive(p->doc, "stages");
+	for (const cJSON *s = stages ? stages->child : NULL; s; s = s->next)
+		if (cJSON_IsObject(s))
+			return true;
+	return false;
+}
+
+/* The downloads a stage makes with a method, and the key that pins each
+ * (the stages block without it: cuda.c, cudnn.c, driver.c, pytorch.c). */
+static const struct {
+	const char *stage, *method, *fallback, *key, *what;
+} artifact_pins[] = {
+	{ "driver", "runfile", NULL, "sha256", "the driver runfile" },
+	{ "cuda", "runfile", "repo", "sha256", "the CUDA runfile" },
+	{ "cudnn", "tarball", "tarball", "sha256", "the cuDNN tarball" },
+	{ "pytorch", "conda", "conda", "installer_sha256", "the Miniforge installer" },
+};
+
+/* Does the stage add NVIDIA's package repository on a fresh host? The
+ * driver does unless it comes from Ubuntu's archive (source canonical, the
+ * default on Ubuntu) or a runfile; a profile that names no distro leaves
+ * that to the host, and is not judged here. */
+static bool uses_nvidia_repo(const struct gp_profile *p, const char *stage,
+                             const cJSON *cfg)
+{
+	if (strcmp(stage, "cuda") == 0)
+		return gp_streq(gp_json_string(cfg, "method", "repo"), "repo");
+	if (strcmp(stage, "cudnn") == 0)
+		return gp_streq(gp_json_string(cfg, "method", "tarball"), "apt");
+	if (strcmp(stage, "driver") != 0 ||
+	    gp_streq(gp_json_string(cfg, "method", NULL), "runfile"))
+		return false;
+	const char *source = gp_json_string(cfg, "source", NULL);
+	if (source)
+		return strcmp(source, "nvidia") == 0;
+	const cJSON *match = cJSON_GetObjectItemCaseSensitive(p->doc, "match");
+	const char *os = gp_json_string(match, "os_id", NULL);
+	return os && strcmp(os, "ubuntu") != 0;
+}
+
+char **gp_catalog_missing_pins(const struct gp_profile *p)
+{
+	char **v = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; i < ARRAY_SIZE(artifact_pins); i++) {
+		const cJSON *cfg = gp_profile_stage(p, artifact_pins[i].stage);
+		const char *method = gp_json_string(cfg, "method",
+		                                    artifact_pins[i].fallback);
+		if (!cfg || !gp_streq(method, artifact_pins[i].method) ||
+		    gp_json_string(cfg, artifact_pins[i].key, NULL))
+			continue;
+		_cleanup_free_ char *why = gp_xasprintf(
+		    "stage %s: stages.%s.%s is not set: gpuprov downloads nothing "
+		    "without a pinned sha256 (%s)",
+		    artifact_pins[i].stage, artifact_pins[i].stage, artifact_pins[i].key,
+		    artifact_pins[i].what);
+		gp_strv_push(&v, why);
+	}
+	static const char *const repo_stages[] = { "driver", "cuda", "cudnn" };
+	struct gp_pkg_nvidia_repo nv;
+	gp_pkg_nvidia_repo(p, &nv);
+	/* No repository at all is the stage's own error, not a pin. */
+	_cleanup_free_ char *problem = nv.repo.url ? gp_pkg_repo_problem(&nv.repo) : NULL;
+	gp_pkg_nvidia_repo_free(&nv);
+	for (size_t i = 0; problem && i < ARRAY_SIZE(repo_stages); i++) {
+		const cJSON *cfg = gp_profile_stage(p, repo_stages[i]);
+		if (!cfg || !uses_nvidia_repo(p, repo_stages[i], cfg))
+			continue;
+		_cleanup_free_ char *why = gp_xasprintf(
+		    "stage %s: cannot add NVIDIA's repository: %s", repo_stages[i],
+		    problem);
+		gp_strv_push(&v, why);
+	}
+	return v;
 }
 
 static void print_json(struct gp_out *out, cJSON *doc)
@@ -154,6 +232,7 @@ int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out)
 		const char *desc = gp_json_string(p->doc, "description", "");
 		_cleanup_free_ char *distro = match_distro(match);
 		_cleanup_strv_ char **models = gpu_models(match);
+		_cleanup_strv_ char **pins = gp_catalog_missing_pins(p);
 		if (out->json) {
 			cJSON *e = cJSON_CreateObject();
 			cJSON_AddStringToObject(e, "name", p->name);
@@ -167,6 +246,11 @@ int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out)
 			                            (int)gp_strv_len(models)));
 			cJSON_AddStringToObject(e, "description", desc);
 			cJSON_AddStringToObject(e, "path", p->path);
+			cJSON_AddBoolToObject(e, "base", !gp_catalog_enables_stage(p));
+			cJSON_AddItemToObject(
+			    e, "blocked",
+			    cJSON_CreateStringArray((const char *const *)pins,
+			                            (int)gp_strv_len(pins)));
 			cJSON_AddItemToArray(arr, e);
 		} else {
 			struct list_row *r = &rows[rows_n++];
@@ -174,7 +258,11 @@ int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out)
 			r->distro = gp_xstrdup(distro ? distro : "-");
 			r->gpus = models[0] ? gp_strv_join(models, ", ")
 			                    : gp_xstrdup("-");
-			r->description = gp_xstrdup(desc);
+			/* Not installable as it is: say so where it is chosen. */
+			r->description = pins[0] ? gp_xasprintf("[blocked: missing pin; "
+			                                        "see profiles lint] %s",
+			                                        desc)
+			                         : gp_xstrdup(desc);
 		}
 		gp_profile_free(p);
 	}
@@ -303,6 +391,14 @@ static int lint_one(const char *file, char *const *search, struct gp_out *out,
 	struct gp_compat_report rep;
 	gp_compat_check(p->doc, &rep);
 	size_t blocking = gp_compat_blocking(&rep);
+	_cleanup_strv_ char **pins = gp_catalog_missing_pins(p);
+	cJSON *blocked = e ? cJSON_CreateArray() : NULL;
+	for (size_t i = 0; pins[i]; i++) {
+		if (blocked)
+			cJSON_AddItemToArray(blocked, cJSON_CreateString(pins[i]));
+		else
+			fprintf(out->out, "%s: would be blocked: %s\n", file, pins[i]);
+	}
 	cJSON *issues = e ? cJSON_CreateArray() : NULL;
 	for (size_t i = 0; i < rep.n; i++) {
 		const struct gp_compat_issue *is = &rep.issues[i];
@@ -324,15 +420,19 @@ static int lint_one(const char *file, char *const *search, struct gp_out *out,
 		}
 	}
 	if (e) {
-		cJSON_AddStringToObject(e, "status", blocking ? "incompatible" : "ok");
+		cJSON_AddStringToObject(e, "status",
+		                        blocking  ? "incompatible"
+		                        : pins[0] ? "blocked"
+		                                  : "ok");
 		cJSON_AddNullToObject(e, "error");
 		cJSON_AddItemToObject(e, "issues", issues);
-	} else if (!blocking && out->verbosity >= 0) {
+		cJSON_AddItemToObject(e, "blocked", blocked);
+	} else if (!blocking && !pins[0] && out->verbosity >= 0) {
 		fprintf(out->out, "%s: ok\n", file);
 	}
 	gp_compat_report_free(&rep);
 	gp_profile_free(p);
-	return blocking ? GP_EXIT_BLOCKED : GP_EXIT_OK;
+	return blocking || pins[0] ? GP_EXIT_BLOCKED : GP_EXIT_OK;
 }
 
 int gp_engine_profiles_lint(const struct gp_options *o, char *const *files,

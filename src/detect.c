@@ -2,9 +2,10 @@
  * root's os-release, running kernel, Secure Boot variable and PCI devices;
  * lists each NVIDIA GPU (vendor 0x10de, class 0x0300/0x0302) with what
  * gpuprov knows of its device id, never a guess for an id it does not know;
- * then ranks the profiles of the search path whose match fits the root:
- * those naming the root's GPUs before those that do not, a named distro
- * before none. Changes nothing. */
+ * then ranks the profiles of the search path whose match fits the root
+ * and that can be installed as they are (not a base that enables no stage,
+ * nor one missing a pin): those naming the root's GPUs before those that
+ * do not, a named distro before none. Changes nothing. */
 #include <errno.h>
 #include <string.h>
 
@@ -79,6 +80,24 @@ static struct candidate *matching_profiles(const struct gp_options *o,
 		_cleanup_free_ char *why = gp_profile_mismatch(p, r);
 		if (why) {
 			gp_debug(out, "profile %s does not fit: %s", p->name, why);
+			gp_profile_free(p);
+			continue;
+		}
+		/* Only what can be installed as it is: a base is there to be
+		 * extended, and a profile missing a pin would block. */
+		_cleanup_strv_ char **pins = gp_catalog_missing_pins(p);
+		if (!gp_catalog_enables_stage(p) || pins[0]) {
+			if (pins[0])
+				gp_warn(out,
+				        "profile %s fits but is not offered: it would be "
+				        "blocked (%s); 'gpuprov profiles lint' lists "
+				        "what is missing",
+				        p->name, pins[0]);
+			else
+				gp_debug(out,
+				         "profile %s fits but is not offered: it enables "
+				         "no stage (a base to extend)",
+				         p->name);
 			gp_profile_free(p);
 			continue;
 		}

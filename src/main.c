@@ -1,8 +1,10 @@
 /* gpuprov: command line. Parses options, picks the command from the
  * table, and maps everything to the documented exit codes. Options may
  * stand before or after the command. */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +64,8 @@ static const char global_usage[] =
     "                        naming every artifact missing from it\n"
     "\n"
     "stages, in order: nouveau, driver, cuda, cudnn, pytorch, env\n"
+    "methods: driver apt|dnf|runfile, cuda repo|runfile, cudnn tarball|apt,\n"
+    "         pytorch conda|venv\n"
     "exit codes: 0 done, 1 apply failed, 2 usage, 3 verify failed, 4 blocked,\n"
     "            5 reboot required, 6 locked by another run, 65 invalid input\n"
     "See gpuprov(8).\n";
@@ -94,12 +98,14 @@ static const struct command commands[] = {
 	  "profile's match section. Exits 5 when a reboot is needed: reboot, then run\n"
 	  "the same command again to continue.\n"
 	  "\n"
-	  "Downloads (cuDNN) are verified by sha256 and kept in the cache, --cache-dir\n"
-	  "DIR inside the root (default /var/cache/gpuprov); a cached artifact is used\n"
-	  "without network. --ca-file FILE trusts FILE's CAs for HTTPS (private\n"
-	  "mirrors). --mirror FROM=TO (repeatable) fetches URLs that start with FROM\n"
-	  "from TO. --offline never uses the network and fails at once naming every\n"
-	  "artifact missing from the cache.\n",
+	  "Downloads are verified by sha256 and kept in the cache, --cache-dir DIR\n"
+	  "inside the root (default /var/cache/gpuprov); a cached artifact is used\n"
+	  "without network. The cudnn stage's tarball, the pytorch stage's Miniforge\n"
+	  "installer and the driver stage's runfile download in the background once\n"
+	  "the plan is made, while earlier stages apply. --ca-file FILE trusts\n"
+	  "FILE's CAs for HTTPS (private mirrors). --mirror FROM=TO (repeatable)\n"
+	  "fetches URLs that start with FROM from TO. --offline never uses the\n"
+	  "network and fails at once naming every artifact missing from the cache.\n",
 	  OPT_PROFILE | OPT_DRY_RUN | OPT_SELECT | OPT_FORCE | OPT_FETCH },
 	{ "plan",
 	  "usage: gpuprov plan --profile NAME|PATH [--force]\n"
@@ -130,9 +136,10 @@ static const struct command commands[] = {
 	  "not UEFI, unknown) and each NVIDIA GPU (PCI address, device id, name,\n"
 	  "architecture, compute capability, current kernel driver); a device id\n"
 	  "gpuprov does not know is shown as unknown, not guessed. Then the profiles\n"
-	  "whose match fits the root, best first: those naming its GPUs and distro,\n"
-	  "then those naming its distro only. Changes nothing; a root without an\n"
-	  "NVIDIA GPU is not an error.\n",
+	  "whose match fits the root and that can be installed as they are (no\n"
+	  "distro base, none missing a pin), best first: those naming its GPUs and\n"
+	  "distro, then those naming its distro only. Changes nothing; a root\n"
+	  "without an NVIDIA GPU is not an error.\n",
 	  0 },
 	{ "profiles",
 	  "usage: gpuprov profiles list\n"
@@ -142,8 +149,9 @@ static const struct command commands[] = {
 	  "list shows each profile's name, distro, GPU models and description. show\n"
 	  "prints the profile file as written, or with --resolved the profile after\n"
 	  "inheritance as JSON. lint checks each file's format, then the\n"
-	  "compatibility of the versions it pins, and reports every problem of every\n"
-	  "file: exit 65 when a file is invalid, else 4 when one is incompatible.\n"
+	  "compatibility of the versions it pins and that every download it needs\n"
+	  "is pinned, and reports every problem of every file: exit 65 when a file\n"
+	  "is invalid, else 4 when one is incompatible or would be blocked.\n"
 	  "\n"
 	  "Profile search path: --profile-dir, /etc/gpuprov/profiles, the installed\n"
 	  "share directory, then the source tree's profiles/.\n",
@@ -184,6 +192,60 @@ static int usage_error(const struct command *cmd, const char *fmt, ...)
 	return GP_EXIT_USAGE;
 }
 
+/* A stage list for --only or --skip: one or more names, no empty item and
+ * none twice (whether each names a stage is the engine's check). NULL
+ * when fine, else why not. */
+static char *stage_list_problem(const char *opt, const char *arg)
+{
+	if (!*arg)
+		return gp_xasprintf("%s needs one or more stages, e.g. %s nouveau,driver",
+		                    opt, opt);
+	_cleanup_strv_ char **seen = gp_xcalloc(1, sizeof(char *));
+	for (const char *s = arg;; s++) {
+		size_t n = strcspn(s, ",");
+		if (n == 0)
+			return gp_xasprintf("%s %s: an empty stage name (two commas, or "
+			                    "a comma at an end); separate names with "
+			                    "single commas",
+			                    opt, arg);
+		_cleanup_free_ char *name = gp_xstrndup(s, n);
+		if (gp_strv_contains(seen, name))
+			return gp_xasprintf("%s %s: names stage '%s' twice", opt, arg,
+			                    name);
+		gp_strv_push(&seen, name);
+		s += n;
+		if (!*s)
+			return NULL;
+	}
+}
+
+/* --only and --skip together must not name the same stage. */
+static char *selection_overlap(char *const *only, char *const *skip)
+{
+	for (size_t i = 0; only && skip && only[i]; i++)
+		if (gp_strv_contains(skip, only[i]))
+			return gp_xasprintf("--only and --skip both name stage '%s'; "
+			                    "name it in one of them",
+			                    only[i]);
+	return NULL;
+}
+
+/* A host path option that must name an existing file of the given type
+ * (S_IFDIR or S_IFREG). NULL when fine, else why not. */
+static char *host_path_problem(const char *opt, const char *path, mode_t type)
+{
+	struct stat st;
+	const char *kind = type == S_IFDIR ? "directory" : "file";
+	if (stat(path, &st) < 0)
+		return gp_xasprintf("%s %s: %s; give an existing %s", opt, path,
+		                    strerror(errno), kind);
+	if ((st.st_mode & S_IFMT) != type)
+		return gp_xasprintf("%s %s: not a %s%s", opt, path,
+		                    type == S_IFDIR ? "directory" : "regular file",
+		                    type == S_IFDIR ? "" : " (give a PEM file)");
+	return NULL;
+}
+
 enum long_only {
 	L_ROOT = 256,
 	L_PROFILE_DIR,
@@ -201,6 +263,24 @@ enum long_only {
 	L_MIRROR,
 	L_OFFLINE,
 };
+
+/* Options that take one value: given twice, which one was meant is a
+ * guess (the last silently won before), so it is a usage error. */
+static bool single_valued(int opt)
+{
+	switch (opt) {
+	case L_ROOT:
+	case L_PROFILE_DIR:
+	case L_PROFILE:
+	case L_ONLY:
+	case L_SKIP:
+	case L_CACHE_DIR:
+	case L_CA_FILE:
+		return true;
+	default:
+		return false;
+	}
+}
 
 int main(int argc, char **argv)
 {
@@ -231,18 +311,36 @@ int main(int argc, char **argv)
 	bool help = false, no_color = false, resolved = false;
 	unsigned used = 0;
 	int rc = GP_EXIT_OK;
+	const char *first_value[L_OFFLINE - L_ROOT + 1] = { 0 };
+	_cleanup_free_ char *problem = NULL;
 
 	/* Before getopt permutes argv: the command to repeat after a reboot. */
 	_cleanup_free_ char *args_text = gp_argv_display(argv + 1);
 	_cleanup_free_ char *rerun = gp_xasprintf("gpuprov %s", args_text);
 	opterr = 0;
-	int opt;
-	while ((opt = getopt_long(argc, argv, ":qvh", longopts, NULL)) != -1) {
+	int opt, li = -1;
+	while ((opt = getopt_long(argc, argv, ":qvh", longopts, &li)) != -1) {
+		if (single_valued(opt)) {
+			const char **first = &first_value[opt - L_ROOT];
+			if (*first) {
+				rc = usage_error(NULL,
+				                 "--%s given twice ('%s', then '%s'); "
+				                 "give it once",
+				                 longopts[li].name, *first, optarg);
+				goto out;
+			}
+			*first = optarg;
+		}
 		switch (opt) {
 		case L_ROOT:
 			o.root = optarg;
 			break;
 		case L_PROFILE_DIR:
+			problem = host_path_problem("--profile-dir", optarg, S_IFDIR);
+			if (problem) {
+				rc = usage_error(NULL, "%s", problem);
+				goto out;
+			}
 			o.profile_dir = optarg;
 			break;
 		case L_JSON:
@@ -281,8 +379,13 @@ int main(int argc, char **argv)
 			break;
 		case L_ONLY:
 		case L_SKIP: {
+			problem = stage_list_problem(opt == L_ONLY ? "--only" : "--skip",
+			                             optarg);
+			if (problem) {
+				rc = usage_error(NULL, "%s", problem);
+				goto out;
+			}
 			char ***list = opt == L_ONLY ? &o.only : &o.skip;
-			gp_strv_free(*list);
 			*list = gp_strv_split(optarg, ',');
 			used |= OPT_SELECT;
 			break;
@@ -299,6 +402,11 @@ int main(int argc, char **argv)
 			used |= OPT_FETCH;
 			break;
 		case L_CA_FILE:
+			problem = host_path_problem("--ca-file", optarg, S_IFREG);
+			if (problem) {
+				rc = usage_error(NULL, "%s", problem);
+				goto out;
+			}
 			o.ca_file = optarg;
 			used |= OPT_FETCH;
 			break;
@@ -329,6 +437,11 @@ int main(int argc, char **argv)
 			rc = usage_error(NULL, "unknown option '%s'", argv[optind - 1]);
 			goto out;
 		}
+	}
+	problem = selection_overlap(o.only, o.skip);
+	if (problem) {
+		rc = usage_error(NULL, "%s", problem);
+		goto out;
 	}
 	out.color = !no_color && !getenv("NO_COLOR") && isatty(fileno(stdout)) &&
 	            !out.json;

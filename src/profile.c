@@ -188,9 +188,49 @@ static bool valid_var_name(const char *s)
 	return only(s, ALNUM "_");
 }
 
+/* Variables that make every program, or every shell, run code or change
+ * how it reads its input: set system-wide by the env stage, each would be
+ * a way into every login. */
+static const struct {
+	const char *name;
+	const char *why;
+} unsafe_vars[] = {
+	{ "BASH_ENV", "bash runs the file it names in every non-interactive shell" },
+	{ "ENV", "sh and bash run the file it names in every interactive shell" },
+	{ "PROMPT_COMMAND", "bash runs it before every prompt" },
+	{ "PS0", "bash expands it, command substitutions included, at every command" },
+	{ "PS1", "bash expands it, command substitutions included, at every prompt" },
+	{ "PS2", "bash expands it, command substitutions included, at every prompt" },
+	{ "PS4", "bash expands it, command substitutions included, in every traced "
+	         "command" },
+	{ "IFS", "it changes how every shell splits words" },
+	{ "SHELLOPTS", "it turns on shell options in every bash script" },
+	{ "BASHOPTS", "it turns on shell options in every bash script" },
+	{ "GLOBIGNORE", "it changes what every bash glob matches" },
+	{ "CDPATH", "it changes where cd in every script goes" },
+	{ "GCONV_PATH", "glibc loads character-set modules (code) from it" },
+};
+
+/* Why a variable may not be set system-wide, or NULL. */
+static char *unsafe_var(const char *name)
+{
+	if (gp_str_starts_with(name, "LD_"))
+		return gp_xasprintf("must not set %s: the dynamic loader reads LD_* "
+		                    "variables in every program it starts (LD_PRELOAD "
+		                    "and LD_AUDIT load code into each); library "
+		                    "directories go in ld_library_path",
+		                    name);
+	for (size_t k = 0; k < ARRAY_SIZE(unsafe_vars); k++)
+		if (strcmp(name, unsafe_vars[k].name) == 0)
+			return gp_xasprintf("must not set %s: %s, so a system-wide "
+			                    "value reaches every login",
+			                    name, unsafe_vars[k].why);
+	return NULL;
+}
+
 /* Environment variables (one map entry): names a shell accepts; PATH,
- * LD_LIBRARY_PATH and CUDA_HOME come from their own keys; values are
- * single lines. */
+ * LD_LIBRARY_PATH and CUDA_HOME come from their own keys; none that
+ * injects code into every program or shell; values are single lines. */
 static char *check_env_var(const cJSON *item, size_t i)
 {
 	static const char *const own[] = { "PATH", "LD_LIBRARY_PATH", "CUDA_HOME" };
@@ -200,6 +240,9 @@ static char *check_env_var(const cJSON *item, size_t i)
 			    "must not set %s: it comes from cuda_home, path "
 			    "and ld_library_path",
 			    own[k]);
+	char *unsafe = unsafe_var(item->string);
+	if (unsafe)
+		return unsafe;
 	if (!valid_var_name(item->string)) {
 		_cleanup_free_ char *q = quoted(item->string);
 		return gp_xasprintf("has %s, which is not a variable name (letters, "
@@ -1123,6 +1166,185 @@ static void merge_into(cJSON *base, const cJSON *child)
 	}
 }
 
+/* --- control characters --------------------------------------------------- */
+
+/* A profile's text as the control-character check walks it: the byte at i
+ * and its line and column (columns count characters, as json.c does). */
+struct cursor {
+	const unsigned char *s;
+	size_t len, i;
+	int line, col;
+};
+
+static void advance(struct cursor *t, size_t n)
+{
+	for (; n && t->i < t->len; n--, t->i++) {
+		if (t->s[t->i] == '\n') {
+			t->line++;
+			t->col = 1;
+		} else if ((t->s[t->i] & 0xc0) != 0x80) {
+			t->col++;
+		}
+	}
+}
+
+/* "ESC (U+001B)": a control character's name for a message. */
+static char *control_name(unsigned cp)
+{
+	static const char *const c0[32] = {
+		"NUL", "SOH", "STX", "ETX", "EOT", "ENQ", "ACK", "BEL",
+		"BS",  "TAB", "LF",  "VT",  "FF",  "CR",  "SO",  "SI",
+		"DLE", "DC1", "DC2", "DC3", "DC4", "NAK", "SYN", "ETB",
+		"CAN", "EM",  "SUB", "ESC", "FS",  "GS",  "RS",  "US",
+	};
+	const char *name = cp < 32 ? c0[cp] : cp == 0x7f ? "DEL" : "C1";
+	return gp_xasprintf("%s (U+%04X)", name, cp);
+}
+
+static bool is_control(unsigned cp)
+{
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
+}
+
+/* The code point of the UTF-8 sequence at t (its length in *n), or -1 when
+ * the bytes there are not UTF-8 (overlong forms and surrogates included). */
+static long utf8_at(const struct cursor *t, size_t *n)
+{
+	const unsigned char *p = t->s + t->i;
+	size_t left = t->len - t->i;
+	static const long min_cp[] = { 0, 0, 0x80, 0x800, 0x10000 };
+	*n = p[0] < 0x80             ? 1
+	     : (p[0] & 0xe0) == 0xc0 ? 2
+	     : (p[0] & 0xf0) == 0xe0 ? 3
+	     : (p[0] & 0xf8) == 0xf0 ? 4
+	                             : 0;
+	if (!*n || *n > left) {
+		*n = 1;
+		return -1;
+	}
+	long cp = *n == 1 ? p[0] : p[0] & (0x7f >> *n);
+	for (size_t k = 1; k < *n; k++) {
+		if ((p[k] & 0xc0) != 0x80) {
+			*n = 1;
+			return -1;
+		}
+		cp = cp << 6 | (p[k] & 0x3f);
+	}
+	if (cp < min_cp[*n] || cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000)) {
+		*n = 1;
+		return -1;
+	}
+	return cp;
+}
+
+/* Each problem is FILE:LINE:COL; in lint mode (err->all) all of them. */
+static int control_fail(const char *file, const struct cursor *t, struct gp_err *err,
+                        const char *what)
+{
+	return gp_fail(err, GP_EXIT_INVALID_INPUT,
+	               "%s:%d:%d: %s: profile text reaches terminals and shell "
+	               "files; remove it",
+	               file, t->line, t->col, what);
+}
+
+/* One escape inside a string (t at its backslash): \u0000 to \u001f, \u007f
+ * to \u009f and \b \f \n \r \t are control characters too. cJSON would cut
+ * a string at \u0000 without a word. Returns the escape's length. */
+static size_t check_escape(const char *file, const struct cursor *t, struct gp_err *err,
+                           int *failed)
+{
+	static const char letters[] = "bfnrt";
+	static const unsigned codes[] = { 0x08, 0x0c, 0x0a, 0x0d, 0x09 };
+	const unsigned char *p = t->s + t->i;
+	size_t left = t->len - t->i;
+	if (left < 2)
+		return 1;
+	const char *simple = strchr(letters, p[1]);
+	long cp = -1;
+	size_t n = 2;
+	if (simple && p[1]) {
+		cp = codes[simple - letters];
+	} else if (p[1] == 'u' && left >= 6) {
+		char hex[5] = { (char)p[2], (char)p[3], (char)p[4], (char)p[5], 0 };
+		if (only(hex, DIGITS "abcdefABCDEF")) {
+			cp = strtol(hex, NULL, 16);
+			n = 6;
+		}
+	}
+	if (cp >= 0 && is_control((unsigned)cp)) {
+		_cleanup_free_ char *name = control_name((unsigned)cp);
+		_cleanup_free_ char *what = gp_xasprintf(
+		    "the escape \\%.*s is the control character %s%s", (int)n - 1,
+		    (const char *)p + 1, name,
+		    cp == 0 ? ", which would silently cut the string short there" : "");
+		control_fail(file, t, err, what);
+		*failed = 1;
+	}
+	return n;
+}
+
+/* Refuses control characters (C0, DEL, C1) in the profile's text: inside
+ * strings (keys and values, raw or escaped) all of them, elsewhere all but
+ * tab, LF and CR (they stay out of `profiles show` too); and strings that
+ * are not UTF-8. */
+static int check_control_chars(const char *file, const char *text, size_t len,
+                               struct gp_err *err)
+{
+	struct cursor t = {
+		.s = (const unsigned char *)text, .len = len, .line = 1, .col = 1
+	};
+	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
+		t.s += 3;
+		t.len -= 3;
+	}
+	int failed = 0;
+	bool in_string = false, line_comment = false, block_comment = false;
+	while (t.i < t.len && (!failed || err->all)) {
+		const unsigned char *p = t.s + t.i;
+		size_t left = t.len - t.i;
+		if (line_comment || block_comment) {
+			if (line_comment && *p == '\n')
+				line_comment = false;
+			if (block_comment && left >= 2 && p[0] == '*' && p[1] == '/') {
+				block_comment = false;
+				advance(&t, 1);
+			}
+		} else if (in_string && *p == '\\') {
+			advance(&t, check_escape(file, &t, err, &failed));
+			continue;
+		} else if (*p == '"') {
+			in_string = !in_string;
+		} else if (!in_string && left >= 2 && p[0] == '/' &&
+		           (p[1] == '/' || p[1] == '*')) {
+			line_comment = p[1] == '/';
+			block_comment = p[1] == '*';
+			advance(&t, 2);
+			continue;
+		}
+		size_t n = 1;
+		long cp = *p < 0x80 ? *p : utf8_at(&t, &n);
+		bool whitespace = !in_string && (*p == '\t' || *p == '\n' || *p == '\r');
+		if (cp < 0 && in_string) {
+			_cleanup_free_ char *what = gp_xasprintf(
+			    "byte 0x%02x in a string is not UTF-8; save the file as "
+			    "UTF-8",
+			    *p);
+			gp_fail(err, GP_EXIT_INVALID_INPUT, "%s:%d:%d: %s", file, t.line,
+			        t.col, what);
+			failed = 1;
+		} else if (cp >= 0 && is_control((unsigned)cp) && !whitespace) {
+			_cleanup_free_ char *name = control_name((unsigned)cp);
+			_cleanup_free_ char *what = gp_xasprintf(
+			    "control character %s%s", name,
+			    in_string ? " in a string" : "");
+			control_fail(file, &t, err, what);
+			failed = 1;
+		}
+		advance(&t, n);
+	}
+	return failed ? -1 : 0;
+}
+
 static cJSON *load_chain(const char *path, char *const *search, struct load_state *st,
                          int depth, struct gp_err *err)
 {
@@ -1146,7 +1368,8 @@ static cJSON *load_chain(const char *path, char *const *search, struct load_stat
 		return NULL;
 	}
 	struct gp_json_doc d;
-	if (gp_json_doc_parse(&d, path, text, len, err) < 0) {
+	if (gp_json_doc_parse(&d, path, text, len, err) < 0 ||
+	    check_control_chars(path, text, len, err) < 0) {
 		gp_json_doc_free(&d);
 		return NULL;
 	}
@@ -1163,14 +1386,13 @@ static cJSON *load_chain(const char *path, char *const *search, struct load_stat
 	cJSON *doc = TAKE_PTR(d.json);
 	const cJSON *ext = cJSON_GetObjectItemCaseSensitive(doc, "extends");
 	if (cJSON_IsString(ext)) {
+		/* Found or not, the message is placed at the value: a separate
+		 * error, so that lint's list holds only the placed one. */
+		struct gp_err lookup = { 0 };
 		_cleanup_free_ char *parent_path = find_profile(ext->valuestring, search,
-		                                                err);
+		                                                &lookup);
 		if (!parent_path) {
-			int line, col;
-			gp_json_doc_where(&d, "/extends", &line, &col);
-			_cleanup_free_ char *why = gp_xstrdup(err->msg);
-			gp_fail(err, GP_EXIT_INVALID_INPUT, "%s:%d:%d: %s", path, line,
-			        col, why);
+			where_fail(&d, "/extends", false, err, "%s", lookup.msg);
 			cJSON_Delete(doc);
 			gp_json_doc_free(&d);
 			return NULL;

@@ -39,6 +39,14 @@ int gp_engine_profiles_lint(const struct gp_options *o, char *const *files,
 /* The profile names the search path offers, sorted; a name in an earlier
  * directory hides the same name later. */
 char **gp_catalog_names(char *const *search);
+struct gp_profile;
+/* Does the profile enable a stage? A distro base (distro/ubuntu2204) does
+ * not: it is there to be extended, not installed. */
+bool gp_catalog_enables_stage(const struct gp_profile *p);
+/* What would block a stage of the profile on any fresh host because a pin
+ * is missing (gpuprov downloads nothing it cannot verify): one "stage
+ * NAME: why" per problem, empty when none. Free with gp_strv_free. */
+char **gp_catalog_missing_pins(const struct gp_profile *p);
 
 /* `detect` (detect.c): OS, running kernel, Secure Boot, NVIDIA GPUs of the
  * root and the profiles whose match fits it, best first. Read-only. */

@@ -24,9 +24,12 @@ setup() {
 	tprofile t-l4-debian12 debian 12 27b8
 	tprofile t-debian12 debian 12
 	tprofile t-unknown-gpu - - 9999
-	printf '{ "name": "t-no-match", "description": "t-no-match (fits anything)" }\n' \
-		> "$P/t-no-match.json"
+	printf '{ "name": "t-no-match", "description": "t-no-match (fits anything)", %s }\n' \
+		"$STAGES" > "$P/t-no-match.json"
 }
+
+# A stage, so that the test profiles are complete (detect offers no base).
+STAGES='"stages": { "nouveau": {} }'
 
 # tprofile NAME OS_ID VERSION_ID [DEVICE_ID...]: a minimal profile whose
 # match names that distro ("-": none) and those NVIDIA GPUs.
@@ -39,8 +42,8 @@ tprofile() {
 		g="$g${g:+, }\"10de:$id\""
 	done
 	[ -z "$g" ] || m="$m${m:+, }\"gpus\": [$g]"
-	printf '{ "name": "%s", "description": "%s (test)", "match": { %s } }\n' \
-		"$name" "$name" "$m" > "$P/$name.json"
+	printf '{ "name": "%s", "description": "%s (test)", "match": { %s }, %s }\n' \
+		"$name" "$name" "$m" "$STAGES" > "$P/$name.json"
 }
 
 # detect_root [mkroot options]: builds $R, runs detect (text, then --json
@@ -129,9 +132,10 @@ refute_profile() {
 	# precise distro first), then a profile without a match.
 	assert_t_profiles "t-a100-ubuntu2204,t-a100-v100-ubuntu2204,t-any-a100,"\
 "t-ubuntu2204,t-ubuntu,t-no-match"
-	# The catalogue's A100 profile ranks above its distro base.
-	assert_before a100-ubuntu2204 distro/ubuntu2204
+	# The catalogue's A100 profile; its distro base is not offered: it
+	# enables no stage (a plan of it would be "6 disabled").
 	assert_before a100-ubuntu2204 t-ubuntu2204
+	refute_profile distro/ubuntu2204
 	refute_profile a100-ubuntu2404
 	refute_profile a100-rocky9
 	refute_profile h100-ubuntu2204
@@ -164,7 +168,8 @@ refute_profile() {
 	assert_stdout_has "Hopper"
 	assert_stdout_has "compute capability 9.0"
 	jeq 'd["gpus"][0]["compute_capability"]' 9.0
-	assert_before h100-ubuntu2204 distro/ubuntu2204
+	assert_before h100-ubuntu2204 t-ubuntu2204
+	refute_profile distro/ubuntu2204
 	refute_profile h100-ubuntu2404
 	refute_profile a100-ubuntu2204
 	assert_t_profiles "t-ubuntu2204,t-ubuntu,t-no-match"
@@ -173,7 +178,8 @@ refute_profile() {
 	detect_root --gpu 2330 --distro ubuntu2404
 	assert_stdout_has "Ubuntu 24.04 LTS"
 	assert_stdout_has "6.8.0-31-generic"
-	assert_before h100-ubuntu2404 distro/ubuntu2404
+	assert_before h100-ubuntu2404 t-h100-ubuntu2404
+	refute_profile distro/ubuntu2404
 	refute_profile h100-ubuntu2204
 	assert_t_profiles "t-h100-ubuntu2404,t-ubuntu,t-no-match"
 }
@@ -186,7 +192,8 @@ refute_profile() {
 	assert_stdout_has "compute capability 10.0"
 	jeq 'd["gpus"][0]["architecture"]' Blackwell
 	jeq 'd["gpus"][0]["compute_capability"]' 10.0
-	assert_before b200-ubuntu2404 distro/ubuntu2404
+	assert_before b200-ubuntu2404 t-b200-ubuntu2404
+	refute_profile distro/ubuntu2404
 	refute_profile h100-ubuntu2404
 	assert_t_profiles "t-b200-ubuntu2404,t-ubuntu,t-no-match"
 }
@@ -199,7 +206,8 @@ refute_profile() {
 	assert_stdout_has "L4"
 	assert_stdout_has "Ada Lovelace"
 	assert_stdout_has "compute capability 8.9"
-	assert_before l4-debian12 distro/debian12
+	assert_before l4-debian12 t-l4-debian12
+	refute_profile distro/debian12
 	refute_profile distro/ubuntu2204
 	assert_t_profiles "t-l4-debian12,t-debian12,t-no-match"
 }
@@ -221,14 +229,16 @@ refute_profile() {
 	assert_t_profiles "t-a100-v100-ubuntu2204,t-a100-ubuntu2204,t-any-a100,"\
 "t-ubuntu2204,t-ubuntu,t-no-match"
 	# One GPU in match.gpus is enough for the match to fit.
-	assert_before a100-ubuntu2204 distro/ubuntu2204
+	assert_before a100-ubuntu2204 t-a100-ubuntu2204
+	refute_profile distro/ubuntu2204
 }
 
 @test "detect: Rocky 9: distro profiles for Rocky only" {
 	detect_root --distro rocky9
 	assert_stdout_has "Rocky Linux 9.3 (Blue Onyx)"
 	assert_t_profiles "t-a100-rocky9,t-any-a100,t-no-match"
-	assert_before a100-rocky9 distro/rocky9
+	assert_before a100-rocky9 t-any-a100
+	refute_profile distro/rocky9
 	refute_profile a100-ubuntu2204
 }
 
@@ -372,4 +382,22 @@ PY
 	gp detect --help
 	assert_status 0
 	assert_stdout_has "usage: gpuprov detect"
+}
+
+@test "detect: only complete profiles are offered: no base, none missing a pin" {
+	printf '{ "name": "t-base-only", "match": { "os_id": "ubuntu" } }\n' > "$P/t-base-only.json"
+	cat > "$P/t-unpinned.json" <<'JSON'
+{ "name": "t-unpinned", "match": { "os_id": "ubuntu", "version_id": "22.04" },
+  "stages": { "cudnn": { "method": "tarball", "version": "9.8.0.87", "cuda": "12" } } }
+JSON
+	detect_root
+	refute_profile t-base-only
+	refute_profile t-unpinned
+	refute_profile distro/ubuntu2204
+	assert_before a100-ubuntu2204 t-ubuntu2204
+	assert_stderr_has "profile t-unpinned fits but is not offered: it would be blocked (stage cudnn: stages.cudnn.sha256 is not set"
+	refute_stdout_has "t-base-only"
+	gp --root "$R" --profile-dir "$P" -v detect
+	assert_stderr_has "profile t-base-only fits but is not offered: it enables no stage"
+	assert_stderr_has "profile distro/ubuntu2204 fits but is not offered: it enables no stage"
 }

@@ -277,8 +277,18 @@ JSON
 
 @test "driver preflight: NVIDIA's dnf repository without a keyring sha256" {
 	drv_root --distro rocky9
-	drv_profile '{ "method": "dnf", "branch": "580", "modules": "open" }' rocky9
-	assert_blocked "cannot add NVIDIA's repository: no sha256 for the keyring https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/cuda-rhel9.repo (set distro.keyring_sha256)"
+	# distro/rocky9 pins the key's sha256: a distro of its own without it.
+	P=$BATS_TEST_TMPDIR/drv.json
+	cat > "$P" <<'JSON'
+{ "name": "drv-test",
+  "match": { "os_id": "rocky", "version_id": "9", "arch": "x86_64" },
+  "distro": { "id": "rhel9", "package_manager": "dnf", "nvidia_repo": "rhel9",
+              "keyring_url": "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/D42D0685.pub",
+              "keyring_fingerprint": "610C7B14E068A878070DA4E99CD0A493D42D0685",
+              "initramfs": ["dracut", "--force"], "kernel_headers": "kernel-devel-{kernel}" },
+  "stages": { "driver": { "method": "dnf", "branch": "580", "modules": "open" } } }
+JSON
+	assert_blocked "cannot add NVIDIA's repository: no sha256 for the keyring https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/D42D0685.pub (set distro.keyring_sha256)"
 }
 
 # --- preflight: blocked before any change (exit 4, tree unchanged) ---------

@@ -221,3 +221,109 @@ read_fifo() {
 	assert_stdout_has "cudnn: blocked - the CUDA toolkit directory /usr/local/cuda-11.8 does not exist"
 	assert_untouched_by_gpuprov "$R"
 }
+
+@test "usage: empty or repeated stage lists, a missing --profile-dir or --ca-file, a repeated option -> exit 2 saying so" {
+	local root=$BATS_TEST_TMPDIR/r
+	mkdir -p "$root"
+	check_usage() {
+		local want=$1
+		shift
+		gp --root "$root" "$@"
+		assert_status 2
+		assert_stderr_has "$want"
+		assert_usage_on_stderr
+		assert_stdout_empty
+	}
+	check_usage "--only needs one or more stages" plan --profile x --only ""
+	check_usage "--skip needs one or more stages" plan --profile x --skip ""
+	check_usage "--only nouveau,,env: an empty stage name" \
+		plan --profile x --only nouveau,,env
+	check_usage "--only ,env: an empty stage name" plan --profile x --only ,env
+	check_usage "--skip env,: an empty stage name" plan --profile x --skip env,
+	check_usage "--only env,env: names stage 'env' twice" plan --profile x --only env,env
+	check_usage "--only and --skip both name stage 'env'" \
+		verify --profile x --only nouveau,env --skip env
+	check_usage "--profile-dir $BATS_TEST_TMPDIR/nowhere: No such file or directory" \
+		--profile-dir "$BATS_TEST_TMPDIR/nowhere" profiles list
+	check_usage "--profile-dir /etc/os-release: not a directory" \
+		--profile-dir /etc/os-release profiles list
+	check_usage "--ca-file $BATS_TEST_TMPDIR/no-ca.pem: No such file or directory" \
+		plan --profile x --ca-file "$BATS_TEST_TMPDIR/no-ca.pem"
+	check_usage "--ca-file $BATS_TEST_TMPDIR: not a regular file" \
+		plan --profile x --ca-file "$BATS_TEST_TMPDIR"
+	check_usage "--root given twice ('$root', then '/')" --root / status
+	check_usage "--profile given twice ('x', then 'y')" plan --profile x --profile y
+	check_usage "--skip given twice ('cuda', then 'env')" \
+		plan --profile x --skip cuda --skip env
+}
+
+# The man page as plain words: roff font macros and escapes dropped, one
+# line, so that phrases can be matched across the source's line breaks.
+man_words() {
+	sed -E -e 's/^\.(B|I|BR|RB|IR|RI|BI|IB) //' -e '/^\./d' \
+		-e 's/\\-/-/g; s/\\\(dq/"/g; s/\\&//g; s/\\f[BIRP]//g' "$1" | tr '\n' ' '
+}
+
+# The text of the man page's STAGES entry for stage $2: from its ".B NAME"
+# paragraph tag to the next stage's.
+man_stage_section() {
+	awk -v s="$2" -v all="$3" '
+		/^\.SH / { in_stages = ($2 == "STAGES") }
+		in_stages && prev == ".TP" && /^\.B / {
+			n = split(all, names, " ")
+			for (i = 1; i <= n; i++) if ($2 == names[i]) cur = $2
+		}
+		in_stages && cur == s { print }
+		{ prev = $0 }' "$1"
+}
+
+@test "docs: every stage, method and background download of the code is in gpuprov(8) and --help, none said to be missing" {
+	local man=$REPO_ROOT/docs/gpuprov.8 root=$BATS_TEST_TMPDIR/r p=$BATS_TEST_TMPDIR/p
+	mkdir -p "$root" "$p"
+	# The stages, in the order of the code's table: a plan of a profile
+	# that enables none still lists every stage.
+	printf '{ "name": "t-none" }\n' > "$p/t-none.json"
+	gp --root "$root" --profile-dir "$p" --json plan --profile t-none --force
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/plan.json"
+	local stages
+	stages=$(json_get "$BATS_TEST_TMPDIR/plan.json" '" ".join(s["name"] for s in d["stages"])')
+	[ "$(wc -w <<< "$stages")" -ge 6 ] || fail "stages from the plan: $stages" "$output"
+	gp --help
+	assert_stdout_has "stages, in order: ${stages// /, }"
+	# The "methods:" line with its continuation lines, as one.
+	local global_help
+	global_help=$(awk '/^methods:/ { on = 1; printf "%s", $0; next }
+		on && /^ / { printf " %s", $0; next } { on = 0 }' <<< "$output" | tr -s ' ')
+	local words
+	words=$(man_words "$man")
+	local s m methods
+	for s in $stages; do
+		man_stage_section "$man" "$s" "$stages" | grep -q . ||
+			fail "gpuprov(8) STAGES has no entry for stage $s"
+		# The methods the loader accepts for the stage, from its own error.
+		printf '{ "name": "t-m", "stages": { "%s": { "method": "?" } } }\n' "$s" > "$p/t-m.json"
+		gp --profile-dir "$p" profiles lint "$p/t-m.json"
+		methods=$(sed -n 's/.*"method" must be one of \(.*\) (got "?").*/\1/p' <<< "$output" |
+			tr -d ,)
+		for m in $methods; do
+			man_words <(man_stage_section "$man" "$s" "$stages") | grep -qw -- "$m" ||
+				fail "gpuprov(8) does not name method $m in stage $s"
+			grep -qE "^methods: (.*, )?$s ([a-z]+\|)*$m(\||,|$)" <<< "$global_help" ||
+				fail "gpuprov --help does not list method $m of stage $s" "$global_help"
+			! grep -qE "method $m (is|are) not|$m is not implemented" <<< "$words" ||
+				fail "gpuprov(8) says method $m of $s is not there"
+		done
+	done
+	# Background downloads: every stage with a prefetch hook in the code is
+	# named where install --help and gpuprov(8) say what is downloaded early.
+	local f name help
+	help=$("$GPUPROV" install --help | tr '\n' ' ')
+	for f in $(grep -l '\.prefetch = ' "$REPO_ROOT"/src/stages/*.c); do
+		name=$(sed -n 's/^\t\.name = "\([a-z]*\)",$/\1/p' "$f")
+		[ -n "$name" ] || fail "no stage name in $f"
+		grep -qE "background[^.]*\b$name\b|\b$name\b[^.]*background" <<< "$help" ||
+			fail "install --help does not name stage $name among background downloads" "$help"
+		grep -qE "background[^.]*\b$name\b|\b$name\b[^.]*background" <<< "$words" ||
+			fail "gpuprov(8) does not name stage $name among background downloads"
+	done
+}

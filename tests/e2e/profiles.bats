@@ -330,3 +330,67 @@ PY
 	[ "$status" -eq 65 ]
 	[ "$(grep -c "$f:" <<< "$stderr")" -eq 1 ] || fail "plan reported more than one:" "$stderr"
 }
+
+@test "profiles lint: \"extends\" naming no profile is placed at its value (FILE:LINE:COL), once" {
+	printf '{\n  "name": "t-orphan",\n  "extends": "no-such-profile"\n}\n' > "$P/t-orphan.json"
+	gp --profile-dir "$P" profiles lint "$P/t-orphan.json"
+	assert_status 65
+	[ "${#lines[@]}" -eq 1 ] || fail "expected one line:" "$output"
+	[[ ${lines[0]} == "$P/t-orphan.json:3:14: profile \"no-such-profile\" not found; "* ]] ||
+		fail "not placed: ${lines[0]}"
+}
+
+@test "profiles lint: a profile whose stages would block for a missing pin -> exit 4 naming each" {
+	cat > "$P/t-unpinned.json" <<'EOF2'
+{
+  "name": "t-unpinned",
+  "description": "downloads without pins",
+  "match": { "os_id": "rocky", "version_id": "9" },
+  "distro": { "package_manager": "dnf", "nvidia_repo": "rhel9",
+              "keyring_url": "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/D42D0685.pub",
+              "keyring_fingerprint": "610C7B14E068A878070DA4E99CD0A493D42D0685" },
+  "stages": {
+    "driver": { "method": "dnf", "branch": "580", "modules": "open" },
+    "cuda": { "method": "repo", "version": "12.8" },
+    "cudnn": { "method": "tarball", "version": "9.8.0.87", "cuda": "12" },
+    "pytorch": { "method": "conda", "python": "3.11", "packages": ["torch==2.7.1"] }
+  }
+}
+EOF2
+	gp --profile-dir "$P" profiles lint "$P/t-unpinned.json"
+	assert_status 4
+	refute_stdout_has ": ok"
+	local f="$P/t-unpinned.json: would be blocked: stage"
+	assert_stdout_has "$f cudnn: stages.cudnn.sha256 is not set"
+	assert_stdout_has "$f pytorch: stages.pytorch.installer_sha256 is not set"
+	for s in driver cuda; do
+		assert_stdout_has "$f $s: cannot add NVIDIA's repository: no sha256 for the keyring"
+	done
+	[ "${#lines[@]}" -eq 4 ] || fail "expected four problems:" "$output"
+	gp --profile-dir "$P" --json profiles lint "$P/t-unpinned.json"
+	assert_status 4
+	save_json
+	jeq 'd["files"][0]["status"]' blocked
+	jeq 'len(d["files"][0]["blocked"])' 4
+	# A distro base enables no stage: nothing of it can block.
+	gp profiles lint "$REPO_ROOT/profiles/distro/rocky9.json"
+	assert_status 0
+}
+
+@test "profiles list: a base and a profile missing a pin are marked (text and JSON)" {
+	cat > "$P/t-unpinned.json" <<'EOF2'
+{ "name": "t-unpinned", "description": "cuDNN without its sha256",
+  "stages": { "cudnn": { "method": "tarball", "version": "9.8.0.87", "cuda": "12" } } }
+EOF2
+	gp --profile-dir "$P" profiles list
+	assert_status 0
+	[[ $(list_line t-unpinned) == *"[blocked: missing pin; see profiles lint] cuDNN without its sha256" ]] ||
+		fail "not marked: $(list_line t-unpinned)"
+	[[ $(list_line t-child) != *blocked* ]] || fail "marked: $(list_line t-child)"
+	gp --profile-dir "$P" --json profiles list
+	save_json
+	jeq '[p["base"] for p in d if p["name"] == "t-base"][0]' true
+	jeq '[p["base"] for p in d if p["name"] == "t-unpinned"][0]' false
+	jeq '[len(p["blocked"]) for p in d if p["name"] == "t-unpinned"][0]' 1
+	jeq '[p["blocked"] for p in d if p["name"] == "a100-rocky9"][0]' "[]"
+}

@@ -31,6 +31,13 @@ SCHEMA_CANNOT_SEE = {
     "http-inherited",
     "http-allow-withdrawn",
     "override-duplicate-rule",  # the same rule in two overrides
+    # Control characters are refused in the file's text (escapes, C1,
+    # comments), before any schema applies to the values.
+    "control-c1",
+    "control-escape-esc",
+    "control-in-comment",
+    "control-newline-escape",
+    "control-nul-escape",
 }
 
 

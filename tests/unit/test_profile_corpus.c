@@ -107,6 +107,35 @@ static char *load_error(const char *path, int *exit_code)
 	return strip_dir(err.msg);
 }
 
+/* Loads path as `profiles lint` does, collecting every problem; returns
+ * how many of them lack a FILE:LINE:COL in front (each is printed), and
+ * sets *first to the first problem, stripped. */
+static size_t lint_unplaced(const char *path, char **first)
+{
+	char *search[] = { (char *)CORPUS, NULL };
+	struct gp_profile *p = NULL;
+	struct gp_err err = { .all = gp_xcalloc(1, sizeof(char *)) };
+	size_t unplaced = 0;
+	*first = NULL;
+	if (gp_profile_load(path, search, &p, &err) == 0)
+		gp_profile_free(p);
+	for (size_t i = 0; err.all[i]; i++) {
+		char *msg = strip_dir(err.all[i]);
+		const char *at = strstr(msg, ".json:");
+		int line = 0, col = 0, used = 0;
+		if (!at || sscanf(at, ".json:%d:%d: %n", &line, &col, &used) != 2 ||
+		    !used || strchr(msg, ' ') < at) {
+			print_error("%s: no FILE:LINE:COL: %s\n", path, msg);
+			unplaced++;
+		}
+		if (i == 0)
+			*first = gp_xstrdup(msg);
+		free(msg);
+	}
+	gp_strv_free(err.all);
+	return unplaced;
+}
+
 static void test_every_json_has_expected(void **state)
 {
 	(void)state;
@@ -158,6 +187,16 @@ static void test_each_fails_as_expected(void **state)
 			            want);
 			bad++;
 		}
+		/* profiles lint collects every problem: each one placed, the
+		 * first the same as install's. */
+		char *first = NULL;
+		bad += lint_unplaced(path, &first) > 0;
+		if (got && (!first || strcmp(first, got) != 0)) {
+			print_error("%s.json: lint's first problem: %s\n  want: %s\n",
+			            json[i], first ? first : "(none)", got);
+			bad++;
+		}
+		free(first);
 		free(got);
 		free(want);
 		free(side);

@@ -1,6 +1,6 @@
 /* NVIDIA knowledge: GPUs by PCI device id, CUDA toolkit -> minimum driver,
  * which compute capabilities a CUDA release can target, and PyTorch wheel
- * tags. Data from ../shared/reference/nvidia.md; pure lookups, no I/O. */
+ * tags. Sources: docs/reference/nvidia-tables.md; pure lookups, no I/O. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,7 +1,7 @@
-/* CUDA facts: the toolkit -> minimum driver table (section 1 of
- * ../shared/reference/nvidia.md, Linux x86_64), the minor-version
+/* CUDA facts: the toolkit -> minimum driver table (NVIDIA's release
+ * notes, Linux x86_64; sources in docs/reference/nvidia-tables.md), the minor-version
  * compatibility floors, which compute capabilities a CUDA release can target,
- * and the CUDA version behind a PyTorch wheel tag (section 5). */
+ * and the CUDA version behind a PyTorch wheel tag. */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* NVIDIA driver knowledge for the driver stage (see nvdriver.h). Package
- * names come from ../shared/reference/nvidia.md section 3: Canonical's
+ * names (sources in docs/reference/nvidia-tables.md): Canonical's
  * nvidia-driver-<BR>[-server][-open] with linux-modules-nvidia-* (prebuilt,
  * Canonical-signed) or nvidia-dkms-*; NVIDIA's repository's nvidia-open-<BR>
  * and cuda-drivers-<BR>, and its dnf module streams. */

@@ -1,6 +1,6 @@
 /* NVIDIA GPUs by PCI device id (vendor 10de): name, architecture, compute
- * capability and the first CUDA release that supports them, from section 2
- * of ../shared/reference/nvidia.md. One row per device id, because that is
+ * capability and the first CUDA release that supports them, from the sources
+ * in docs/reference/nvidia-tables.md. One row per device id, because that is
  * what the PCI bus and match.gpus name; an id not listed is unknown and is
  * never guessed from a neighbour. */
 #include <stddef.h>

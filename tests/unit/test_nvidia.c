@@ -1,7 +1,8 @@
 /* NVIDIA facts: the GPU table, CUDA -> minimum driver (GA and update
  * releases), minor-version compatibility floors, which CCs a CUDA release
  * targets, and PyTorch wheel tags. Expected values are copied from
- * ../shared/reference/nvidia.md, so a wrong table row fails here. */
+ * the public sources in docs/reference/nvidia-tables.md, so a wrong table
+ * row fails here. */
 #include "testutil.h"
 
 #include "gpuprov/nvidia.h"

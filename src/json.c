@@ -2,7 +2,10 @@
  * (newlines kept, so positions stay right), syntax errors and duplicate
  * keys are reported as FILE:LINE:COL, and every value's position is kept
  * so later validation can point at it. cJSON does the parsing; a small
- * scanner walks the same text for positions and duplicates. */
+ * scanner walks the same text once for positions and duplicates, counting
+ * lines as it goes and indexing the positions by JSON pointer, so a
+ * document of any size is handled in time linear in its length. */
+#include <stdint.h>
 #include <string.h>
 
 #include "gpuprov/exitcodes.h"
@@ -67,7 +70,31 @@ struct scanner {
 	struct gp_json_doc *doc;
 	struct gp_err *err;
 	int failed;
+	bool positions; /* record each value's line:col by pointer */
+	/* Where counting lines has got to: line:col of offset at. */
+	size_t at;
+	int line, col;
 };
+
+/* line:col of off, counted on from the last offset asked for: the scanner
+ * asks in increasing order, so the text is counted through once. */
+static void locate(struct scanner *sc, size_t off, int *line, int *col)
+{
+	if (off < sc->at) { /* never happens in one left-to-right pass */
+		position_of(sc->s, off, line, col);
+		return;
+	}
+	for (; sc->at < off; sc->at++) {
+		if (sc->s[sc->at] == '\n') {
+			sc->line++;
+			sc->col = 1;
+		} else if (((unsigned char)sc->s[sc->at] & 0xc0) != 0x80) {
+			sc->col++;
+		}
+	}
+	*line = sc->line;
+	*col = sc->col;
+}
 
 /* Whitespace as cJSON sees it: every byte up to and including space. The
  * scanner must skip exactly what cJSON skipped to stay in step with it. */
@@ -125,6 +152,12 @@ static char *scan_string(struct scanner *sc)
 	sc->i++; /* opening quote */
 	while (sc->i < sc->len && sc->s[sc->i] != '"') {
 		const char *p = sc->s + sc->i;
+		size_t plain = strcspn(p, "\"\\");
+		if (plain) { /* a run of plain bytes; the copy ends in a NUL */
+			gp_buf_append(&b, p, plain);
+			sc->i += plain;
+			continue;
+		}
 		if (*p != '\\' || sc->i + 1 >= sc->len) {
 			gp_buf_append(&b, p, 1);
 			sc->i++;
@@ -153,20 +186,39 @@ static char *scan_string(struct scanner *sc)
 	return gp_buf_steal(&b);
 }
 
+/* Records where the value at pointer starts (positions kept only). */
 static void record(struct scanner *sc, const char *pointer, size_t off)
 {
 	struct gp_json_doc *d = sc->doc;
-	d->pos = gp_xrealloc(d->pos, (d->n_pos + 1) * sizeof *d->pos);
-	struct gp_json_pos *p = &d->pos[d->n_pos++];
-	p->pointer = gp_xstrdup(pointer);
-	position_of(sc->s, off, &p->line, &p->col);
+	if (!sc->positions)
+		return;
+	if (d->n_pos == d->cap_pos) {
+		d->cap_pos = d->cap_pos ? 2 * d->cap_pos : 64;
+		d->pos = gp_xrealloc(d->pos, d->cap_pos * sizeof *d->pos);
+	}
+	struct gp_json_pos *p = &d->pos[d->n_pos];
+	*p = (struct gp_json_pos){ .pointer = gp_xstrdup(pointer) };
+	locate(sc, off, &p->line, &p->col);
+	/* The index holds entry numbers + 1: the array moves as it grows. */
+	uintptr_t entry = ++d->n_pos;
+	gp_strmap_put(&d->by_pointer, p->pointer, (void *)entry);
+}
+
+/* pointer + suffix when positions are kept; else NULL (nothing needs it). */
+static char *child_pointer(const struct scanner *sc, const char *pointer, const char *key,
+                           size_t index)
+{
+	if (!sc->positions)
+		return NULL;
+	return key ? gp_json_pointer_append(pointer, key)
+	           : gp_xasprintf("%s/%zu", pointer, index);
 }
 
 static void scan_value(struct scanner *sc, const char *pointer);
 
 static void scan_object(struct scanner *sc, const char *pointer)
 {
-	char **seen = gp_xcalloc(1, sizeof(char *));
+	struct gp_strmap keys = { 0 }; /* key -> the same string, owned */
 	sc->i++;
 	for (;;) {
 		skip_ws(sc);
@@ -177,8 +229,12 @@ static void scan_object(struct scanner *sc, const char *pointer)
 			continue;
 		}
 		size_t key_off = sc->i;
-		_cleanup_free_ char *key = scan_string(sc);
-		if (gp_strv_contains(seen, key) && !sc->failed) {
+		int key_line = 0, key_col = 0;
+		if (sc->positions)
+			locate(sc, key_off, &key_line, &key_col);
+		char *key = scan_string(sc);
+		char *again = gp_strmap_put(&keys, key, key);
+		if (again && !sc->failed) {
 			int line, col;
 			position_of(sc->s, key_off, &line, &col);
 			gp_fail(sc->err, GP_EXIT_INVALID_INPUT,
@@ -186,18 +242,22 @@ static void scan_object(struct scanner *sc, const char *pointer)
 			        sc->doc->file, line, col, key);
 			sc->failed = 1;
 		}
-		gp_strv_push(&seen, key);
+		free(again);
 		skip_ws(sc);
 		sc->i++; /* ':' */
 		skip_ws(sc);
-		_cleanup_free_ char *child = gp_json_pointer_append(pointer, key);
+		_cleanup_free_ char *child = child_pointer(sc, pointer, key, 0);
 		size_t entry = sc->doc->n_pos;
 		scan_value(sc, child);
-		struct gp_json_pos *pos = &sc->doc->pos[entry];
-		position_of(sc->s, key_off, &pos->key_line, &pos->key_col);
+		if (sc->positions) {
+			sc->doc->pos[entry].key_line = key_line;
+			sc->doc->pos[entry].key_col = key_col;
+		}
 	}
 	sc->i++;
-	gp_strv_free(seen);
+	for (size_t i = 0; i < keys.cap; i++)
+		free(keys.slots[i].value);
+	gp_strmap_free(&keys);
 }
 
 static void scan_array(struct scanner *sc, const char *pointer)
@@ -211,7 +271,7 @@ static void scan_array(struct scanner *sc, const char *pointer)
 			sc->i++;
 			continue;
 		}
-		_cleanup_free_ char *child = gp_xasprintf("%s/%zu", pointer, index++);
+		_cleanup_free_ char *child = child_pointer(sc, pointer, NULL, index++);
 		scan_value(sc, child);
 	}
 	sc->i++;
@@ -239,8 +299,9 @@ static void scan_value(struct scanner *sc, const char *pointer)
 	}
 }
 
-int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text,
-                      size_t len, struct gp_err *err)
+/* Parses text; the positions are kept when positions is true. */
+static int parse(struct gp_json_doc *d, const char *file, const char *text, size_t len,
+                 bool positions, struct gp_err *err)
 {
 	*d = (struct gp_json_doc){ .file = gp_xstrdup(file) };
 	/* A UTF-8 byte order mark is not part of the text editors show. */
@@ -281,7 +342,13 @@ int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text,
 		    "%s:%d:%d: %s; check for a missing comma, quote or bracket", file,
 		    line, col, what);
 	}
-	struct scanner sc = { .s = copy, .len = len, .doc = d, .err = err };
+	struct scanner sc = { .s = copy,
+		              .len = len,
+		              .doc = d,
+		              .err = err,
+		              .positions = positions,
+		              .line = 1,
+		              .col = 1 };
 	scan_value(&sc, "");
 	if (sc.failed) {
 		cJSON_Delete(json);
@@ -291,11 +358,18 @@ int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text,
 	return 0;
 }
 
+int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text,
+                      size_t len, struct gp_err *err)
+{
+	return parse(d, file, text, len, true, err);
+}
+
 void gp_json_doc_free(struct gp_json_doc *d)
 {
 	for (size_t i = 0; i < d->n_pos; i++)
 		free(d->pos[i].pointer);
 	free(d->pos);
+	gp_strmap_free(&d->by_pointer);
 	free(d->file);
 	cJSON_Delete(d->json);
 	*d = (struct gp_json_doc){ 0 };
@@ -304,10 +378,8 @@ void gp_json_doc_free(struct gp_json_doc *d)
 static const struct gp_json_pos *find_pos(const struct gp_json_doc *d,
                                           const char *pointer)
 {
-	for (size_t i = 0; i < d->n_pos; i++)
-		if (strcmp(d->pos[i].pointer, pointer) == 0)
-			return &d->pos[i];
-	return NULL;
+	uintptr_t entry = (uintptr_t)gp_strmap_get(&d->by_pointer, pointer);
+	return entry ? &d->pos[entry - 1] : NULL;
 }
 
 void gp_json_doc_where(const struct gp_json_doc *d, const char *pointer, int *line,
@@ -333,7 +405,7 @@ void gp_json_doc_where_key(const struct gp_json_doc *d, const char *pointer, int
 cJSON *gp_json_parse(const char *file, const char *text, size_t len, struct gp_err *err)
 {
 	struct gp_json_doc d;
-	if (gp_json_doc_parse(&d, file, text, len, err) < 0) {
+	if (parse(&d, file, text, len, false, err) < 0) {
 		gp_json_doc_free(&d);
 		return NULL;
 	}
@@ -346,6 +418,25 @@ const char *gp_json_string(const cJSON *obj, const char *key, const char *fallba
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
 	return cJSON_IsString(v) ? v->valuestring : fallback;
+}
+
+void gp_json_set_item(cJSON *obj, const char *key, cJSON *item)
+{
+	cJSON *old = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (old && cJSON_Compare(old, item, 1))
+		cJSON_Delete(item);
+	else if (old)
+		cJSON_ReplaceItemInObjectCaseSensitive(obj, key, item);
+	else
+		cJSON_AddItemToObject(obj, key, item);
+}
+
+void gp_json_set_string(cJSON *obj, const char *key, const char *value)
+{
+	if (value)
+		gp_json_set_item(obj, key, cJSON_CreateString(value));
+	else
+		cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
 }
 
 char **gp_json_strv(const cJSON *obj, const char *key)
@@ -363,14 +454,14 @@ char **gp_json_strv(const cJSON *obj, const char *key)
 char *gp_json_pointer_append(const char *pointer, const char *key)
 {
 	struct gp_buf b = { 0 };
-	gp_buf_printf(&b, "%s/", pointer);
-	for (const char *c = key; *c; c++) {
-		if (*c == '~')
-			gp_buf_puts(&b, "~0");
-		else if (*c == '/')
-			gp_buf_puts(&b, "~1");
-		else
-			gp_buf_append(&b, c, 1);
+	gp_buf_puts(&b, pointer);
+	gp_buf_puts(&b, "/");
+	for (const char *c = key; *c;) {
+		size_t plain = strcspn(c, "~/");
+		gp_buf_append(&b, c, plain);
+		c += plain;
+		if (*c)
+			gp_buf_puts(&b, *c++ == '~' ? "~0" : "~1");
 	}
 	return gp_buf_steal(&b);
 }

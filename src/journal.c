@@ -63,21 +63,21 @@ static const struct member reboot_members[] = {
 	{ NULL, 0 },
 };
 
-/* What is wrong: the JSON pointer of the bad value and why. */
+/* What is wrong: the bad value and why. */
 struct invalid {
-	char *pointer;
+	const cJSON *value;
 	char *why;
 };
 
-static bool invalid(struct invalid *bad, const char *pointer, const char *fmt, ...)
+static bool invalid(struct invalid *bad, const cJSON *value, const char *fmt, ...)
     _printf_(3, 4);
-static bool invalid(struct invalid *bad, const char *pointer, const char *fmt, ...)
+static bool invalid(struct invalid *bad, const cJSON *value, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	bad->why = gp_xvasprintf(fmt, ap);
 	va_end(ap);
-	bad->pointer = gp_xstrdup(pointer);
+	bad->value = value;
 	return false;
 }
 
@@ -107,98 +107,108 @@ static bool is_clean_path(const char *s)
 	return true;
 }
 
-static bool check_member(const cJSON *v, enum member_kind kind, const char *pointer,
-                         struct invalid *bad)
+static bool check_member(const cJSON *v, enum member_kind kind, struct invalid *bad)
 {
 	if (kind == M_STRINGS) {
 		if (!cJSON_IsArray(v))
-			return invalid(bad, pointer,
-			               "must be an array of strings, not %s",
+			return invalid(bad, v, "must be an array of strings, not %s",
 			               type_name(v));
 		for (const cJSON *x = v->child; x; x = x->next)
 			if (!cJSON_IsString(x))
-				return invalid(bad, pointer,
-				               "must hold only strings, not %s",
+				return invalid(bad, v, "must hold only strings, not %s",
 				               type_name(x));
 		return true;
 	}
 	if (!cJSON_IsString(v))
-		return invalid(bad, pointer, "must be a string, not %s", type_name(v));
+		return invalid(bad, v, "must be a string, not %s", type_name(v));
 	if (kind == M_SHA256 && !is_sha256(v->valuestring))
-		return invalid(bad, pointer, "must be 64 lowercase hex digits");
+		return invalid(bad, v, "must be 64 lowercase hex digits");
 	if (kind == M_BACKUP && (!gp_str_starts_with(v->valuestring, GP_BACKUP_DIR "/") ||
 	                         !is_clean_path(v->valuestring)))
-		return invalid(bad, pointer, "must be a path under %s", GP_BACKUP_DIR);
+		return invalid(bad, v, "must be a path under %s", GP_BACKUP_DIR);
 	return true;
 }
 
-/* o must be an object (or absent when optional); its known members must
- * be what gpuprov writes. Members it does not know are left alone. */
-static bool check_object(const cJSON *o, const char *pointer, const struct member *m,
-                         struct invalid *bad)
+/* o must be an object; its known members must be what gpuprov writes.
+ * Members it does not know are left alone. */
+static bool check_object(const cJSON *o, const struct member *m, struct invalid *bad)
 {
 	if (!cJSON_IsObject(o))
-		return invalid(bad, pointer, "must be an object, not %s", type_name(o));
+		return invalid(bad, o, "must be an object, not %s", type_name(o));
 	for (; m && m->key; m++) {
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, m->key);
-		_cleanup_free_ char *at = gp_json_pointer_append(pointer, m->key);
-		if (v && !check_member(v, m->kind, at, bad))
+		if (v && !check_member(v, m->kind, bad))
 			return false;
 	}
 	return true;
 }
 
 /* Each member of o (an object) checked by check. */
-static bool check_entries(const cJSON *o, const char *pointer,
-                          bool (*check)(const cJSON *, const char *, struct invalid *),
+static bool check_entries(const cJSON *o, bool (*check)(const cJSON *, struct invalid *),
                           struct invalid *bad)
 {
-	if (!check_object(o, pointer, NULL, bad))
+	if (!check_object(o, NULL, bad))
 		return false;
-	for (const cJSON *e = o->child; e; e = e->next) {
-		_cleanup_free_ char *at = gp_json_pointer_append(pointer, e->string);
-		if (!check(e, at, bad))
+	for (const cJSON *e = o->child; e; e = e->next)
+		if (!check(e, bad))
 			return false;
-	}
 	return true;
 }
 
 /* A stage's record: its state, time and marks, all strings. */
-static bool check_stage(const cJSON *rec, const char *pointer, struct invalid *bad)
+static bool check_stage(const cJSON *rec, struct invalid *bad)
 {
-	if (!check_object(rec, pointer, NULL, bad))
+	if (!check_object(rec, NULL, bad))
 		return false;
-	for (const cJSON *v = rec->child; v; v = v->next) {
-		_cleanup_free_ char *at = gp_json_pointer_append(pointer, v->string);
-		if (!check_member(v, M_STRING, at, bad))
+	for (const cJSON *v = rec->child; v; v = v->next)
+		if (!check_member(v, M_STRING, bad))
 			return false;
-	}
 	return true;
 }
 
-static bool check_file(const cJSON *rec, const char *pointer, struct invalid *bad)
+static bool check_file(const cJSON *rec, struct invalid *bad)
 {
 	if (!is_clean_path(rec->string))
-		return invalid(bad, pointer,
+		return invalid(bad, rec,
 		               "names a file that is not an absolute path without '..'");
-	return check_object(rec, pointer, file_members, bad);
+	return check_object(rec, file_members, bad);
 }
 
 static bool check_journal(const cJSON *doc, struct invalid *bad)
 {
-	if (!check_object(doc, "", NULL, bad))
-		return false;
+	const cJSON *format = cJSON_GetObjectItemCaseSensitive(doc, "gpuprov_state");
+	if (format->valuedouble != GP_STATE_FORMAT)
+		return invalid(bad, format, "format %g is not one gpuprov wrote",
+		               format->valuedouble);
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, "profile");
-	if (v && !check_object(v, "/profile", profile_members, bad))
+	if (v && !check_object(v, profile_members, bad))
 		return false;
 	v = cJSON_GetObjectItemCaseSensitive(doc, "stages");
-	if (v && !check_entries(v, "/stages", check_stage, bad))
+	if (v && !check_entries(v, check_stage, bad))
 		return false;
 	v = cJSON_GetObjectItemCaseSensitive(doc, "files");
-	if (v && !check_entries(v, "/files", check_file, bad))
+	if (v && !check_entries(v, check_file, bad))
 		return false;
 	v = cJSON_GetObjectItemCaseSensitive(doc, "reboot");
-	return !v || check_object(v, "/reboot", reboot_members, bad);
+	return !v || check_object(v, reboot_members, bad);
+}
+
+/* The JSON pointer of node under v, or NULL: found by a walk, as cJSON
+ * keeps no parent links (only an error needs it). */
+static char *pointer_to(const cJSON *v, const char *pointer, const cJSON *node)
+{
+	if (v == node)
+		return gp_xstrdup(pointer);
+	size_t index = 0;
+	for (const cJSON *c = v->child; c; c = c->next, index++) {
+		_cleanup_free_ char *at = cJSON_IsObject(v)
+		                              ? gp_json_pointer_append(pointer, c->string)
+		                              : gp_xasprintf("%s/%zu", pointer, index);
+		char *found = pointer_to(c, at, node);
+		if (found)
+			return found;
+	}
+	return NULL;
 }
 
 /* The bad value's line:col: positions are computed only now, for the error. */
@@ -261,20 +271,19 @@ int gp_journal_load(const struct gp_root *r, struct gp_journal *j, struct gp_err
 		cJSON_Delete(doc);
 		return gp_fail(err, GP_EXIT_INVALID_INPUT,
 		               "the journal %s is in format %g, newer than this gpuprov "
-		               "reads (%d): a newer gpuprov wrote it; use that one, or "
-		               "" MOVE_IT_ASIDE,
+		               "reads (%d): a newer gpuprov wrote it; use that one, "
+		               "or " MOVE_IT_ASIDE,
 		               host, version, GP_STATE_FORMAT);
 	}
 	struct invalid bad = { 0 };
-	if (version != GP_STATE_FORMAT)
-		invalid(&bad, "/gpuprov_state", "format %g is not one gpuprov wrote",
-		        version);
-	if (bad.why || !check_journal(doc, &bad)) {
+	if (!check_journal(doc, &bad)) {
+		_cleanup_free_ char *pointer = pointer_to(doc, "", bad.value);
+		if (!pointer) /* cannot happen: the value is in doc */
+			pointer = gp_xstrdup("");
 		cJSON_Delete(doc);
-		_cleanup_free_ char *at = where(host, text, len, bad.pointer);
+		_cleanup_free_ char *at = where(host, text, len, pointer);
 		_cleanup_free_ char *why = gp_xasprintf(
-		    "%s: \"%s\" %s", at, *bad.pointer ? bad.pointer : "/", bad.why);
-		free(bad.pointer);
+		    "%s: \"%s\" %s", at, *pointer ? pointer : "/", bad.why);
 		free(bad.why);
 		return refuse(err, host, why);
 	}

@@ -70,7 +70,6 @@ struct scanner {
 	struct gp_json_doc *doc;
 	struct gp_err *err;
 	int failed;
-	bool positions; /* record each value's line:col by pointer */
 	/* Where counting lines has got to: line:col of offset at. */
 	size_t at;
 	int line, col;
@@ -186,12 +185,11 @@ static char *scan_string(struct scanner *sc)
 	return gp_buf_steal(&b);
 }
 
-/* Records where the value at pointer starts (positions kept only). */
-static void record(struct scanner *sc, const char *pointer, size_t off)
+/* Records where the value at pointer starts; false when the document has
+ * a value there already (an object key given twice: the same pointer). */
+static bool record(struct scanner *sc, const char *pointer, size_t off)
 {
 	struct gp_json_doc *d = sc->doc;
-	if (!sc->positions)
-		return;
 	if (d->n_pos == d->cap_pos) {
 		d->cap_pos = d->cap_pos ? 2 * d->cap_pos : 64;
 		d->pos = gp_xrealloc(d->pos, d->cap_pos * sizeof *d->pos);
@@ -201,24 +199,13 @@ static void record(struct scanner *sc, const char *pointer, size_t off)
 	locate(sc, off, &p->line, &p->col);
 	/* The index holds entry numbers + 1: the array moves as it grows. */
 	uintptr_t entry = ++d->n_pos;
-	gp_strmap_put(&d->by_pointer, p->pointer, (void *)entry);
+	return !gp_strmap_put(&d->by_pointer, p->pointer, (void *)entry);
 }
 
-/* pointer + suffix when positions are kept; else NULL (nothing needs it). */
-static char *child_pointer(const struct scanner *sc, const char *pointer, const char *key,
-                           size_t index)
-{
-	if (!sc->positions)
-		return NULL;
-	return key ? gp_json_pointer_append(pointer, key)
-	           : gp_xasprintf("%s/%zu", pointer, index);
-}
-
-static void scan_value(struct scanner *sc, const char *pointer);
+static bool scan_value(struct scanner *sc, const char *pointer);
 
 static void scan_object(struct scanner *sc, const char *pointer)
 {
-	struct gp_strmap keys = { 0 }; /* key -> the same string, owned */
 	sc->i++;
 	for (;;) {
 		skip_ws(sc);
@@ -228,36 +215,24 @@ static void scan_object(struct scanner *sc, const char *pointer)
 			sc->i++;
 			continue;
 		}
-		size_t key_off = sc->i;
-		int key_line = 0, key_col = 0;
-		if (sc->positions)
-			locate(sc, key_off, &key_line, &key_col);
-		char *key = scan_string(sc);
-		char *again = gp_strmap_put(&keys, key, key);
-		if (again && !sc->failed) {
-			int line, col;
-			position_of(sc->s, key_off, &line, &col);
-			gp_fail(sc->err, GP_EXIT_INVALID_INPUT,
-			        "%s:%d:%d: duplicate key \"%s\"; keep one of them",
-			        sc->doc->file, line, col, key);
-			sc->failed = 1;
-		}
-		free(again);
+		int key_line, key_col;
+		locate(sc, sc->i, &key_line, &key_col);
+		_cleanup_free_ char *key = scan_string(sc);
 		skip_ws(sc);
 		sc->i++; /* ':' */
 		skip_ws(sc);
-		_cleanup_free_ char *child = child_pointer(sc, pointer, key, 0);
+		_cleanup_free_ char *child = gp_json_pointer_append(pointer, key);
 		size_t entry = sc->doc->n_pos;
-		scan_value(sc, child);
-		if (sc->positions) {
-			sc->doc->pos[entry].key_line = key_line;
-			sc->doc->pos[entry].key_col = key_col;
+		if (!scan_value(sc, child) && !sc->failed) {
+			gp_fail(sc->err, GP_EXIT_INVALID_INPUT,
+			        "%s:%d:%d: duplicate key \"%s\"; keep one of them",
+			        sc->doc->file, key_line, key_col, key);
+			sc->failed = 1;
 		}
+		sc->doc->pos[entry].key_line = key_line;
+		sc->doc->pos[entry].key_col = key_col;
 	}
 	sc->i++;
-	for (size_t i = 0; i < keys.cap; i++)
-		free(keys.slots[i].value);
-	gp_strmap_free(&keys);
 }
 
 static void scan_array(struct scanner *sc, const char *pointer)
@@ -271,18 +246,19 @@ static void scan_array(struct scanner *sc, const char *pointer)
 			sc->i++;
 			continue;
 		}
-		_cleanup_free_ char *child = child_pointer(sc, pointer, NULL, index++);
+		_cleanup_free_ char *child = gp_xasprintf("%s/%zu", pointer, index++);
 		scan_value(sc, child);
 	}
 	sc->i++;
 }
 
-static void scan_value(struct scanner *sc, const char *pointer)
+/* Scans one value; false when its pointer was seen before. */
+static bool scan_value(struct scanner *sc, const char *pointer)
 {
 	skip_ws(sc);
-	record(sc, pointer, sc->i);
+	bool first = record(sc, pointer, sc->i);
 	if (sc->i >= sc->len)
-		return;
+		return first;
 	switch (sc->s[sc->i]) {
 	case '{':
 		scan_object(sc, pointer);
@@ -297,6 +273,32 @@ static void scan_value(struct scanner *sc, const char *pointer)
 		while (sc->i < sc->len && !strchr(",]} \t\r\n", sc->s[sc->i]))
 			sc->i++;
 	}
+	return first;
+}
+
+/* Does an object in v hold a key twice? cJSON keeps both (decoded, as the
+ * scanner decodes them). Small objects are compared pairwise. */
+static bool has_duplicate_key(const cJSON *v)
+{
+	size_t members = 0;
+	for (const cJSON *c = v->child; c; c = c->next, members++)
+		if (c->child && has_duplicate_key(c))
+			return true;
+	if (!cJSON_IsObject(v) || members < 2)
+		return false;
+	if (members <= 8) {
+		for (const cJSON *a = v->child; a; a = a->next)
+			for (const cJSON *b = a->next; b; b = b->next)
+				if (strcmp(a->string, b->string) == 0)
+					return true;
+		return false;
+	}
+	struct gp_strmap keys = { 0 };
+	bool again = false;
+	for (const cJSON *c = v->child; c && !again; c = c->next)
+		again = gp_strmap_put(&keys, c->string, (void *)c) != NULL;
+	gp_strmap_free(&keys);
+	return again;
 }
 
 /* Parses text; the positions are kept when positions is true. */
@@ -342,13 +344,15 @@ static int parse(struct gp_json_doc *d, const char *file, const char *text, size
 		    "%s:%d:%d: %s; check for a missing comma, quote or bracket", file,
 		    line, col, what);
 	}
-	struct scanner sc = { .s = copy,
-		              .len = len,
-		              .doc = d,
-		              .err = err,
-		              .positions = positions,
-		              .line = 1,
-		              .col = 1 };
+	/* Without positions the scanner is needed only to say where a
+	 * duplicate key is. */
+	if (!positions && !has_duplicate_key(json)) {
+		d->json = json;
+		return 0;
+	}
+	struct scanner sc = {
+		.s = copy, .len = len, .doc = d, .err = err, .line = 1, .col = 1
+	};
 	scan_value(&sc, "");
 	if (sc.failed) {
 		cJSON_Delete(json);

@@ -32,6 +32,11 @@ static cJSON *child_object(cJSON *parent, const char *key)
 	return o;
 }
 
+static void set_string(cJSON *o, const char *key, const char *value)
+{
+	gp_json_set_string(o, key, value);
+}
+
 static const char *get_string(const cJSON *o, const char *key)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -186,9 +191,13 @@ static bool check_journal(const cJSON *doc, struct invalid *bad)
 	v = cJSON_GetObjectItemCaseSensitive(doc, "stages");
 	if (v && !check_entries(v, check_stage, bad))
 		return false;
-	v = cJSON_GetObjectItemCaseSensitive(doc, "files");
-	if (v && !check_entries(v, check_file, bad))
-		return false;
+	/* "intents": writes about to start, recorded like the files. */
+	static const char *const file_maps[] = { "files", "intents" };
+	for (size_t i = 0; i < ARRAY_SIZE(file_maps); i++) {
+		v = cJSON_GetObjectItemCaseSensitive(doc, file_maps[i]);
+		if (v && !check_entries(v, check_file, bad))
+			return false;
+	}
 	v = cJSON_GetObjectItemCaseSensitive(doc, "reboot");
 	return !v || check_object(v, reboot_members, bad);
 }
@@ -339,9 +348,9 @@ void gp_journal_set_profile(struct gp_journal *j, const char *name, const char *
                             const char *digest)
 {
 	cJSON *p = child_object(j->doc, "profile");
-	gp_json_set_string(p, "name", name);
-	gp_json_set_string(p, "path", path);
-	gp_json_set_string(p, "sha256", digest);
+	set_string(p, "name", name);
+	set_string(p, "path", path);
+	set_string(p, "sha256", digest);
 }
 
 void gp_journal_set_overrides(struct gp_journal *j, char *const *overrides)
@@ -386,8 +395,8 @@ void gp_journal_set_stage(struct gp_journal *j, const char *stage, const char *s
 		return;
 	char when[32];
 	now_iso8601(when);
-	gp_json_set_string(s, "state", state);
-	gp_json_set_string(s, "time", when);
+	set_string(s, "state", state);
+	set_string(s, "time", when);
 }
 
 void gp_journal_record_file(struct gp_journal *j, const char *path, const char *sha256,
@@ -398,11 +407,11 @@ void gp_journal_record_file(struct gp_journal *j, const char *path, const char *
 		f = cJSON_AddObjectToObject(child_object(j->doc, "files"), path);
 		gp_strmap_put(&j->files, f->string, f);
 	}
-	gp_json_set_string(f, "sha256", sha256);
-	gp_json_set_string(f, "stage", stage);
+	set_string(f, "sha256", sha256);
+	set_string(f, "stage", stage);
 	/* Keep the first backup: it holds what was there before gpuprov. */
 	if (backup && !get_string(f, "backup"))
-		gp_json_set_string(f, "backup", backup);
+		set_string(f, "backup", backup);
 }
 
 cJSON *gp_journal_file(const struct gp_journal *j, const char *path)
@@ -448,9 +457,9 @@ void gp_journal_set_reboot(struct gp_journal *j, const char *reason, const char 
 		return;
 	char when[32];
 	now_iso8601(when);
-	gp_json_set_string(rb, "reason", reason);
-	gp_json_set_string(rb, "boot_id", boot_id);
-	gp_json_set_string(rb, "time", when);
+	set_string(rb, "reason", reason);
+	set_string(rb, "boot_id", boot_id);
+	set_string(rb, "time", when);
 }
 
 void gp_journal_clear_reboot(struct gp_journal *j)

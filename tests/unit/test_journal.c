@@ -150,6 +150,8 @@ static void test_invalid_members(void **state)
 		{ "{\"gpuprov_state\": 1, \"reboot\": {\"boot_id\": {}}}",
 		  "\"/reboot/boot_id\"", "must be a string, not an object" },
 		{ "{\"gpuprov_state\": 0.5}", "\"/gpuprov_state\"", "format 0.5" },
+		{ "{\"gpuprov_state\": 1, \"intents\": {\"/etc/x\": {\"sha256\": 1}}}",
+		  "\"/intents/~1etc~1x/sha256\"", "must be a string, not a number" },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		tu_write(f->dir, "var/lib/gpuprov/state.json", cases[i].text);

@@ -103,29 +103,22 @@ static char *fingerprint(const struct stat *st)
 	                    (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
 }
 
-static cJSON *file_record(const struct gp_ctx *c, const char *path)
-{
-	const cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
-	return cJSON_GetObjectItemCaseSensitive(files, path);
-}
-
 /* Adds the file's fingerprint to its journal record (just written). */
 static void record_fingerprint(struct gp_ctx *c, const char *path)
 {
-	cJSON *rec = file_record(c, path);
+	cJSON *rec = gp_journal_file(&c->journal, path);
 	struct stat st;
 	if (!rec || gp_root_lstat(&c->root, path, &st) < 0)
 		return;
 	_cleanup_free_ char *fp = fingerprint(&st);
-	cJSON_DeleteItemFromObjectCaseSensitive(rec, "stat");
-	cJSON_AddStringToObject(rec, "stat", fp);
+	gp_json_set_string(rec, "stat", fp);
 }
 
 bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
                                  bool *hashed)
 {
 	*hashed = false;
-	const cJSON *rec = file_record(c, path);
+	const cJSON *rec = gp_journal_file(&c->journal, path);
 	const char *want = gp_json_string(rec, "sha256", NULL);
 	struct stat st;
 	if (!want || gp_root_lstat(&c->root, path, &st) < 0 || !S_ISREG(st.st_mode))
@@ -611,18 +604,6 @@ static void journal_file(struct gp_ctx *c, const char *path, const struct stat *
 	record_fingerprint(c, path);
 }
 
-/* Forgets the journal's files under dir (the directory was replaced). */
-static void journal_forget_under(struct gp_ctx *c, const char *dir)
-{
-	cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
-	size_t n = strlen(dir);
-	for (cJSON *f = files ? files->child : NULL, *next; f; f = next) {
-		next = f->next;
-		if (strncmp(f->string, dir, n) == 0 && f->string[n] == '/')
-			cJSON_Delete(cJSON_DetachItemViaPointer(files, f));
-	}
-}
-
 /* The EXTRACT plan entry: destination and what it replaces. */
 static void plan_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
                          const char *dest)
@@ -656,7 +637,7 @@ static int extracted(struct gp_ctx *c, const char *what, const char *dest, int r
 	       res->replaced ? ", replacing the old one" : "",
 	       res->leftover[0] ? "; the old directory could not be removed: " : "",
 	       res->leftover);
-	journal_forget_under(c, dest);
+	gp_journal_forget_under(&c->journal, dest);
 	walk(c, dest, journal_file, (void *)w);
 	return save_journal(c);
 }
@@ -849,7 +830,7 @@ int gp_effect_remove_tree(struct gp_ctx *c, const char *path)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
 		               "%s: cannot remove the directory %s: %s", stage_name(c),
 		               path, strerror(-rc));
-	journal_forget_under(c, path);
+	gp_journal_forget_under(&c->journal, path);
 	gp_log(c, "removed the directory %s (%zu entries)", path,
 	       gp_strv_len(e->replaces));
 	return save_journal(c);

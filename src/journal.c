@@ -4,6 +4,7 @@
  * pending reboot with the boot id it was requested in. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/file.h>
 #include <time.h>
@@ -33,9 +34,7 @@ static cJSON *child_object(cJSON *parent, const char *key)
 
 static void set_string(cJSON *o, const char *key, const char *value)
 {
-	cJSON_DeleteItemFromObjectCaseSensitive(o, key);
-	if (value)
-		cJSON_AddStringToObject(o, key, value);
+	gp_json_set_string(o, key, value);
 }
 
 static const char *get_string(const cJSON *o, const char *key)
@@ -44,16 +43,224 @@ static const char *get_string(const cJSON *o, const char *key)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* ---- validation on load: a journal is trusted only when every member
+ * gpuprov reads has the type and form it writes. */
+
+enum member_kind { M_STRING, M_SHA256, M_BACKUP, M_STRINGS };
+
+struct member {
+	const char *key;
+	enum member_kind kind;
+};
+
+static const struct member profile_members[] = {
+	{ "name", M_STRING },       { "path", M_STRING }, { "sha256", M_SHA256 },
+	{ "overrides", M_STRINGS }, { NULL, 0 },
+};
+static const struct member file_members[] = {
+	{ "sha256", M_SHA256 }, { "stage", M_STRING }, { "backup", M_BACKUP },
+	{ "stat", M_STRING },   { NULL, 0 },
+};
+static const struct member reboot_members[] = {
+	{ "reason", M_STRING },
+	{ "boot_id", M_STRING },
+	{ "time", M_STRING },
+	{ NULL, 0 },
+};
+
+/* What is wrong: the bad value and why. */
+struct invalid {
+	const cJSON *value;
+	char *why;
+};
+
+static bool invalid(struct invalid *bad, const cJSON *value, const char *fmt, ...)
+    _printf_(3, 4);
+static bool invalid(struct invalid *bad, const cJSON *value, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	bad->why = gp_xvasprintf(fmt, ap);
+	va_end(ap);
+	bad->value = value;
+	return false;
+}
+
+static const char *type_name(const cJSON *v)
+{
+	return cJSON_IsString(v)   ? "a string"
+	       : cJSON_IsNumber(v) ? "a number"
+	       : cJSON_IsBool(v)   ? "true or false"
+	       : cJSON_IsNull(v)   ? "null"
+	       : cJSON_IsArray(v)  ? "an array"
+	                           : "an object";
+}
+
+static bool is_sha256(const char *s)
+{
+	return strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64;
+}
+
+/* An absolute path without ".." components, as gpuprov records them. */
+static bool is_clean_path(const char *s)
+{
+	if (s[0] != '/')
+		return false;
+	for (const char *c = s; (c = strstr(c, "/..")); c += 3)
+		if (c[3] == '/' || c[3] == '\0')
+			return false;
+	return true;
+}
+
+static bool check_member(const cJSON *v, enum member_kind kind, struct invalid *bad)
+{
+	if (kind == M_STRINGS) {
+		if (!cJSON_IsArray(v))
+			return invalid(bad, v, "must be an array of strings, not %s",
+			               type_name(v));
+		for (const cJSON *x = v->child; x; x = x->next)
+			if (!cJSON_IsString(x))
+				return invalid(bad, v, "must hold only strings, not %s",
+				               type_name(x));
+		return true;
+	}
+	if (!cJSON_IsString(v))
+		return invalid(bad, v, "must be a string, not %s", type_name(v));
+	if (kind == M_SHA256 && !is_sha256(v->valuestring))
+		return invalid(bad, v, "must be 64 lowercase hex digits");
+	if (kind == M_BACKUP && (!gp_str_starts_with(v->valuestring, GP_BACKUP_DIR "/") ||
+	                         !is_clean_path(v->valuestring)))
+		return invalid(bad, v, "must be a path under %s", GP_BACKUP_DIR);
+	return true;
+}
+
+/* o must be an object; its known members must be what gpuprov writes.
+ * Members it does not know are left alone. */
+static bool check_object(const cJSON *o, const struct member *m, struct invalid *bad)
+{
+	if (!cJSON_IsObject(o))
+		return invalid(bad, o, "must be an object, not %s", type_name(o));
+	for (; m && m->key; m++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, m->key);
+		if (v && !check_member(v, m->kind, bad))
+			return false;
+	}
+	return true;
+}
+
+/* Each member of o (an object) checked by check. */
+static bool check_entries(const cJSON *o, bool (*check)(const cJSON *, struct invalid *),
+                          struct invalid *bad)
+{
+	if (!check_object(o, NULL, bad))
+		return false;
+	for (const cJSON *e = o->child; e; e = e->next)
+		if (!check(e, bad))
+			return false;
+	return true;
+}
+
+/* A stage's record: its state, time and marks, all strings. */
+static bool check_stage(const cJSON *rec, struct invalid *bad)
+{
+	if (!check_object(rec, NULL, bad))
+		return false;
+	for (const cJSON *v = rec->child; v; v = v->next)
+		if (!check_member(v, M_STRING, bad))
+			return false;
+	return true;
+}
+
+static bool check_file(const cJSON *rec, struct invalid *bad)
+{
+	if (!is_clean_path(rec->string))
+		return invalid(bad, rec,
+		               "names a file that is not an absolute path without '..'");
+	return check_object(rec, file_members, bad);
+}
+
+static bool check_journal(const cJSON *doc, struct invalid *bad)
+{
+	const cJSON *format = cJSON_GetObjectItemCaseSensitive(doc, "gpuprov_state");
+	if (format->valuedouble != GP_STATE_FORMAT)
+		return invalid(bad, format, "format %g is not one gpuprov wrote",
+		               format->valuedouble);
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, "profile");
+	if (v && !check_object(v, profile_members, bad))
+		return false;
+	v = cJSON_GetObjectItemCaseSensitive(doc, "stages");
+	if (v && !check_entries(v, check_stage, bad))
+		return false;
+	/* "intents": writes about to start, recorded like the files. */
+	static const char *const file_maps[] = { "files", "intents" };
+	for (size_t i = 0; i < ARRAY_SIZE(file_maps); i++) {
+		v = cJSON_GetObjectItemCaseSensitive(doc, file_maps[i]);
+		if (v && !check_entries(v, check_file, bad))
+			return false;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(doc, "reboot");
+	return !v || check_object(v, reboot_members, bad);
+}
+
+/* The JSON pointer of node under v, or NULL: found by a walk, as cJSON
+ * keeps no parent links (only an error needs it). */
+static char *pointer_to(const cJSON *v, const char *pointer, const cJSON *node)
+{
+	if (v == node)
+		return gp_xstrdup(pointer);
+	size_t index = 0;
+	for (const cJSON *c = v->child; c; c = c->next, index++) {
+		_cleanup_free_ char *at = cJSON_IsObject(v)
+		                              ? gp_json_pointer_append(pointer, c->string)
+		                              : gp_xasprintf("%s/%zu", pointer, index);
+		char *found = pointer_to(c, at, node);
+		if (found)
+			return found;
+	}
+	return NULL;
+}
+
+/* The bad value's line:col: positions are computed only now, for the error. */
+static char *where(const char *host, const char *text, size_t len, const char *pointer)
+{
+	struct gp_json_doc d;
+	struct gp_err ignored = { 0 };
+	int line = 1, col = 1;
+	if (gp_json_doc_parse(&d, host, text, len, &ignored) == 0)
+		gp_json_doc_where(&d, pointer, &line, &col);
+	gp_json_doc_free(&d);
+	return gp_xasprintf("%s:%d:%d", host, line, col);
+}
+
+#define MOVE_IT_ASIDE                                                                    \
+	"move it aside to start over (gpuprov then treats this root as never "           \
+	"provisioned)"
+
+static int refuse(struct gp_err *err, const char *host, const char *why)
+{
+	return gp_fail(err, GP_EXIT_INVALID_INPUT,
+	               "the journal %s is corrupt (%s); " MOVE_IT_ASIDE, host, why);
+}
+
+/* The "files" index: every record by path. */
+static void index_files(struct gp_journal *j)
+{
+	gp_strmap_free(&j->files);
+	cJSON *files = cJSON_GetObjectItemCaseSensitive(j->doc, "files");
+	for (cJSON *f = files ? files->child : NULL; f; f = f->next)
+		gp_strmap_put(&j->files, f->string, f);
+}
+
 int gp_journal_load(const struct gp_root *r, struct gp_journal *j, struct gp_err *err)
 {
-	j->doc = NULL;
+	*j = (struct gp_journal){ 0 };
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
 	_cleanup_free_ char *host = gp_root_host_path(r, GP_STATE_FILE);
 	int rc = gp_root_read_max(r, GP_STATE_FILE, GP_JOURNAL_MAX, &text, &len);
 	if (rc == -ENOENT) {
 		j->doc = cJSON_CreateObject();
-		cJSON_AddNumberToObject(j->doc, "gpuprov_state", 1);
+		cJSON_AddNumberToObject(j->doc, "gpuprov_state", GP_STATE_FORMAT);
 		return 0;
 	}
 	if (rc < 0) {
@@ -66,39 +273,75 @@ int gp_journal_load(const struct gp_root *r, struct gp_journal *j, struct gp_err
 	}
 	struct gp_err perr = { 0 };
 	cJSON *doc = gp_json_parse(host, text, len, &perr);
-	if (!doc || !cJSON_IsObject(doc) ||
-	    !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(doc, "gpuprov_state"))) {
+	if (!doc)
+		return refuse(err, host, perr.msg);
+	const cJSON *format = cJSON_GetObjectItemCaseSensitive(doc, "gpuprov_state");
+	if (!cJSON_IsObject(doc) || !cJSON_IsNumber(format)) {
 		cJSON_Delete(doc);
-		return gp_fail(
-		    err, GP_EXIT_INVALID_INPUT,
-		    "the journal %s is corrupt (%s); move it aside to start over "
-		    "(gpuprov then treats this root as never provisioned)",
-		    host, doc ? "not a gpuprov state document" : perr.msg);
+		return refuse(err, host, "not a gpuprov state document");
+	}
+	double version = format->valuedouble;
+	if (version > GP_STATE_FORMAT) {
+		cJSON_Delete(doc);
+		return gp_fail(err, GP_EXIT_INVALID_INPUT,
+		               "the journal %s is in format %g, newer than this gpuprov "
+		               "reads (%d): a newer gpuprov wrote it; use that one, "
+		               "or " MOVE_IT_ASIDE,
+		               host, version, GP_STATE_FORMAT);
+	}
+	struct invalid bad = { 0 };
+	if (!check_journal(doc, &bad)) {
+		_cleanup_free_ char *pointer = pointer_to(doc, "", bad.value);
+		if (!pointer) /* cannot happen: the value is in doc */
+			pointer = gp_xstrdup("");
+		cJSON_Delete(doc);
+		_cleanup_free_ char *at = where(host, text, len, pointer);
+		_cleanup_free_ char *why = gp_xasprintf(
+		    "%s: \"%s\" %s", at, *pointer ? pointer : "/", bad.why);
+		free(bad.why);
+		return refuse(err, host, why);
 	}
 	j->doc = doc;
+	j->saved = TAKE_PTR(text);
+	j->saved_len = len;
+	index_files(j);
 	return 0;
 }
 
-int gp_journal_save(const struct gp_root *r, const struct gp_journal *j)
+int gp_journal_save(const struct gp_root *r, struct gp_journal *j)
 {
-	int rc = gp_root_mkdir_p(r, GP_STATE_DIR, 0755);
-	if (rc < 0)
-		return rc;
-	_cleanup_free_ char *text = cJSON_Print(j->doc);
-	if (!text)
+	_cleanup_free_ char *printed = cJSON_Print(j->doc);
+	if (!printed)
 		return -ENOMEM;
-	struct gp_buf b = { 0 };
-	gp_buf_puts(&b, text);
-	gp_buf_puts(&b, "\n");
-	rc = gp_root_write_atomic(r, GP_STATE_FILE, b.data, b.len, 0644, 0, 0);
-	gp_buf_free(&b);
-	return rc;
+	size_t len = strlen(printed);
+	char *text = gp_xmalloc(len + 2);
+	memcpy(text, printed, len);
+	text[len++] = '\n';
+	text[len] = '\0';
+	/* A run that changed nothing leaves the file as it was, mtime too. */
+	if (j->saved && j->saved_len == len && memcmp(j->saved, text, len) == 0) {
+		free(text);
+		return 0;
+	}
+	int rc = gp_root_mkdir_p(r, GP_STATE_DIR, 0755);
+	if (rc == 0)
+		rc = gp_root_write_atomic(r, GP_STATE_FILE, text, len, 0644, 0, 0);
+	if (rc < 0) {
+		free(text);
+		return rc;
+	}
+	free(j->saved);
+	j->saved = text;
+	j->saved_len = len;
+	return 0;
 }
 
 void gp_journal_free(struct gp_journal *j)
 {
 	cJSON_Delete(j->doc);
-	j->doc = NULL;
+	gp_strmap_free(&j->files);
+	free(j->saved);
+	*j = (struct gp_journal){ 0 };
 }
 
 bool gp_journal_is_empty(const struct gp_journal *j)
@@ -118,10 +361,10 @@ void gp_journal_set_profile(struct gp_journal *j, const char *name, const char *
 void gp_journal_set_overrides(struct gp_journal *j, char *const *overrides)
 {
 	cJSON *p = child_object(j->doc, "profile");
-	cJSON_DeleteItemFromObjectCaseSensitive(p, "overrides");
-	cJSON *arr = cJSON_AddArrayToObject(p, "overrides");
+	cJSON *arr = cJSON_CreateArray();
 	for (size_t i = 0; overrides && overrides[i]; i++)
 		cJSON_AddItemToArray(arr, cJSON_CreateString(overrides[i]));
+	gp_json_set_item(p, "overrides", arr);
 }
 
 const char *gp_journal_profile_name(const struct gp_journal *j)
@@ -148,6 +391,13 @@ const cJSON *gp_journal_stage_get(const struct gp_journal *j, const char *stage)
 void gp_journal_set_stage(struct gp_journal *j, const char *stage, const char *state)
 {
 	cJSON *s = gp_journal_stage(j, stage);
+	const char *was = get_string(s, "state");
+	/* The time is when the stage came to its state: a rerun that finds it
+	 * the same changes nothing, and a stage gpuprov did that a later run
+	 * finds satisfied is still done. */
+	if (gp_streq(was, state) ||
+	    (gp_streq(was, "done") && gp_streq(state, "satisfied")))
+		return;
 	char when[32];
 	now_iso8601(when);
 	set_string(s, "state", state);
@@ -157,7 +407,11 @@ void gp_journal_set_stage(struct gp_journal *j, const char *stage, const char *s
 void gp_journal_record_file(struct gp_journal *j, const char *path, const char *sha256,
                             const char *stage, const char *backup)
 {
-	cJSON *f = child_object(child_object(j->doc, "files"), path);
+	cJSON *f = gp_strmap_get(&j->files, path);
+	if (!f) {
+		f = cJSON_AddObjectToObject(child_object(j->doc, "files"), path);
+		gp_strmap_put(&j->files, f->string, f);
+	}
 	set_string(f, "sha256", sha256);
 	set_string(f, "stage", stage);
 	/* Keep the first backup: it holds what was there before gpuprov. */
@@ -165,15 +419,47 @@ void gp_journal_record_file(struct gp_journal *j, const char *path, const char *
 		set_string(f, "backup", backup);
 }
 
+cJSON *gp_journal_file(const struct gp_journal *j, const char *path)
+{
+	return gp_strmap_get(&j->files, path);
+}
+
 const char *gp_journal_file_sha256(const struct gp_journal *j, const char *path)
 {
-	const cJSON *files = cJSON_GetObjectItemCaseSensitive(j->doc, "files");
-	return get_string(cJSON_GetObjectItemCaseSensitive(files, path), "sha256");
+	return get_string(gp_journal_file(j, path), "sha256");
+}
+
+static void forget(struct gp_journal *j, cJSON *files, cJSON *rec)
+{
+	gp_strmap_remove(&j->files, rec->string);
+	cJSON_Delete(cJSON_DetachItemViaPointer(files, rec));
+}
+
+void gp_journal_forget_file(struct gp_journal *j, const char *path)
+{
+	cJSON *rec = gp_journal_file(j, path);
+	if (rec)
+		forget(j, cJSON_GetObjectItemCaseSensitive(j->doc, "files"), rec);
+}
+
+void gp_journal_forget_under(struct gp_journal *j, const char *dir)
+{
+	cJSON *files = cJSON_GetObjectItemCaseSensitive(j->doc, "files");
+	size_t n = strlen(dir);
+	for (cJSON *f = files ? files->child : NULL, *next; f; f = next) {
+		next = f->next;
+		if (strncmp(f->string, dir, n) == 0 && f->string[n] == '/')
+			forget(j, files, f);
+	}
 }
 
 void gp_journal_set_reboot(struct gp_journal *j, const char *reason, const char *boot_id)
 {
 	cJSON *rb = child_object(j->doc, "reboot");
+	/* The same request again keeps the time it was first made. */
+	if (gp_streq(get_string(rb, "reason"), reason) &&
+	    gp_streq(get_string(rb, "boot_id"), boot_id))
+		return;
 	char when[32];
 	now_iso8601(when);
 	set_string(rb, "reason", reason);

@@ -2,7 +2,10 @@
  * (newlines kept, so positions stay right), syntax errors and duplicate
  * keys are reported as FILE:LINE:COL, and every value's position is kept
  * so later validation can point at it. cJSON does the parsing; a small
- * scanner walks the same text for positions and duplicates. */
+ * scanner walks the same text once for positions and duplicates, counting
+ * lines as it goes and indexing the positions by JSON pointer, so a
+ * document of any size is handled in time linear in its length. */
+#include <stdint.h>
 #include <string.h>
 
 #include "gpuprov/exitcodes.h"
@@ -67,7 +70,30 @@ struct scanner {
 	struct gp_json_doc *doc;
 	struct gp_err *err;
 	int failed;
+	/* Where counting lines has got to: line:col of offset at. */
+	size_t at;
+	int line, col;
 };
+
+/* line:col of off, counted on from the last offset asked for: the scanner
+ * asks in increasing order, so the text is counted through once. */
+static void locate(struct scanner *sc, size_t off, int *line, int *col)
+{
+	if (off < sc->at) { /* never happens in one left-to-right pass */
+		position_of(sc->s, off, line, col);
+		return;
+	}
+	for (; sc->at < off; sc->at++) {
+		if (sc->s[sc->at] == '\n') {
+			sc->line++;
+			sc->col = 1;
+		} else if (((unsigned char)sc->s[sc->at] & 0xc0) != 0x80) {
+			sc->col++;
+		}
+	}
+	*line = sc->line;
+	*col = sc->col;
+}
 
 /* Whitespace as cJSON sees it: every byte up to and including space. The
  * scanner must skip exactly what cJSON skipped to stay in step with it. */
@@ -125,6 +151,12 @@ static char *scan_string(struct scanner *sc)
 	sc->i++; /* opening quote */
 	while (sc->i < sc->len && sc->s[sc->i] != '"') {
 		const char *p = sc->s + sc->i;
+		size_t plain = strcspn(p, "\"\\");
+		if (plain) { /* a run of plain bytes; the copy ends in a NUL */
+			gp_buf_append(&b, p, plain);
+			sc->i += plain;
+			continue;
+		}
 		if (*p != '\\' || sc->i + 1 >= sc->len) {
 			gp_buf_append(&b, p, 1);
 			sc->i++;
@@ -153,20 +185,27 @@ static char *scan_string(struct scanner *sc)
 	return gp_buf_steal(&b);
 }
 
-static void record(struct scanner *sc, const char *pointer, size_t off)
+/* Records where the value at pointer starts; false when the document has
+ * a value there already (an object key given twice: the same pointer). */
+static bool record(struct scanner *sc, const char *pointer, size_t off)
 {
 	struct gp_json_doc *d = sc->doc;
-	d->pos = gp_xrealloc(d->pos, (d->n_pos + 1) * sizeof *d->pos);
-	struct gp_json_pos *p = &d->pos[d->n_pos++];
-	p->pointer = gp_xstrdup(pointer);
-	position_of(sc->s, off, &p->line, &p->col);
+	if (d->n_pos == d->cap_pos) {
+		d->cap_pos = d->cap_pos ? 2 * d->cap_pos : 64;
+		d->pos = gp_xrealloc(d->pos, d->cap_pos * sizeof *d->pos);
+	}
+	struct gp_json_pos *p = &d->pos[d->n_pos];
+	*p = (struct gp_json_pos){ .pointer = gp_xstrdup(pointer) };
+	locate(sc, off, &p->line, &p->col);
+	/* The index holds entry numbers + 1: the array moves as it grows. */
+	uintptr_t entry = ++d->n_pos;
+	return !gp_strmap_put(&d->by_pointer, p->pointer, (void *)entry);
 }
 
-static void scan_value(struct scanner *sc, const char *pointer);
+static bool scan_value(struct scanner *sc, const char *pointer);
 
 static void scan_object(struct scanner *sc, const char *pointer)
 {
-	char **seen = gp_xcalloc(1, sizeof(char *));
 	sc->i++;
 	for (;;) {
 		skip_ws(sc);
@@ -176,28 +215,24 @@ static void scan_object(struct scanner *sc, const char *pointer)
 			sc->i++;
 			continue;
 		}
-		size_t key_off = sc->i;
+		int key_line, key_col;
+		locate(sc, sc->i, &key_line, &key_col);
 		_cleanup_free_ char *key = scan_string(sc);
-		if (gp_strv_contains(seen, key) && !sc->failed) {
-			int line, col;
-			position_of(sc->s, key_off, &line, &col);
-			gp_fail(sc->err, GP_EXIT_INVALID_INPUT,
-			        "%s:%d:%d: duplicate key \"%s\"; keep one of them",
-			        sc->doc->file, line, col, key);
-			sc->failed = 1;
-		}
-		gp_strv_push(&seen, key);
 		skip_ws(sc);
 		sc->i++; /* ':' */
 		skip_ws(sc);
 		_cleanup_free_ char *child = gp_json_pointer_append(pointer, key);
 		size_t entry = sc->doc->n_pos;
-		scan_value(sc, child);
-		struct gp_json_pos *pos = &sc->doc->pos[entry];
-		position_of(sc->s, key_off, &pos->key_line, &pos->key_col);
+		if (!scan_value(sc, child) && !sc->failed) {
+			gp_fail(sc->err, GP_EXIT_INVALID_INPUT,
+			        "%s:%d:%d: duplicate key \"%s\"; keep one of them",
+			        sc->doc->file, key_line, key_col, key);
+			sc->failed = 1;
+		}
+		sc->doc->pos[entry].key_line = key_line;
+		sc->doc->pos[entry].key_col = key_col;
 	}
 	sc->i++;
-	gp_strv_free(seen);
 }
 
 static void scan_array(struct scanner *sc, const char *pointer)
@@ -217,12 +252,13 @@ static void scan_array(struct scanner *sc, const char *pointer)
 	sc->i++;
 }
 
-static void scan_value(struct scanner *sc, const char *pointer)
+/* Scans one value; false when its pointer was seen before. */
+static bool scan_value(struct scanner *sc, const char *pointer)
 {
 	skip_ws(sc);
-	record(sc, pointer, sc->i);
+	bool first = record(sc, pointer, sc->i);
 	if (sc->i >= sc->len)
-		return;
+		return first;
 	switch (sc->s[sc->i]) {
 	case '{':
 		scan_object(sc, pointer);
@@ -237,10 +273,37 @@ static void scan_value(struct scanner *sc, const char *pointer)
 		while (sc->i < sc->len && !strchr(",]} \t\r\n", sc->s[sc->i]))
 			sc->i++;
 	}
+	return first;
 }
 
-int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text,
-                      size_t len, struct gp_err *err)
+/* Does an object in v hold a key twice? cJSON keeps both (decoded, as the
+ * scanner decodes them). Small objects are compared pairwise. */
+static bool has_duplicate_key(const cJSON *v)
+{
+	size_t members = 0;
+	for (const cJSON *c = v->child; c; c = c->next, members++)
+		if (c->child && has_duplicate_key(c))
+			return true;
+	if (!cJSON_IsObject(v) || members < 2)
+		return false;
+	if (members <= 8) {
+		for (const cJSON *a = v->child; a; a = a->next)
+			for (const cJSON *b = a->next; b; b = b->next)
+				if (strcmp(a->string, b->string) == 0)
+					return true;
+		return false;
+	}
+	struct gp_strmap keys = { 0 };
+	bool again = false;
+	for (const cJSON *c = v->child; c && !again; c = c->next)
+		again = gp_strmap_put(&keys, c->string, (void *)c) != NULL;
+	gp_strmap_free(&keys);
+	return again;
+}
+
+/* Parses text; the positions are kept when positions is true. */
+static int parse(struct gp_json_doc *d, const char *file, const char *text, size_t len,
+                 bool positions, struct gp_err *err)
 {
 	*d = (struct gp_json_doc){ .file = gp_xstrdup(file) };
 	/* A UTF-8 byte order mark is not part of the text editors show. */
@@ -281,7 +344,15 @@ int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text,
 		    "%s:%d:%d: %s; check for a missing comma, quote or bracket", file,
 		    line, col, what);
 	}
-	struct scanner sc = { .s = copy, .len = len, .doc = d, .err = err };
+	/* Without positions the scanner is needed only to say where a
+	 * duplicate key is. */
+	if (!positions && !has_duplicate_key(json)) {
+		d->json = json;
+		return 0;
+	}
+	struct scanner sc = {
+		.s = copy, .len = len, .doc = d, .err = err, .line = 1, .col = 1
+	};
 	scan_value(&sc, "");
 	if (sc.failed) {
 		cJSON_Delete(json);
@@ -291,11 +362,18 @@ int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text,
 	return 0;
 }
 
+int gp_json_doc_parse(struct gp_json_doc *d, const char *file, const char *text,
+                      size_t len, struct gp_err *err)
+{
+	return parse(d, file, text, len, true, err);
+}
+
 void gp_json_doc_free(struct gp_json_doc *d)
 {
 	for (size_t i = 0; i < d->n_pos; i++)
 		free(d->pos[i].pointer);
 	free(d->pos);
+	gp_strmap_free(&d->by_pointer);
 	free(d->file);
 	cJSON_Delete(d->json);
 	*d = (struct gp_json_doc){ 0 };
@@ -304,10 +382,8 @@ void gp_json_doc_free(struct gp_json_doc *d)
 static const struct gp_json_pos *find_pos(const struct gp_json_doc *d,
                                           const char *pointer)
 {
-	for (size_t i = 0; i < d->n_pos; i++)
-		if (strcmp(d->pos[i].pointer, pointer) == 0)
-			return &d->pos[i];
-	return NULL;
+	uintptr_t entry = (uintptr_t)gp_strmap_get(&d->by_pointer, pointer);
+	return entry ? &d->pos[entry - 1] : NULL;
 }
 
 void gp_json_doc_where(const struct gp_json_doc *d, const char *pointer, int *line,
@@ -333,7 +409,7 @@ void gp_json_doc_where_key(const struct gp_json_doc *d, const char *pointer, int
 cJSON *gp_json_parse(const char *file, const char *text, size_t len, struct gp_err *err)
 {
 	struct gp_json_doc d;
-	if (gp_json_doc_parse(&d, file, text, len, err) < 0) {
+	if (parse(&d, file, text, len, false, err) < 0) {
 		gp_json_doc_free(&d);
 		return NULL;
 	}
@@ -346,6 +422,25 @@ const char *gp_json_string(const cJSON *obj, const char *key, const char *fallba
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
 	return cJSON_IsString(v) ? v->valuestring : fallback;
+}
+
+void gp_json_set_item(cJSON *obj, const char *key, cJSON *item)
+{
+	cJSON *old = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (old && cJSON_Compare(old, item, 1))
+		cJSON_Delete(item);
+	else if (old)
+		cJSON_ReplaceItemInObjectCaseSensitive(obj, key, item);
+	else
+		cJSON_AddItemToObject(obj, key, item);
+}
+
+void gp_json_set_string(cJSON *obj, const char *key, const char *value)
+{
+	if (value)
+		gp_json_set_item(obj, key, cJSON_CreateString(value));
+	else
+		cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
 }
 
 char **gp_json_strv(const cJSON *obj, const char *key)
@@ -363,14 +458,14 @@ char **gp_json_strv(const cJSON *obj, const char *key)
 char *gp_json_pointer_append(const char *pointer, const char *key)
 {
 	struct gp_buf b = { 0 };
-	gp_buf_printf(&b, "%s/", pointer);
-	for (const char *c = key; *c; c++) {
-		if (*c == '~')
-			gp_buf_puts(&b, "~0");
-		else if (*c == '/')
-			gp_buf_puts(&b, "~1");
-		else
-			gp_buf_append(&b, c, 1);
+	gp_buf_puts(&b, pointer);
+	gp_buf_puts(&b, "/");
+	for (const char *c = key; *c;) {
+		size_t plain = strcspn(c, "~/");
+		gp_buf_append(&b, c, plain);
+		c += plain;
+		if (*c)
+			gp_buf_puts(&b, *c++ == '~' ? "~0" : "~1");
 	}
 	return gp_buf_steal(&b);
 }

@@ -22,6 +22,7 @@
 #include "gpuprov/json.h"
 #include "gpuprov/profile.h"
 #include "gpuprov/root.h"
+#include "gpuprov/strmap.h"
 
 #ifndef GP_DATADIR
 #define GP_DATADIR "/usr/local/share/gpuprov"
@@ -1152,18 +1153,29 @@ static int read_host_file(const char *path, char **text, size_t *len)
 	return rc;
 }
 
-/* Objects merge key by key (child wins); anything else replaces. */
+/* Objects merge key by key (child wins); anything else replaces. The
+ * base's members are indexed first: looking each key up in the list would
+ * make a profile with many vars quadratic. */
 static void merge_into(cJSON *base, const cJSON *child)
 {
+	struct gp_strmap members = { 0 };
+	for (cJSON *m = base->child; m; m = m->next)
+		gp_strmap_put(&members, m->string, m);
 	for (const cJSON *item = child->child; item; item = item->next) {
-		cJSON *existing = cJSON_GetObjectItemCaseSensitive(base, item->string);
+		cJSON *existing = gp_strmap_get(&members, item->string);
 		if (existing && cJSON_IsObject(existing) && cJSON_IsObject(item)) {
 			merge_into(existing, item);
 			continue;
 		}
-		cJSON_DeleteItemFromObjectCaseSensitive(base, item->string);
-		cJSON_AddItemToObject(base, item->string, cJSON_Duplicate(item, 1));
+		if (existing)
+			cJSON_DetachItemViaPointer(base, existing);
+		cJSON *copy = cJSON_Duplicate(item, 1);
+		cJSON_AddItemToObject(base, item->string, copy);
+		/* Re-keyed before the old member (and its key) is freed. */
+		gp_strmap_put(&members, copy->string, copy);
+		cJSON_Delete(existing);
 	}
+	gp_strmap_free(&members);
 }
 
 /* --- control characters --------------------------------------------------- */

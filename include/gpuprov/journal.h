@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "gpuprov/root.h"
+#include "gpuprov/strmap.h"
 #include "gpuprov/util.h"
 
 #define GP_STATE_DIR "/var/lib/gpuprov"
@@ -17,13 +18,24 @@
 #define GP_BACKUP_DIR GP_STATE_DIR "/backup"
 #define GP_LOG_FILE "/var/log/gpuprov.log"
 
+/* The format this gpuprov writes ("gpuprov_state"); it refuses newer ones. */
+#define GP_STATE_FORMAT 1
+
 struct gp_journal {
 	cJSON *doc;
+	/* Path -> its record in doc's "files": add, change and remove file
+	 * records only through the functions below, which keep it current. */
+	struct gp_strmap files;
+	char *saved; /* the file's bytes as loaded or last saved; NULL: none */
+	size_t saved_len;
 };
 
-/* Missing file = empty journal. A corrupt one is exit 65 naming the file. */
+/* Missing file = empty journal. One that is not what gpuprov writes (bad
+ * JSON, a member of the wrong type or form, a newer format) is exit 65
+ * naming the file and the place, and is never overwritten. */
 int gp_journal_load(const struct gp_root *r, struct gp_journal *j, struct gp_err *err);
-int gp_journal_save(const struct gp_root *r, const struct gp_journal *j);
+/* Writes the journal unless the file already holds exactly this text. */
+int gp_journal_save(const struct gp_root *r, struct gp_journal *j);
 void gp_journal_free(struct gp_journal *j);
 bool gp_journal_is_empty(const struct gp_journal *j);
 
@@ -33,6 +45,8 @@ void gp_journal_set_profile(struct gp_journal *j, const char *name, const char *
 void gp_journal_set_overrides(struct gp_journal *j, char *const *overrides);
 const char *gp_journal_profile_name(const struct gp_journal *j);
 const char *gp_journal_profile_path(const struct gp_journal *j);
+/* Records a stage's state and its time, unless the stage is in that state
+ * already (or done and now found satisfied): the time is when it got there. */
 void gp_journal_set_stage(struct gp_journal *j, const char *stage, const char *state);
 /* A stage's free-form record ("stages"."<name>"); created when missing. */
 cJSON *gp_journal_stage(struct gp_journal *j, const char *stage);
@@ -40,8 +54,14 @@ cJSON *gp_journal_stage(struct gp_journal *j, const char *stage);
 const cJSON *gp_journal_stage_get(const struct gp_journal *j, const char *stage);
 void gp_journal_record_file(struct gp_journal *j, const char *path, const char *sha256,
                             const char *stage, const char *backup);
+/* The record of a file ("sha256", "stage", "backup", "stat"), or NULL. */
+cJSON *gp_journal_file(const struct gp_journal *j, const char *path);
 /* The sha256 gpuprov recorded for a file it wrote, or NULL. */
 const char *gp_journal_file_sha256(const struct gp_journal *j, const char *path);
+void gp_journal_forget_file(struct gp_journal *j, const char *path);
+/* Forgets every file recorded below dir. */
+void gp_journal_forget_under(struct gp_journal *j, const char *dir);
+/* The same reason and boot id again keep the record (and its time). */
 void gp_journal_set_reboot(struct gp_journal *j, const char *reason, const char *boot_id);
 void gp_journal_clear_reboot(struct gp_journal *j);
 /* The pending reboot's reason, or NULL. */

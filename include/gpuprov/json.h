@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "gpuprov/strmap.h"
 #include "gpuprov/util.h"
 
 struct gp_json_pos {
@@ -17,8 +18,9 @@ struct gp_json_pos {
 struct gp_json_doc {
 	char *file;
 	cJSON *json;
-	struct gp_json_pos *pos;
-	size_t n_pos;
+	struct gp_json_pos *pos; /* in document order */
+	size_t n_pos, cap_pos;
+	struct gp_strmap by_pointer; /* pointer -> index in pos, plus one */
 };
 
 /* Exit code 65 and "FILE:LINE:COL: message" on any error. */
@@ -38,5 +40,11 @@ cJSON *gp_json_parse(const char *file, const char *text, size_t len, struct gp_e
 
 /* A string member of obj, or fallback. */
 const char *gp_json_string(const cJSON *obj, const char *key, const char *fallback);
+/* Sets obj's member key to item (taken over), in place: a member keeps its
+ * position, and one that already has an equal value is left as it is, so
+ * a document that is set to what it holds prints the same. */
+void gp_json_set_item(cJSON *obj, const char *key, cJSON *item);
+/* The same with a string; NULL removes the member. */
+void gp_json_set_string(cJSON *obj, const char *key, const char *value);
 /* An array of strings as a NULL-terminated vector, or NULL when key is absent. */
 char **gp_json_strv(const cJSON *obj, const char *key);

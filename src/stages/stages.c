@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "gpuprov/json.h"
 #include "gpuprov/stage.h"
 
 const struct gp_stage *const gp_stages[] = {
@@ -77,7 +78,5 @@ bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key,
 void gp_stage_mark_set(struct gp_ctx *c, const char *stage, const char *key,
                        const char *value)
 {
-	cJSON *s = gp_journal_stage(&c->journal, stage);
-	cJSON_DeleteItemFromObjectCaseSensitive(s, key);
-	cJSON_AddStringToObject(s, key, value);
+	gp_json_set_string(gp_journal_stage(&c->journal, stage), key, value);
 }

@@ -211,3 +211,6 @@ if "single-threaded" in name and pipe < a:
 print("judgement: gpuprov (%.2f s) is bound by %s at %.2f s (%.2fx), %.2f s beyond it "
       "(disk writes/serialisation)%s" % (a, name, fl, a / fl if fl else 0, rest, note))
 PYEOF
+
+# ---- scale (issue 10): a 100,000-file journal and a 10 MB profile ----------
+sh "$here/scale.sh" "$GPUPROV"

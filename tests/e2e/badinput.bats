@@ -422,3 +422,56 @@ corrupt_journal() {
 	gp --root "$R" --profile-dir "$BATS_TEST_TMPDIR/p" plan --profile ci --only env
 	assert_status 0
 }
+
+# --- a journal gpuprov cannot read is never overwritten ------------------------
+
+@test "bad input: journal members of the wrong type or form -> exit 65, the journal kept byte for byte" {
+	local text
+	for text in '{"gpuprov_state": 1, "files": []}' \
+		'{"gpuprov_state": 1, "files": {"/etc/x.conf": "written"}}' \
+		'{"gpuprov_state": 1, "files": {"/etc/x.conf": {"sha256": 12}}}' \
+		'{"gpuprov_state": 1, "files": {"/etc/x.conf": {"sha256": "not hex"}}}' \
+		'{"gpuprov_state": 1, "files": {"etc/x.conf": {}}}' \
+		'{"gpuprov_state": 1, "stages": {"nouveau": "done"}}' \
+		'{"gpuprov_state": 1, "stages": {"nouveau": {"state": 1}}}' \
+		'{"gpuprov_state": 1, "profile": {"name": ["a100"]}}' \
+		'{"gpuprov_state": 1, "profile": {"name": "a100", "overrides": "none"}}' \
+		'{"gpuprov_state": 1, "reboot": ["nouveau"]}' \
+		'{"gpuprov_state": "1"}'; do
+		corrupt_journal "$text"
+		assert_stderr_has "is corrupt"
+	done
+}
+
+@test "bad input: the wrong-type member is named with its line and column" {
+	corrupt_journal '{\n  "gpuprov_state": 1,\n  "files": {\n    "/etc/x.conf": {"sha256": 12}\n  }\n}\n'
+	assert_stderr_has "state.json:4:31: \"/files/~1etc~1x.conf/sha256\" must be a string, not a number"
+}
+
+@test "bad input: journal of a newer format -> exit 65, never replaced" {
+	corrupt_journal '{"gpuprov_state": 99, "files": {"/etc/x.conf": "a later shape"}}\n'
+	assert_stderr_has "format 99, newer than this gpuprov reads (1)"
+}
+
+@test "bad input: a real journal with one member changed to the wrong type -> exit 65, kept" {
+	gp --root "$R" install --profile "$PROFILE" --only env
+	assert_status 0
+	j=$R/var/lib/gpuprov/state.json
+	"$PYTHON" - "$j" <<'PY'
+import json, sys
+with open(sys.argv[1]) as f:
+    d = json.load(f)
+d["stages"]["env"]["state"] = ["done"]
+with open(sys.argv[1], "w") as f:
+    json.dump(d, f)
+PY
+	sum=$(sha256sum < "$j")
+	gp --root "$R" install --profile "$PROFILE" --only env
+	assert_status 65
+	assert_stderr_has "\"/stages/env/state\" must be a string, not an array"
+	assert_stderr_has "move it aside"
+	gp --root "$R" status
+	assert_status 65
+	assert_stderr_has "move it aside"
+	[ "$(sha256sum < "$j")" = "$sum" ] || fail "the journal was changed: $(cat "$j")"
+}

@@ -86,3 +86,27 @@ second_install() {
 	refute_stdout_has "pass  nouveau not loaded"
 	assert_stdout_has "unknown"
 }
+
+@test "idempotence: a no-op install leaves the journal byte-identical, mtime too, and status unchanged" {
+	mkroot "$R" --cuda --nouveau unloaded
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	j=$R/$JOURNAL
+	# An mtime in the past: any rewrite shows, even within the same second.
+	touch -d '2001-02-03 04:05:06' "$j"
+	sum=$(sha256sum < "$j")
+	mtime=$(stat -c %y "$j")
+	gp --root "$R" status
+	assert_status 0
+	status_before=$output
+
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	refute_stdout_has ": needed"
+	[ "$(sha256sum < "$j")" = "$sum" ] || fail "the no-op install rewrote the journal:" "$(cat "$j")"
+	[ "$(stat -c %y "$j")" = "$mtime" ] || fail "the no-op install touched the journal: $(stat -c %y "$j")"
+	gp --root "$R" status
+	assert_status 0
+	[ "$output" = "$status_before" ] ||
+		fail "status changed:" "--- before:" "$status_before" "--- after:" "$output"
+}

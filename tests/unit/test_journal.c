@@ -3,8 +3,16 @@
 
 #include <sys/file.h>
 
+#include <sys/stat.h>
+
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/journal.h"
+#include "gpuprov/json.h"
+
+/* sha256 values of the form gpuprov records: 64 lowercase hex digits. */
+#define SHA_A "1111111111111111111111111111111111111111111111111111111111111111"
+#define SHA_B "2222222222222222222222222222222222222222222222222222222222222222"
+#define SHA_P "abcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdef0123"
 
 struct fixture {
 	char *dir;
@@ -50,11 +58,11 @@ static void test_roundtrip(void **state)
 	struct gp_journal j;
 	struct gp_err err = { 0 };
 	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
-	gp_journal_set_profile(&j, "a100-ubuntu2204", "/p/a100.json", "abc");
+	gp_journal_set_profile(&j, "a100-ubuntu2204", "/p/a100.json", SHA_P);
 	gp_journal_set_stage(&j, "nouveau", "done");
-	gp_journal_record_file(&j, "/etc/x.conf", "1111", "nouveau",
+	gp_journal_record_file(&j, "/etc/x.conf", SHA_A, "nouveau",
 	                       "/var/lib/gpuprov/backup/etc/x.conf");
-	gp_journal_record_file(&j, "/etc/x.conf", "2222", "nouveau",
+	gp_journal_record_file(&j, "/etc/x.conf", SHA_B, "nouveau",
 	                       "/var/lib/gpuprov/backup/etc/x.conf.1");
 	gp_journal_set_reboot(&j, "nouveau is loaded", "boot-1");
 	assert_int_equal(gp_journal_save(&f->root, &j), 0);
@@ -64,7 +72,7 @@ static void test_roundtrip(void **state)
 	assert_false(gp_journal_is_empty(&j));
 	assert_string_equal(gp_journal_profile_name(&j), "a100-ubuntu2204");
 	assert_string_equal(gp_journal_profile_path(&j), "/p/a100.json");
-	assert_string_equal(gp_journal_file_sha256(&j, "/etc/x.conf"), "2222");
+	assert_string_equal(gp_journal_file_sha256(&j, "/etc/x.conf"), SHA_B);
 	assert_null(gp_journal_file_sha256(&j, "/etc/other"));
 	/* The first backup is kept: it holds the operator's original. */
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(j.doc, "files");
@@ -104,6 +112,216 @@ static void test_corrupt(void **state)
 	expect_corrupt(f, "");
 }
 
+/* Wrong types and forms of the members gpuprov reads: refused with the
+ * line:col of the bad value, and the file is left as it was. */
+static void test_invalid_members(void **state)
+{
+	struct fixture *f = *state;
+	static const struct {
+		const char *text, *where, *why;
+	} cases[] = {
+		{ "{\"gpuprov_state\": 1, \"files\": []}", ":1:31: \"/files\"",
+		  "must be an object, not an array" },
+		{ "{\"gpuprov_state\": 1,\n \"files\": {\"/etc/x\": \"abc\"}}",
+		  ":2:22: \"/files/~1etc~1x\"", "must be an object, not a string" },
+		{ "{\"gpuprov_state\": 1, \"files\": {\"/etc/x\": {\"sha256\": 5}}}",
+		  ":1:53: \"/files/~1etc~1x/sha256\"", "must be a string, not a number" },
+		{ "{\"gpuprov_state\": 1, \"files\": {\"/etc/x\": {\"sha256\": \"zz\"}}}",
+		  "\"/files/~1etc~1x/sha256\"", "64 lowercase hex digits" },
+		{ "{\"gpuprov_state\": 1, \"files\": {\"etc/x\": {}}}",
+		  "\"/files/etc~1x\"", "not an absolute path" },
+		{ "{\"gpuprov_state\": 1, \"files\": {\"/a/../etc/x\": {}}}",
+		  "\"/files/~1a~1..~1etc~1x\"", "without '..'" },
+		{ "{\"gpuprov_state\": 1, \"files\": {\"/etc/x\": {\"backup\": "
+		  "\"/etc/y\"}}}",
+		  "\"/files/~1etc~1x/backup\"", "under /var/lib/gpuprov/backup" },
+		{ "{\"gpuprov_state\": 1, \"files\": {\"/etc/x\": {\"stage\": null}}}",
+		  "\"/files/~1etc~1x/stage\"", "must be a string, not null" },
+		{ "{\"gpuprov_state\": 1, \"profile\": \"a100\"}", "\"/profile\"",
+		  "must be an object, not a string" },
+		{ "{\"gpuprov_state\": 1, \"profile\": {\"name\": [\"a\"]}}",
+		  "\"/profile/name\"", "must be a string, not an array" },
+		{ "{\"gpuprov_state\": 1, \"profile\": {\"overrides\": [1]}}",
+		  "\"/profile/overrides\"", "only strings, not a number" },
+		{ "{\"gpuprov_state\": 1, \"stages\": {\"env\": \"done\"}}",
+		  "\"/stages/env\"", "must be an object, not a string" },
+		{ "{\"gpuprov_state\": 1, \"stages\": {\"env\": {\"state\": true}}}",
+		  "\"/stages/env/state\"", "must be a string, not true or false" },
+		{ "{\"gpuprov_state\": 1, \"reboot\": {\"boot_id\": {}}}",
+		  "\"/reboot/boot_id\"", "must be a string, not an object" },
+		{ "{\"gpuprov_state\": 0.5}", "\"/gpuprov_state\"", "format 0.5" },
+		{ "{\"gpuprov_state\": 1, \"intents\": {\"/etc/x\": {\"sha256\": 1}}}",
+		  "\"/intents/~1etc~1x/sha256\"", "must be a string, not a number" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		tu_write(f->dir, "var/lib/gpuprov/state.json", cases[i].text);
+		struct gp_journal j;
+		struct gp_err err = { 0 };
+		assert_int_equal(gp_journal_load(&f->root, &j, &err), -1);
+		assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+		if (!strstr(err.msg, cases[i].where) || !strstr(err.msg, cases[i].why) ||
+		    !strstr(err.msg, "state.json is corrupt") ||
+		    !strstr(err.msg, "move it aside"))
+			fail_msg("case %zu: %s", i, err.msg);
+		assert_null(j.doc);
+	}
+}
+
+static void test_newer_format(void **state)
+{
+	struct fixture *f = *state;
+	tu_write(f->dir, "var/lib/gpuprov/state.json",
+	         "{\"gpuprov_state\": 99, \"files\": \"a new shape\"}");
+	struct gp_journal j;
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), -1);
+	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_non_null(strstr(err.msg, "format 99, newer than this gpuprov reads (1)"));
+	assert_non_null(strstr(err.msg, "move it aside"));
+	assert_null(j.doc);
+}
+
+/* Members gpuprov does not know (a later format-1 addition) are kept. */
+static void test_unknown_members_kept(void **state)
+{
+	struct fixture *f = *state;
+	tu_write(f->dir, "var/lib/gpuprov/state.json",
+	         "{\"gpuprov_state\": 1, \"extra\": [1], \"files\": {\"/etc/x\": "
+	         "{\"sha256\": \"" SHA_A "\", \"note\": 3}}}");
+	struct gp_journal j;
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
+	assert_string_equal(gp_journal_file_sha256(&j, "/etc/x"), SHA_A);
+	assert_non_null(cJSON_GetObjectItemCaseSensitive(j.doc, "extra"));
+	gp_journal_free(&j);
+}
+
+static char *saved_text(struct fixture *f)
+{
+	_cleanup_free_ char *path = gp_xasprintf("%s/var/lib/gpuprov/state.json", f->dir);
+	FILE *fp = fopen(path, "re");
+	assert_non_null(fp);
+	char *text = gp_xcalloc(1, 1 << 16);
+	size_t n = fread(text, 1, (1 << 16) - 1, fp);
+	text[n] = '\0';
+	fclose(fp);
+	return text;
+}
+
+/* The index: lookups, replacing a record, forgetting one and a directory,
+ * and the records saved in the order they were first made. */
+static void test_file_index(void **state)
+{
+	struct fixture *f = *state;
+	struct gp_journal j;
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
+	char path[64];
+	for (int i = 0; i < 2000; i++) {
+		snprintf(path, sizeof path, "/opt/d%d/f%04d", i % 3, i);
+		gp_journal_record_file(&j, path, i % 2 ? SHA_A : SHA_B, "cudnn", NULL);
+	}
+	assert_string_equal(gp_journal_file_sha256(&j, "/opt/d1/f0001"), SHA_A);
+	assert_string_equal(gp_journal_file_sha256(&j, "/opt/d0/f1998"), SHA_B);
+	assert_null(gp_journal_file(&j, "/opt/d1/f0000"));
+	/* Replaced in place: still one record, at its first place. */
+	gp_journal_record_file(&j, "/opt/d0/f0000", SHA_A, "env", NULL);
+	assert_string_equal(gp_journal_file_sha256(&j, "/opt/d0/f0000"), SHA_A);
+	/* A removal record has no sha256. */
+	gp_journal_record_file(&j, "/opt/d2/f0002", NULL, "env", NULL);
+	assert_non_null(gp_journal_file(&j, "/opt/d2/f0002"));
+	assert_null(gp_journal_file_sha256(&j, "/opt/d2/f0002"));
+	gp_journal_forget_file(&j, "/opt/d1/f0004");
+	gp_journal_forget_file(&j, "/opt/none"); /* nothing to forget */
+	assert_null(gp_journal_file(&j, "/opt/d1/f0004"));
+	gp_journal_forget_under(&j, "/opt/d1");
+	for (int i = 0; i < 2000; i++) {
+		snprintf(path, sizeof path, "/opt/d%d/f%04d", i % 3, i);
+		if (i % 3 == 1)
+			assert_null(gp_journal_file(&j, path));
+		else
+			assert_non_null(gp_journal_file(&j, path));
+	}
+	/* "/opt/d1x" is not under "/opt/d1". */
+	gp_journal_record_file(&j, "/opt/d1x", SHA_A, "env", NULL);
+	gp_journal_forget_under(&j, "/opt/d1");
+	assert_non_null(gp_journal_file(&j, "/opt/d1x"));
+	/* A record made again after it was forgotten goes to the end. */
+	gp_journal_record_file(&j, "/opt/d1/f0001", SHA_B, "env", NULL);
+	assert_int_equal(gp_journal_save(&f->root, &j), 0);
+	gp_journal_free(&j);
+
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(j.doc, "files");
+	int n = 0, last = -1;
+	const char *tail = NULL;
+	for (const cJSON *rec = files->child; rec; rec = rec->next, n++) {
+		int i;
+		if (sscanf(rec->string, "/opt/d%*d/f%d", &i) == 1 && !rec->next)
+			tail = rec->string;
+		else if (sscanf(rec->string, "/opt/d%*d/f%d", &i) == 1) {
+			assert_true(i > last); /* first-made order */
+			last = i;
+		}
+	}
+	assert_int_equal(n, 2000 - 667 + 2);
+	assert_non_null(tail);
+	assert_string_equal(tail, "/opt/d1/f0001");
+	assert_string_equal(gp_journal_file_sha256(&j, "/opt/d0/f0000"), SHA_A);
+	assert_string_equal(gp_journal_file_sha256(&j, "/opt/d1/f0001"), SHA_B);
+	gp_journal_free(&j);
+}
+
+/* Setting what the journal holds changes nothing, so a run that changes
+ * nothing leaves the file as it was: same bytes, same mtime. */
+static void test_noop_save_leaves_file(void **state)
+{
+	struct fixture *f = *state;
+	struct gp_journal j;
+	struct gp_err err = { 0 };
+	char *const overrides[] = { "rule-a", NULL };
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
+	gp_journal_set_profile(&j, "a100", "/p/a100.json", SHA_P);
+	gp_journal_set_overrides(&j, overrides);
+	gp_journal_set_stage(&j, "nouveau", "done");
+	gp_journal_set_stage(&j, "env", "satisfied");
+	gp_journal_record_file(&j, "/etc/x", SHA_A, "env", NULL);
+	gp_json_set_string(gp_journal_file(&j, "/etc/x"), "stat", "1:2:3");
+	gp_journal_set_reboot(&j, "nouveau is loaded", "boot-1");
+	assert_int_equal(gp_journal_save(&f->root, &j), 0);
+	gp_journal_free(&j);
+	_cleanup_free_ char *before = saved_text(f);
+	/* An mtime in the past, so a rewrite would show. */
+	_cleanup_free_ char *path = gp_xasprintf("%s/var/lib/gpuprov/state.json", f->dir);
+	struct timespec old[2] = { { .tv_sec = 1000000000 }, { .tv_sec = 1000000000 } };
+	assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0);
+
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
+	gp_journal_set_profile(&j, "a100", "/p/a100.json", SHA_P);
+	gp_journal_set_overrides(&j, overrides);
+	gp_journal_set_stage(&j, "nouveau", "satisfied"); /* done, still */
+	gp_journal_set_stage(&j, "env", "satisfied");
+	gp_journal_record_file(&j, "/etc/x", SHA_A, "env", NULL);
+	gp_json_set_string(gp_journal_file(&j, "/etc/x"), "stat", "1:2:3");
+	gp_journal_set_reboot(&j, "nouveau is loaded", "boot-1");
+	assert_int_equal(gp_journal_save(&f->root, &j), 0);
+	_cleanup_free_ char *after = saved_text(f);
+	assert_string_equal(before, after);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mtim.tv_sec, 1000000000);
+
+	/* A real change is written, and its time recorded. */
+	gp_journal_set_stage(&j, "env", "failed");
+	assert_int_equal(gp_journal_save(&f->root, &j), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(st.st_mtim.tv_sec > 1000000000);
+	const cJSON *env = gp_journal_stage_get(&j, "env");
+	assert_string_equal(cJSON_GetObjectItemCaseSensitive(env, "state")->valuestring,
+	                    "failed");
+	gp_journal_free(&j);
+}
+
 static void test_lock_contention(void **state)
 {
 	struct fixture *f = *state;
@@ -130,6 +348,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_missing_is_empty, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_invalid_members, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_newer_format, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unknown_members_kept, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_file_index, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_noop_save_leaves_file, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(test_lock_contention, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

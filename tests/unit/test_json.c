@@ -538,6 +538,95 @@ static void test_parse_drops_positions(void **state)
 	cJSON_Delete(j);
 }
 
+/* gp_json_parse finds duplicates on the parsed tree (no positions): in
+ * small and large objects, nested, spelt with escapes; and says where. */
+static void test_parse_duplicates_without_positions(void **state)
+{
+	(void)state;
+	struct gp_err err = { 0 };
+	struct gp_buf b = { 0 };
+	gp_buf_puts(&b, "{\"big\": {");
+	for (int i = 0; i < 500; i++)
+		gp_buf_printf(&b, "%s\"k%d\": %d", i ? ", " : "", i, i);
+	gp_buf_puts(&b, ", \"k7\": 0}}");
+	assert_null(gp_json_parse("x.json", b.data, b.len, &err));
+	assert_non_null(strstr(err.msg, "duplicate key \"k7\""));
+	gp_buf_free(&b);
+
+	static const char *const dups[] = {
+		"[{\"a\": {\"x\": 1, \"y\": {\"z\": 1, \"z\": 2}}}]",
+		"{\"ab\": 1, \"a\\u0062\": 2}",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(dups); i++) {
+		err = (struct gp_err){ 0 };
+		assert_null(gp_json_parse("x.json", dups[i], strlen(dups[i]), &err));
+		assert_non_null(strstr(err.msg, "duplicate key"));
+	}
+	/* The same key in sibling objects, and many distinct keys, are fine. */
+	gp_buf_puts(&b, "{");
+	for (int i = 0; i < 500; i++)
+		gp_buf_printf(&b, "%s\"k%d\": {\"same\": 1}", i ? ", " : "", i);
+	gp_buf_puts(&b, "}");
+	cJSON *j = gp_json_parse("x.json", b.data, b.len, &err);
+	assert_non_null(j);
+	assert_int_equal(cJSON_GetArraySize(j), 500);
+	cJSON_Delete(j);
+	gp_buf_free(&b);
+}
+
+/* Positions of the values of one large object, on lines of their own. */
+static void test_where_many_members(void **state)
+{
+	(void)state;
+	struct gp_buf b = { 0 };
+	gp_buf_puts(&b, "{\n");
+	for (int i = 0; i < 3000; i++)
+		gp_buf_printf(&b, "%s  \"V%d\": \"x\"", i ? ",\n" : "", i);
+	gp_buf_puts(&b, "\n}\n");
+	struct gp_json_doc d;
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_json_doc_parse(&d, "f.json", b.data, b.len, &err), 0);
+	for (int i = 0; i < 3000; i += 37) {
+		char pointer[32];
+		snprintf(pointer, sizeof pointer, "/V%d", i);
+		int line, col;
+		gp_json_doc_where_key(&d, pointer, &line, &col);
+		assert_int_equal(line, i + 2);
+		assert_int_equal(col, 3);
+		gp_json_doc_where(&d, pointer, &line, &col);
+		assert_int_equal(line, i + 2);
+		assert_int_equal(col, (int)strlen(pointer) + 6);
+	}
+	int line, col;
+	gp_json_doc_where(&d, "/V3000", &line, &col); /* unknown: 1:1 */
+	assert_int_equal(line, 1);
+	assert_int_equal(col, 1);
+	gp_json_doc_free(&d);
+	gp_buf_free(&b);
+}
+
+/* Set in place; an equal value leaves the member (and the text) as it was. */
+static void test_set_in_place(void **state)
+{
+	(void)state;
+	const char *text = "{\"a\": \"1\", \"b\": [\"x\"], \"c\": \"3\"}";
+	cJSON *j = gp_json_parse("x.json", text, strlen(text), NULL);
+	_cleanup_free_ char *before = cJSON_PrintUnformatted(j);
+	gp_json_set_string(j, "a", "1");
+	cJSON *arr = cJSON_CreateArray();
+	cJSON_AddItemToArray(arr, cJSON_CreateString("x"));
+	gp_json_set_item(j, "b", arr);
+	_cleanup_free_ char *same = cJSON_PrintUnformatted(j);
+	assert_string_equal(before, same);
+	gp_json_set_string(j, "a", "2"); /* keeps its place */
+	gp_json_set_string(j, "d", "4"); /* new: at the end */
+	gp_json_set_string(j, "c", NULL);
+	gp_json_set_string(j, "none", NULL);
+	_cleanup_free_ char *after = cJSON_PrintUnformatted(j);
+	assert_string_equal(after, "{\"a\":\"2\",\"b\":[\"x\"],\"d\":\"4\"}");
+	cJSON_Delete(j);
+}
+
 static void test_json_string(void **state)
 {
 	(void)state;
@@ -609,6 +698,9 @@ int main(void)
 		cmocka_unit_test(test_where_nested),
 		cmocka_unit_test(test_where_pointer_escaping),
 		cmocka_unit_test(test_parse_drops_positions),
+		cmocka_unit_test(test_parse_duplicates_without_positions),
+		cmocka_unit_test(test_where_many_members),
+		cmocka_unit_test(test_set_in_place),
 		cmocka_unit_test(test_json_string),
 		cmocka_unit_test(test_json_strv),
 	};

@@ -42,6 +42,13 @@ void gp_journal_record_file(struct gp_journal *j, const char *path, const char *
                             const char *stage, const char *backup);
 /* The sha256 gpuprov recorded for a file it wrote, or NULL. */
 const char *gp_journal_file_sha256(const struct gp_journal *j, const char *path);
+/* A write about to start ("intents"."<path>": the sha256 it writes, the
+ * stage, the backup it takes, or NULL): a run killed between the rename and
+ * the journal's record leaves this, and the next run adopts the file when it
+ * holds exactly that content (gp_ctx_recover). Cleared once recorded. */
+void gp_journal_set_intent(struct gp_journal *j, const char *path, const char *sha256,
+                           const char *stage, const char *backup);
+void gp_journal_clear_intent(struct gp_journal *j, const char *path);
 void gp_journal_set_reboot(struct gp_journal *j, const char *reason, const char *boot_id);
 void gp_journal_clear_reboot(struct gp_journal *j);
 /* The pending reboot's reason, or NULL. */

@@ -439,3 +439,61 @@ stopped_with() {
 	assert_killed_in_initramfs
 	finish_and_compare "run update-initramfs -u"
 }
+
+# shim_killed KIND:TEXT: an install SIGKILLed by tests/fixtures/killshim.c
+# right after its first KIND call (create, rename, ...) on a path holding TEXT.
+shim_killed() {
+	local rc=0
+	: "${KILLSHIM:=$REPO_ROOT/build/killshim.so}"
+	[ -f "$KILLSHIM" ] || fail "no kill shim at $KILLSHIM (make build/killshim.so)"
+	{
+		LD_PRELOAD=$KILLSHIM GPUPROV_KILL_MATCH=$1 \
+			ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+			"$GPUPROV" --root "$R" install --profile "$PROFILE" --only "$ONLY" \
+			> "$BATS_TEST_TMPDIR/killed.out" 2>&1 || rc=$?
+	} 2> /dev/null
+	[ "$rc" -eq 137 ] || fail "the install was not killed at $1 (exit $rc):" "$(killed_output)"
+}
+
+@test "kill: SIGKILL right after a file is renamed into place; the rerun records it as gpuprov's" {
+	shim_killed rename:gpuprov-cuda.sh
+	assert_same_file "$EXPECTED/ubuntu2204/gpuprov-cuda.sh" "$R/etc/profile.d/gpuprov-cuda.sh"
+	finish_and_compare "run ldconfig"
+	journal_files "$R/$JOURNAL" | grep -q '^/etc/profile.d/gpuprov-cuda.sh ' ||
+		fail "the file renamed into place before the kill is not journaled:" "$(cat "$R/$JOURNAL")"
+}
+
+@test "kill: SIGKILL while a file or the journal is in its temp file; the rerun removes the temp files" {
+	shim_killed create:.#gpuprov-cuda.sh
+	[ -n "$(temp_files "$R")" ] || fail "the kill left no temp file (the test needs one)"
+	finish_and_compare "run ldconfig"
+	shim_killed create:.#state.json
+	[ -n "$(temp_files "$R")" ] || fail "the kill left no temp file of the journal"
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	[ -z "$(temp_files "$R")" ] || fail "temp files left:" "$(temp_files "$R")"
+}
+
+@test "kill: a temp file whose pid is no live gpuprov goes; a file not named as gpuprov's temp stays" {
+	local dead=$R/etc/profile.d/.#x.gpuprov$$.0 other=$R/etc/profile.d/.#x.gpuprovnot.0
+	: > "$dead"
+	: > "$other"
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	# $$ is bash, not gpuprov: its name is not gpuprov's, so it goes.
+	[ ! -e "$dead" ] || fail "a temp file whose pid is no gpuprov was kept"
+	[ -e "$other" ] || fail "a file not named as gpuprov's temp was removed"
+}
+
+@test "kill: SIGKILL after the nouveau stage asked for a reboot; status shows the reboot pending" {
+	rm -rf "$R"
+	mkroot "$R" --cuda
+	kill_during "$LDCONFIG" KILL
+	gp --root "$R" status
+	assert_status 0
+	assert_stdout_has "reboot pending: nouveau: "
+	gp --root "$R" --json status
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/status.json"
+	[ "$(json_get "$BATS_TEST_TMPDIR/status.json" 'd["reboot"]["boot_id"]')" = \
+		11111111-2222-4333-8444-555555555555 ] || fail "status --json: $output"
+}

@@ -417,8 +417,8 @@ assert_killed_in_ldconfig() {
 
 # stopped_with SIGNAL: an install whose update-initramfs blocks gets SIGNAL
 # (gpuprov only); by the time gpuprov has ended, the stub must have ended
-# too: gpuprov stops its command's group (TERM/INT/HUP) or the kernel does
-# (parent-death signal, SIGKILL) instead of leaving it running unlocked.
+# too: gpuprov stops its command's group (TERM/INT/HUP) or its
+# guard does (SIGKILL of gpuprov) instead of leaving it running unlocked.
 stopped_with() {
 	local sig=$1 line
 	block_stub "$INITRAMFS"
@@ -449,7 +449,7 @@ stopped_with() {
 	assert_killed_in_initramfs
 }
 
-@test "kill: after SIGKILL of gpuprov the running command gets its parent-death signal" {
+@test "kill: after SIGKILL of gpuprov the running command is killed by its guard" {
 	stopped_with KILL
 	assert_killed_in_initramfs
 	finish_and_compare "run update-initramfs -u"

@@ -82,8 +82,21 @@ check: deps
 check-asan: deps
 	$(MAKE) BUILD=build-asan SANITIZE=1 test-run
 
-test-run: $(BUILD)/gpuprov $(UNIT_BINS)
-	GPUPROV=$(CURDIR)/$(BUILD)/gpuprov UNIT_BINS="$(UNIT_BINS)" sh tests/run.sh
+test-run: $(BUILD)/gpuprov $(UNIT_BINS) $(BUILD)/killshim.so
+	GPUPROV=$(CURDIR)/$(BUILD)/gpuprov UNIT_BINS="$(UNIT_BINS)" \
+		KILLSHIM=$(CURDIR)/$(BUILD)/killshim.so sh tests/run.sh
+
+# The kill-point sweep's LD_PRELOAD shim (tests/fixtures/killshim.c). make
+# check sweeps every 5th point; `make killsweep` every one (STRIDE=N for
+# another stride).
+$(BUILD)/killshim.so: tests/fixtures/killshim.c $(BUILD)/flags.stamp
+	$(CC) -std=gnu11 $(WARNINGS) -O2 -g -fPIC -shared -o $@ $< -ldl
+
+STRIDE ?= 1
+.PHONY: killsweep
+killsweep: $(BUILD)/gpuprov $(BUILD)/killshim.so
+	GPUPROV=$(CURDIR)/$(BUILD)/gpuprov KILLSHIM=$(CURDIR)/$(BUILD)/killshim.so \
+		KILLSWEEP_STRIDE=$(STRIDE) bats tests/e2e/killsweep.bats
 
 demo: deps-demo
 	$(MAKE) all

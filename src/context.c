@@ -2,8 +2,11 @@
  * function records a plan entry and returns; for real it records the same
  * entry, then backs up what it replaces, writes atomically, journals the
  * result and logs it. Stages call these and never test dry_run. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +16,7 @@
 #include "gpuprov/archive.h"
 #include "gpuprov/context.h"
 #include "gpuprov/exitcodes.h"
+#include "gpuprov/facts.h"
 #include "gpuprov/json.h"
 #include "gpuprov/prefetch.h"
 #include "gpuprov/run.h"
@@ -131,24 +135,29 @@ bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
 	return gp_root_sha256_file(&c->root, path, have) == 0 && strcmp(have, want) == 0;
 }
 
-/* Copies what is at path into the backup tree unless gpuprov wrote it
+/* Where backing up what is at path would go: NULL when gpuprov wrote it
  * itself (then the first backup, taken before gpuprov's first write,
- * already holds the operator's version). Returns the backup path. */
-static int backup(struct gp_ctx *c, const char *path, const char *data, size_t len,
-                  char **backup_path)
+ * already holds the operator's version). */
+static char *backup_dest(struct gp_ctx *c, const char *path, const char *data, size_t len)
 {
-	*backup_path = NULL;
 	char sha[65];
 	gp_sha256_hex(data, len, sha);
 	if (gp_streq(gp_journal_file_sha256(&c->journal, path), sha))
-		return 0;
-	struct stat st;
-	mode_t mode = gp_root_stat(&c->root, path, &st) == 0 ? st.st_mode & 07777 : 0644;
-	_cleanup_free_ char *dest = gp_xasprintf("%s%s", GP_BACKUP_DIR, path);
+		return NULL;
+	char *dest = gp_xasprintf("%s%s", GP_BACKUP_DIR, path);
 	for (int n = 1; gp_root_exists(&c->root, dest); n++) {
 		free(dest);
 		dest = gp_xasprintf("%s%s.%d", GP_BACKUP_DIR, path, n);
 	}
+	return dest;
+}
+
+/* Copies what is at path (data) to dest in the backup tree. */
+static int write_backup(struct gp_ctx *c, const char *path, const char *dest,
+                        const char *data, size_t len)
+{
+	struct stat st;
+	mode_t mode = gp_root_stat(&c->root, path, &st) == 0 ? st.st_mode & 07777 : 0644;
 	_cleanup_free_ char *dir = gp_xstrndup(dest, (size_t)(strrchr(dest, '/') - dest));
 	int rc = gp_root_mkdir_p(&c->root, dir, 0700);
 	if (rc == 0)
@@ -158,7 +167,20 @@ static int backup(struct gp_ctx *c, const char *path, const char *data, size_t l
 		               "%s: cannot back up %s to %s: %s; nothing was changed",
 		               stage_name(c), path, dest, strerror(-rc));
 	gp_log(c, "backed up %s to %s", path, dest);
-	*backup_path = TAKE_PTR(dest);
+	return 0;
+}
+
+/* Backs up what is at path unless gpuprov wrote it itself. Returns the
+ * backup path (NULL: none taken). */
+static int backup(struct gp_ctx *c, const char *path, const char *data, size_t len,
+                  char **backup_path)
+{
+	*backup_path = backup_dest(c, path, data, len);
+	if (*backup_path && write_backup(c, path, *backup_path, data, len) < 0) {
+		free(*backup_path);
+		*backup_path = NULL;
+		return -1;
+	}
 	return 0;
 }
 
@@ -214,8 +236,17 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 	if (c->dry_run)
 		return 0;
 
-	_cleanup_free_ char *backup_path = NULL;
-	if (exists && backup(c, path, old, old_len, &backup_path) < 0)
+	/* The intent first: killed after the rename, the next run finds the
+	 * file as written and records it (gp_ctx_recover); killed before,
+	 * it drops the backup this write took. */
+	char sha[65];
+	gp_sha256_hex(data, len, sha);
+	_cleanup_free_ char *backup_path = exists ? backup_dest(c, path, old, old_len)
+	                                          : NULL;
+	gp_journal_set_intent(&c->journal, path, sha, stage_name(c), backup_path);
+	if (save_journal(c) < 0)
+		return -1;
+	if (backup_path && write_backup(c, path, backup_path, old, old_len) < 0)
 		return -1;
 	if (parent_dir(c, path) < 0)
 		return -1;
@@ -223,9 +254,8 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 	if (rc < 0)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot write %s: %s",
 		               stage_name(c), path, strerror(-rc));
-	char sha[65];
-	gp_sha256_hex(data, len, sha);
 	gp_journal_record_file(&c->journal, path, sha, stage_name(c), backup_path);
+	gp_journal_clear_intent(&c->journal, path);
 	gp_log(c, "wrote %s (%zu bytes, mode %04o, sha256 %s)", path, len,
 	       (unsigned)mode & 07777, sha);
 	return save_journal(c);
@@ -424,8 +454,23 @@ void gp_effect_reboot(struct gp_ctx *c, const char *reason)
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REBOOT);
 	e->reason = gp_xstrdup(reason);
 	c->reboot_requested = true;
-	if (!c->dry_run)
-		gp_log(c, "reboot required: %s", reason);
+	if (c->dry_run)
+		return;
+	gp_log(c, "reboot required: %s", reason);
+	/* Saved at once, not only when the run ends: a run killed after this
+	 * still shows the pending reboot. The engine writes the full record
+	 * (every stage's reason) at the end. */
+	_cleanup_free_ char *why = gp_xasprintf("%s: %s", stage_name(c), reason);
+	_cleanup_free_ char *now = gp_boot_id(&c->root);
+	const char *pending = gp_journal_reboot_reason(&c->journal);
+	_cleanup_free_ char *all =
+	    pending && gp_streq(gp_journal_reboot_boot_id(&c->journal), now) &&
+	            !strstr(pending, why)
+	        ? gp_xasprintf("%s; %s", pending, why)
+	        : NULL;
+	gp_journal_set_reboot(&c->journal, all ? all : why, now);
+	if (gp_journal_save(&c->root, &c->journal) < 0)
+		gp_log(c, "cannot write the journal %s", GP_STATE_FILE);
 }
 
 int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
@@ -872,4 +917,146 @@ size_t gp_ctx_prefetch_start(struct gp_ctx *c)
 	_cleanup_free_ char *names = gp_prefetch_names(c->prefetch);
 	gp_log(c, "downloading in the background: %s", names);
 	return n;
+}
+
+/* --- what a killed run left ---------------------------------------------- */
+
+/* The pid in gpuprov's own temp name ".#NAME.gpuprovPID" or
+ * ".#NAME.gpuprovPID.N" (root.c), or 0 for any other name. */
+static pid_t temp_name_pid(const char *name)
+{
+	if (strncmp(name, ".#", 2) != 0)
+		return 0;
+	const char *tag = NULL;
+	for (const char *p = name + 2; (p = strstr(p, ".gpuprov")); p++)
+		tag = p;
+	if (!tag || !isdigit((unsigned char)tag[8]))
+		return 0;
+	char *end;
+	long pid = strtol(tag + 8, &end, 10);
+	if (*end == '.' && isdigit((unsigned char)end[1]))
+		strtol(end + 1, &end, 10);
+	return *end || pid <= 0 || pid > INT_MAX ? 0 : (pid_t)pid;
+}
+
+/* Is pid this run or another live gpuprov? The pid is one of the machine
+ * gpuprov runs on, so this is the host's process table, not the root's. */
+static bool live_gpuprov(pid_t pid)
+{
+	if (pid == getpid())
+		return true;
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return false;
+	char path[64], comm[32] = "";
+	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n = fd < 0 ? -1 : read(fd, comm, sizeof comm - 1);
+	comm[n > 0 ? n : 0] = '\0';
+	return strcmp(comm, "gpuprov\n") == 0;
+}
+
+/* Adds the directory of path, and its twin in the backup tree, to dirs. */
+static void add_dirs_of(char ***dirs, const char *path)
+{
+	const char *slash = path ? strrchr(path, '/') : NULL;
+	if (!slash || path[0] != '/')
+		return;
+	_cleanup_free_ char *dir = gp_xstrndup(path, (size_t)(slash - path));
+	_cleanup_free_ char *bdir = gp_xasprintf("%s%s", GP_BACKUP_DIR, dir);
+	const char *both[] = { *dir ? dir : "/", bdir };
+	for (size_t i = 0; i < ARRAY_SIZE(both); i++)
+		if (!gp_strv_contains(*dirs, both[i]))
+			gp_strv_push(dirs, both[i]);
+}
+
+/* Removes gpuprov's own temp files whose run is dead from the directories
+ * gpuprov writes to: the journal's, those of every file the journal or the
+ * plan names, and their backup twins. Not journaled: a temp file was never
+ * recorded (it is gone once renamed), so there is nothing to take back. */
+static void remove_stale_temps(struct gp_ctx *c)
+{
+	_cleanup_strv_ char **dirs = gp_xcalloc(1, sizeof(char *));
+	gp_strv_push(&dirs, GP_STATE_DIR);
+	add_dirs_of(&dirs, GP_LOG_FILE);
+	const char *lists[] = { "files", "intents" };
+	for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+		const cJSON *o = cJSON_GetObjectItemCaseSensitive(c->journal.doc,
+		                                                  lists[l]);
+		for (const cJSON *f = o ? o->child : NULL; f; f = f->next)
+			add_dirs_of(&dirs, f->string);
+	}
+	for (size_t i = 0; c->plan && i < c->plan->n_stages; i++)
+		for (size_t j = 0; j < c->plan->stages[i].n_effects; j++)
+			add_dirs_of(&dirs, c->plan->stages[i].effects[j].path);
+	for (size_t i = 0; dirs[i]; i++) {
+		_cleanup_strv_ char **names = NULL;
+		if (gp_root_list_dir(&c->root, dirs[i], &names) < 0)
+			continue;
+		for (size_t k = 0; names[k]; k++) {
+			pid_t pid = temp_name_pid(names[k]);
+			if (!pid || live_gpuprov(pid))
+				continue;
+			_cleanup_free_ char *p = gp_xasprintf(
+			    "%s/%s", strcmp(dirs[i], "/") ? dirs[i] : "", names[k]);
+			struct stat st;
+			if (gp_root_lstat(&c->root, p, &st) < 0 ||
+			    !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+				continue;
+			if (gp_root_unlink(&c->root, p) == 0)
+				gp_log(c,
+				       "removed %s, a temporary file of a run that "
+				       "died (pid %d)",
+				       p, (int)pid);
+		}
+	}
+}
+
+/* Settles the writes a killed run announced and did not record: one that
+ * happened (the file holds exactly what it wrote) is recorded as if that
+ * run had; one that did not is dropped, with the backup it may have taken
+ * (a copy of what is still in place), so the write redoes it under the
+ * same name. True when the journal changed. */
+static bool settle_intents(struct gp_ctx *c)
+{
+	cJSON *intents = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "intents");
+	if (!intents || !intents->child)
+		return false;
+	_cleanup_strv_ char **paths = gp_xcalloc(1, sizeof(char *));
+	for (const cJSON *in = intents->child; in; in = in->next)
+		gp_strv_push(&paths, in->string);
+	for (size_t i = 0; paths[i]; i++) {
+		const char *path = paths[i];
+		const cJSON *in = cJSON_GetObjectItemCaseSensitive(intents, path);
+		const char *want = gp_json_string(in, "sha256", NULL);
+		const char *bak = gp_json_string(in, "backup", NULL);
+		char have[65] = "", bak_sha[65] = "";
+		struct stat st;
+		if (gp_root_lstat(&c->root, path, &st) < 0 || !S_ISREG(st.st_mode) ||
+		    gp_root_sha256_file(&c->root, path, have) < 0)
+			have[0] = '\0';
+		if (want && strcmp(have, want) == 0) {
+			gp_journal_record_file(&c->journal, path, want,
+			                       gp_json_string(in, "stage", "gpuprov"),
+			                       bak);
+			record_fingerprint(c, path);
+			gp_log(c, "%s holds what a run that died wrote; recorded", path);
+		} else if (bak && *have &&
+		           gp_root_sha256_file(&c->root, bak, bak_sha) == 0 &&
+		           strcmp(bak_sha, have) == 0 &&
+		           gp_root_unlink(&c->root, bak) == 0) {
+			gp_log(c,
+			       "removed %s, the backup of a write to %s that did not "
+			       "happen",
+			       bak, path);
+		}
+		gp_journal_clear_intent(&c->journal, path);
+	}
+	return true;
+}
+
+int gp_ctx_recover(struct gp_ctx *c)
+{
+	bool changed = settle_intents(c);
+	remove_stale_temps(c);
+	return changed ? save_journal(c) : 0;
 }

@@ -580,6 +580,8 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		code = preflight(&s, o, out);
 	if (!code && !o->dry_run && open_run_log(&s) < 0)
 		code = report_err(&s);
+	if (!code && !o->dry_run && gp_ctx_recover(&s.c) < 0)
+		code = report_err(&s);
 	if (code) {
 		session_close(&s);
 		return code;

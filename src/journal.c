@@ -539,3 +539,22 @@ void gp_lock_release(int fd)
 	}
 	close(fd);
 }
+
+/* --- intents: a write recorded before it starts (context.c) ------------- */
+
+void gp_journal_set_intent(struct gp_journal *j, const char *path, const char *sha256,
+                           const char *stage, const char *backup)
+{
+	cJSON *in = child_object(child_object(j->doc, "intents"), path);
+	set_string(in, "sha256", sha256);
+	set_string(in, "stage", stage);
+	set_string(in, "backup", backup);
+}
+
+void gp_journal_clear_intent(struct gp_journal *j, const char *path)
+{
+	cJSON *intents = cJSON_GetObjectItemCaseSensitive(j->doc, "intents");
+	cJSON_DeleteItemFromObjectCaseSensitive(intents, path);
+	if (intents && !intents->child)
+		cJSON_DeleteItemFromObjectCaseSensitive(j->doc, "intents");
+}

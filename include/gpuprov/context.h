@@ -121,8 +121,13 @@ int gp_ctx_rewrite_url(struct gp_ctx *c, const char *url, char **out);
 void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a);
 /* Runs a command that changes the target, chrooted when the root is not /. */
 int gp_effect_run(struct gp_ctx *c, char *const argv[]);
-/* Records that a reboot is needed for the stage's changes to take effect. */
+/* Records that a reboot is needed for the stage's changes to take effect
+ * (for real: in the journal at once). */
 void gp_effect_reboot(struct gp_ctx *c, const char *reason);
+/* Before the real pass, under the lock: settles what a killed run left
+ * (writes it announced but did not record, its temp files) in the
+ * directories c->journal and c->plan name. 0, or -1 with c->err set. */
+int gp_ctx_recover(struct gp_ctx *c);
 
 /* Read-only command (a probe, verify): runs in dry-run too. Returns what gp_run returns. */
 struct gp_run_result;

@@ -61,6 +61,13 @@ const char *gp_journal_file_sha256(const struct gp_journal *j, const char *path)
 void gp_journal_forget_file(struct gp_journal *j, const char *path);
 /* Forgets every file recorded below dir. */
 void gp_journal_forget_under(struct gp_journal *j, const char *dir);
+/* A write about to start ("intents"."<path>": the sha256 it writes, the
+ * stage, the backup it takes, or NULL): a run killed between the rename and
+ * the journal's record leaves this, and the next run adopts the file when it
+ * holds exactly that content (gp_ctx_recover). Cleared once recorded. */
+void gp_journal_set_intent(struct gp_journal *j, const char *path, const char *sha256,
+                           const char *stage, const char *backup);
+void gp_journal_clear_intent(struct gp_journal *j, const char *path);
 /* The same reason and boot id again keep the record (and its time). */
 void gp_journal_set_reboot(struct gp_journal *j, const char *reason, const char *boot_id);
 void gp_journal_clear_reboot(struct gp_journal *j);

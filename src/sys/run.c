@@ -1,10 +1,17 @@
 /* The command runner. gp_run resolves the program inside the root (links and ".."
  * resolved as the chrooted child will see them, through root.c), builds a fresh
- * environment, forks, and in the child only: own process group, stdin from /dev/null,
+ * environment and forks a guard, which forks the command: stdin from /dev/null,
  * stdout+stderr into one pipe, chroot + chdir, every other fd closed, execve. Between
- * fork and exec the child makes async-signal-safe calls only and reports a failure
- * through a CLOEXEC pipe. The parent reads the output with poll, waits for exit
- * through a pidfd, and on timeout kills the whole group (TERM, grace, KILL). */
+ * fork and exec (and in the guard, which never execs) only async-signal-safe calls
+ * are made; a failure is reported through a CLOEXEC pipe. The parent reads the output
+ * with poll, waits for the guard (which exits as the command did) through a pidfd,
+ * and on timeout kills the command's whole group (TERM, grace, KILL).
+ *
+ * The guard is there for a gpuprov killed without a chance to stop its command
+ * (SIGKILL): it sees end-of-file on a pipe only gpuprov holds, and then kills the
+ * command's group and, as the child subreaper of the command's tree, every
+ * descendant that left the group (setsid, double fork), so that nothing of a run
+ * keeps running outside its lock. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -207,7 +215,9 @@ struct child_setup {
 	int outfd;
 	int errfd;
 	int maxfd; /* for the close loop on kernels without close_range */
-	pid_t parent;
+	int life_r; /* read end of the pipe only gpuprov holds the write end of */
+	int life_w;
+	pid_t parent; /* gpuprov */
 };
 
 static void close_fds_except(int keep, int maxfd)
@@ -222,44 +232,182 @@ static void close_fds_except(int keep, int maxfd)
 			close(fd);
 }
 
-/* Runs in the child: async-signal-safe calls only. */
-static _Noreturn void child_exec(const struct child_setup *s)
+/* Every signal back to its default and none blocked: ignored signals and the mask
+ * survive exec, and the program expects defaults. */
+static void default_signals(void)
 {
 	struct sigaction sa = { .sa_handler = SIG_DFL };
 	sigset_t none;
-	ssize_t n;
-	int err;
 
-	/* Ignored signals and the mask survive exec; the program expects defaults. */
 	for (int sig = 1; sig < NSIG; sig++)
 		sigaction(sig, &sa, NULL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+}
 
-	if (setpgid(0, 0) < 0)
-		goto fail;
-	/* If gpuprov dies without a chance to stop us (SIGKILL), stop too rather
-	 * than run on outside its lock; and if it is already gone, do not start. */
+static _Noreturn void report_errno(int errfd)
+{
+	int err = errno;
+	ssize_t n = write(errfd, &err, sizeof(err));
+
+	(void)n;
+	_exit(127);
+}
+
+/* Runs in the command's process: async-signal-safe calls only. */
+static _Noreturn void child_exec(const struct child_setup *s, pid_t guard)
+{
+	default_signals();
+	/* If the guard dies without a chance to stop us, stop too; and if it is
+	 * already gone, do not start. */
 	if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
-		goto fail;
-	if (getppid() != s->parent) {
+		report_errno(s->errfd);
+	if (getppid() != guard) {
 		errno = ESRCH;
-		goto fail;
+		report_errno(s->errfd);
 	}
 	if (dup2(s->nullfd, STDIN_FILENO) < 0 || dup2(s->outfd, STDOUT_FILENO) < 0 ||
 	    dup2(s->outfd, STDERR_FILENO) < 0)
-		goto fail;
+		report_errno(s->errfd);
 	if (s->root && chroot(s->root) < 0)
-		goto fail;
+		report_errno(s->errfd);
 	if (chdir("/") < 0)
-		goto fail;
+		report_errno(s->errfd);
 	close_fds_except(s->errfd, s->maxfd);
 	execve(s->path, s->argv, s->envp);
-fail:
-	err = errno;
-	n = write(s->errfd, &err, sizeof(err));
-	(void)n;
-	_exit(127);
+	report_errno(s->errfd);
+}
+
+/* The pids in /proc/self/task/<tid>/children (the guard has one thread) into
+ * pids; how many. Async-signal-safe: no stdio, no allocation. */
+static size_t guard_children(pid_t *pids, size_t max)
+{
+	char path[64] = "/proc/self/task/", digits[16];
+	size_t len = strlen(path), nd = 0, n = 0;
+	pid_t self = getpid();
+	char buf[4096];
+	ssize_t got;
+	int fd;
+	long cur = -1;
+
+	do
+		digits[nd++] = (char)('0' + self % 10);
+	while ((self /= 10) > 0);
+	while (nd)
+		path[len++] = digits[--nd];
+	memcpy(path + len, "/children", sizeof("/children"));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	while ((got = read(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t i = 0; i < got; i++) {
+			if (buf[i] >= '0' && buf[i] <= '9') {
+				cur = (cur < 0 ? 0 : cur * 10) + (buf[i] - '0');
+			} else if (cur >= 0) {
+				if (n < max)
+					pids[n++] = (pid_t)cur;
+				cur = -1;
+			}
+		}
+	}
+	if (cur >= 0 && n < max)
+		pids[n++] = (pid_t)cur;
+	close(fd);
+	return n;
+}
+
+/* gpuprov is gone: the command's group, and every descendant the kernel hands
+ * to us (the subreaper) as its parent dies, is killed and reaped. */
+static _Noreturn void guard_kill_all(void)
+{
+	pid_t kids[256];
+
+	kill(-getpid(), SIGKILL);
+	for (;;) {
+		size_t n = guard_children(kids, ARRAY_SIZE(kids));
+
+		for (size_t i = 0; i < n; i++) {
+			kill(-kids[i], SIGKILL); /* a session or group of its own */
+			kill(kids[i], SIGKILL);
+		}
+		if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD)
+			_exit(128 + SIGKILL);
+	}
+}
+
+/* Ends the guard the way the command ended, so that gpuprov's wait sees the
+ * command's own status. */
+static _Noreturn void guard_mirror(int status)
+{
+	if (WIFSIGNALED(status)) {
+		const struct rlimit none = { 0, 0 };
+		struct sigaction sa = { .sa_handler = SIG_DFL };
+		sigset_t one;
+		int sig = WTERMSIG(status);
+
+		setrlimit(RLIMIT_CORE, &none); /* the command dumped core, if anyone */
+		sigaction(sig, &sa, NULL);
+		sigemptyset(&one);
+		sigaddset(&one, sig);
+		sigprocmask(SIG_UNBLOCK, &one, NULL);
+		kill(getpid(), sig);
+	}
+	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);
+}
+
+/* Runs in the guard, gpuprov's child: async-signal-safe calls only. Starts the
+ * command in a process group whose id is the guard's pid, leaves that group,
+ * and waits for the command's end or gpuprov's. */
+static _Noreturn void guard_run(const struct child_setup *s)
+{
+	struct sigaction ign = { .sa_handler = SIG_IGN };
+	pid_t outer = getpgrp(), guard = getpid(), cmd;
+	int pidfd = -1, status;
+
+	default_signals();
+	/* The stop signals are for the command: gpuprov sends them to its group
+	 * (and a terminal's ^C reaches gpuprov's group, which the guard is in). */
+	sigaction(SIGTERM, &ign, NULL);
+	sigaction(SIGINT, &ign, NULL);
+	sigaction(SIGHUP, &ign, NULL);
+	close(s->life_w);
+	if (setpgid(0, 0) < 0 || prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		report_errno(s->errfd);
+	if (getppid() != s->parent) {
+		errno = ESRCH;
+		report_errno(s->errfd);
+	}
+	cmd = fork();
+	if (cmd < 0)
+		report_errno(s->errfd);
+	if (cmd == 0)
+		child_exec(s, guard);
+	/* The group's id stays this pid (reserved while we live), but only the
+	 * command's tree is in it: gpuprov's kill(-pid) never hits the guard. */
+	setpgid(0, outer);
+	/* Nothing of gpuprov's stays open here: not its output (a reader
+	 * waiting for its end), not the lock. */
+	dup2(s->nullfd, STDIN_FILENO);
+	dup2(s->nullfd, STDOUT_FILENO);
+	dup2(s->nullfd, STDERR_FILENO);
+	close_fds_except(s->life_r, s->maxfd);
+#ifdef SYS_pidfd_open
+	pidfd = (int)syscall(SYS_pidfd_open, cmd, 0);
+#endif
+	for (;;) {
+		struct pollfd p[2] = { { .fd = s->life_r, .events = POLLIN },
+			               { .fd = pidfd, .events = POLLIN } };
+		pid_t w;
+		char b;
+
+		poll(p, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? -1 : EXIT_POLL_MS);
+		/* Reap the command, and orphans of its tree handed to us. */
+		while ((w = waitpid(-1, &status, WNOHANG)) > 0)
+			if (w == cmd)
+				guard_mirror(status);
+		if (p[0].revents && read(s->life_r, &b, 1) <= 0)
+			guard_kill_all();
+	}
 }
 
 struct collector {
@@ -398,6 +546,7 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 	_cleanup_free_ char *path = NULL;
 	_cleanup_strv_ char **envp = NULL;
 	_cleanup_close_ int nullfd = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1;
+	_cleanup_close_ int life_r = -1, life_w = -1;
 	struct collector c = { .pidfd = -1, .outfd = -1 };
 	struct child_setup s;
 	sigset_t all, old;
@@ -436,6 +585,13 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 	err_w = fd_above_stdio(p[1]);
 	if (err_r < 0 || err_w < 0)
 		return -errno;
+	/* Held open by gpuprov alone while the command runs (see guard_run). */
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	life_r = fd_above_stdio(p[0]);
+	life_w = fd_above_stdio(p[1]);
+	if (life_r < 0 || life_w < 0)
+		return -errno;
 	/* Only our end: the child's stdout stays blocking. */
 	if (fcntl(out_r, F_SETFL, O_NONBLOCK) < 0)
 		return -errno;
@@ -450,6 +606,8 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 		.outfd = out_w,
 		.errfd = err_w,
 		.maxfd = maxfd > 0 && maxfd < (1 << 20) ? (int)maxfd : 1 << 20,
+		.life_r = life_r,
+		.life_w = life_w,
 		.parent = getpid(),
 	};
 
@@ -458,15 +616,16 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid = fork();
 	if (pid == 0)
-		child_exec(&s);
+		guard_run(&s);
 	r = pid < 0 ? -errno : 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r < 0)
 		return r;
 
-	/* Also from this side, so that a kill(-pid) can never miss the group; fails
-	 * harmlessly once the child has exec'd. */
-	setpgid(pid, pid);
+	/* No setpgid from this side: the guard makes the group and then leaves it;
+	 * the group exists before the error pipe's end-of-file, the first moment
+	 * gpuprov may signal it. */
+	safe_close(&life_r);
 	safe_close(&out_w);
 	safe_close(&err_w);
 	safe_close(&nullfd);

@@ -9,11 +9,12 @@
 # /etc/ld.so.conf.d/gpuprov-cuda.conf; run ldconfig. The kill points that can
 # be reached from outside lie inside the two commands. The fixture's stub is
 # replaced by one that logs its argv as the normal stub does, tells the test
-# through a fifo that it runs (its pid and its parent's), and blocks until it
-# is killed; the test then signals gpuprov, and gpuprov alone (the stub runs
-# chrooted in a process group of its own), and ends the stub's group after.
-# Or the stub does its work and SIGKILLs its parent itself, so the kill lands
-# after the command's effect and before the journal records it.
+# through a fifo that it runs (its pid and its parent's: gpuprov's guard,
+# src/sys/run.c), and blocks until it is killed; the test then signals
+# gpuprov, and gpuprov alone (the stub runs chrooted in a process group of its
+# own), and ends the stub's group after. Or the stub does its work and
+# SIGKILLs gpuprov itself (the test tells it the pid through a fifo), so the
+# kill lands after the command's effect and before the journal records it.
 #
 # No sleeps: every wait is on a fifo, with a timeout. A process's end is seen
 # as end-of-file on a fifo whose write end only that process holds.
@@ -37,6 +38,8 @@ setup() {
 	REF=$BATS_TEST_TMPDIR/ref
 	GP_PID=
 	STUB_PID=
+	STUB_PGID=
+	GP_PID_FD=
 	GP_WATCH_FD=
 	STUB_WATCH_FD=
 	mkroot "$R" --nouveau unloaded --cuda
@@ -50,8 +53,8 @@ teardown() {
 		wait "$GP_PID" 2> /dev/null || true
 	fi
 	# The stub runs in a process group of its own: end all of it.
-	if [ -n "$STUB_PID" ] && proc_running "$STUB_PID"; then
-		kill -KILL -- "-$STUB_PID" 2> /dev/null || true
+	if [ -n "$STUB_PGID" ]; then
+		kill -KILL -- "-$STUB_PGID" 2> /dev/null || true
 	fi
 	# Whatever else still runs chrooted into one of this test's roots.
 	for p in $(procs_in_root "$R") $(procs_in_root "$REF"); do
@@ -68,6 +71,10 @@ close_watches() {
 	if [ -n "$STUB_WATCH_FD" ]; then
 		exec {STUB_WATCH_FD}<&-
 		STUB_WATCH_FD=
+	fi
+	if [ -n "$GP_PID_FD" ]; then
+		exec {GP_PID_FD}>&-
+		GP_PID_FD=
 	fi
 }
 
@@ -95,21 +102,23 @@ block_stub() {
 }
 
 # self_kill_stub STUB: STUB holds the write end of /tmp/kill-held, does all
-# the fixture's stub does (log, change the tree), then SIGKILLs its parent,
-# gpuprov, before gpuprov can journal that the command ran.
+# the fixture's stub does (log, change the tree), then SIGKILLs gpuprov (its
+# pid read from /tmp/kill-gp-pid) before gpuprov can journal that the command
+# ran.
 self_kill_stub() {
 	save_stub "$1"
+	mkfifo "$R/tmp/kill-gp-pid"
 	{
 		printf '#!/bin/sh\nexec 9<> /tmp/kill-held\n'
 		tail -n +2 "$BATS_TEST_TMPDIR/stub.orig"
-		printf 'kill -KILL "$PPID"\n'
+		printf 'read -r gp < /tmp/kill-gp-pid\nkill -KILL "$gp"\n'
 	} > "$R/$1"
 }
 
 # restore_stub STUB: the fixture's stub again; the fifos are gone.
 restore_stub() {
 	cp -p "$BATS_TEST_TMPDIR/stub.orig" "$R/$1"
-	rm -f "$R/tmp/kill-ready" "$R/tmp/kill-held"
+	rm -f "$R/tmp/kill-ready" "$R/tmp/kill-held" "$R/tmp/kill-gp-pid"
 	close_watches
 }
 
@@ -174,19 +183,22 @@ kill_during() {
 		fail "the install did not reach /$stub:" "$(killed_output)"
 	STUB_PID=${line% *}
 	ppid=${line#* }
-	[ "$ppid" = "$GP_PID" ] || fail "the stub's parent is $ppid, not gpuprov ($GP_PID)"
-	# The stub leads its own process group, apart from gpuprov's.
-	[ "$(proc_pgid "$STUB_PID")" = "$STUB_PID" ] ||
-		fail "the stub is in process group $(proc_pgid "$STUB_PID"), not its own"
-	[ "$(proc_pgid "$GP_PID")" != "$STUB_PID" ]
+	# The stub's parent is gpuprov's guard, whose pid is the id of the
+	# stub's process group, apart from gpuprov's; the guard is not in it.
+	[ "$(_proc_stat_field "$ppid" 4)" = "$GP_PID" ] ||
+		fail "the stub's parent $ppid is not a child of gpuprov ($GP_PID)"
+	STUB_PGID=$(proc_pgid "$STUB_PID")
+	[ "$STUB_PGID" = "$ppid" ] ||
+		fail "the stub is in process group $STUB_PGID, not its guard's ($ppid)"
+	[ "$(proc_pgid "$GP_PID")" != "$STUB_PGID" ]
+	[ "$(proc_pgid "$ppid")" != "$STUB_PGID" ] || fail "the guard is in the stub's group"
 	# Only now is gpuprov killed: the handshake says the stub runs.
 	kill -s "$sig" "$GP_PID"
 	await_gpuprov_end "$sig"
-	if proc_running "$STUB_PID"; then
-		kill -KILL -- "-$STUB_PID"
-	fi
+	kill -KILL -- "-$STUB_PGID" 2> /dev/null || true
 	await_stub_end
 	STUB_PID=
+	STUB_PGID=
 	restore_stub "$stub"
 }
 
@@ -196,6 +208,9 @@ self_killed() {
 	local stub=$1
 	self_kill_stub "$stub"
 	start_install
+	# The pid waits in the fifo (held open here) until the stub reads it.
+	exec {GP_PID_FD}<> "$R/tmp/kill-gp-pid"
+	echo "$GP_PID" >&"$GP_PID_FD"
 	await_gpuprov_end KILL
 	await_stub_end
 	restore_stub "$stub"
@@ -402,8 +417,8 @@ assert_killed_in_ldconfig() {
 
 # stopped_with SIGNAL: an install whose update-initramfs blocks gets SIGNAL
 # (gpuprov only); by the time gpuprov has ended, the stub must have ended
-# too: gpuprov stops its command's group (TERM/INT/HUP) or the kernel does
-# (parent-death signal, SIGKILL) instead of leaving it running unlocked.
+# too: gpuprov stops its command's group (TERM/INT/HUP) or its
+# guard does (SIGKILL of gpuprov) instead of leaving it running unlocked.
 stopped_with() {
 	local sig=$1 line
 	block_stub "$INITRAMFS"
@@ -434,8 +449,105 @@ stopped_with() {
 	assert_killed_in_initramfs
 }
 
-@test "kill: after SIGKILL of gpuprov the running command gets its parent-death signal" {
+@test "kill: after SIGKILL of gpuprov the running command is killed by its guard" {
 	stopped_with KILL
 	assert_killed_in_initramfs
+	finish_and_compare "run update-initramfs -u"
+}
+
+# shim_killed KIND:TEXT: an install SIGKILLed by tests/fixtures/killshim.c
+# right after its first KIND call (create, rename, ...) on a path holding TEXT.
+shim_killed() {
+	local rc=0
+	: "${KILLSHIM:=$REPO_ROOT/build/killshim.so}"
+	[ -f "$KILLSHIM" ] || fail "no kill shim at $KILLSHIM (make build/killshim.so)"
+	{
+		LD_PRELOAD=$KILLSHIM GPUPROV_KILL_MATCH=$1 \
+			ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+			"$GPUPROV" --root "$R" install --profile "$PROFILE" --only "$ONLY" \
+			> "$BATS_TEST_TMPDIR/killed.out" 2>&1 || rc=$?
+	} 2> /dev/null
+	[ "$rc" -eq 137 ] || fail "the install was not killed at $1 (exit $rc):" "$(killed_output)"
+}
+
+@test "kill: SIGKILL right after a file is renamed into place; the rerun records it as gpuprov's" {
+	shim_killed rename:gpuprov-cuda.sh
+	assert_same_file "$EXPECTED/ubuntu2204/gpuprov-cuda.sh" "$R/etc/profile.d/gpuprov-cuda.sh"
+	finish_and_compare "run ldconfig"
+	journal_files "$R/$JOURNAL" | grep -q '^/etc/profile.d/gpuprov-cuda.sh ' ||
+		fail "the file renamed into place before the kill is not journaled:" "$(cat "$R/$JOURNAL")"
+}
+
+@test "kill: SIGKILL while a file or the journal is in its temp file; the rerun removes the temp files" {
+	shim_killed create:.#gpuprov-cuda.sh
+	[ -n "$(temp_files "$R")" ] || fail "the kill left no temp file (the test needs one)"
+	finish_and_compare "run ldconfig"
+	shim_killed create:.#state.json
+	[ -n "$(temp_files "$R")" ] || fail "the kill left no temp file of the journal"
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	[ -z "$(temp_files "$R")" ] || fail "temp files left:" "$(temp_files "$R")"
+}
+
+@test "kill: a temp file whose pid is no live gpuprov goes; a file not named as gpuprov's temp stays" {
+	local dead=$R/etc/profile.d/.#x.gpuprov$$.0 other=$R/etc/profile.d/.#x.gpuprovnot.0
+	: > "$dead"
+	: > "$other"
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	# $$ is bash, not gpuprov: its name is not gpuprov's, so it goes.
+	[ ! -e "$dead" ] || fail "a temp file whose pid is no gpuprov was kept"
+	[ -e "$other" ] || fail "a file not named as gpuprov's temp was removed"
+}
+
+@test "kill: SIGKILL after the nouveau stage asked for a reboot; status shows the reboot pending" {
+	rm -rf "$R"
+	mkroot "$R" --cuda
+	kill_during "$LDCONFIG" KILL
+	gp --root "$R" status
+	assert_status 0
+	assert_stdout_has "reboot pending: nouveau: "
+	gp --root "$R" --json status
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/status.json"
+	[ "$(json_get "$BATS_TEST_TMPDIR/status.json" 'd["reboot"]["boot_id"]')" = \
+		11111111-2222-4333-8444-555555555555 ] || fail "status --json: $output"
+}
+
+# spawning_stub STUB: like block_stub, but STUB first starts a grandchild in
+# its process group and a double-forked one in a session of its own; all
+# three hold the write end of /tmp/kill-held, so its end-of-file says that
+# every one of them has ended. (ash opens /dev/null for a background job:
+# the root gets one for the time of the test.)
+spawning_stub() {
+	save_stub "$1"
+	mkdir -p "$R/dev"
+	: > "$R/dev/null"
+	cat > "$R/$1" <<-'EOF'
+	#!/bin/sh
+	echo "$0 $*" >> /var/log/stub-commands.log
+	exec 9<> /tmp/kill-held
+	sh -c 'read -r _ <&9' &
+	/bin/busybox setsid sh -c 'sh -c "read -r _ <&9" & exit 0'
+	echo "$$ $PPID" > /tmp/kill-ready
+	read -r _ <&9
+	exit 1
+	EOF
+}
+
+@test "kill: after SIGKILL of gpuprov no process of the command survives: children, grandchildren, a double-forked setsid daemon" {
+	spawning_stub "$INITRAMFS"
+	start_install
+	line=$(read_fifo_line "$R/tmp/kill-ready" "$GP_PID" 30) ||
+		fail "the install did not reach /$INITRAMFS:" "$(killed_output)"
+	STUB_PID=${line% *}
+	[ -n "$(procs_in_root "$R" | grep -vx "$STUB_PID")" ] ||
+		fail "the stub started no other process (the test needs them)"
+	kill -KILL "$GP_PID"
+	await_gpuprov_end KILL
+	# No kill from the test: every process of the run must end by itself.
+	await_stub_end
+	STUB_PID=
+	restore_stub "$INITRAMFS"
+	rm -r "$R/dev"
 	finish_and_compare "run update-initramfs -u"
 }

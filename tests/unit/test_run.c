@@ -310,13 +310,16 @@ static void test_background_holds_pipe(_unused_ void **state)
 
 static void test_own_process_group(_unused_ void **state)
 {
-	char *argv[] = { "sh", "-c", "echo $$; cut -d' ' -f5 /proc/$$/stat", NULL };
+	char *argv[] = { "sh", "-c", "echo $$; cut -d' ' -f4,5 /proc/$$/stat", NULL };
 	struct gp_run_result res;
-	long pid, pgrp;
+	long pid, ppid, pgrp;
 
 	run_ok(NULL, argv, &res);
-	assert_int_equal(sscanf(res.output, "%ld\n%ld", &pid, &pgrp), 2);
-	assert_int_equal(pid, pgrp);
+	assert_int_equal(sscanf(res.output, "%ld\n%ld %ld", &pid, &ppid, &pgrp), 3);
+	/* The group's id is the guard's pid (the command's parent), and neither
+	 * gpuprov nor the guard is in it. */
+	assert_true(ppid != getpid());
+	assert_int_equal(pgrp, ppid);
 	assert_true(pgrp != getpgrp());
 	gp_run_result_free(&res);
 }

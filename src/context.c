@@ -400,6 +400,16 @@ static int run_logged(struct gp_ctx *c, char *const argv[], struct gp_run_result
 
 int gp_effect_run(struct gp_ctx *c, char *const argv[])
 {
+	struct gp_run_result failed;
+	int rc = gp_effect_run_result(c, argv, &failed);
+	gp_run_result_free(&failed);
+	return rc;
+}
+
+int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
+                         struct gp_run_result *failed)
+{
+	*failed = (struct gp_run_result){ 0 };
 	if (refuse_when_stopping(c) < 0)
 		return -1;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_RUN);
@@ -419,7 +429,7 @@ int gp_effect_run(struct gp_ctx *c, char *const argv[])
 		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
 		        "%s: '%s' %s%s%s; full output in %s", stage_name(c), cmd, how,
 		        *tail ? ": " : "", tail, GP_LOG_FILE);
-		gp_run_result_free(&res);
+		*failed = res;
 		return -1;
 	}
 	gp_run_result_free(&res);

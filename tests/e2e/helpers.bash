@@ -405,13 +405,13 @@ make_tarball() {
 # stdin and stdout are fifos: its first line is read (bounded wait, no
 # polling), and it exits when HTTPD_FD closes (stop_https_server) or after
 # 60 s. HTTPD_ARGS, when set, adds options (split on spaces: --tree,
-# --notify FIFO, --release FIFO).
+# --notify FIFO, --release FIFO); HTTPD_TLS= (empty) serves plain HTTP.
 start_https_server() {
 	WWW=$BATS_TEST_TMPDIR/www
 	mkdir -p "$WWW"
 	mkfifo "$BATS_TEST_TMPDIR/httpd.in" "$BATS_TEST_TMPDIR/httpd.out"
 	"$PYTHON" "$REPO_ROOT/tests/fixtures/httpd.py" --dir "$WWW" \
-		--log "$BATS_TEST_TMPDIR/httpd.log" --tls cudnn-test --max-seconds 60 ${HTTPD_ARGS-} \
+		--log "$BATS_TEST_TMPDIR/httpd.log" --tls "${HTTPD_TLS-cudnn-test}" --max-seconds 60 ${HTTPD_ARGS-} \
 		< "$BATS_TEST_TMPDIR/httpd.in" > "$BATS_TEST_TMPDIR/httpd.out" 3>&- &
 	exec {HTTPD_FD}> "$BATS_TEST_TMPDIR/httpd.in"
 	exec {HTTPD_OUT}< "$BATS_TEST_TMPDIR/httpd.out"

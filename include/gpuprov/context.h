@@ -123,6 +123,9 @@ struct gp_run_result;
  * that explains the failure from the command's own words. */
 int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
                          struct gp_run_result *failed);
+/* Shows a real run's stage starting (done false) or ending (see
+ * progress.h); nothing in dry-run. */
+void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, bool done);
 /* Records that a reboot is needed for the stage's changes to take effect. */
 void gp_effect_reboot(struct gp_ctx *c, const char *reason);
 

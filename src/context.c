@@ -421,8 +421,48 @@ static int run_logged(struct gp_ctx *c, char *const argv[], struct gp_run_result
 	return 0;
 }
 
+/* run_logged, shown as it starts and while it runs (see progress.h): a
+ * long apt or conda run is not minutes of silence. */
+static int run_announced(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
+{
+	struct gp_progress *p = c->out ? gp_progress_of(c->out) : NULL;
+	if (!p || p->mode == GP_PROGRESS_OFF)
+		return run_logged(c, argv, res);
+	/* The program as it runs: "/usr/sbin/update-initramfs -u". */
+	_cleanup_strv_ char **shown = gp_strv_copy(argv);
+	char *path = NULL;
+	if (gp_run_resolve(c->root.dir, argv[0], &path) == 0 && path) {
+		free(shown[0]);
+		shown[0] = path;
+	}
+	_cleanup_free_ char *what = gp_argv_display(shown);
+	gp_progress_command_begin(p, c->stage ? c->stage->name : NULL, what);
+	int rc = run_logged(c, argv, res);
+	gp_progress_command_end(p, rc < 0 ? -1 : res->exit_code);
+	return rc;
+}
+
+void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, bool done)
+{
+	if (c->dry_run || !c->out)
+		return;
+	gp_progress_stage(gp_progress_of(c->out), sp->name,
+	                  done ? gp_stage_state_id(sp->state) : NULL,
+	                  (uint64_t)gp_monotonic_ms());
+}
+
 int gp_effect_run(struct gp_ctx *c, char *const argv[])
 {
+	struct gp_run_result failed;
+	int rc = gp_effect_run_result(c, argv, &failed);
+	gp_run_result_free(&failed);
+	return rc;
+}
+
+int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
+                         struct gp_run_result *failed)
+{
+	*failed = (struct gp_run_result){ 0 };
 	if (refuse_when_stopping(c) < 0)
 		return -1;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_RUN);
@@ -430,7 +470,7 @@ int gp_effect_run(struct gp_ctx *c, char *const argv[])
 	if (c->dry_run)
 		return 0;
 	struct gp_run_result res = { 0 };
-	int rc = run_logged(c, argv, &res);
+	int rc = run_announced(c, argv, &res);
 	if (rc < 0)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
 		               "%s: cannot run %s in %s: %s", stage_name(c), argv[0],
@@ -442,7 +482,7 @@ int gp_effect_run(struct gp_ctx *c, char *const argv[])
 		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
 		        "%s: '%s' %s%s%s; full output in %s", stage_name(c), cmd, how,
 		        *tail ? ": " : "", tail, GP_LOG_FILE);
-		gp_run_result_free(&res);
+		*failed = res;
 		return -1;
 	}
 	gp_run_result_free(&res);

@@ -286,6 +286,7 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 		return 0;
 	}
 	gp_log(c, "apply");
+	gp_ctx_announce_stage(c, sp, false);
 	if (!c->dry_run) {
 		/* Until the stage ends, status can tell a run that was killed here. */
 		gp_journal_set_stage(&c->journal, st->name, "applying");
@@ -420,6 +421,7 @@ static bool run_pass(struct session *s, const struct gp_options *o)
 		if (run_stage(s, st, gp_profile_stage(s->profile, st->name), sp,
 		              outstanding))
 			failed = true;
+		gp_ctx_announce_stage(c, sp, true);
 		c->stage = NULL;
 	}
 	return failed;

@@ -283,6 +283,12 @@ static void render_effect(const struct gp_effect *e, FILE *f, bool color)
 	}
 }
 
+/* A real run applied what a needed stage needed: it says what was done. */
+static const char *state_word(const struct gp_plan *p, enum gp_stage_state s)
+{
+	return !p->dry_run && s == GP_STATE_NEEDED ? "changed" : gp_stage_state_name(s);
+}
+
 static const char *state_color(enum gp_stage_state s)
 {
 	switch (s) {
@@ -317,8 +323,8 @@ void gp_plan_render_text(const struct gp_plan *p, FILE *f, bool color)
 		const struct gp_stage_plan *sp = &p->stages[i];
 		counts[sp->state]++;
 		fprintf(f, "\n[%zu/%zu] %s: %s%s%s", i + 1, p->n_stages, sp->name,
-		        color ? state_color(sp->state) : "",
-		        gp_stage_state_name(sp->state), color ? "\033[0m" : "");
+		        color ? state_color(sp->state) : "", state_word(p, sp->state),
+		        color ? "\033[0m" : "");
 		if (sp->reason && *sp->reason)
 			fprintf(f, " - %s", sp->reason);
 		fputc('\n', f);
@@ -330,7 +336,7 @@ void gp_plan_render_text(const struct gp_plan *p, FILE *f, bool color)
 	for (enum gp_stage_state s = 0; s <= GP_STATE_FAILED; s++) {
 		if (!counts[s])
 			continue;
-		fprintf(f, "%s%zu %s", sep, counts[s], gp_stage_state_name(s));
+		fprintf(f, "%s%zu %s", sep, counts[s], state_word(p, s));
 		sep = ", ";
 	}
 	if (gp_plan_reboot_required(p))
@@ -449,6 +455,9 @@ cJSON *gp_plan_to_json(const struct gp_plan *p)
 		cJSON_AddStringToObject(s, "name", sp->name);
 		cJSON_AddStringToObject(s, "summary", sp->summary);
 		cJSON_AddStringToObject(s, "state", gp_stage_state_id(sp->state));
+		/* What this run did to the stage ("state" stays what check said). */
+		cJSON_AddBoolToObject(s, "changed",
+		                      !p->dry_run && sp->state == GP_STATE_NEEDED);
 		cJSON_AddStringToObject(s, "reason", sp->reason ? sp->reason : "");
 		cJSON *effects = cJSON_AddArrayToObject(s, "effects");
 		for (size_t j = 0; j < sp->n_effects; j++)

@@ -1,4 +1,5 @@
 /* The download progress renderer (see progress.h). */
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,9 +25,16 @@ enum gp_progress_mode gp_progress_mode_for(const struct gp_out *o)
 	return fd >= 0 && isatty(fd) ? GP_PROGRESS_TTY : GP_PROGRESS_PLAIN;
 }
 
+struct gp_progress *gp_progress_of(struct gp_out *o)
+{
+	if (!o->progress.f)
+		gp_progress_init(&o->progress, o->err, gp_progress_mode_for(o));
+	return &o->progress;
+}
+
 void gp_progress_attach(struct gp_out *o, struct gp_fetch_opts *opts)
 {
-	gp_progress_init(&o->progress, o->err, gp_progress_mode_for(o));
+	gp_progress_of(o);
 	if (opts->progress)
 		return;
 	opts->progress = gp_progress_callback;
@@ -288,4 +296,189 @@ int gp_progress_callback(const struct gp_fetch_progress *ev, void *userdata)
 	gp_progress_event(p, ev, (uint64_t)gp_monotonic_ms());
 	funlockfile(p->f);
 	return 0;
+}
+
+/* --- stages and commands ------------------------------------------------ */
+
+static void json_event(struct gp_progress *p, cJSON *o)
+{
+	char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+	if (s) {
+		fputs(s, p->f);
+		fputc('\n', p->f);
+		cJSON_free(s);
+	}
+	cJSON_Delete(o);
+}
+
+static cJSON *json_stage_event(const char *event, const char *stage)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "event", event);
+	if (stage)
+		cJSON_AddStringToObject(o, "stage", stage);
+	else
+		cJSON_AddNullToObject(o, "stage");
+	return o;
+}
+
+void gp_progress_stage(struct gp_progress *p, const char *stage, const char *state,
+                       uint64_t now_ms)
+{
+	if (!p || !p->f || p->mode == GP_PROGRESS_OFF)
+		return;
+	if (state && !gp_streq(p->stage, stage))
+		return;
+	free(p->stage);
+	p->stage = state ? NULL : gp_xstrdup(stage);
+	if (p->mode == GP_PROGRESS_JSON) {
+		cJSON *o = json_stage_event(state ? "stage_done" : "stage_start", stage);
+		if (o && state)
+			cJSON_AddStringToObject(o, "state", state);
+		json_event(p, o);
+	} else if (!state) {
+		/* The report at the end says how each stage ended. */
+		close_line(p);
+		fprintf(p->f, "gpuprov: stage %s: starting\n", stage);
+	}
+	fflush(p->f);
+}
+
+static void tty_command_line(struct gp_progress *p, uint64_t now_ms)
+{
+	char elapsed[32];
+	gp_format_eta(elapsed, sizeof elapsed,
+	              (double)(now_ms - p->cmd.start_ms) / 1000.0);
+	fprintf(p->f, "\rgpuprov: running: %s  %s\033[K", p->cmd.what, elapsed);
+	p->line_open = true;
+}
+
+static uint64_t command_interval_ms(const struct gp_progress *p)
+{
+	return p->mode == GP_PROGRESS_TTY     ? GP_PROGRESS_CMD_TTY_MS
+	       : p->mode == GP_PROGRESS_PLAIN ? GP_PROGRESS_CMD_PLAIN_MS
+	                                      : GP_PROGRESS_CMD_JSON_MS;
+}
+
+void gp_progress_command(struct gp_progress *p, enum gp_progress_cmd_event ev,
+                         const char *stage, const char *what, int status, uint64_t now_ms)
+{
+	if (!p || !p->f || p->mode == GP_PROGRESS_OFF)
+		return;
+	struct gp_progress_cmd *cmd = &p->cmd;
+	if (ev == GP_PROGRESS_CMD_START) {
+		free(cmd->what);
+		free(cmd->stage);
+		cmd->what = gp_xstrdup(what);
+		cmd->stage = stage ? gp_xstrdup(stage) : NULL;
+		cmd->start_ms = cmd->last_ms = now_ms;
+	} else if (!cmd->what) {
+		return; /* no command started */
+	} else if (ev == GP_PROGRESS_CMD_TICK) {
+		if (now_ms - cmd->last_ms < command_interval_ms(p))
+			return;
+		cmd->last_ms = now_ms;
+	}
+	uint64_t elapsed_ms = now_ms - cmd->start_ms;
+	if (p->mode == GP_PROGRESS_JSON) {
+		static const char *const names[] = { "command_start", "command_progress",
+			                             "command_done" };
+		cJSON *o = json_stage_event(names[ev], cmd->stage);
+		if (o) {
+			cJSON_AddStringToObject(o, "command", cmd->what);
+			cJSON_AddNumberToObject(o, "elapsed_ms", (double)elapsed_ms);
+			if (ev == GP_PROGRESS_CMD_DONE)
+				cJSON_AddNumberToObject(o, "status", status);
+		}
+		json_event(p, o);
+	} else if (p->mode == GP_PROGRESS_TTY) {
+		if (ev == GP_PROGRESS_CMD_START)
+			close_line(p);
+		tty_command_line(p, now_ms);
+		if (ev == GP_PROGRESS_CMD_DONE)
+			close_line(p);
+	} else if (ev == GP_PROGRESS_CMD_START) {
+		fprintf(p->f, "gpuprov: running: %s\n", cmd->what);
+	} else if (ev == GP_PROGRESS_CMD_TICK) {
+		fprintf(p->f, "gpuprov: still running (%llu s): %s\n",
+		        (unsigned long long)(elapsed_ms / 1000), cmd->what);
+	}
+	if (ev == GP_PROGRESS_CMD_DONE) {
+		free(cmd->what);
+		free(cmd->stage);
+		cmd->what = cmd->stage = NULL;
+	}
+	fflush(p->f);
+}
+
+static void command_locked(struct gp_progress *p, enum gp_progress_cmd_event ev,
+                           const char *stage, const char *what, int status)
+{
+	flockfile(p->f);
+	gp_progress_command(p, ev, stage, what, status, (uint64_t)gp_monotonic_ms());
+	funlockfile(p->f);
+}
+
+static void *ticker(void *data)
+{
+	struct gp_progress *p = data;
+	struct gp_progress_cmd *cmd = &p->cmd;
+	uint64_t every = command_interval_ms(p);
+	pthread_mutex_lock(&cmd->lock);
+	while (!cmd->stop) {
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += (time_t)(every / 1000);
+		until.tv_nsec += (long)(every % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		if (pthread_cond_timedwait(&cmd->wake, &cmd->lock, &until) != 0 &&
+		    !cmd->stop)
+			command_locked(p, GP_PROGRESS_CMD_TICK, NULL, NULL, 0);
+	}
+	pthread_mutex_unlock(&cmd->lock);
+	return NULL;
+}
+
+void gp_progress_command_begin(struct gp_progress *p, const char *stage, const char *what)
+{
+	if (!p || !p->f || p->mode == GP_PROGRESS_OFF)
+		return;
+	command_locked(p, GP_PROGRESS_CMD_START, stage, what, 0);
+	struct gp_progress_cmd *cmd = &p->cmd;
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_mutex_init(&cmd->lock, NULL);
+	pthread_cond_init(&cmd->wake, &attr);
+	pthread_condattr_destroy(&attr);
+	cmd->stop = false;
+	/* Without the thread the command is still announced, only not timed. */
+	cmd->ticking = pthread_create(&cmd->thread, NULL, ticker, p) == 0;
+	if (!cmd->ticking) {
+		pthread_cond_destroy(&cmd->wake);
+		pthread_mutex_destroy(&cmd->lock);
+	}
+}
+
+void gp_progress_command_end(struct gp_progress *p, int status)
+{
+	if (!p || !p->f || p->mode == GP_PROGRESS_OFF)
+		return;
+	struct gp_progress_cmd *cmd = &p->cmd;
+	if (cmd->ticking) {
+		pthread_mutex_lock(&cmd->lock);
+		cmd->stop = true;
+		pthread_cond_signal(&cmd->wake);
+		pthread_mutex_unlock(&cmd->lock);
+		pthread_join(cmd->thread, NULL);
+		pthread_cond_destroy(&cmd->wake);
+		pthread_mutex_destroy(&cmd->lock);
+		cmd->ticking = false;
+	}
+	command_locked(p, GP_PROGRESS_CMD_DONE, NULL, NULL, status);
 }

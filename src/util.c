@@ -322,3 +322,48 @@ int64_t gp_monotonic_ms(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+/* Is the line of len bytes at l only blanks? */
+static bool blank_line(const char *l, size_t len)
+{
+	return strspn(l, " \t\r") >= len;
+}
+
+char *gp_output_excerpt(const char *text, const char *from, size_t max_lines,
+                        size_t max_bytes)
+{
+	const char *start = text ? text : "";
+	size_t from_len = from ? strlen(from) : 0, lines = 0;
+	for (const char *l = start; *l; l += strcspn(l, "\n"), l += *l == '\n') {
+		if (from_len && strncmp(l, from, from_len) == 0) {
+			start = l;
+			from_len = 0;
+			lines = 0;
+		}
+		lines += !blank_line(l, strcspn(l, "\n"));
+	}
+	size_t drop = lines > max_lines ? lines - max_lines : 0;
+	struct gp_buf b = { 0 };
+	for (const char *l = start; *l; l += strcspn(l, "\n"), l += *l == '\n') {
+		size_t len = strcspn(l, "\n");
+		if (blank_line(l, len) || (drop && drop--))
+			continue;
+		if (b.len)
+			gp_buf_puts(&b, " / ");
+		for (size_t i = strspn(l, " \t\r"); i < len; i++) {
+			unsigned char ch = (unsigned char)l[i];
+			if (ch == '\t')
+				gp_buf_append(&b, " ", 1);
+			else if (ch >= 0x20 && ch != 0x7f)
+				gp_buf_append(&b, &l[i], 1);
+		}
+	}
+	if (b.len > max_bytes && max_bytes >= 3) {
+		size_t cut = max_bytes - 3;
+		while (cut > 0 && ((unsigned char)b.data[cut] & 0xc0) == 0x80)
+			cut--;
+		b.len = cut;
+		gp_buf_puts(&b, "...");
+	}
+	return gp_buf_steal(&b);
+}

@@ -121,6 +121,15 @@ int gp_ctx_rewrite_url(struct gp_ctx *c, const char *url, char **out);
 void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a);
 /* Runs a command that changes the target, chrooted when the root is not /. */
 int gp_effect_run(struct gp_ctx *c, char *const argv[]);
+struct gp_run_result;
+/* gp_effect_run, and a command that ran and failed leaves its result in
+ * *failed (free it with gp_run_result_free; zeroed otherwise), for a stage
+ * that explains the failure from the command's own words. */
+int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
+                         struct gp_run_result *failed);
+/* Shows a real run's stage starting (done false) or ending (see
+ * progress.h); nothing in dry-run. */
+void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, bool done);
 /* Records that a reboot is needed for the stage's changes to take effect
  * (for real: in the journal at once). */
 void gp_effect_reboot(struct gp_ctx *c, const char *reason);

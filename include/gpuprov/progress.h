@@ -12,9 +12,17 @@
  * - JSON (--json): one object per line (download_start, download_progress at
  *   most every second, download_retry, download_done), so stdout keeps its
  *   single JSON document.
- * - OFF (-q): nothing. */
+ * - OFF (-q): nothing.
+ *
+ * The same renderer announces a real install's stages as they start to
+ * apply changes and the commands they run: "gpuprov: stage NAME: starting", "gpuprov: running: ARGV" (on a
+ * TTY a live line with the time it has run, redrawn every second; plain,
+ * a "still running (N s)" line every 30 s), and in JSON stage_start,
+ * stage_done, command_start, command_progress (every 10 s) and
+ * command_done. */
 #pragma once
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +43,9 @@ enum gp_progress_mode {
 #define GP_PROGRESS_PLAIN_MS 5000
 #define GP_PROGRESS_JSON_MS 1000
 #define GP_PROGRESS_SLOTS 16
+#define GP_PROGRESS_CMD_TTY_MS 1000
+#define GP_PROGRESS_CMD_PLAIN_MS 30000
+#define GP_PROGRESS_CMD_JSON_MS 10000
 
 /* Zero-initialised is a valid, OFF renderer. */
 struct gp_progress {
@@ -49,6 +60,23 @@ struct gp_progress {
 		uint64_t start_ms, start_done; /* at the first START */
 		double rate; /* the last nonzero rate reported */
 	} slots[GP_PROGRESS_SLOTS];
+	char *stage; /* the stage announced as starting, until it is done */
+	struct gp_progress_cmd {
+		char *what; /* the running command as displayed; NULL: none */
+		char *stage;
+		uint64_t start_ms, last_ms;
+		/* gp_progress_command_begin's ticker thread */
+		bool ticking, stop;
+		pthread_t thread;
+		pthread_mutex_t lock;
+		pthread_cond_t wake;
+	} cmd;
+};
+
+enum gp_progress_cmd_event {
+	GP_PROGRESS_CMD_START,
+	GP_PROGRESS_CMD_TICK, /* still running: shown when its interval passed */
+	GP_PROGRESS_CMD_DONE,
 };
 
 void gp_progress_init(struct gp_progress *p, FILE *f, enum gp_progress_mode mode);
@@ -67,6 +95,24 @@ void gp_progress_event(struct gp_progress *p, const struct gp_fetch_progress *ev
  * the stream's lock (flockfile) while rendering, as the output object's
  * messages do. */
 int gp_progress_callback(const struct gp_fetch_progress *ev, void *userdata);
+
+/* The output's renderer, set up (gp_progress_init) on first use. */
+struct gp_progress *gp_progress_of(struct gp_out *o);
+/* A stage starts applying (state NULL) or ends in state (an identifier,
+ * "needed"); the end of a stage that did not start is not shown. */
+void gp_progress_stage(struct gp_progress *p, const char *stage, const char *state,
+                       uint64_t now_ms);
+/* A command of stage starts (what: its display text), is still running, or
+ * is done (status: its exit status, -1 when it did not exit). */
+void gp_progress_command(struct gp_progress *p, enum gp_progress_cmd_event ev,
+                         const char *stage, const char *what, int status,
+                         uint64_t now_ms);
+/* START with CLOCK_MONOTONIC, then a thread sends TICKs at the mode's
+ * interval until gp_progress_command_end sends DONE. Thread-safe as
+ * gp_progress_callback is. */
+void gp_progress_command_begin(struct gp_progress *p, const char *stage,
+                               const char *what);
+void gp_progress_command_end(struct gp_progress *p, int status);
 
 /* "512 B", "1.5 KiB", "123.4 MiB", "2.0 GiB". Returns buf. */
 char *gp_format_bytes(char *buf, size_t n, uint64_t bytes);

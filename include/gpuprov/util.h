@@ -93,6 +93,14 @@ void gp_buf_printf(struct gp_buf *b, const char *fmt, ...) _printf_(2, 3);
 char *gp_buf_steal(struct gp_buf *b); /* returns data ("" if empty), resets b */
 void gp_buf_free(struct gp_buf *b);
 
+/* A command's output quoted in one line for an error message: from the
+ * first line that starts with from (NULL or absent: the whole text), its
+ * last max_lines non-empty lines, blanks trimmed, control characters
+ * dropped, joined with " / ", cut to at most max_bytes (at a UTF-8
+ * boundary, ending "..."). Never NULL. */
+char *gp_output_excerpt(const char *text, const char *from, size_t max_lines,
+                        size_t max_bytes);
+
 /* NULL-terminated string vectors. */
 size_t gp_strv_len(char *const *v);
 char **gp_strv_copy(char *const *v);

@@ -349,6 +349,41 @@ static char *render_condarc(const struct gp_ctx *c, const struct torch *t)
 	return gp_buf_steal(&b);
 }
 
+/* The host[:port] of a plain-http URL, for pip's trusted-host (pip ignores
+ * an http index elsewhere than on loopback unless it is trusted); NULL for
+ * any other scheme: https is verified, never trusted blindly. */
+static char *http_host(const char *url)
+{
+	if (!url || strncmp(url, "http://", 7) != 0)
+		return NULL;
+	const char *host = url + 7;
+	size_t len = strcspn(host, "/?#");
+	const char *at = memchr(host, '@', len);
+	if (at) {
+		len -= (size_t)(at + 1 - host);
+		host = at + 1;
+	}
+	return len ? gp_xstrndup(host, len) : NULL;
+}
+
+/* "trusted-host =" with each http index's host once (profile validation
+ * only lets http through with allow_insecure_http). */
+static void append_trusted_hosts(struct gp_buf *b, const struct torch *t)
+{
+	char **hosts = gp_xcalloc(1, sizeof(char *));
+	_cleanup_free_ char *main_host = http_host(t->index);
+	if (main_host)
+		gp_strv_push(&hosts, main_host);
+	for (size_t i = 0; t->extra && t->extra[i]; i++) {
+		_cleanup_free_ char *h = http_host(t->extra[i]);
+		if (h && !gp_strv_contains(hosts, h))
+			gp_strv_push(&hosts, h);
+	}
+	for (size_t i = 0; hosts[i]; i++)
+		gp_buf_printf(b, "%s%s\n", i ? "    " : "trusted-host =\n    ", hosts[i]);
+	gp_strv_free(hosts);
+}
+
 static char *render_pip_conf(const struct gp_ctx *c, const struct torch *t)
 {
 	struct gp_buf b = { 0 };
@@ -362,6 +397,7 @@ static char *render_pip_conf(const struct gp_ctx *c, const struct torch *t)
 	for (size_t i = 0; t->extra && t->extra[i]; i++)
 		gp_buf_printf(&b, "%s%s\n", i ? "    " : "extra-index-url =\n    ",
 		              t->extra[i]);
+	append_trusted_hosts(&b, t);
 	if (t->ca_bundle)
 		gp_buf_printf(&b, "cert = %s\n", t->ca_bundle);
 	if (t->proxy)
@@ -528,21 +564,34 @@ static int torch_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	return 0;
 }
 
-/* After a failed pip run: what the error most likely means. */
-static void pip_hint(struct gp_ctx *c, const struct torch *t)
+/* pip's own words, from its first "ERROR:" line (its errors come last),
+ * bounded and without control characters: they go to a terminal. */
+#define PIP_QUOTE_LINES 6
+#define PIP_QUOTE_BYTES 600
+
+/* After a failed pip run: what pip said and what it most likely means. */
+static void pip_hint(struct gp_ctx *c, const struct torch *t, char *const argv[],
+                     const struct gp_run_result *res)
 {
-	_cleanup_free_ char *msg = gp_xstrdup(c->err->msg);
-	if (strstr(msg, "Expected sha256"))
-		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
-		        "%s; a wheel does not match the sha256 the index %s gives for "
-		        "it (a corrupt mirror or a tampered file): pip installed nothing",
-		        msg, t->index);
-	else
-		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
-		        "%s; pip installed nothing: check that the index %s is reachable "
-		        "from the target (stages.pytorch.index_url, proxy, ca_bundle, or "
-		        "--mirror) and has these versions",
-		        msg, t->index);
+	if (!res->output)
+		return; /* pip did not run: c->err says why */
+	_cleanup_free_ char *cmd = gp_strv_join(argv, " ");
+	_cleanup_free_ char *how = gp_run_describe(res, c->cmd_timeout_ms);
+	_cleanup_free_ char *said = gp_output_excerpt(
+	    res->output, "ERROR:", PIP_QUOTE_LINES, PIP_QUOTE_BYTES);
+	_cleanup_free_ char *hint =
+	    strstr(res->output, "Expected sha256")
+	        ? gp_xasprintf("a wheel does not match the sha256 the index %s gives "
+	                       "for it (a corrupt mirror or a tampered file): pip "
+	                       "installed nothing",
+	                       t->index)
+	        : gp_xasprintf("pip installed nothing: check that the index %s is "
+	                       "reachable from the target (stages.pytorch.index_url, "
+	                       "proxy, ca_bundle, or --mirror) and has these versions",
+	                       t->index);
+	gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+	        "pytorch: '%s' %s; pip said: %s; %s; full output in %s", cmd, how,
+	        *said ? said : "nothing", hint, GP_LOG_FILE);
 }
 
 static void push_channels(char ***argv, const struct torch *t)
@@ -676,12 +725,13 @@ static int install_packages(struct gp_ctx *c, const struct torch *t,
 	}
 	for (size_t i = 0; todo[i]; i++)
 		gp_strv_push(&argv, todo[i]);
-	if (run_argv(c, argv) < 0) {
-		if (pip_installs(t))
-			pip_hint(c, t);
-		return -1;
-	}
-	return 0;
+	struct gp_run_result failed;
+	int rc = gp_effect_run_result(c, argv, &failed);
+	if (rc < 0 && pip_installs(t))
+		pip_hint(c, t, argv, &failed);
+	gp_run_result_free(&failed);
+	gp_strv_free(argv);
+	return rc;
 }
 
 static int torch_apply(struct gp_ctx *c, const cJSON *cfg)

@@ -142,3 +142,24 @@ options snd-hda-intel power_save=1" ]
 	assert_stdout_has "pass  initramfs"
 	refute_stdout_has "fail  linker configuration"
 }
+
+@test "install: the report says what the run changed; plan and --json keep 'needed'" {
+	gp --root "$R" plan --profile "$PROFILE" --only "$ONLY"
+	assert_stdout_has "nouveau: needed - "
+	assert_stdout_has "summary: 2 needed"
+	install_ubuntu
+	assert_status 5
+	assert_stdout_has "gpuprov install: profile"
+	assert_stdout_has "nouveau: changed - "
+	assert_stdout_has "env: changed - "
+	assert_stdout_has "summary: 2 changed"
+	refute_stdout_has "needed"
+	# JSON: "state" stays what check said, "changed" is what the run did.
+	rm -rf "$R"
+	setup_ubuntu_root
+	gp --root "$R" install --json --profile "$PROFILE" --only "$ONLY"
+	assert_status 5
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/run.json"
+	[ "$(json_get "$BATS_TEST_TMPDIR/run.json" '[(s["name"], s["state"], s["changed"]) for s in d["stages"] if s["name"] in ("nouveau", "driver")]')" = '[["nouveau", "needed", true], ["driver", "skipped", false]]' ] ||
+		fail "stages: $(json_get "$BATS_TEST_TMPDIR/run.json" 'd["stages"]')"
+}

@@ -116,3 +116,37 @@ teardown() {
 	assert_status 4
 	assert_stderr_has "stages.pytorch.python is 3.10, but method venv uses the distro's Python, 3.11"
 }
+
+@test "pytorch venv: a plain-http mirror by name (allow_insecure_http) gets trusted-host; https never does" {
+	torch_profile cu118
+	gp --root "$R" plan --profile "$P" --only pytorch
+	assert_status 0
+	refute_stdout_has "trusted-host"
+	# pip trusts 127.0.0.0/8 by address only: reach the loopback index by a
+	# name, as a lab mirror is, over plain HTTP.
+	stop_https_server
+	rm -f "$BATS_TEST_TMPDIR"/httpd.in "$BATS_TEST_TMPDIR"/httpd.out
+	HTTPD_TLS= HTTPD_ARGS=--tree start_https_server
+	echo "127.0.0.1 wheels.lab.test" >> "$R/etc/hosts"
+	torch_profile cu118
+	sed -i "s|https://127.0.0.1:$PORT/|http://wheels.lab.test:$PORT/|; s|^{|{ \"allow_insecure_http\": true,|" "$P"
+	gp --root "$R" install --profile "$P" --only pytorch
+	assert_status 0
+	[ "$(dist_version "$R$V" torch)" = 2.7.1+cu118 ] || fail "torch: $(dist_version "$R$V" torch)"
+	grep -A1 -x "trusted-host =" "$R$V/pip.conf" | grep -qx "    wheels.lab.test:$PORT" ||
+		fail "pip.conf: $(cat "$R$V/pip.conf")"
+}
+
+@test "pytorch venv: a pip failure's hint quotes pip's last error lines, bounded, without control characters" {
+	# A PEP 503 page whose only link is a wheel the index does not have:
+	# pip reports its own error, and gpuprov must pass it on.
+	torch_profile cu118 9.9.9
+	gp --root "$R" install --profile "$P" --only pytorch
+	assert_status 1
+	assert_stderr_has "pip said: ERROR: Could not find a version that satisfies the requirement torch==9.9.9+cu118"
+	assert_stderr_has "ERROR: No matching distribution found for torch==9.9.9+cu118"
+	local said=${stderr#*pip said: }
+	said=${said%%$'\n'*}
+	[ "${#said}" -le 900 ] || fail "the quote is not bounded: ${#said} characters"
+	# Control characters in pip's output: tests/unit/test_util.c.
+}

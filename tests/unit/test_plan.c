@@ -73,6 +73,17 @@ static void test_text(void **state)
 	char *again = render(p, false);
 	assert_string_equal(text, again);
 	free(again);
+	/* A real run says what it did, not what was needed. */
+	p->dry_run = false;
+	char *done = render(p, false);
+	assert_non_null(strstr(done, "gpuprov install: profile"));
+	assert_non_null(
+	    strstr(done, "[1/3] nouveau: changed - nouveau is not blacklisted\n"));
+	assert_non_null(
+	    strstr(done, "summary: 1 satisfied, 1 changed, 1 not implemented;"));
+	assert_null(strstr(done, "needed"));
+	free(done);
+	p->dry_run = true;
 	free(text);
 	/* Colour only when asked. */
 	text = render(p, true);
@@ -174,6 +185,7 @@ static void test_json(void **state)
 	                    "nouveau");
 	assert_string_equal(cJSON_GetObjectItemCaseSensitive(s0, "state")->valuestring,
 	                    "needed");
+	assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(s0, "changed")));
 	const cJSON *effects = cJSON_GetObjectItemCaseSensitive(s0, "effects");
 	const cJSON *w = cJSON_GetArrayItem(effects, 0);
 	assert_string_equal(cJSON_GetObjectItemCaseSensitive(w, "type")->valuestring,

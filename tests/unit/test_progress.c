@@ -333,6 +333,85 @@ static void test_mode_for(void **state)
 	free(buf);
 }
 
+static void test_command_plain(void **state)
+{
+	struct capture c;
+	cap_open(&c, GP_PROGRESS_PLAIN);
+	gp_progress_stage(&c.p, "nouveau", NULL, 1000);
+	gp_progress_command(&c.p, GP_PROGRESS_CMD_START, "nouveau",
+	                    "/usr/sbin/update-initramfs -u", 0, 1000);
+	gp_progress_command(&c.p, GP_PROGRESS_CMD_TICK, NULL, NULL, 0, 1000 + 29999);
+	gp_progress_command(&c.p, GP_PROGRESS_CMD_TICK, NULL, NULL, 0, 1000 + 30000);
+	gp_progress_command(&c.p, GP_PROGRESS_CMD_TICK, NULL, NULL, 0, 1000 + 45000);
+	gp_progress_command(&c.p, GP_PROGRESS_CMD_DONE, NULL, NULL, 0, 1000 + 61000);
+	gp_progress_stage(&c.p, "nouveau", "needed", 62000);
+	/* A tick after the end, or the end of a stage never started: nothing. */
+	gp_progress_command(&c.p, GP_PROGRESS_CMD_TICK, NULL, NULL, 0, 99000);
+	gp_progress_stage(&c.p, "env", "satisfied", 99000);
+	assert_string_equal(
+	    cap_text(&c),
+	    "gpuprov: stage nouveau: starting\n"
+	    "gpuprov: running: /usr/sbin/update-initramfs -u\n"
+	    "gpuprov: still running (30 s): /usr/sbin/update-initramfs -u\n");
+	cap_close(&c);
+}
+
+static void test_command_tty(void **state)
+{
+	struct capture c;
+	cap_open(&c, GP_PROGRESS_TTY);
+	gp_progress_command(&c.p, GP_PROGRESS_CMD_START, "env", "/sbin/ldconfig", 0, 500);
+	gp_progress_command(&c.p, GP_PROGRESS_CMD_TICK, NULL, NULL, 0, 1400);
+	gp_progress_command(&c.p, GP_PROGRESS_CMD_TICK, NULL, NULL, 0, 2500);
+	gp_progress_command(&c.p, GP_PROGRESS_CMD_DONE, NULL, NULL, 1, 65500);
+	assert_string_equal(cap_text(&c),
+	                    "\rgpuprov: running: /sbin/ldconfig  0:00\033[K"
+	                    "\rgpuprov: running: /sbin/ldconfig  0:02\033[K"
+	                    "\rgpuprov: running: /sbin/ldconfig  1:05\033[K\n");
+	assert_false(c.p.line_open);
+	cap_close(&c);
+}
+
+static void test_command_json_and_off(void **state)
+{
+	struct capture c;
+	cap_open(&c, GP_PROGRESS_JSON);
+	gp_progress_stage(&c.p, "env", NULL, 0);
+	gp_progress_command(&c.p, GP_PROGRESS_CMD_START, "env", "/sbin/ldconfig", 0, 0);
+	gp_progress_command(&c.p, GP_PROGRESS_CMD_TICK, NULL, NULL, 0, 10000);
+	gp_progress_command(&c.p, GP_PROGRESS_CMD_DONE, NULL, NULL, 3, 12000);
+	gp_progress_stage(&c.p, "env", "failed", 12000);
+	assert_string_equal(
+	    cap_text(&c),
+	    "{\"event\":\"stage_start\",\"stage\":\"env\"}\n"
+	    "{\"event\":\"command_start\",\"stage\":\"env\",\"command\":\"/sbin/"
+	    "ldconfig\",\"elapsed_ms\":0}\n"
+	    "{\"event\":\"command_progress\",\"stage\":\"env\",\"command\":\"/sbin/"
+	    "ldconfig\",\"elapsed_ms\":10000}\n"
+	    "{\"event\":\"command_done\",\"stage\":\"env\",\"command\":\"/sbin/"
+	    "ldconfig\",\"elapsed_ms\":12000,\"status\":3}\n"
+	    "{\"event\":\"stage_done\",\"stage\":\"env\",\"state\":\"failed\"}\n");
+	cap_close(&c);
+	cap_open(&c, GP_PROGRESS_OFF);
+	gp_progress_stage(&c.p, "env", NULL, 0);
+	gp_progress_command_begin(&c.p, "env", "/sbin/ldconfig");
+	gp_progress_command_end(&c.p, 0);
+	assert_string_equal(cap_text(&c), "");
+	cap_close(&c);
+}
+
+/* The ticker thread starts and stops (no TICK within a 1 s interval). */
+static void test_command_begin_end(void **state)
+{
+	struct capture c;
+	cap_open(&c, GP_PROGRESS_PLAIN);
+	gp_progress_command_begin(&c.p, "env", "/sbin/ldconfig");
+	gp_progress_command_end(&c.p, 0);
+	assert_string_equal(cap_text(&c), "gpuprov: running: /sbin/ldconfig\n");
+	assert_null(c.p.cmd.what);
+	cap_close(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -349,6 +428,10 @@ int main(void)
 		cmocka_unit_test(test_off),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_mode_for),
+		cmocka_unit_test(test_command_plain),
+		cmocka_unit_test(test_command_tty),
+		cmocka_unit_test(test_command_json_and_off),
+		cmocka_unit_test(test_command_begin_end),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

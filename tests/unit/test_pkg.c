@@ -176,6 +176,11 @@ static void test_rpmdb(void **state)
 	gp_root_close(&r);
 	char *n, *v;
 	assert_int_equal(gp_rpm_header_parse(blob, 7, &n, &v), -EINVAL);
+	/* An empty NAME or VERSION is no name or version (found by fuzz_rpm_header). */
+	assert_int_equal(
+	    gp_rpm_header_parse(blob, rpm_blob(blob, "", "1", "1", -1), &n, &v), -EINVAL);
+	assert_int_equal(
+	    gp_rpm_header_parse(blob, rpm_blob(blob, "x", "", "1", -1), &n, &v), -EINVAL);
 	tu_rmrf(dir);
 	free(dir);
 }

@@ -46,7 +46,7 @@ BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-de
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
 	python3-jsonschema clang-format cppcheck openssl debootstrap apt-utils dpkg-dev gnupg
 
-.PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long lint install uninstall clean deps deps-demo demo
+.PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long deps-fuzz lint install uninstall clean deps deps-demo demo
 
 all: gpuprov
 
@@ -98,6 +98,7 @@ demo: deps-demo
 FUZZ_SECONDS ?= 10
 FUZZ_RUNS ?= 10000000
 FUZZ_CC ?= clang
+FUZZ_DEPS := clang libclang-rt-14-dev
 FUZZ_DIR := build-fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 # clang: -Wformat=2 also warns of the printf wrappers (gcc does not).
@@ -132,12 +133,16 @@ fuzz-run-%: $(FUZZ_DIR)/%
 	@FUZZ_SEEDS="$(FUZZ_SEEDS_$*)" FUZZ_MAXLEN="$(FUZZ_MAXLEN_$*)" \
 		sh tests/fuzz/run.sh $(FUZZ_DIR) $* $(FUZZ_OPT)
 
-fuzz: $(FUZZ_NAMES:%=fuzz-run-%)
+fuzz: deps-fuzz
+	$(MAKE) -k $(FUZZ_NAMES:%=fuzz-run-%)
+
+deps-fuzz:
+	@sh tests/deps.sh $(FUZZ_DEPS)
 
 # One target at a time (they would only share the cores otherwise).
-fuzz-long: $(FUZZ_BINS)
-	$(MAKE) -j1 $(FUZZ_NAMES:%=fuzz-run-%) FUZZ_OPT=-runs=$(FUZZ_RUNS)
-	@sh tests/fuzz/run.sh $(FUZZ_DIR) --summary $(FUZZ_NAMES)
+fuzz-long: deps-fuzz
+	$(MAKE) -j1 -k $(FUZZ_NAMES:%=fuzz-run-%) FUZZ_OPT=-runs=$(FUZZ_RUNS); rc=$$?; \
+	sh tests/fuzz/run.sh $(FUZZ_DIR) --summary $(FUZZ_NAMES); exit $$rc
 
 # Benchmark (issue 4): gpuprov installing a >=300 MB cuDNN-shaped .tar.xz over
 # loopback HTTPS vs curl + sha256sum -c + tar -xJf; prints times, ratio, peak

@@ -46,7 +46,7 @@ BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-de
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
 	python3-jsonschema clang-format cppcheck openssl debootstrap apt-utils dpkg-dev gnupg
 
-.PHONY: all check check-asan test-run fuzz lint install uninstall clean deps deps-demo demo
+.PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long deps-fuzz lint install uninstall clean deps deps-demo demo
 
 all: gpuprov
 
@@ -102,23 +102,60 @@ demo: deps-demo
 	$(MAKE) all
 	@sh tests/demo.sh ./gpuprov
 
-# libFuzzer on the profile loader (clang, libclang-rt-14-dev). FUZZ_SECONDS
-# bounds the run; the seed corpus is the catalogue plus the broken profiles.
-FUZZ_SECONDS ?= 60
+# libFuzzer targets (clang, libclang-rt-14-dev): tests/fuzz/fuzz_<name>.c,
+# one per parser of bytes gpuprov does not control, each with its seed corpus
+# tests/fuzz/corpus/fuzz_<name>/ (and tests/fuzz/fuzz_<name>.dict when there
+# is one). The library is compiled once into $(FUZZ_DIR)/obj for all of them.
+# `make fuzz` runs each for FUZZ_SECONDS; `make fuzz-long` runs each for
+# FUZZ_RUNS executions, one after the other, and prints the counts reached.
+FUZZ_SECONDS ?= 10
+FUZZ_RUNS ?= 10000000
 FUZZ_CC ?= clang
-FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-FUZZ_LIB_SRCS := $(filter-out src/main.c,$(LIB_SRCS))
-build-fuzz/fuzz_profile: tests/fuzz/fuzz_profile.c $(FUZZ_LIB_SRCS) $(wildcard include/gpuprov/*.h)
-	@mkdir -p build-fuzz
-	$(FUZZ_CC) -std=gnu11 $(FUZZ_FLAGS) -Iinclude -D_GNU_SOURCE -DGP_SRCDIR='"$(CURDIR)"' \
-		-DGP_DATADIR='"$(DATADIR)"' -DGP_VERSION='"$(VERSION)"' $(PKG_CFLAGS) \
-		-o $@ tests/fuzz/fuzz_profile.c $(FUZZ_LIB_SRCS) $(PKG_LIBS)
+FUZZ_DEPS := clang libclang-rt-14-dev
+FUZZ_DIR := build-fuzz
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
+# clang: -Wformat=2 also warns of the printf wrappers (gcc does not).
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -fno-omit-frame-pointer $(WARNINGS) -Wno-format-nonliteral \
+	$(FUZZ_SAN)
+FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_NAMES := $(FUZZ_SRCS:tests/fuzz/%.c=%)
+FUZZ_BINS := $(FUZZ_NAMES:%=$(FUZZ_DIR)/%)
+FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_DIR)/obj/%.o)
+# The profile loader also starts from the catalogue and the test profiles.
+FUZZ_SEEDS_fuzz_profile := profiles tests/fixtures/profiles tests/fixtures/bad-profiles \
+	tests/fixtures/broken-profiles
+FUZZ_MAXLEN_fuzz_profile := 65536
 
-fuzz: build-fuzz/fuzz_profile
-	@rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus
-	@find profiles tests/fixtures -name '*.json' -exec cp --backup=numbered -t build-fuzz/corpus {} +
-	./build-fuzz/fuzz_profile -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
-		-timeout=10 -rss_limit_mb=2048 build-fuzz/corpus
+$(FUZZ_DIR)/obj/%.o: %.c $(wildcard include/gpuprov/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(ALL_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_DIR)/libgpuprov.a: $(FUZZ_LIB_OBJS)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_DIR)/libgpuprov.a
+	$(FUZZ_CC) $(ALL_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Itests/fuzz -o $@ $< \
+		$(FUZZ_DIR)/libgpuprov.a $(PKG_LIBS)
+
+fuzz-build: $(FUZZ_BINS)
+
+# One run of one target; FUZZ_OPT says how long.
+FUZZ_OPT = -max_total_time=$(FUZZ_SECONDS)
+fuzz-run-%: $(FUZZ_DIR)/%
+	@FUZZ_SEEDS="$(FUZZ_SEEDS_$*)" FUZZ_MAXLEN="$(FUZZ_MAXLEN_$*)" \
+		sh tests/fuzz/run.sh $(FUZZ_DIR) $* $(FUZZ_OPT)
+
+fuzz: deps-fuzz
+	$(MAKE) -k $(FUZZ_NAMES:%=fuzz-run-%)
+
+deps-fuzz:
+	@sh tests/deps.sh $(FUZZ_DEPS)
+
+# One target at a time (they would only share the cores otherwise).
+fuzz-long: deps-fuzz
+	$(MAKE) -j1 -k $(FUZZ_NAMES:%=fuzz-run-%) FUZZ_OPT=-runs=$(FUZZ_RUNS); rc=$$?; \
+	sh tests/fuzz/run.sh $(FUZZ_DIR) --summary $(FUZZ_NAMES); exit $$rc
 
 # Benchmark (issue 4): gpuprov installing a >=300 MB cuDNN-shaped .tar.xz over
 # loopback HTTPS vs curl + sha256sum -c + tar -xJf; prints times, ratio, peak
@@ -129,7 +166,8 @@ bench: $(BUILD)/gpuprov
 	sh tests/bench/bench.sh $(CURDIR)/$(BUILD)/gpuprov
 
 lint:
-	clang-format --dry-run --Werror src/*.c src/*/*.c include/gpuprov/*.h tests/unit/*.c tests/unit/*.h
+	clang-format --dry-run --Werror src/*.c src/*/*.c include/gpuprov/*.h tests/unit/*.c tests/unit/*.h \
+		tests/fuzz/*.c tests/fuzz/*.h
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
 		--suppress=missingIncludeSystem --inline-suppr -Iinclude -D_GNU_SOURCE src
 

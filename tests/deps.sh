@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs the Debian packages named as arguments that are missing.
-# Used by `make deps`, `make check` and `make demo`.
+# Used by `make deps`, `make check`, `make demo` and `make fuzz`.
 set -eu
 missing=""
 for p in "$@"; do

@@ -166,6 +166,14 @@ int gp_archive_extract_file(const struct gp_root *root, const char *dest,
                             const char *path, const struct gp_archive_opts *opts,
                             struct gp_archive_result *res);
 
+/* The checks on each entry's names, as the extraction makes them: an entry
+ * path or hardlink target normalised ("./a//b/./c/" is "a/b/c", "" the
+ * archive's root), or NULL with *why set when it is absolute or has a ".."
+ * component; and NULL when a symlink at rel (normalised) may point to
+ * target, else why not (see the rules above). */
+char *gp_archive_norm_path(const char *p, const char **why);
+const char *gp_archive_symlink_check(const char *rel, const char *target);
+
 /* A short description of a code from the functions above ("unsafe archive
  * entry", or strerror for -errno). */
 const char *gp_archive_strerror(int rc);

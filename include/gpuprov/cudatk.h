@@ -22,6 +22,13 @@ void gp_cuda_probe_free(struct gp_cuda_probe *p);
 
 /* "X.Y" of CUDA_VERSION in a cuda.h text, or NULL. */
 char *gp_cuda_header_parse(const char *text);
+/* .cuda.version of a version.json text, or NULL. */
+char *gp_cuda_version_json_parse(const char *text);
+/* The version of a version.txt text ("CUDA Version 11.0.221"), or NULL. */
+char *gp_cuda_version_txt_parse(const char *text);
+/* "MAJOR.MINOR.PATCHLEVEL" of the CUDNN_* defines in a cudnn_version.h
+ * text, or NULL. */
+char *gp_cudnn_header_parse(const char *text);
 /* The version in `nvcc --version` output (V number, else release), or NULL. */
 char *gp_nvcc_version_parse(const char *text);
 /* Does version v ("12.4.131", "12.4") agree with want ("12.4" or "12.4.1")?

@@ -73,6 +73,9 @@ struct gp_pci_list {
  * with an unreadable or unparsable one are left out and listed in skipped.
  * -EAGAIN when a lookup could not be made. On failure *list is empty. */
 int gp_pci_scan(const struct gp_root *r, struct gp_pci_list *list);
+/* One sysfs id value ("0x10de\n": hex, at most 8 digits, "0x" optional,
+ * blanks around it); -EINVAL for anything else. */
+int gp_pci_hex_parse(const char *text, unsigned *out);
 void gp_pci_list_free(struct gp_pci_list *list);
 /* NVIDIA display/3D controller (vendor 0x10de, class 0x0300 or 0x0302). */
 bool gp_pci_is_nvidia_gpu(const struct gp_pci_device *d);

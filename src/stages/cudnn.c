@@ -56,6 +56,7 @@
 #include <sys/stat.h>
 
 #include "gpuprov/archive.h"
+#include "gpuprov/cudatk.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 #include "gpuprov/nvdriver.h"
@@ -165,12 +166,7 @@ static char *header_version(struct gp_ctx *c, const char *path)
 	_cleanup_free_ char *text = NULL;
 	if (gp_ctx_read(c, path, &text, NULL) < 0)
 		return NULL;
-	const char *keys[] = { "CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL" };
-	long v[3];
-	for (int i = 0; i < 3; i++)
-		if (!gp_header_define(text, keys[i], &v[i]) || v[i] < 0)
-			return NULL;
-	return gp_xasprintf("%ld.%ld.%ld", v[0], v[1], v[2]);
+	return gp_cudnn_header_parse(text);
 }
 
 /* Is each package installed (at the profile's version, when it has one)?

@@ -284,13 +284,7 @@ static char *installed_version(struct gp_ctx *c, const struct torch *t, const ch
 			if (strncmp(n, name, nlen) != 0 || n[nlen] != '-' ||
 			    gp_ctx_read(c, path, &text, NULL) < 0)
 				continue;
-			cJSON *doc = cJSON_Parse(text);
-			const char *jn = gp_json_string(doc, "name", NULL);
-			const char *jv = gp_json_string(doc, "version", NULL);
-			_cleanup_free_ char *norm = jn ? normalize(jn, strlen(jn)) : NULL;
-			char *r = norm && jv && strcmp(norm, want) == 0 ? gp_xstrdup(jv)
-			                                                : NULL;
-			cJSON_Delete(doc);
+			char *r = gp_conda_meta_version(text, want);
 			if (r)
 				return r;
 			continue;
@@ -298,12 +292,30 @@ static char *installed_version(struct gp_ctx *c, const struct torch *t, const ch
 		_cleanup_free_ char *norm = normalize(n, strcspn(n, "-"));
 		if (strcmp(norm, want) != 0 || gp_ctx_read(c, path, &text, NULL) < 0)
 			continue;
-		_cleanup_strv_ char **lines = gp_strv_split(text, '\n');
-		for (size_t j = 0; lines[j] && *lines[j] != '\r'; j++)
-			if (gp_str_starts_with(lines[j], "Version: "))
-				return gp_xstrndup(lines[j] + 9,
-				                   strcspn(lines[j] + 9, "\r "));
+		char *r = gp_pip_metadata_version(text);
+		if (r)
+			return r;
 	}
+	return NULL;
+}
+
+char *gp_conda_meta_version(const char *text, const char *want)
+{
+	cJSON *doc = cJSON_Parse(text);
+	const char *jn = gp_json_string(doc, "name", NULL);
+	const char *jv = gp_json_string(doc, "version", NULL);
+	_cleanup_free_ char *norm = jn ? normalize(jn, strlen(jn)) : NULL;
+	char *r = norm && jv && strcmp(norm, want) == 0 ? gp_xstrdup(jv) : NULL;
+	cJSON_Delete(doc);
+	return r;
+}
+
+char *gp_pip_metadata_version(const char *text)
+{
+	_cleanup_strv_ char **lines = gp_strv_split(text, '\n');
+	for (size_t j = 0; lines[j] && *lines[j] != '\r'; j++)
+		if (gp_str_starts_with(lines[j], "Version: "))
+			return gp_xstrndup(lines[j] + 9, strcspn(lines[j] + 9, "\r "));
 	return NULL;
 }
 

@@ -383,7 +383,7 @@ static ssize_t la_xz_read(struct archive *a, void *ud, const void **out)
 
 /* "./a//b/./c/" -> "a/b/c"; "" for the archive's root. NULL with *why set
  * for an absolute path or a ".." component. */
-static char *norm_path(const char *p, const char **why)
+char *gp_archive_norm_path(const char *p, const char **why)
 {
 	if (p[0] == '/') {
 		*why = "is absolute";
@@ -445,7 +445,7 @@ static const char *strip_top(struct ex *x, const char *p, bool is_dir, bool set_
 
 /* A symlink at rel (inside dest) pointing to target stays inside dest:
  * relative, "../" only at the start and no deeper than the link sits. */
-static const char *check_symlink_target(const char *rel, const char *target)
+const char *gp_archive_symlink_check(const char *rel, const char *target)
 {
 	if (!*target)
 		return "has an empty symlink target";
@@ -724,7 +724,7 @@ static int write_symlink(struct ex *x, struct archive_entry *e, const char *name
 	const char *target = archive_entry_symlink(e);
 	if (!target)
 		target = ""; /* libarchive reports an empty target as none */
-	const char *why = check_symlink_target(rel, target);
+	const char *why = gp_archive_symlink_check(rel, target);
 	if (why)
 		return fail(x, -GP_ARCHIVE_EUNSAFE, "%s: %s ('%s')", name, why, target);
 	const char *base;
@@ -747,7 +747,7 @@ static int write_hardlink(struct ex *x, const char *name, const char *rel,
                           const char *link)
 {
 	const char *why = NULL;
-	_cleanup_free_ char *norm = norm_path(link, &why);
+	_cleanup_free_ char *norm = gp_archive_norm_path(link, &why);
 	if (!norm)
 		return fail(x, -GP_ARCHIVE_EUNSAFE, "%s: hardlink target '%s' %s", name,
 		            link, why);
@@ -789,7 +789,7 @@ static int extract_entry(struct ex *x, struct archive_entry *e)
 		return fail(x, -GP_ARCHIVE_EUNSAFE, "entry %llu: no path name",
 		            (unsigned long long)x->res->entries);
 	const char *why = NULL;
-	_cleanup_free_ char *norm = norm_path(name, &why);
+	_cleanup_free_ char *norm = gp_archive_norm_path(name, &why);
 	if (!norm)
 		return fail(x, -GP_ARCHIVE_EUNSAFE, "%s: path %s", name, why);
 
@@ -1108,7 +1108,8 @@ static int extract(const struct gp_root *root, const char *dest_in,
 	const char *slash = strrchr(dest, '/');
 	const char *base = slash ? slash + 1 : "";
 	const char *why = NULL;
-	_cleanup_free_ char *norm = dest[0] == '/' ? norm_path(dest + 1, &why) : NULL;
+	_cleanup_free_ char *norm = dest[0] == '/' ? gp_archive_norm_path(dest + 1, &why)
+	                                           : NULL;
 	if (!norm || !*norm || strcmp(norm, dest + 1) != 0)
 		return fail(&x, -GP_ARCHIVE_EDEST,
 		            "%s: the destination must be an absolute path without '.' or "

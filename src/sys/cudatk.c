@@ -19,6 +19,32 @@ char *gp_cuda_header_parse(const char *text)
 	return NULL;
 }
 
+char *gp_cuda_version_json_parse(const char *text)
+{
+	cJSON *doc = cJSON_Parse(text);
+	const char *v = gp_json_string(cJSON_GetObjectItemCaseSensitive(doc, "cuda"),
+	                               "version", NULL);
+	char *version = v ? gp_xstrdup(v) : NULL;
+	cJSON_Delete(doc);
+	return version;
+}
+
+char *gp_cuda_version_txt_parse(const char *text)
+{
+	char v[32];
+	return sscanf(text, "CUDA Version %31s", v) == 1 ? gp_xstrdup(v) : NULL;
+}
+
+char *gp_cudnn_header_parse(const char *text)
+{
+	const char *keys[] = { "CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL" };
+	long v[3];
+	for (int i = 0; i < 3; i++)
+		if (!gp_header_define(text, keys[i], &v[i]) || v[i] < 0)
+			return NULL;
+	return gp_xasprintf("%ld.%ld.%ld", v[0], v[1], v[2]);
+}
+
 char *gp_nvcc_version_parse(const char *text)
 {
 	const char *p = strstr(text, "Cuda compilation tools, release ");
@@ -45,20 +71,12 @@ void gp_cuda_probe_files(const struct gp_root *r, const char *dir,
 	_cleanup_free_ char *tpath = gp_xasprintf("%s/version.txt", dir);
 	_cleanup_free_ char *hpath = gp_xasprintf("%s/include/cuda.h", dir);
 	_cleanup_free_ char *text = NULL;
-	if (gp_root_read(r, jpath, &text, NULL) == 0) {
-		cJSON *doc = cJSON_Parse(text);
-		const char *v = gp_json_string(
-		    cJSON_GetObjectItemCaseSensitive(doc, "cuda"), "version", NULL);
-		if (v)
-			p->json = gp_xstrdup(v);
-		cJSON_Delete(doc);
-	}
+	if (gp_root_read(r, jpath, &text, NULL) == 0)
+		p->json = gp_cuda_version_json_parse(text);
 	free(text);
 	text = NULL;
-	char v[32];
-	if (gp_root_read(r, tpath, &text, NULL) == 0 &&
-	    sscanf(text, "CUDA Version %31s", v) == 1)
-		p->txt = gp_xstrdup(v);
+	if (gp_root_read(r, tpath, &text, NULL) == 0)
+		p->txt = gp_cuda_version_txt_parse(text);
 	free(text);
 	text = NULL;
 	if (gp_root_read(r, hpath, &text, NULL) == 0)

@@ -10,16 +10,8 @@
 
 #define PCI_DEVICES "/sys/bus/pci/devices"
 
-/* Reads a sysfs attribute holding one hex number ("0x10de\n"). */
-static int read_hex(const struct gp_root *r, const char *dev, const char *attr,
-                    unsigned *out)
+int gp_pci_hex_parse(const char *text, unsigned *out)
 {
-	_cleanup_free_ char *path = gp_xasprintf(PCI_DEVICES "/%s/%s", dev, attr);
-	_cleanup_free_ char *text = NULL;
-	int rc = gp_root_read_max(r, path, GP_ROOT_SMALL_MAX, &text, NULL);
-	if (rc < 0)
-		return rc;
-
 	const char *s = text + strspn(text, " \t");
 	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
 		s += 2;
@@ -29,6 +21,18 @@ static int read_hex(const struct gp_root *r, const char *dev, const char *attr,
 		return -EINVAL;
 	*out = (unsigned)strtoul(s, NULL, 16);
 	return 0;
+}
+
+/* Reads a sysfs attribute holding one hex number ("0x10de\n"). */
+static int read_hex(const struct gp_root *r, const char *dev, const char *attr,
+                    unsigned *out)
+{
+	_cleanup_free_ char *path = gp_xasprintf(PCI_DEVICES "/%s/%s", dev, attr);
+	_cleanup_free_ char *text = NULL;
+	int rc = gp_root_read_max(r, path, GP_ROOT_SMALL_MAX, &text, NULL);
+	if (rc < 0)
+		return rc;
+	return gp_pci_hex_parse(text, out);
 }
 
 /* The driver link points at .../bus/pci/drivers/<name>; absent when unbound. */

@@ -297,7 +297,7 @@ int gp_rpm_header_parse(const void *blob, size_t len, char **name, char **versio
 			str[tag - RPMTAG_NAME] = (const char *)data + off;
 		}
 	}
-	if (!str[0] || !str[1])
+	if (!str[0] || !*str[0] || !str[1] || !*str[1])
 		return -EINVAL;
 	*name = gp_xstrdup(str[0]);
 	_cleanup_free_ char *ep = epoch > 0 ? gp_xasprintf("%ld:", epoch)

@@ -9,24 +9,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "gpuprov/profile.h"
 
 static char path[4096];
 static char *search[2];
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	const char *tmp = getenv("TMPDIR");
-	static char dir[4096];
-	snprintf(dir, sizeof dir, "%s/gpuprov-fuzz-XXXXXX", tmp ? tmp : "/tmp");
-	if (!mkdtemp(dir))
-		abort();
-	snprintf(path, sizeof path, "%s/input.json", dir);
+	snprintf(path, sizeof path, "%s/input.json", fuzz_tmpdir());
 	/* Parents named by "extends" are looked up in the catalogue. */
 	search[0] = GP_SRCDIR "/profiles";
 	return 0;

@@ -1,0 +1,25 @@
+/* libFuzzer target: an rpm header blob, one row of rpmdb.sqlite's Packages
+ * table (index entries with offsets into a data area). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "gpuprov/pkgdb.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	/* A copy of exactly size bytes, so ASan sees any read past the row. */
+	void *blob = gp_xmalloc(size ? size : 1);
+	memcpy(blob, data, size);
+	char *name = NULL, *version = NULL;
+	if (gp_rpm_header_parse(blob, size, &name, &version) == 0) {
+		if (!name || !name[0] || !version || !version[0])
+			abort();
+	} else if (name || version) {
+		abort();
+	}
+	free(name);
+	free(version);
+	free(blob);
+	return 0;
+}

@@ -79,6 +79,10 @@ struct scanner {
  * asks in increasing order, so the text is counted through once. */
 static void locate(struct scanner *sc, size_t off, int *line, int *col)
 {
+	/* Input cJSON accepted but the scanner reads differently must not
+	 * send it past the text. */
+	if (off > sc->len)
+		off = sc->len;
 	if (off < sc->at) { /* never happens in one left-to-right pass */
 		position_of(sc->s, off, line, col);
 		return;
@@ -181,7 +185,8 @@ static char *scan_string(struct scanner *sc)
 			sc->i += 2;
 		}
 	}
-	sc->i++; /* closing quote */
+	if (sc->i < sc->len)
+		sc->i++; /* closing quote */
 	return gp_buf_steal(&b);
 }
 

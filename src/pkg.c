@@ -476,6 +476,78 @@ static int hold_names(struct gp_ctx *c, const struct gp_pkg_backend *b,
 	return 0;
 }
 
+/* The transaction: names[i] at versions[i] ("" for the candidate). */
+struct txn {
+	char **names, **versions;
+};
+
+static void txn_add(struct txn *t, const char *name, const char *version)
+{
+	for (size_t i = 0; t->names[i]; i++)
+		if (strcmp(t->names[i], name) == 0) {
+			if (!*t->versions[i]) { /* a pin beats the candidate */
+				free(t->versions[i]);
+				t->versions[i] = gp_xstrdup(version);
+			}
+			return;
+		}
+	gp_strv_push(&t->names, name);
+	gp_strv_push(&t->versions, version);
+}
+
+/* apt: adds the exact-version dependencies of the pinned members (see
+ * gp_apt_exact_closure), as the metadata just refreshed (or, in a dry run,
+ * the lists the root has) describes them; those installed at that version
+ * already stay out. */
+static int add_exact_closure(struct gp_ctx *c, struct txn *t)
+{
+	struct gp_apt_index ix;
+	if (gp_apt_index_read(&c->root, &ix) <= 0)
+		return 0; /* no lists: apt resolves, the plan names what it knows */
+	_cleanup_strv_ char **names = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **versions = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; t->names[i]; i++)
+		if (*t->versions[i]) {
+			gp_strv_push(&names, t->names[i]);
+			gp_strv_push(&versions, t->versions[i]);
+		}
+	size_t pinned = gp_strv_len(names);
+	gp_apt_exact_closure(&ix, &names, &versions);
+	gp_apt_index_free(&ix);
+	for (size_t i = pinned; names[i]; i++) {
+		_cleanup_free_ char *have = NULL;
+		if (gp_pkg_installed(c, names[i], &have) < 0)
+			return -1;
+		if (gp_streq(have, versions[i]))
+			continue;
+		gp_log(c, "%s=%s is an exact dependency of the pinned set", names[i],
+		       versions[i]);
+		txn_add(t, names[i], versions[i]);
+	}
+	return 0;
+}
+
+/* The held packages the transaction must release: its own members, and
+ * when it touches the NVIDIA driver set, every held member of that set
+ * (their exact dependencies on each other make apt change them together). */
+static char **held_for(struct gp_ctx *c, const struct txn *t)
+{
+	char **held = gp_xcalloc(1, sizeof(char *));
+	bool nvidia = false;
+	for (size_t i = 0; t->names[i]; i++) {
+		nvidia |= is_nvidia_driver_pkg(t->names[i]);
+		if (gp_pkg_is_held(c, t->names[i]))
+			gp_strv_push(&held, t->names[i]);
+	}
+	if (!nvidia)
+		return held;
+	_cleanup_strv_ char **set = gp_pkg_nvidia_set(c);
+	for (size_t i = 0; set[i]; i++)
+		if (gp_pkg_is_held(c, set[i]) && !gp_strv_contains(held, set[i]))
+			gp_strv_push(&held, set[i]);
+	return held;
+}
+
 int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n)
 {
 	enum gp_pkg_manager pm;
@@ -503,22 +575,25 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 		return 0;
 	}
 	int rc = refresh(c, b);
-	struct gp_pkg_want *w = gp_xcalloc(todo, sizeof *w);
-	char **versions = gp_xcalloc(todo + 1, sizeof(char *));
-	char **held = gp_xcalloc(1, sizeof(char *));
-	size_t k = 0;
+	struct txn t = { gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)) };
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (!need[i])
 			continue;
-		versions[k] = resolve_version(c, pm, &want[i]);
-		w[k] = (struct gp_pkg_want){ want[i].name, versions[k] };
-		if (gp_pkg_is_held(c, want[i].name))
-			gp_strv_push(&held, want[i].name);
-		k++;
+		_cleanup_free_ char *v = resolve_version(c, pm, &want[i]);
+		txn_add(&t, want[i].name, v ? v : "");
 	}
+	free(need);
+	if (rc == 0 && pm == GP_PKG_APT)
+		rc = add_exact_closure(c, &t);
+	char **held = rc == 0 ? held_for(c, &t) : gp_xcalloc(1, sizeof(char *));
 	if (rc == 0)
 		rc = hold_names(c, b, held, false);
 	bool released = rc == 0;
+	size_t k = gp_strv_len(t.names);
+	struct gp_pkg_want *w = gp_xcalloc(k ? k : 1, sizeof *w);
+	for (size_t i = 0; i < k; i++)
+		w[i] = (struct gp_pkg_want){ t.names[i],
+			                     *t.versions[i] ? t.versions[i] : NULL };
 	if (rc == 0)
 		rc = run_pkg(c, b, b->install(w, k));
 	for (size_t i = 0; rc == 0 && i < k; i++)
@@ -529,12 +604,9 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	if (released && hold_names(c, b, held, true) < 0)
 		rc = -1;
 	gp_strv_free(held);
-	/* Not gp_strv_free: a want without a version leaves a NULL in it. */
-	for (size_t i = 0; i < k; i++)
-		free(versions[i]);
-	free(versions);
+	gp_strv_free(t.names);
+	gp_strv_free(t.versions);
 	free(w);
-	free(need);
 	return rc;
 }
 

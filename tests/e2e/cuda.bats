@@ -115,7 +115,7 @@ sys.stdin.read()
 	assert_status 0
 	assert_stdout_has "cuda: needed - cuda-toolkit-12-4 is not installed"
 	refute_stdout_has "run dpkg"
-	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
 	assert_status 0
 	[ "$(readlink "$R/usr/local/cuda")" = cuda-12.4 ]
 	[ -x "$R/usr/local/cuda-11.8/bin/nvcc" ]

@@ -78,7 +78,7 @@ cudnn_profile() {
 	assert_status 0
 	assert_stdout_has "cudnn: needed - libcudnn9-cuda-12 9.1.0.70-1 is installed; the profile wants 9.8.0.87"
 	assert_stdout_has "libcudnn9-cuda-12=9.8.0.87-1 libcudnn9-dev-cuda-12=9.8.0.87-1"
-	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
 	assert_status 0
 	[ "$(dpkg_status "$R" libcudnn9-cuda-12)" = "install ok installed 9.8.0.87-1" ]
 	[ "$(dpkg_status "$R" libcudnn9-dev-cuda-12)" = "install ok installed 9.8.0.87-1" ]

@@ -41,6 +41,9 @@ struct gp_pkg_state {
 	char **repos; /* "id fingerprint" of the repositories added (or planned)
 	               * in this run: a dry run cannot read a keyring that a
 	               * planned dpkg -i would install */
+	char **fresh; /* files add_repo created in this real run that no
+	               * refresh has accepted yet: removed again when it fails */
+	char *fresh_repo; /* the repository they belong to (the last added) */
 	struct gp_pkgdb db; /* the database as last parsed ... */
 	char *db_stamp; /* ... from files with these stats (db_stamp()); NULL: none */
 	bool refreshed; /* metadata refreshed (or planned) in this run */
@@ -56,6 +59,7 @@ static struct gp_pkg_state *state(struct gp_ctx *c)
 		c->pkg->held = gp_xcalloc(1, sizeof(char *));
 		c->pkg->unheld = gp_xcalloc(1, sizeof(char *));
 		c->pkg->repos = gp_xcalloc(1, sizeof(char *));
+		c->pkg->fresh = gp_xcalloc(1, sizeof(char *));
 	}
 	return c->pkg;
 }
@@ -69,6 +73,8 @@ void gp_pkg_state_free(struct gp_ctx *c)
 	gp_strv_free(c->pkg->held);
 	gp_strv_free(c->pkg->unheld);
 	gp_strv_free(c->pkg->repos);
+	gp_strv_free(c->pkg->fresh);
+	free(c->pkg->fresh_repo);
 	gp_pkgdb_free(&c->pkg->db);
 	free(c->pkg->db_stamp);
 	free(c->pkg);
@@ -400,15 +406,38 @@ static int run_pkg(struct gp_ctx *c, const struct gp_pkg_backend *b, char **argv
 	return rc;
 }
 
+/* The first refresh after a repository was added failed (a Release signed
+ * by another key, a wrong URL): left in place, its source file would make
+ * every later apt-get update on the host fail. Removes, through the effect
+ * door (journaled, backed up), the files adding it created in this run, and
+ * says so with the package manager's own message. */
+static int drop_fresh_repo(struct gp_ctx *c, const struct gp_pkg_backend *b)
+{
+	struct gp_pkg_state *s = state(c);
+	_cleanup_free_ char *why = gp_xstrdup(c->err->msg);
+	_cleanup_free_ char *files = gp_strv_join(s->fresh, ", ");
+	for (size_t i = 0; s->fresh[i]; i++)
+		if (gp_effect_remove(c, s->fresh[i]) < 0)
+			return -1;
+	return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+	               "%s: the first %s refresh after adding the repository %s "
+	               "failed, so gpuprov removed what it had added for it (%s) and "
+	               "later refreshes on this system keep working; check the "
+	               "repository's URL and its signing key. It failed with: %s",
+	               who(c), b->name, s->fresh_repo, files, why);
+}
+
 static int refresh(struct gp_ctx *c, const struct gp_pkg_backend *b)
 {
 	struct gp_pkg_state *s = state(c);
 	if (s->refreshed && !s->stale)
 		return 0;
 	if (run_pkg(c, b, b->refresh()) < 0)
-		return -1;
+		return s->fresh[0] ? drop_fresh_repo(c, b) : -1;
 	s->refreshed = true;
 	s->stale = false;
+	gp_strv_free(s->fresh);
+	s->fresh = gp_xcalloc(1, sizeof(char *));
 	return 0;
 }
 
@@ -792,18 +821,31 @@ int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo)
 		gp_log(c, "%s is not downloaded yet; key %s is checked once it is",
 		       repo->keyring_url, pretty);
 	}
+	_cleanup_free_ char *path = b->repo_path(repo);
+	/* What is there before: a keyring package's own list file and keyring
+	 * count as created by this run (dpkg -i is ours too). */
+	bool had_list = gp_root_exists(&c->root, path);
+	bool had_keyring = !kdata || gp_root_exists(&c->root, kpath);
 	int rc = 0;
 	if (is_deb)
 		rc = run_pkg(c, b, b->import_key(cached));
 	else if (kdata)
 		rc = gp_effect_write(c, kpath, kdata, klen, 0644);
-	_cleanup_free_ char *path = b->repo_path(repo);
 	_cleanup_free_ char *text = b->repo_text(repo, kpath, pretty);
 	if (rc == 0)
 		rc = gp_effect_write(c, path, text, strlen(text), 0644);
 	if (rc == 0) {
-		state(c)->stale = true;
-		gp_strv_push(&state(c)->repos, added);
+		struct gp_pkg_state *s = state(c);
+		s->stale = true;
+		gp_strv_push(&s->repos, added);
+		if (!c->dry_run) {
+			if (!had_list)
+				gp_strv_push(&s->fresh, path);
+			if (!had_keyring)
+				gp_strv_push(&s->fresh, kpath);
+			free(s->fresh_repo);
+			s->fresh_repo = gp_xstrdup(repo->id);
+		}
 	}
 	return rc;
 }

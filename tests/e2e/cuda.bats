@@ -65,6 +65,35 @@ teardown() {
 	[ ! -e "$R/etc/apt/sources.list.d/cuda-debian12-x86_64.list" ]
 }
 
+@test "cuda repo: a first apt-get update that fails (Release signed by another key) removes the repository again" {
+	# The archive is re-signed with the other key; the pinned keyring is right.
+	local g=$BATS_TEST_TMPDIR/gnupg
+	mkdir -m 0700 "$g"
+	GNUPGHOME=$g gpg -q --batch --import \
+		"${GPUPROV_TEST_CACHE:-${HOME:-/root}/.cache/gpuprov-tests}/aptrepo-keys/other.sec" 2>/dev/null
+	local other
+	other=$(cat "$AR/other.fpr")
+	GNUPGHOME=$g gpg -q --batch --yes --local-user "$other" --clearsign \
+		-o "$R/srv/repo/InRelease" "$R/srv/repo/Release"
+	GNUPGHOME=$g gpg -q --batch --yes --local-user "$other" -abs \
+		-o "$R/srv/repo/Release.gpg" "$R/srv/repo/Release"
+	GNUPGHOME=$g gpgconf --kill all >/dev/null 2>&1 || true
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 1
+	assert_stderr_has "the first apt refresh after adding the repository cuda-debian12-x86_64 failed, so gpuprov removed what it had added for it (/etc/apt/sources.list.d/cuda-debian12-x86_64.list)"
+	# apt's own words are quoted.
+	assert_stderr_has "NO_PUBKEY"
+	[ ! -e "$R/etc/apt/sources.list.d/cuda-debian12-x86_64.list" ] ||
+		fail "the source list stayed: $(cat "$R/etc/apt/sources.list.d/cuda-debian12-x86_64.list")"
+	# The removal is journaled, and later updates on the host work again.
+	journal_files "$R/var/lib/gpuprov/state.json" |
+		grep -Fxq "/etc/apt/sources.list.d/cuda-debian12-x86_64.list null" ||
+		fail "the removal is not in the journal:" "$(journal_files "$R/var/lib/gpuprov/state.json")"
+	assert_journal_true "$R"
+	run chroot "$R" apt-get -q -y update
+	[ "$status" -eq 0 ] || fail "apt-get update after the failed run: $output"
+}
+
 @test "cuda repo: a keyring that holds no OpenPGP key is refused before anything is written" {
 	printf 'not a key\n\0\1\2' > "$WWW/junk.gpg"
 	KSHA=$(sha256sum < "$WWW/junk.gpg" | cut -d' ' -f1)

@@ -829,8 +829,9 @@ int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo)
 	int rc = 0;
 	if (is_deb)
 		rc = run_pkg(c, b, b->import_key(cached));
-	else if (kdata)
-		rc = gp_effect_write(c, kpath, kdata, klen, 0644);
+	else
+		rc = gp_effect_write_download(c, kpath, kdata, klen, 0644,
+		                              repo->keyring_url, repo->keyring_sha256);
 	_cleanup_free_ char *text = b->repo_text(repo, kpath, pretty);
 	if (rc == 0)
 		rc = gp_effect_write(c, path, text, strlen(text), 0644);

@@ -187,6 +187,10 @@ static char *effect_diff(const struct gp_effect *e)
 	size_t old_len = e->old_exists ? e->old_len : 0;
 	const char *new = e->kind == GP_EFFECT_WRITE ? e->new_data : NULL;
 	size_t new_len = e->kind == GP_EFFECT_WRITE ? e->new_len : 0;
+	if (e->kind == GP_EFFECT_WRITE && e->source) /* a download's bytes */
+		return gp_xasprintf("content of %s%s%s\n", e->source,
+		                    e->sha256 ? ", sha256 " : "",
+		                    e->sha256 ? e->sha256 : "");
 	if (is_binary(old, old_len) || is_binary(new, new_len)) {
 		char sha[65] = "";
 		if (new)
@@ -363,7 +367,15 @@ static cJSON *effect_to_json(const struct gp_effect *e)
 			gp_sha256_hex(e->old_data, e->old_len, sha);
 			cJSON_AddStringToObject(o, "old_sha256", sha);
 		}
-		if (e->kind == GP_EFFECT_WRITE) {
+		if (e->kind == GP_EFFECT_WRITE && e->source) {
+			/* What the plan knew before the download, in the run too. */
+			add_mode(o, e->mode);
+			cJSON_AddStringToObject(o, "source", e->source);
+			if (e->sha256)
+				cJSON_AddStringToObject(o, "sha256", e->sha256);
+			else
+				cJSON_AddNullToObject(o, "sha256");
+		} else if (e->kind == GP_EFFECT_WRITE) {
 			add_mode(o, e->mode);
 			gp_sha256_hex(e->new_data, e->new_len, sha);
 			cJSON_AddStringToObject(o, "sha256", sha);

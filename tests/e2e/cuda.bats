@@ -51,6 +51,30 @@ teardown() {
 	assert_unchanged "$R" before
 }
 
+# plain_key_install KEY: the profile's keyring is $AR/KEY (key.gpg or
+# key.asc), not in the cache yet; the plan's effects equal the install's.
+plain_key_install() {
+	cp "$AR/$1" "$WWW/"
+	KSHA=$(sha256sum < "$AR/$1" | cut -d' ' -f1)
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4" } }'
+	sed -i "s|cuda-keyring_1.1-1_all.deb|$1|" "$P"
+	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
+	assert_status 0
+	local kr=/usr/share/keyrings/cuda-debian12-x86_64-keyring.${1#key.}
+	cmp "$AR/$1" "$R$kr"
+	grep -q "signed-by=$kr\] file:///srv/repo/ /" "$R/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
+	[ "$(jq -r --arg p "$kr" '.stages[].effects[] | select(.path == $p) | .sha256' <<< "$output")" = "$KSHA" ]
+	[ "$(dpkg_status "$R" cuda-toolkit-12-4)" = "install ok installed 12.4.1-1" ]
+}
+
+@test "cuda repo: a binary key file not downloaded yet: the plan lists its keyring write as the run makes it" {
+	plain_key_install key.gpg
+}
+
+@test "cuda repo: an armored key file not downloaded yet: the plan lists its keyring write as the run makes it" {
+	plain_key_install key.asc
+}
+
 @test "cuda repo: a keyring without the pinned fingerprint is refused before anything is written" {
 	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4" } }' "$(cat "$AR/other.fpr")"
 	# gpuprov's own files (the download cache, journal, lock, log) may change.

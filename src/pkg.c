@@ -39,8 +39,8 @@ struct gp_pkg_state {
 	char **held; /* planned holds */
 	char **unheld; /* planned releases */
 	char **repos; /* "id fingerprint" of the repositories added (or planned)
-	               * in this run: a dry run cannot read a keyring that a
-	               * planned dpkg -i would install */
+	               * in this run: a dry run cannot read a keyring that is
+	               * not downloaded yet */
 	char **fresh; /* files add_repo created in this real run that no
 	               * refresh has accepted yet: removed again when it fails */
 	char *fresh_repo; /* the repository they belong to (the last added) */
@@ -732,25 +732,21 @@ static bool repo_configured(struct gp_ctx *c, const struct gp_pkg_backend *b,
 }
 
 /* Checks a downloaded keyring (or keyring package) against the pin; sets
- * *kpath and *kdata (plain keyrings only) to what is to be installed. */
+ * *kpath and *kdata to the keyring file to write (a package's own keyring
+ * file: gpuprov writes it itself rather than dpkg -i, whose source list
+ * the plan could not see and gpuprov would replace). */
 static int check_keyring(struct gp_ctx *c, const struct gp_pkg_backend *b,
                          const struct gp_pkg_repo *repo, const char *fpr,
                          const char *data, size_t len, bool is_deb, char **kpath,
                          char **kdata, size_t *klen)
 {
-	_cleanup_free_ char *debdata = NULL;
-	const char *kd = data;
-	size_t kl = len;
 	if (is_deb) {
 		const char *msg = NULL;
-		size_t dl = 0;
-		if (gp_deb_keyring(data, len, kpath, &debdata, &dl, &msg) < 0)
+		if (gp_deb_keyring(data, len, kpath, kdata, klen, &msg) < 0)
 			return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
 			               "%s: the keyring package %s: %s; nothing was "
 			               "written",
 			               who(c), repo->keyring_url, msg);
-		kd = debdata;
-		kl = dl;
 	} else {
 		*kpath = b->keyring_path(repo, memmem(data, len, "-----BEGIN PGP", 14));
 		*kdata = gp_xmemdup0(data, len);
@@ -758,7 +754,7 @@ static int check_keyring(struct gp_ctx *c, const struct gp_pkg_backend *b,
 	}
 	_cleanup_strv_ char **fprs = NULL;
 	_cleanup_free_ char *pretty = gp_openpgp_pretty(fpr);
-	if (gp_openpgp_fingerprints(kd, kl, &fprs) < 0)
+	if (gp_openpgp_fingerprints(*kdata, *klen, &fprs) < 0)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
 		               "%s: %s holds no readable OpenPGP public key; nothing "
 		               "was written",
@@ -822,16 +818,15 @@ int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo)
 		       repo->keyring_url, pretty);
 	}
 	_cleanup_free_ char *path = b->repo_path(repo);
-	/* What is there before: a keyring package's own list file and keyring
-	 * count as created by this run (dpkg -i is ours too). */
 	bool had_list = gp_root_exists(&c->root, path);
-	bool had_keyring = !kdata || gp_root_exists(&c->root, kpath);
-	int rc = 0;
-	if (is_deb)
-		rc = run_pkg(c, b, b->import_key(cached));
-	else
-		rc = gp_effect_write_download(c, kpath, kdata, klen, 0644,
-		                              repo->keyring_url, repo->keyring_sha256);
+	bool had_keyring = gp_root_exists(&c->root, kpath);
+	/* A package's keyring is not pinned by its own sha256: planned by the
+	 * package's URL and the file's name in it. */
+	_cleanup_free_ char *source = is_deb ? gp_xasprintf("%s in %s", kpath,
+	                                                    repo->keyring_url)
+	                                     : gp_xstrdup(repo->keyring_url);
+	int rc = gp_effect_write_download(c, kpath, kdata, klen, 0644, source,
+	                                  is_deb ? NULL : repo->keyring_sha256);
 	_cleanup_free_ char *text = b->repo_text(repo, kpath, pretty);
 	if (rc == 0)
 		rc = gp_effect_write(c, path, text, strlen(text), 0644);

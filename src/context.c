@@ -943,3 +943,13 @@ int gp_effect_write_download(struct gp_ctx *c, const char *path, const void *dat
 	}
 	return rc;
 }
+
+int gp_effect_write_over(struct gp_ctx *c, const char *path, const void *data, size_t len,
+                         mode_t mode, const char *maker)
+{
+	size_t before = c->stage->n_effects;
+	int rc = gp_effect_write(c, path, data, len, mode);
+	if (c->stage->n_effects > before)
+		c->stage->effects[before].over = gp_xstrdup(maker);
+	return rc;
+}

@@ -70,6 +70,12 @@ void gp_log(struct gp_ctx *c, const char *fmt, ...) __attribute__((format(printf
  * content is already there is not an effect. */
 int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t len,
                     mode_t mode);
+/* gp_effect_write of a file that a command of this run (maker: "the
+ * Miniforge installer") may have just made, which a plan cannot know: the
+ * plan and the run both record the write as over what maker leaves (no
+ * exists, no old sha256; the diff is against nothing). */
+int gp_effect_write_over(struct gp_ctx *c, const char *path, const void *data, size_t len,
+                         mode_t mode, const char *maker);
 int gp_effect_remove(struct gp_ctx *c, const char *path);
 /* gp_effect_write of bytes that come from a verified download, planned by
  * their source (a text naming it, e.g. the URL) and their sha256 when known

@@ -1100,3 +1100,64 @@ int gp_ctx_recover(struct gp_ctx *c)
 	remove_stale_temps(c);
 	return changed ? save_journal(c) : 0;
 }
+
+/* The WRITE entry of a download's bytes before they are there (dry run). */
+static int plan_write_unseen(struct gp_ctx *c, const char *path, mode_t mode,
+                             const char *sha256)
+{
+	_cleanup_free_ char *old = NULL;
+	size_t old_len = 0;
+	int rc = gp_ctx_read(c, path, &old, &old_len);
+	if (rc < 0 && rc != -ENOENT)
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot read %s: %s",
+		               stage_name(c), path, strerror(-rc));
+	bool exists = rc == 0;
+	struct stat st;
+	char sha[65] = "";
+	if (exists)
+		gp_sha256_hex(old, old_len, sha);
+	if (exists && gp_streq(sha, sha256) &&
+	    (gp_root_stat(&c->root, path, &st) < 0 ||
+	     (st.st_mode & 07777) == (mode & 07777)))
+		return 0;
+	struct gp_effect *e = add_effect(c, GP_EFFECT_WRITE);
+	e->path = gp_xstrdup(path);
+	e->old_exists = exists;
+	e->old_data = exists ? TAKE_PTR(old) : NULL;
+	e->old_len = old_len;
+	e->new_data = gp_xstrdup(""); /* unknown until downloaded */
+	e->mode = mode;
+	return 0;
+}
+
+int gp_effect_write_download(struct gp_ctx *c, const char *path, const void *data,
+                             size_t len, mode_t mode, const char *source,
+                             const char *sha256)
+{
+	size_t before = c->stage->n_effects;
+	int rc;
+	if (data)
+		rc = gp_effect_write(c, path, data, len, mode);
+	else if (c->dry_run)
+		rc = plan_write_unseen(c, path, mode, sha256);
+	else
+		rc = gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		             "%s: %s is not downloaded; nothing was written to %s",
+		             stage_name(c), source, path);
+	if (c->stage->n_effects > before) {
+		struct gp_effect *e = &c->stage->effects[before];
+		e->source = gp_xstrdup(source);
+		e->sha256 = sha256 ? gp_xstrdup(sha256) : NULL;
+	}
+	return rc;
+}
+
+int gp_effect_write_over(struct gp_ctx *c, const char *path, const void *data, size_t len,
+                         mode_t mode, const char *maker)
+{
+	size_t before = c->stage->n_effects;
+	int rc = gp_effect_write(c, path, data, len, mode);
+	if (c->stage->n_effects > before)
+		c->stage->effects[before].over = gp_xstrdup(maker);
+	return rc;
+}

@@ -39,8 +39,11 @@ struct gp_pkg_state {
 	char **held; /* planned holds */
 	char **unheld; /* planned releases */
 	char **repos; /* "id fingerprint" of the repositories added (or planned)
-	               * in this run: a dry run cannot read a keyring that a
-	               * planned dpkg -i would install */
+	               * in this run: a dry run cannot read a keyring that is
+	               * not downloaded yet */
+	char **fresh; /* files add_repo created in this real run that no
+	               * refresh has accepted yet: removed again when it fails */
+	char *fresh_repo; /* the repository they belong to (the last added) */
 	struct gp_pkgdb db; /* the database as last parsed ... */
 	char *db_stamp; /* ... from files with these stats (db_stamp()); NULL: none */
 	bool refreshed; /* metadata refreshed (or planned) in this run */
@@ -56,6 +59,7 @@ static struct gp_pkg_state *state(struct gp_ctx *c)
 		c->pkg->held = gp_xcalloc(1, sizeof(char *));
 		c->pkg->unheld = gp_xcalloc(1, sizeof(char *));
 		c->pkg->repos = gp_xcalloc(1, sizeof(char *));
+		c->pkg->fresh = gp_xcalloc(1, sizeof(char *));
 	}
 	return c->pkg;
 }
@@ -69,6 +73,8 @@ void gp_pkg_state_free(struct gp_ctx *c)
 	gp_strv_free(c->pkg->held);
 	gp_strv_free(c->pkg->unheld);
 	gp_strv_free(c->pkg->repos);
+	gp_strv_free(c->pkg->fresh);
+	free(c->pkg->fresh_repo);
 	gp_pkgdb_free(&c->pkg->db);
 	free(c->pkg->db_stamp);
 	free(c->pkg);
@@ -402,15 +408,38 @@ static int run_pkg(struct gp_ctx *c, const struct gp_pkg_backend *b, char **argv
 	return rc;
 }
 
+/* The first refresh after a repository was added failed (a Release signed
+ * by another key, a wrong URL): left in place, its source file would make
+ * every later apt-get update on the host fail. Removes, through the effect
+ * door (journaled, backed up), the files adding it created in this run, and
+ * says so with the package manager's own message. */
+static int drop_fresh_repo(struct gp_ctx *c, const struct gp_pkg_backend *b)
+{
+	struct gp_pkg_state *s = state(c);
+	_cleanup_free_ char *why = gp_xstrdup(c->err->msg);
+	_cleanup_free_ char *files = gp_strv_join(s->fresh, ", ");
+	for (size_t i = 0; s->fresh[i]; i++)
+		if (gp_effect_remove(c, s->fresh[i]) < 0)
+			return -1;
+	return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+	               "%s: the first %s refresh after adding the repository %s "
+	               "failed, so gpuprov removed what it had added for it (%s) and "
+	               "later refreshes on this system keep working; check the "
+	               "repository's URL and its signing key. It failed with: %s",
+	               who(c), b->name, s->fresh_repo, files, why);
+}
+
 static int refresh(struct gp_ctx *c, const struct gp_pkg_backend *b)
 {
 	struct gp_pkg_state *s = state(c);
 	if (s->refreshed && !s->stale)
 		return 0;
 	if (run_pkg(c, b, b->refresh()) < 0)
-		return -1;
+		return s->fresh[0] ? drop_fresh_repo(c, b) : -1;
 	s->refreshed = true;
 	s->stale = false;
+	gp_strv_free(s->fresh);
+	s->fresh = gp_xcalloc(1, sizeof(char *));
 	return 0;
 }
 
@@ -478,6 +507,78 @@ static int hold_names(struct gp_ctx *c, const struct gp_pkg_backend *b,
 	return 0;
 }
 
+/* The transaction: names[i] at versions[i] ("" for the candidate). */
+struct txn {
+	char **names, **versions;
+};
+
+static void txn_add(struct txn *t, const char *name, const char *version)
+{
+	for (size_t i = 0; t->names[i]; i++)
+		if (strcmp(t->names[i], name) == 0) {
+			if (!*t->versions[i]) { /* a pin beats the candidate */
+				free(t->versions[i]);
+				t->versions[i] = gp_xstrdup(version);
+			}
+			return;
+		}
+	gp_strv_push(&t->names, name);
+	gp_strv_push(&t->versions, version);
+}
+
+/* apt: adds the exact-version dependencies of the pinned members (see
+ * gp_apt_exact_closure), as the metadata just refreshed (or, in a dry run,
+ * the lists the root has) describes them; those installed at that version
+ * already stay out. */
+static int add_exact_closure(struct gp_ctx *c, struct txn *t)
+{
+	struct gp_apt_index ix;
+	if (gp_apt_index_read(&c->root, &ix) <= 0)
+		return 0; /* no lists: apt resolves, the plan names what it knows */
+	_cleanup_strv_ char **names = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **versions = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; t->names[i]; i++)
+		if (*t->versions[i]) {
+			gp_strv_push(&names, t->names[i]);
+			gp_strv_push(&versions, t->versions[i]);
+		}
+	size_t pinned = gp_strv_len(names);
+	gp_apt_exact_closure(&ix, &names, &versions);
+	gp_apt_index_free(&ix);
+	for (size_t i = pinned; names[i]; i++) {
+		_cleanup_free_ char *have = NULL;
+		if (gp_pkg_installed(c, names[i], &have) < 0)
+			return -1;
+		if (gp_streq(have, versions[i]))
+			continue;
+		gp_log(c, "%s=%s is an exact dependency of the pinned set", names[i],
+		       versions[i]);
+		txn_add(t, names[i], versions[i]);
+	}
+	return 0;
+}
+
+/* The held packages the transaction must release: its own members, and
+ * when it touches the NVIDIA driver set, every held member of that set
+ * (their exact dependencies on each other make apt change them together). */
+static char **held_for(struct gp_ctx *c, const struct txn *t)
+{
+	char **held = gp_xcalloc(1, sizeof(char *));
+	bool nvidia = false;
+	for (size_t i = 0; t->names[i]; i++) {
+		nvidia |= is_nvidia_driver_pkg(t->names[i]);
+		if (gp_pkg_is_held(c, t->names[i]))
+			gp_strv_push(&held, t->names[i]);
+	}
+	if (!nvidia)
+		return held;
+	_cleanup_strv_ char **set = gp_pkg_nvidia_set(c);
+	for (size_t i = 0; set[i]; i++)
+		if (gp_pkg_is_held(c, set[i]) && !gp_strv_contains(held, set[i]))
+			gp_strv_push(&held, set[i]);
+	return held;
+}
+
 int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n)
 {
 	enum gp_pkg_manager pm;
@@ -505,22 +606,25 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 		return 0;
 	}
 	int rc = refresh(c, b);
-	struct gp_pkg_want *w = gp_xcalloc(todo, sizeof *w);
-	char **versions = gp_xcalloc(todo + 1, sizeof(char *));
-	char **held = gp_xcalloc(1, sizeof(char *));
-	size_t k = 0;
+	struct txn t = { gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)) };
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (!need[i])
 			continue;
-		versions[k] = resolve_version(c, pm, &want[i]);
-		w[k] = (struct gp_pkg_want){ want[i].name, versions[k] };
-		if (gp_pkg_is_held(c, want[i].name))
-			gp_strv_push(&held, want[i].name);
-		k++;
+		_cleanup_free_ char *v = resolve_version(c, pm, &want[i]);
+		txn_add(&t, want[i].name, v ? v : "");
 	}
+	free(need);
+	if (rc == 0 && pm == GP_PKG_APT)
+		rc = add_exact_closure(c, &t);
+	char **held = rc == 0 ? held_for(c, &t) : gp_xcalloc(1, sizeof(char *));
 	if (rc == 0)
 		rc = hold_names(c, b, held, false);
 	bool released = rc == 0;
+	size_t k = gp_strv_len(t.names);
+	struct gp_pkg_want *w = gp_xcalloc(k ? k : 1, sizeof *w);
+	for (size_t i = 0; i < k; i++)
+		w[i] = (struct gp_pkg_want){ t.names[i],
+			                     *t.versions[i] ? t.versions[i] : NULL };
 	if (rc == 0)
 		rc = run_pkg(c, b, b->install(w, k));
 	for (size_t i = 0; rc == 0 && i < k; i++)
@@ -531,12 +635,9 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	if (released && hold_names(c, b, held, true) < 0)
 		rc = -1;
 	gp_strv_free(held);
-	/* Not gp_strv_free: a want without a version leaves a NULL in it. */
-	for (size_t i = 0; i < k; i++)
-		free(versions[i]);
-	free(versions);
+	gp_strv_free(t.names);
+	gp_strv_free(t.versions);
 	free(w);
-	free(need);
 	return rc;
 }
 
@@ -633,25 +734,21 @@ static bool repo_configured(struct gp_ctx *c, const struct gp_pkg_backend *b,
 }
 
 /* Checks a downloaded keyring (or keyring package) against the pin; sets
- * *kpath and *kdata (plain keyrings only) to what is to be installed. */
+ * *kpath and *kdata to the keyring file to write (a package's own keyring
+ * file: gpuprov writes it itself rather than dpkg -i, whose source list
+ * the plan could not see and gpuprov would replace). */
 static int check_keyring(struct gp_ctx *c, const struct gp_pkg_backend *b,
                          const struct gp_pkg_repo *repo, const char *fpr,
                          const char *data, size_t len, bool is_deb, char **kpath,
                          char **kdata, size_t *klen)
 {
-	_cleanup_free_ char *debdata = NULL;
-	const char *kd = data;
-	size_t kl = len;
 	if (is_deb) {
 		const char *msg = NULL;
-		size_t dl = 0;
-		if (gp_deb_keyring(data, len, kpath, &debdata, &dl, &msg) < 0)
+		if (gp_deb_keyring(data, len, kpath, kdata, klen, &msg) < 0)
 			return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
 			               "%s: the keyring package %s: %s; nothing was "
 			               "written",
 			               who(c), repo->keyring_url, msg);
-		kd = debdata;
-		kl = dl;
 	} else {
 		*kpath = b->keyring_path(repo, memmem(data, len, "-----BEGIN PGP", 14));
 		*kdata = gp_xmemdup0(data, len);
@@ -659,7 +756,7 @@ static int check_keyring(struct gp_ctx *c, const struct gp_pkg_backend *b,
 	}
 	_cleanup_strv_ char **fprs = NULL;
 	_cleanup_free_ char *pretty = gp_openpgp_pretty(fpr);
-	if (gp_openpgp_fingerprints(kd, kl, &fprs) < 0)
+	if (gp_openpgp_fingerprints(*kdata, *klen, &fprs) < 0)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
 		               "%s: %s holds no readable OpenPGP public key; nothing "
 		               "was written",
@@ -722,18 +819,31 @@ int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo)
 		gp_log(c, "%s is not downloaded yet; key %s is checked once it is",
 		       repo->keyring_url, pretty);
 	}
-	int rc = 0;
-	if (is_deb)
-		rc = run_pkg(c, b, b->import_key(cached));
-	else if (kdata)
-		rc = gp_effect_write(c, kpath, kdata, klen, 0644);
 	_cleanup_free_ char *path = b->repo_path(repo);
+	bool had_list = gp_root_exists(&c->root, path);
+	bool had_keyring = gp_root_exists(&c->root, kpath);
+	/* A package's keyring is not pinned by its own sha256: planned by the
+	 * package's URL and the file's name in it. */
+	_cleanup_free_ char *source = is_deb ? gp_xasprintf("%s in %s", kpath,
+	                                                    repo->keyring_url)
+	                                     : gp_xstrdup(repo->keyring_url);
+	int rc = gp_effect_write_download(c, kpath, kdata, klen, 0644, source,
+	                                  is_deb ? NULL : repo->keyring_sha256);
 	_cleanup_free_ char *text = b->repo_text(repo, kpath, pretty);
 	if (rc == 0)
 		rc = gp_effect_write(c, path, text, strlen(text), 0644);
 	if (rc == 0) {
-		state(c)->stale = true;
-		gp_strv_push(&state(c)->repos, added);
+		struct gp_pkg_state *s = state(c);
+		s->stale = true;
+		gp_strv_push(&s->repos, added);
+		if (!c->dry_run) {
+			if (!had_list)
+				gp_strv_push(&s->fresh, path);
+			if (!had_keyring)
+				gp_strv_push(&s->fresh, kpath);
+			free(s->fresh_repo);
+			s->fresh_repo = gp_xstrdup(repo->id);
+		}
 	}
 	return rc;
 }

@@ -74,6 +74,7 @@ static void effect_free(struct gp_effect *e)
 	free(e->sha256);
 	free(e->source);
 	gp_strv_free(e->replaces);
+	free(e->over);
 }
 
 void gp_plan_free(struct gp_plan *p)
@@ -183,10 +184,16 @@ static bool is_binary(const char *data, size_t len)
 
 static char *effect_diff(const struct gp_effect *e)
 {
-	const char *old = e->old_exists ? e->old_data : NULL;
-	size_t old_len = e->old_exists ? e->old_len : 0;
+	/* Over a command's output: what the plan knew, in the run too. */
+	bool known_old = e->old_exists && !e->over;
+	const char *old = known_old ? e->old_data : NULL;
+	size_t old_len = known_old ? e->old_len : 0;
 	const char *new = e->kind == GP_EFFECT_WRITE ? e->new_data : NULL;
 	size_t new_len = e->kind == GP_EFFECT_WRITE ? e->new_len : 0;
+	if (e->kind == GP_EFFECT_WRITE && e->source) /* a download's bytes */
+		return gp_xasprintf("content of %s%s%s\n", e->source,
+		                    e->sha256 ? ", sha256 " : "",
+		                    e->sha256 ? e->sha256 : "");
 	if (is_binary(old, old_len) || is_binary(new, new_len)) {
 		char sha[65] = "";
 		if (new)
@@ -194,8 +201,12 @@ static char *effect_diff(const struct gp_effect *e)
 		return gp_xasprintf("binary content, %zu bytes%s%s\n", new_len,
 		                    new ? ", sha256 " : "", sha);
 	}
-	_cleanup_free_ char *old_label = gp_xasprintf("%s%s", e->path,
-	                                              e->old_exists ? "" : " (absent)");
+	_cleanup_free_ char *old_label = gp_xasprintf("%s%s%s%s", e->path,
+	                                              e->over     ? " (as "
+	                                              : known_old ? ""
+	                                                          : " (absent)",
+	                                              e->over ? e->over : "",
+	                                              e->over ? " leaves it)" : "");
 	_cleanup_free_ char *new_label = gp_xasprintf(
 	    "%s%s", e->path, e->kind == GP_EFFECT_WRITE ? " (planned)" : " (removed)");
 	return gp_unified_diff(old_label, old, old_len, new_label, new, new_len);
@@ -212,7 +223,12 @@ static void render_effect(const struct gp_effect *e, FILE *f, bool color)
 			        e->target);
 			break;
 		}
-		if (e->kind == GP_EFFECT_WRITE)
+		if (e->kind == GP_EFFECT_WRITE && e->over)
+			fprintf(f,
+			        "%swrite %s (over what %s leaves, backed up first; mode "
+			        "%04o)\n",
+			        indent, e->path, e->over, (unsigned)e->mode & 07777);
+		else if (e->kind == GP_EFFECT_WRITE)
 			fprintf(f, "%s%s %s (%s, mode %04o)\n", indent,
 			        e->old_exists ? "replace" : "create", e->path,
 			        e->old_exists ? "backed up first" : "new file",
@@ -360,16 +376,27 @@ static cJSON *effect_to_json(const struct gp_effect *e)
 	case GP_EFFECT_WRITE:
 	case GP_EFFECT_REMOVE: {
 		cJSON_AddStringToObject(o, "path", e->path);
-		cJSON_AddBoolToObject(o, "exists", e->old_exists);
+		if (e->over)
+			cJSON_AddStringToObject(o, "over", e->over);
+		else
+			cJSON_AddBoolToObject(o, "exists", e->old_exists);
 		if (e->kind == GP_EFFECT_REMOVE && e->target) {
 			cJSON_AddStringToObject(o, "link_target", e->target);
 			break;
 		}
-		if (e->old_exists) {
+		if (e->old_exists && !e->over) {
 			gp_sha256_hex(e->old_data, e->old_len, sha);
 			cJSON_AddStringToObject(o, "old_sha256", sha);
 		}
-		if (e->kind == GP_EFFECT_WRITE) {
+		if (e->kind == GP_EFFECT_WRITE && e->source) {
+			/* What the plan knew before the download, in the run too. */
+			add_mode(o, e->mode);
+			cJSON_AddStringToObject(o, "source", e->source);
+			if (e->sha256)
+				cJSON_AddStringToObject(o, "sha256", e->sha256);
+			else
+				cJSON_AddNullToObject(o, "sha256");
+		} else if (e->kind == GP_EFFECT_WRITE) {
 			add_mode(o, e->mode);
 			gp_sha256_hex(e->new_data, e->new_len, sha);
 			cJSON_AddStringToObject(o, "sha256", sha);

@@ -74,7 +74,22 @@ void gp_log(struct gp_ctx *c, const char *fmt, ...) __attribute__((format(printf
  * content is already there is not an effect. */
 int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t len,
                     mode_t mode);
+/* gp_effect_write of a file that a command of this run (maker: "the
+ * Miniforge installer") may have just made, which a plan cannot know: the
+ * plan and the run both record the write as over what maker leaves (no
+ * exists, no old sha256; the diff is against nothing). */
+int gp_effect_write_over(struct gp_ctx *c, const char *path, const void *data, size_t len,
+                         mode_t mode, const char *maker);
 int gp_effect_remove(struct gp_ctx *c, const char *path);
+/* gp_effect_write of bytes that come from a verified download, planned by
+ * their source (a text naming it, e.g. the URL) and their sha256 when known
+ * before the download (a pinned one), not by the bytes: a plan made before
+ * the download (data NULL, dry-run only) lists the same effect as the run.
+ * Without data an existing file whose sha256 is sha256 (and mode) is not an
+ * effect, as gp_effect_write decides with the bytes. */
+int gp_effect_write_download(struct gp_ctx *c, const char *path, const void *data,
+                             size_t len, mode_t mode, const char *source,
+                             const char *sha256);
 int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path);
 int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode);
 /* Makes an artifact available in the download cache (fetching it, or

@@ -31,7 +31,8 @@ struct gp_pkg_want {
  * through the download layer (sha256 required); its key fingerprints are
  * read before anything is written and must include fingerprint (40 hex
  * digits, spaces ignored), else the repository is refused. For apt the
- * keyring is either a cuda-keyring-style .deb (installed with dpkg) or a
+ * keyring is either a cuda-keyring-style .deb (its keyring file is taken
+ * out and written by gpuprov; the package is not installed) or a
  * binary/armored OpenPGP keyring written to /usr/share/keyrings/<id>.gpg and
  * referenced by signed-by. */
 struct gp_pkg_repo {
@@ -112,6 +113,6 @@ void gp_pkg_nvidia_repo_free(struct gp_pkg_nvidia_repo *r);
  * GPUPROV_LOCK_WAIT (seconds) from the environment, default 300. */
 #define GP_PKG_LOCK_WAIT_DEFAULT_S 300
 
-/* The keyring path a cuda-keyring package installs (NVIDIA's layout); the
+/* The keyring path in a cuda-keyring package (NVIDIA's layout); the
  * dry-run's repository file names it before the package is downloaded. */
 #define GP_CUDA_KEYRING_PATH "/usr/share/keyrings/cuda-archive-keyring.gpg"

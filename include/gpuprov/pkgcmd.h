@@ -15,9 +15,6 @@ struct gp_pkg_backend {
 	char **(*refresh)(void);
 	char **(*install)(const struct gp_pkg_want *want, size_t n);
 	char **(*hold)(char *const *names, bool hold);
-	/* Installs a downloaded key or keyring package (apt: dpkg -i FILE of a
-	 * keyring .deb; dnf: rpm --import KEYFILE). */
-	char **(*import_key)(const char *path);
 	/* The repository file: its in-root path and contents. keyring is the
 	 * in-root path of the keyring (signed-by= / gpgkey=), fpr the checked
 	 * fingerprint, for a comment. */

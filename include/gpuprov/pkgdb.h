@@ -45,6 +45,34 @@ int gp_apt_candidates(const struct gp_root *r, const char *name, char ***version
 /* The same for one Packages text (appends to *versions, unsorted). */
 void gp_apt_packages_scan(const char *text, const char *name, char ***versions);
 
+/* The stanzas of the root's apt lists, as much of them as the exact-version
+ * closure needs. depends is Pre-Depends and Depends joined by ", " ("" when
+ * neither). */
+struct gp_apt_pkg {
+	char *name, *version, *depends;
+};
+struct gp_apt_index {
+	struct gp_apt_pkg *p;
+	size_t n, cap;
+};
+/* Reads every *_Packages list; returns how many there are (0: never
+ * refreshed, an empty index), or -errno. */
+int gp_apt_index_read(const struct gp_root *r, struct gp_apt_index *ix);
+/* Appends the stanzas of one Packages text. */
+void gp_apt_index_parse(const char *text, struct gp_apt_index *ix);
+void gp_apt_index_free(struct gp_apt_index *ix);
+const struct gp_apt_pkg *gp_apt_index_find(const struct gp_apt_index *ix,
+                                           const char *name, const char *version);
+/* Extends names[i] at versions[i] (NULL-terminated vectors of the same
+ * length, full versions) with the transitive closure of their exact-version
+ * dependencies: each "dep (= V)" of a member's stanza that is not an
+ * alternative ("a | b": apt's choice) and that the index offers at V, added
+ * as dep at V. Canonical's driver packages depend on their utilities and
+ * libraries that way; pinning only the named ones lets apt pick the newest
+ * of the rest and stop with "held broken packages". A name already in the
+ * vectors keeps its version. */
+void gp_apt_exact_closure(const struct gp_apt_index *ix, char ***names, char ***versions);
+
 /* dpkg's version order (deb-version(7)): epoch, upstream, revision; '~'
  * sorts before anything, even the end. <0, 0, >0. */
 int gp_dpkg_vercmp(const char *a, const char *b);

@@ -62,6 +62,9 @@ struct gp_effect {
 	bool cached; /* DOWNLOAD */
 	char *source; /* EXTRACT */
 	char **replaces; /* EXTRACT; REMOVE_TREE: every entry removed */
+	/* WRITE: what is at path comes from this command of the same run,
+	 * unknown to a plan (gp_effect_write_over). */
+	char *over;
 };
 
 struct gp_stage_plan {

@@ -111,6 +111,21 @@ static void dnf(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
 	 * makes it installed (or planned) where the package layer looks. */
 	p->probe = gp_xstrdup("nvidia-driver");
 	want(p, gp_xstrdup(p->probe), ch->version);
+	if (!ch->version)
+		return;
+	/* An exact version pins the stream's split packages with it, as the
+	 * apt side pins its exact-version closure: their "= version"
+	 * requirements on each other would otherwise meet the stream's newest.
+	 * Names as NVIDIA's RHEL 9 repository has them (not confirmed by
+	 * gpuprov's reference for every branch). */
+	static const char *const split[] = { "nvidia-driver-libs", "nvidia-driver-cuda",
+		                             "nvidia-driver-cuda-libs",
+		                             "nvidia-kmod-common" };
+	for (size_t i = 0; i < ARRAY_SIZE(split); i++)
+		want(p, gp_xstrdup(split[i]), ch->version);
+	want(p,
+	     gp_xstrdup(ch->open ? "kmod-nvidia-open-dkms" : "kmod-nvidia-latest-dkms"),
+	     ch->version);
 }
 
 void gp_drv_packages(const struct gp_drv_choice *ch, struct gp_drv_pkgs *out)

@@ -650,7 +650,13 @@ static int install_conda(struct gp_ctx *c, const struct torch *t, const struct s
 		if (run_argv(c, argv) < 0)
 			return -1;
 	}
-	if (gp_effect_write(c, s->condarc_path, s->condarc, strlen(s->condarc), 0644) < 0)
+	/* Miniforge writes its own .condarc, unknown to a plan. */
+	int rc = s->conda_ok ? gp_effect_write(c, s->condarc_path, s->condarc,
+	                                       strlen(s->condarc), 0644)
+	                     : gp_effect_write_over(c, s->condarc_path, s->condarc,
+	                                            strlen(s->condarc), 0644,
+	                                            "the Miniforge installer");
+	if (rc < 0)
 		return -1;
 	if (s->python_ok && !(s->missing[0] && !pip_installs(t)))
 		return 0;

@@ -56,13 +56,6 @@ static char **apt_hold(char *const *names, bool hold)
 	return with_names(head, names);
 }
 
-static char **apt_import_key(const char *path)
-{
-	char *const argv[] = { "dpkg", "--force-confdef", "--force-confold",
-		               "-i",   (char *)path,      NULL };
-	return gp_strv_copy(argv);
-}
-
 static char *apt_repo_path(const struct gp_pkg_repo *repo)
 {
 	return gp_xasprintf("/etc/apt/sources.list.d/%s.list", repo->id);
@@ -91,7 +84,6 @@ const struct gp_pkg_backend gp_pkg_apt = {
 	.refresh = apt_refresh,
 	.install = apt_install,
 	.hold = apt_hold,
-	.import_key = apt_import_key,
 	.repo_path = apt_repo_path,
 	.repo_text = apt_repo_text,
 	.keyring_path = apt_keyring_path,

@@ -34,12 +34,6 @@ static char **dnf_hold(char *const *names, bool hold)
 	return argv;
 }
 
-static char **dnf_import_key(const char *path)
-{
-	char *const argv[] = { "rpm", "--import", (char *)path, NULL };
-	return gp_strv_copy(argv);
-}
-
 static char *dnf_repo_path(const struct gp_pkg_repo *repo)
 {
 	return gp_xasprintf("/etc/yum.repos.d/%s.repo", repo->id);
@@ -65,7 +59,6 @@ const struct gp_pkg_backend gp_pkg_dnf = {
 	.refresh = dnf_refresh,
 	.install = dnf_install,
 	.hold = dnf_hold,
-	.import_key = dnf_import_key,
 	.repo_path = dnf_repo_path,
 	.repo_text = dnf_repo_text,
 	.keyring_path = dnf_keyring_path,

@@ -43,32 +43,47 @@ static void db_add(struct gp_pkgdb *db, const char *name, const char *version, b
 		                                  held };
 }
 
-/* Calls fn with each stanza's Package, Version and Status values (NULL when
- * absent); continuation lines are skipped. */
-static int scan_stanzas(const char *text,
-                        int (*fn)(const char *pkg, const char *ver, const char *status,
-                                  void *data),
+/* The fields of one stanza the readers here use (NULL when absent). */
+struct stanza {
+	char *pkg, *ver, *status, *depends, *pre_depends;
+};
+
+static void stanza_clear(struct stanza *st)
+{
+	free(st->pkg);
+	free(st->ver);
+	free(st->status);
+	free(st->depends);
+	free(st->pre_depends);
+	*st = (struct stanza){ 0 };
+}
+
+/* Calls fn with each stanza's fields; continuation lines are skipped (a
+ * folded Depends is read as its first line, which apt does not write). */
+static int scan_stanzas(const char *text, int (*fn)(const struct stanza *st, void *data),
                         void *data)
 {
-	_cleanup_free_ char *pkg = NULL, *ver = NULL, *status = NULL;
+	struct stanza st = { 0 };
 	const char *p = text;
 	for (;;) {
 		const char *nl = strchr(p, '\n');
 		size_t len = nl ? (size_t)(nl - p) : strlen(p);
 		if (len == 0 || (len == 1 && p[0] == '\r')) {
-			if (pkg || ver || status) {
-				int rc = pkg ? fn(pkg, ver, status, data) : -EINVAL;
-				if (rc < 0)
+			if (st.pkg || st.ver || st.status || st.depends ||
+			    st.pre_depends) {
+				int rc = st.pkg ? fn(&st, data) : -EINVAL;
+				if (rc < 0) {
+					stanza_clear(&st);
 					return rc;
+				}
 			}
-			free(pkg);
-			free(ver);
-			free(status);
-			pkg = ver = status = NULL;
+			stanza_clear(&st);
 		} else if (p[0] != ' ' && p[0] != '\t') {
 			static const char *const keys[] = { "Package:", "Version:",
-				                            "Status:" };
-			char **slots[] = { &pkg, &ver, &status };
+				                            "Status:", "Depends:",
+				                            "Pre-Depends:" };
+			char **slots[] = { &st.pkg, &st.ver, &st.status, &st.depends,
+				           &st.pre_depends };
 			for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
 				size_t kl = strlen(keys[k]);
 				if (len > kl && strncasecmp(p, keys[k], kl) == 0) {
@@ -91,17 +106,19 @@ static int scan_stanzas(const char *text,
 		}
 		p = nl + 1;
 	}
+	stanza_clear(&st);
 	return 0;
 }
 
-static int status_entry(const char *pkg, const char *ver, const char *status, void *data)
+static int status_entry(const struct stanza *st, void *data)
 {
 	char want[32], flag[32], state[32];
-	if (!status || !ver || sscanf(status, "%31s %31s %31s", want, flag, state) != 3)
+	if (!st->status || !st->ver ||
+	    sscanf(st->status, "%31s %31s %31s", want, flag, state) != 3)
 		return 0;
 	if (strcmp(state, "installed") != 0)
 		return 0;
-	db_add(data, pkg, ver, strcmp(want, "hold") == 0);
+	db_add(data, st->pkg, st->ver, strcmp(want, "hold") == 0);
 	return 0;
 }
 
@@ -217,11 +234,12 @@ struct cand_scan {
 	char ***out;
 };
 
-static int cand_entry(const char *pkg, const char *ver, const char *status, void *data)
+static int cand_entry(const struct stanza *st, void *data)
 {
 	struct cand_scan *s = data;
-	if (ver && strcmp(pkg, s->name) == 0 && !gp_strv_contains(*s->out, ver))
-		gp_strv_push(s->out, ver);
+	if (st->ver && strcmp(st->pkg, s->name) == 0 &&
+	    !gp_strv_contains(*s->out, st->ver))
+		gp_strv_push(s->out, st->ver);
 	return 0;
 }
 
@@ -236,9 +254,11 @@ static int cmp_newest_first(const void *a, const void *b)
 	return gp_dpkg_vercmp(*(char *const *)b, *(char *const *)a);
 }
 
-int gp_apt_candidates(const struct gp_root *r, const char *name, char ***versions)
+/* Calls fn with the text of each of the root's apt Packages lists; returns
+ * how many there are (0 when the lists directory is missing), or -errno. */
+static int for_each_list(const struct gp_root *r,
+                         void (*fn)(const char *text, void *data), void *data)
 {
-	*versions = gp_xcalloc(1, sizeof(char *));
 	_cleanup_strv_ char **files = NULL;
 	int rc = gp_root_list_dir(r, GP_APT_LISTS, &files);
 	if (rc == -ENOENT)
@@ -253,10 +273,135 @@ int gp_apt_candidates(const struct gp_root *r, const char *name, char ***version
 		_cleanup_free_ char *path = gp_xasprintf("%s/%s", GP_APT_LISTS, files[i]);
 		_cleanup_free_ char *text = NULL;
 		if (gp_root_read(r, path, &text, NULL) == 0)
-			gp_apt_packages_scan(text, name, versions);
+			fn(text, data);
 	}
+	return lists;
+}
+
+static void scan_candidates(const char *text, void *data)
+{
+	scan_stanzas(text, cand_entry, data);
+}
+
+int gp_apt_candidates(const struct gp_root *r, const char *name, char ***versions)
+{
+	*versions = gp_xcalloc(1, sizeof(char *));
+	struct cand_scan s = { name, versions };
+	int lists = for_each_list(r, scan_candidates, &s);
 	qsort(*versions, gp_strv_len(*versions), sizeof(char *), cmp_newest_first);
 	return lists;
+}
+
+/* --- apt dependencies --------------------------------------------------- */
+
+void gp_apt_index_free(struct gp_apt_index *ix)
+{
+	for (size_t i = 0; i < ix->n; i++) {
+		free(ix->p[i].name);
+		free(ix->p[i].version);
+		free(ix->p[i].depends);
+	}
+	free(ix->p);
+	*ix = (struct gp_apt_index){ 0 };
+}
+
+static int index_entry(const struct stanza *st, void *data)
+{
+	struct gp_apt_index *ix = data;
+	if (!st->ver)
+		return 0;
+	if (ix->n == ix->cap) { /* duplicates stay: a lookup finds the first */
+		ix->cap = ix->cap ? 2 * ix->cap : 64;
+		ix->p = gp_xrealloc(ix->p, ix->cap * sizeof *ix->p);
+	}
+	struct gp_buf b = { 0 };
+	if (st->pre_depends)
+		gp_buf_puts(&b, st->pre_depends);
+	if (st->pre_depends && st->depends)
+		gp_buf_puts(&b, ", ");
+	if (st->depends)
+		gp_buf_puts(&b, st->depends);
+	ix->p[ix->n++] = (struct gp_apt_pkg){ gp_xstrdup(st->pkg), gp_xstrdup(st->ver),
+		                              gp_buf_steal(&b) };
+	return 0;
+}
+
+void gp_apt_index_parse(const char *text, struct gp_apt_index *ix)
+{
+	scan_stanzas(text, index_entry, ix);
+}
+
+static void scan_index(const char *text, void *data)
+{
+	gp_apt_index_parse(text, data);
+}
+
+int gp_apt_index_read(const struct gp_root *r, struct gp_apt_index *ix)
+{
+	*ix = (struct gp_apt_index){ 0 };
+	int lists = for_each_list(r, scan_index, ix);
+	if (lists < 0)
+		gp_apt_index_free(ix);
+	return lists;
+}
+
+const struct gp_apt_pkg *gp_apt_index_find(const struct gp_apt_index *ix,
+                                           const char *name, const char *version)
+{
+	for (size_t i = 0; i < ix->n; i++)
+		if (strcmp(ix->p[i].name, name) == 0 &&
+		    strcmp(ix->p[i].version, version) == 0)
+			return &ix->p[i];
+	return NULL;
+}
+
+/* One dependency "name[:arch] [(op version)]" of a group without
+ * alternatives: *name and *version (NULL unless op is "="). false when the
+ * group is not of that shape. */
+static bool exact_dependency(const char *group, char **name, char **version)
+{
+	*name = *version = NULL;
+	if (strchr(group, '|'))
+		return false; /* alternatives: the choice is apt's */
+	const char *p = group + strspn(group, " \t");
+	size_t nl = strcspn(p, " \t(:");
+	if (!nl)
+		return false;
+	const char *open = strchr(p, '(');
+	if (!open)
+		return false;
+	const char *q = open + 1 + strspn(open + 1, " \t");
+	if (q[0] != '=' || q[1] == '=')
+		return false;
+	q += 1 + strspn(q + 1, " \t");
+	size_t vl = strcspn(q, " \t)");
+	if (!vl || !strchr(q, ')'))
+		return false;
+	*name = gp_xstrndup(p, nl);
+	*version = gp_xstrndup(q, vl);
+	return true;
+}
+
+void gp_apt_exact_closure(const struct gp_apt_index *ix, char ***names, char ***versions)
+{
+	/* A worklist over the growing vectors themselves: each member's
+	 * dependencies are read once, in the order the members were added. */
+	for (size_t i = 0; (*names)[i]; i++) {
+		const struct gp_apt_pkg *pk = gp_apt_index_find(ix, (*names)[i],
+		                                                (*versions)[i]);
+		if (!pk)
+			continue;
+		_cleanup_strv_ char **groups = gp_strv_split(pk->depends, ',');
+		for (size_t g = 0; groups[g]; g++) {
+			_cleanup_free_ char *name = NULL, *version = NULL;
+			if (!exact_dependency(groups[g], &name, &version) ||
+			    gp_strv_contains(*names, name) ||
+			    !gp_apt_index_find(ix, name, version))
+				continue;
+			gp_strv_push(names, name);
+			gp_strv_push(versions, version);
+		}
+	}
 }
 
 /* --- rpm ---------------------------------------------------------------- */

@@ -98,10 +98,14 @@ JSON
 	assert_unchanged "$R" before
 }
 
-@test "conda: batch install, env creation from the declared channels only, pip into the env; rerun satisfied" {
+@test "conda: batch install, env creation from the declared channels only, pip into the env, as planned; rerun satisfied" {
 	conda_profile
-	gp --root "$R" --ca-file "$CA" install --profile "$P" --only pytorch
+	# The installer writes its own .condarc, which gpuprov then replaces:
+	# plan and run both say the write is over what the installer leaves.
+	assert_plan_matches_run "$R" --ca-file "$CA" --profile "$P" --only pytorch
 	assert_status 0
+	[ "$(jq -r '.stages[].effects[] | select(.path == "/opt/conda/.condarc") | .over' <<< "$output")" = "the Miniforge installer" ] ||
+		fail "the .condarc write does not say it replaces the installer's file: $output"
 	log=$(stub_log "$R")
 	[ "$log" = "installer -b -p /opt/conda
 conda create -y -n torch --override-channels -c conda-forge python=3.11" ] || fail "commands:" "$log"

@@ -15,13 +15,20 @@ teardown() {
 	stop_https_server
 }
 
-@test "cuda repo: the keyring, the source list, cuda-toolkit-12-4 (never cuda), the link; verify passes; a rerun changes nothing" {
-	gp --root "$R" install --profile "$P" --ca-file "$CA"
+@test "cuda repo: the keyring, the source list, cuda-toolkit-12-4 (never cuda), the link, as planned; verify passes; a rerun changes nothing" {
+	# The keyring is taken out of the cuda-keyring package and written by
+	# gpuprov: dpkg -i would also install the package's own source list,
+	# which the plan cannot see and gpuprov then replaces.
+	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
 	assert_status 0
-	assert_stdout_has "apt-get -q -y update"
-	assert_stdout_has "install --no-install-recommends --allow-downgrades cuda-toolkit-12-4"
+	local runs
+	runs=$(jq -r '.stages[].effects[] | select(.type == "run") | .argv | join(" ")' <<< "$output")
+	printf '%s\n' "$runs" | grep -Fxq "apt-get -q -y update" || fail "no apt-get update: $runs"
+	[[ "$runs" == *"install --no-install-recommends --allow-downgrades cuda-toolkit-12-4"* ]] || fail "$runs"
+	[[ "$runs" != *dpkg* ]] || fail "dpkg was run: $runs"
 	[ "$(dpkg_status "$R" cuda-toolkit-12-4)" = "install ok installed 12.4.1-1" ]
-	[ "$(dpkg_status "$R" cuda-keyring)" = "install ok installed 1.1-1" ]
+	[ "$(dpkg_status "$R" cuda-keyring)" = "not-installed" ]
+	cmp "$AR/key.gpg" "$R/usr/share/keyrings/cuda-archive-keyring.gpg"
 	[ "$(dpkg_status "$R" cuda)" = "not-installed" ] || fail "the cuda meta package was installed"
 	[ "$(readlink "$R/usr/local/cuda")" = cuda-12.4 ]
 	grep -q "signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg\] file:///srv/repo/ /" \
@@ -45,10 +52,36 @@ teardown() {
 	local pretty
 	pretty=$(echo "$FPR" | sed -E 's/(....)/\1 /g; s/ $//; s/^((.... ){4}....) /\1  /')
 	assert_stdout_has "signed by key $pretty"
-	assert_stdout_has "run dpkg --force-confdef --force-confold -i /var/cache/gpuprov/$KSHA"
+	assert_stdout_has "create /usr/share/keyrings/cuda-archive-keyring.gpg (new file, mode 0644)"
+	assert_stdout_has "content of /usr/share/keyrings/cuda-archive-keyring.gpg in https://127.0.0.1:$PORT/cuda-keyring_1.1-1_all.deb"
+	refute_stdout_has "run dpkg"
 	assert_stdout_has "install --no-install-recommends --allow-downgrades cuda-toolkit-12-4"
 	assert_stdout_has "symlink /usr/local/cuda -> cuda-12.4"
 	assert_unchanged "$R" before
+}
+
+# plain_key_install KEY: the profile's keyring is $AR/KEY (key.gpg or
+# key.asc), not in the cache yet; the plan's effects equal the install's.
+plain_key_install() {
+	cp "$AR/$1" "$WWW/"
+	KSHA=$(sha256sum < "$AR/$1" | cut -d' ' -f1)
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4" } }'
+	sed -i "s|cuda-keyring_1.1-1_all.deb|$1|" "$P"
+	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
+	assert_status 0
+	local kr=/usr/share/keyrings/cuda-debian12-x86_64-keyring.${1#key.}
+	cmp "$AR/$1" "$R$kr"
+	grep -q "signed-by=$kr\] file:///srv/repo/ /" "$R/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
+	[ "$(jq -r --arg p "$kr" '.stages[].effects[] | select(.path == $p) | .sha256' <<< "$output")" = "$KSHA" ]
+	[ "$(dpkg_status "$R" cuda-toolkit-12-4)" = "install ok installed 12.4.1-1" ]
+}
+
+@test "cuda repo: a binary key file not downloaded yet: the plan lists its keyring write as the run makes it" {
+	plain_key_install key.gpg
+}
+
+@test "cuda repo: an armored key file not downloaded yet: the plan lists its keyring write as the run makes it" {
+	plain_key_install key.asc
 }
 
 @test "cuda repo: a keyring without the pinned fingerprint is refused before anything is written" {
@@ -63,6 +96,36 @@ teardown() {
 	assert_stderr_has "nothing was written"
 	assert_unchanged "$R" before "${GP_FILES[@]}"
 	[ ! -e "$R/etc/apt/sources.list.d/cuda-debian12-x86_64.list" ]
+}
+
+@test "cuda repo: a first apt-get update that fails (Release signed by another key) removes the repository again" {
+	# The archive is re-signed with the other key; the pinned keyring is right.
+	local g=$BATS_TEST_TMPDIR/gnupg
+	mkdir -m 0700 "$g"
+	GNUPGHOME=$g gpg -q --batch --import \
+		"${GPUPROV_TEST_CACHE:-${HOME:-/root}/.cache/gpuprov-tests}/aptrepo-keys/other.sec" 2>/dev/null
+	local other
+	other=$(cat "$AR/other.fpr")
+	GNUPGHOME=$g gpg -q --batch --yes --local-user "$other" --clearsign \
+		-o "$R/srv/repo/InRelease" "$R/srv/repo/Release"
+	GNUPGHOME=$g gpg -q --batch --yes --local-user "$other" -abs \
+		-o "$R/srv/repo/Release.gpg" "$R/srv/repo/Release"
+	GNUPGHOME=$g gpgconf --kill all >/dev/null 2>&1 || true
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 1
+	assert_stderr_has "the first apt refresh after adding the repository cuda-debian12-x86_64 failed, so gpuprov removed what it had added for it (/etc/apt/sources.list.d/cuda-debian12-x86_64.list, /usr/share/keyrings/cuda-archive-keyring.gpg)"
+	# apt's own words are quoted.
+	assert_stderr_has "NO_PUBKEY"
+	[ ! -e "$R/etc/apt/sources.list.d/cuda-debian12-x86_64.list" ] ||
+		fail "the source list stayed: $(cat "$R/etc/apt/sources.list.d/cuda-debian12-x86_64.list")"
+	[ ! -e "$R/usr/share/keyrings/cuda-archive-keyring.gpg" ] || fail "the keyring stayed"
+	# The removal is journaled, and later updates on the host work again.
+	journal_files "$R/var/lib/gpuprov/state.json" |
+		grep -Fxq "/etc/apt/sources.list.d/cuda-debian12-x86_64.list null" ||
+		fail "the removal is not in the journal:" "$(journal_files "$R/var/lib/gpuprov/state.json")"
+	assert_journal_true "$R"
+	run chroot "$R" apt-get -q -y update
+	[ "$status" -eq 0 ] || fail "apt-get update after the failed run: $output"
 }
 
 @test "cuda repo: a keyring that holds no OpenPGP key is refused before anything is written" {
@@ -115,7 +178,7 @@ sys.stdin.read()
 	assert_status 0
 	assert_stdout_has "cuda: needed - cuda-toolkit-12-4 is not installed"
 	refute_stdout_has "run dpkg"
-	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
 	assert_status 0
 	[ "$(readlink "$R/usr/local/cuda")" = cuda-12.4 ]
 	[ -x "$R/usr/local/cuda-11.8/bin/nvcc" ]

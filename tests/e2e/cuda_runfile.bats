@@ -65,7 +65,7 @@ runfile_runs() {
 }
 
 @test "cuda runfile: installs the toolkit only (no driver), chrooted; the probes agree; a rerun does not run it again" {
-	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cuda
+	assert_plan_matches_run "$R" --ca-file "$CA" --profile "$P" --only cuda
 	assert_status 0
 	line=$(grep '^runfile ' "$R/var/log/stub-commands.log") || fail "the runfile did not run"
 	[ "$line" = "runfile --silent --toolkit --toolkitpath=/usr/local/cuda-12.4" ] ||

@@ -31,11 +31,12 @@ cudnn_profile() {
 	gp --root "$R" plan --profile "$P"
 	assert_status 0
 	assert_stdout_has "cudnn: needed - libcudnn9-cuda-12 is not installed"
-	assert_stdout_has "run dpkg --force-confdef --force-confold -i /var/cache/gpuprov/$KSHA"
+	assert_stdout_has "create /usr/share/keyrings/cuda-archive-keyring.gpg (new file, mode 0644)"
+	refute_stdout_has "run dpkg"
 	assert_stdout_has "install --no-install-recommends --allow-downgrades libcudnn9-cuda-12=9.8.0.87 libcudnn9-dev-cuda-12=9.8.0.87"
 	refute_stdout_has " cudnn9-cuda-12"
 	# The cuda stage adds the repository; the cudnn stage's plan knows it.
-	[ "$(printf '%s\n' "$output" | grep -c "run dpkg --force-confdef")" = 1 ] ||
+	[ "$(printf '%s\n' "$output" | grep -c "create /usr/share/keyrings/cuda-archive-keyring.gpg")" = 1 ] ||
 		fail "the repository is added twice in the plan"
 	assert_unchanged "$R" before
 }
@@ -78,7 +79,7 @@ cudnn_profile() {
 	assert_status 0
 	assert_stdout_has "cudnn: needed - libcudnn9-cuda-12 9.1.0.70-1 is installed; the profile wants 9.8.0.87"
 	assert_stdout_has "libcudnn9-cuda-12=9.8.0.87-1 libcudnn9-dev-cuda-12=9.8.0.87-1"
-	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
 	assert_status 0
 	[ "$(dpkg_status "$R" libcudnn9-cuda-12)" = "install ok installed 9.8.0.87-1" ]
 	[ "$(dpkg_status "$R" libcudnn9-dev-cuda-12)" = "install ok installed 9.8.0.87-1" ]

@@ -119,7 +119,7 @@ APT535='{ "method": "apt", "branch": "535", "flavor": "server", "modules": "prop
 @test "driver: install, hold, reboot pending until the module is loaded, then satisfied" {
 	drv_root
 	drv_profile "$APT535"
-	gp --root "$R" install --profile "$P"
+	assert_plan_matches_run "$R" --profile "$P"
 	assert_status 5
 	assert_stderr_has "reboot required (driver: the nvidia module is not loaded"
 	grep -qx "/usr/bin/$APT_INSTALL linux-headers-5.15.0-91-generic nvidia-driver-535-server nvidia-dkms-535-server" \

@@ -85,6 +85,21 @@ versions() {
 	echo "$(dpkg_status "$R" nvidia-driver-535-server) / $(dpkg_status "$R" nvidia-dkms-535-server)"
 }
 
+# assert_set_at VERSION: every NVIDIA package installed in the root is at
+# VERSION and held (apt-mark showhold inside the root says so).
+assert_set_at() {
+	local all held p bad=
+	all=$(chroot "$R" dpkg-query -W -f '${db:Status-Status} ${Package}\n' 'nvidia-*' \
+		'libnvidia-*' 'linux-modules-nvidia-*' 2>/dev/null | awk '$1 == "installed" { print $2 }')
+	held=$(chroot "$R" apt-mark showhold | sort)
+	[ -n "$all" ] || fail "no NVIDIA package is installed"
+	for p in $all; do
+		[[ "$(dpkg_status "$R" "$p")" == *" installed $1" ]] || bad="$bad $p=$(dpkg_status "$R" "$p")"
+		printf '%s\n' "$held" | grep -Fxq "$p" || bad="$bad $p(not held)"
+	done
+	[ -z "$bad" ] || fail "not at $1 and held:$bad" "apt-mark showhold: $held"
+}
+
 @test "driver apt: the plan names the exact packages and the hold, and changes nothing" {
 	snapshot "$R" before
 	gp --root "$R" plan --profile "$P"
@@ -100,10 +115,14 @@ versions() {
 	gp --root "$R" install --profile "$P"
 	assert_status 5
 	assert_stderr_has "reboot required (driver: the nvidia module is not loaded"
-	# The upstream version was resolved to the archive's full one.
-	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=535.104.05-0ubuntu1 nvidia-dkms-535-server=535.104.05-0ubuntu1"
+	# The upstream version was resolved to the archive's full one, and the
+	# packages the named ones depend on at exactly that version are pinned
+	# with them (else apt takes the newest and stops: "held broken packages").
+	local v=535.104.05-0ubuntu1
+	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=$v nvidia-dkms-535-server=$v nvidia-utils-535-server=$v libnvidia-compute-535-server=$v nvidia-kernel-common-535-server=$v nvidia-kernel-source-535-server=$v"
 	[ "$(versions)" = "hold ok installed 535.104.05-0ubuntu1 / hold ok installed 535.104.05-0ubuntu1" ] ||
 		fail "installed: $(versions)"
+	assert_set_at 535.104.05-0ubuntu1
 	run chroot "$R" nvidia-smi
 	[[ "$output" == *"Driver Version: 535.104.05"* ]] || fail "nvidia-smi: $output"
 }
@@ -144,14 +163,19 @@ versions() {
 	gp --root "$R" plan --profile "$P"
 	assert_status 5
 	assert_stdout_has "driver: needed - installed driver 535.104.05, the profile wants nvidia-driver-535-server 535.183.01 (proprietary modules, DKMS)"
-	assert_stdout_line "      run apt-mark unhold nvidia-driver-535-server nvidia-dkms-535-server"
-	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=535.183.01-0ubuntu1 nvidia-dkms-535-server=535.183.01-0ubuntu1"
-	assert_stdout_line "      run apt-mark hold nvidia-driver-535-server nvidia-dkms-535-server"
-	gp --root "$R" install --profile "$P"
+	# The whole held set is released for the transaction, not only the
+	# named packages: their held exact dependencies must move with them.
+	local set="nvidia-driver-535-server nvidia-dkms-535-server nvidia-utils-535-server libnvidia-compute-535-server nvidia-kernel-common-535-server nvidia-kernel-source-535-server"
+	local v=535.183.01-0ubuntu1
+	assert_stdout_line "      run apt-mark unhold $set"
+	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=$v nvidia-dkms-535-server=$v nvidia-utils-535-server=$v libnvidia-compute-535-server=$v nvidia-kernel-common-535-server=$v nvidia-kernel-source-535-server=$v"
+	assert_stdout_line "      run apt-mark hold $set"
+	assert_plan_matches_run "$R" --profile "$P"
 	assert_status 5
 	assert_stderr_has "the loaded nvidia module is 535.104.05, the installed driver 535.183.01"
 	[ "$(versions)" = "hold ok installed 535.183.01-0ubuntu1 / hold ok installed 535.183.01-0ubuntu1" ] ||
 		fail "installed: $(versions)"
+	assert_set_at 535.183.01-0ubuntu1
 }
 
 @test "driver apt: with Secure Boot on, auto picks the signed prebuilt modules from the archive" {
@@ -165,10 +189,11 @@ versions() {
 	assert_stdout_has "(proprietary modules, prebuilt signed)"
 	assert_stdout_has "linux-modules-nvidia-535-server-$KVER"
 	refute_stdout_has "nvidia-dkms-535-server="
-	gp --root "$R" install --profile "$P"
+	assert_plan_matches_run "$R" --profile "$P"
 	assert_status 5
 	[[ "$(dpkg_status "$R" "linux-modules-nvidia-535-server-$KVER")" == "hold ok installed 535.183.01-0ubuntu1" ]] ||
 		fail "prebuilt modules: $(dpkg_status "$R" "linux-modules-nvidia-535-server-$KVER")"
 	[[ "$(dpkg_status "$R" linux-modules-nvidia-535-server-generic)" == *" installed 535.183.01-0ubuntu1" ]] ||
 		fail "flavour meta package: $(dpkg_status "$R" linux-modules-nvidia-535-server-generic)"
+	assert_set_at 535.183.01-0ubuntu1
 }

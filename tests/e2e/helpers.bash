@@ -633,3 +633,40 @@ pre = bytes([0x99]) + struct.pack(">H", len(body))
 print(hashlib.sha1(pre + body).hexdigest().upper())
 PY
 }
+
+# --- The plan is what the run does ------------------------------------------
+
+# assert_plan_matches_run ROOT ARGS...: `gpuprov --root ROOT plan --json
+# ARGS...` on the root as it is, then `gpuprov --root ROOT install --json
+# ARGS...` on the same root, and the effects of every stage (type, paths,
+# argv, contents, downloads, reboot reasons, in order) must be equal,
+# exactly: a diff is shown when they are not. Nothing is normalised: what a
+# plan cannot know before the run (a keyring not yet downloaded, apt lists
+# not yet refreshed) must be planned at a granularity the run then matches.
+# Leaves the install's result in $status/$output/$stderr (its JSON plan).
+assert_plan_matches_run() {
+	local root=$1
+	shift
+	local dir=$BATS_TEST_TMPDIR/plan-vs-run
+	mkdir -p "$dir"
+	gp --root "$root" plan --json "$@"
+	[ "$status" -eq 0 ] || [ "$status" -eq 5 ] || { show_run; fail "plan --json failed"; }
+	printf '%s\n' "$output" > "$dir/plan.json"
+	gp --root "$root" install --json "$@"
+	printf '%s\n' "$output" > "$dir/run.json"
+	[ "$status" -eq 0 ] || [ "$status" -eq 5 ] || { show_run; fail "install --json failed"; }
+	local st=$status out=$output err=$stderr
+	"$PYTHON" - "$dir/plan.json" "$dir/run.json" <<'PY' || return 1
+import difflib, json, sys
+def effects(path):
+    with open(path) as f:
+        d = json.load(f)
+    return json.dumps({s["name"]: s["effects"] for s in d["stages"]}, indent=1, sort_keys=True)
+plan, run = effects(sys.argv[1]), effects(sys.argv[2])
+if plan != run:
+    sys.stderr.write("the plan's effects differ from the run's (- plan, + run):\n")
+    sys.stderr.writelines(difflib.unified_diff(plan.splitlines(True), run.splitlines(True), "plan", "run"))
+    sys.exit(1)
+PY
+	status=$st output=$out stderr=$err
+}

@@ -10,7 +10,7 @@ setup() {
 }
 
 @test "install: writes the expected files and runs update-initramfs -u then ldconfig" {
-	install_ubuntu
+	assert_plan_matches_run "$R" --profile "$PROFILE" --only "$ONLY"
 	assert_status 5
 	assert_same_file "$EXPECTED/ubuntu2204/blacklist-nouveau.conf" \
 		"$R/etc/modprobe.d/blacklist-nouveau.conf"

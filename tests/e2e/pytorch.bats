@@ -35,7 +35,7 @@ teardown() {
 
 @test "pytorch venv: install pins the wheels; rerun satisfied; verify passes; version change upgrades" {
 	torch_profile cu118
-	gp --root "$R" install --profile "$P" --only pytorch
+	assert_plan_matches_run "$R" --profile "$P" --only pytorch
 	assert_status 0
 	[ -f "$R$V/pyvenv.cfg" ] || fail "no venv"
 	[ "$(dist_version "$R$V" torch)" = 2.7.1+cu118 ] || fail "torch: $(dist_version "$R$V" torch)"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gpuprov/nvdriver.h"
+#include "gpuprov/pkgcmd.h"
 #include "gpuprov/util.h"
 
 static char *wants(const struct gp_drv_pkgs *p)
@@ -80,8 +81,25 @@ static void test_nvidia_repo_and_dnf(void **state)
 		                     .version = "580.95.05" };
 	gp_drv_packages(&ch, &p);
 	char *w = wants(&p);
-	assert_string_equal(w, "@nvidia-driver:580-dkms nvidia-driver=580.95.05");
+	/* An exact version pins the stream's split packages too. */
+	assert_string_equal(w,
+	                    "@nvidia-driver:580-dkms nvidia-driver=580.95.05 "
+	                    "nvidia-driver-libs=580.95.05 nvidia-driver-cuda=580.95.05 "
+	                    "nvidia-driver-cuda-libs=580.95.05 "
+	                    "nvidia-kmod-common=580.95.05 "
+	                    "kmod-nvidia-latest-dkms=580.95.05");
 	free(w);
+	/* dnf's command: each member as name-version in the one transaction. */
+	char **argv = gp_pkg_dnf.install(p.want, p.n_want);
+	char *cmd = gp_strv_join(argv, " ");
+	assert_string_equal(cmd, "dnf -y -q install @nvidia-driver:580-dkms "
+	                         "nvidia-driver-580.95.05 nvidia-driver-libs-580.95.05 "
+	                         "nvidia-driver-cuda-580.95.05 "
+	                         "nvidia-driver-cuda-libs-580.95.05 "
+	                         "nvidia-kmod-common-580.95.05 "
+	                         "kmod-nvidia-latest-dkms-580.95.05");
+	free(cmd);
+	gp_strv_free(argv);
 	gp_drv_pkgs_free(&p);
 	ch.version = NULL;
 	ch.open = true;

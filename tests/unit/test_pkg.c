@@ -59,6 +59,51 @@ static void test_vercmp(void **state)
 	gp_strv_free(v);
 }
 
+/* The exact-version closure: exact (=) dependencies followed transitively,
+ * only at versions the lists offer; alternatives, other relations and
+ * cycles neither followed nor looped on; a member keeps its version. */
+static void test_exact_closure(void **state)
+{
+	struct gp_apt_index ix = { 0 };
+	gp_apt_index_parse(
+	    "Package: drv\nVersion: 2-1\nPre-Depends: pre (= 2-1)\n"
+	    "Depends: utils (= 2-1), libc6 (>= 2.17), dkms, alt (= 2-1) | other,\n"
+	    "\n"
+	    "Package: drv\nVersion: 1-1\nDepends: utils (= 1-1)\n\n"
+	    "Package: utils\nVersion: 1-1\nDepends: lib (= 1-1)\n\n"
+	    "Package: utils\nVersion: 2-1\nDepends: lib:any (= 2-1), drv (= 2-1), "
+	    "gone (= 2-1)\n\n"
+	    "Package: lib\nVersion: 2-1\n\nPackage: lib\nVersion: 1-1\n\n"
+	    "Package: pre\nVersion: 2-1\n\nPackage: alt\nVersion: 2-1\n",
+	    &ix);
+	assert_int_equal(ix.n, 8);
+	assert_string_equal(gp_apt_index_find(&ix, "drv", "1-1")->depends,
+	                    "utils (= 1-1)");
+	char **names = gp_xcalloc(1, sizeof(char *));
+	char **versions = gp_xcalloc(1, sizeof(char *));
+	gp_strv_push(&names, "drv");
+	gp_strv_push(&versions, "2-1");
+	gp_apt_exact_closure(&ix, &names, &versions);
+	_cleanup_free_ char *n = gp_strv_join(names, " ");
+	_cleanup_free_ char *v = gp_strv_join(versions, " ");
+	assert_string_equal(n, "drv pre utils lib");
+	assert_string_equal(v, "2-1 2-1 2-1 2-1");
+	gp_strv_free(names);
+	gp_strv_free(versions);
+	/* The older release pins the older dependencies. */
+	names = gp_xcalloc(1, sizeof(char *));
+	versions = gp_xcalloc(1, sizeof(char *));
+	gp_strv_push(&names, "drv");
+	gp_strv_push(&versions, "1-1");
+	gp_apt_exact_closure(&ix, &names, &versions);
+	_cleanup_free_ char *v1 = gp_strv_join(versions, " ");
+	assert_int_equal(gp_strv_len(names), 3);
+	assert_string_equal(v1, "1-1 1-1 1-1");
+	gp_strv_free(names);
+	gp_strv_free(versions);
+	gp_apt_index_free(&ix);
+}
+
 /* An rpm header blob: index entries then data, as rpm stores it. */
 static size_t rpm_blob(unsigned char *b, const char *name, const char *ver,
                        const char *rel, int epoch)
@@ -424,12 +469,16 @@ static void test_apt_versions_and_hold(void **state)
 	char *v = installed(f, set[0]);
 	assert_string_equal(v, "535.104.05-0ubuntu1");
 	free(v);
+	/* The exact dependencies came at that version too (not the candidate). */
+	v = installed(f, "nvidia-utils-535-server");
+	assert_string_equal(v, "535.104.05-0ubuntu1");
+	free(v);
 	/* Hold the set: a later apt-get upgrade in the root moves nothing. */
-	assert_int_equal(gp_effect_pkg_hold(&f->c, set, 2, true), 0);
-	assert_true(gp_pkg_is_held(&f->c, set[0]));
 	char **nv = gp_pkg_nvidia_set(&f->c);
-	assert_int_equal(gp_strv_len(nv), 2);
+	assert_int_equal(gp_strv_len(nv), 6);
+	assert_int_equal(gp_effect_pkg_hold(&f->c, (const char *const *)nv, 6, true), 0);
 	gp_strv_free(nv);
+	assert_true(gp_pkg_is_held(&f->c, set[0]));
 	char *cmd = gp_xasprintf("chroot %s/root apt-get -q -y upgrade >/dev/null 2>&1",
 	                         f->dir);
 	assert_int_equal(sh(cmd), 0);
@@ -475,6 +524,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dpkg_status),
 		cmocka_unit_test(test_vercmp),
+		cmocka_unit_test(test_exact_closure),
 		cmocka_unit_test(test_rpmdb),
 		cmocka_unit_test(test_commands),
 		cmocka_unit_test(test_openpgp),

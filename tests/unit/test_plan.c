@@ -207,6 +207,53 @@ static void test_json(void **state)
 	gp_plan_free(p);
 }
 
+/* The JSON of one write as a plan made before a download or a command
+ * sees it (no bytes, nothing there) and as the run does (bytes, an old
+ * file): it must not depend on what the plan could not know. */
+static char *write_json(bool run, const char *source, const char *over)
+{
+	struct gp_plan *p = gp_plan_new("x", "d", "/", !run);
+	struct gp_stage_plan *sp = gp_plan_add_stage(p, "cuda", "toolkit");
+	struct gp_effect *e = gp_stage_plan_add_effect(sp, GP_EFFECT_WRITE);
+	e->path = gp_xstrdup("/usr/share/keyrings/k.gpg");
+	e->old_exists = run && over;
+	e->old_data = gp_xstrdup(run && over ? "what the installer left\n" : "");
+	e->old_len = strlen(e->old_data);
+	e->new_data = gp_xmemdup0(run || over ? "key\0bytes" : "", run || over ? 9 : 0);
+	e->new_len = run || over ? 9 : 0;
+	e->mode = 0644;
+	e->source = source ? gp_xstrdup(source) : NULL;
+	e->sha256 = source ? gp_xstrdup("ab12") : NULL;
+	e->over = over ? gp_xstrdup(over) : NULL;
+	cJSON *doc = gp_plan_to_json(p);
+	char *text = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "stages"), 0),
+	    "effects"));
+	cJSON_Delete(doc);
+	gp_plan_free(p);
+	return text;
+}
+
+static void test_write_unknown_before_run(void **state)
+{
+	char *plan = write_json(false, "https://k.lan/k.gpg", NULL);
+	char *run = write_json(true, "https://k.lan/k.gpg", NULL);
+	assert_string_equal(plan, run);
+	assert_string_equal(plan, "[{\"type\":\"write\",\"path\":\"/usr/share/keyrings/"
+	                          "k.gpg\",\"exists\":false,\"mode\":\"0644\",\"source\":"
+	                          "\"https://k.lan/k.gpg\",\"sha256\":\"ab12\",\"diff\":"
+	                          "\"content of https://k.lan/k.gpg, sha256 ab12\\n\"}]");
+	free(plan);
+	free(run);
+	plan = write_json(false, NULL, "the installer");
+	run = write_json(true, NULL, "the installer");
+	assert_string_equal(plan, run);
+	assert_non_null(strstr(plan, "\"over\":\"the installer\""));
+	assert_null(strstr(plan, "exists"));
+	free(plan);
+	free(run);
+}
+
 static void test_lookup_file(void **state)
 {
 	struct gp_plan *p = sample_plan();
@@ -230,6 +277,7 @@ int main(void)
 		cmocka_unit_test(test_download_extract_text),
 		cmocka_unit_test(test_download_extract_json),
 		cmocka_unit_test(test_lookup_file),
+		cmocka_unit_test(test_write_unknown_before_run),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -205,6 +205,18 @@ static int fd_above_stdio(int fd)
 	return n;
 }
 
+/* A close-on-exec pipe whose two ends are above stdio. 0 or -errno. */
+static int pipe_above_stdio(int *rd, int *wr)
+{
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	*rd = fd_above_stdio(p[0]);
+	*wr = fd_above_stdio(p[1]);
+	return *rd < 0 || *wr < 0 ? -errno : 0;
+}
+
 /* Everything the child needs, prepared before fork so that it allocates nothing. */
 struct child_setup {
 	const char *root; /* NULL: stay on the host */
@@ -551,7 +563,7 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 	struct child_setup s;
 	sigset_t all, old;
 	long maxfd;
-	int p[2], child_err, r;
+	int child_err, r;
 	ssize_t n;
 	pid_t pid;
 
@@ -573,25 +585,12 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 	nullfd = fd_above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC));
 	if (nullfd < 0)
 		return -errno;
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -errno;
-	out_r = fd_above_stdio(p[0]);
-	out_w = fd_above_stdio(p[1]);
-	if (out_r < 0 || out_w < 0)
-		return -errno;
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -errno;
-	err_r = fd_above_stdio(p[0]);
-	err_w = fd_above_stdio(p[1]);
-	if (err_r < 0 || err_w < 0)
-		return -errno;
+	if ((r = pipe_above_stdio(&out_r, &out_w)) < 0 ||
+	    (r = pipe_above_stdio(&err_r, &err_w)) < 0)
+		return r;
 	/* Held open by gpuprov alone while the command runs (see guard_run). */
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -errno;
-	life_r = fd_above_stdio(p[0]);
-	life_w = fd_above_stdio(p[1]);
-	if (life_r < 0 || life_w < 0)
-		return -errno;
+	if ((r = pipe_above_stdio(&life_r, &life_w)) < 0)
+		return r;
 	/* Only our end: the child's stdout stays blocking. */
 	if (fcntl(out_r, F_SETFL, O_NONBLOCK) < 0)
 		return -errno;

@@ -207,21 +207,35 @@ static int parent_dir(struct gp_ctx *c, const char *path)
 	return 0;
 }
 
+/* The file at path as this run sees it (planned writes included): *old
+ * (free it) and *old_len when it exists, and whether its mode is already
+ * mode. 0, or -1 with c->err set when it cannot be read. */
+static int current_file(struct gp_ctx *c, const char *path, mode_t mode, char **old,
+                        size_t *old_len, bool *exists, bool *mode_ok)
+{
+	*old = NULL;
+	*old_len = 0;
+	int rc = gp_ctx_read(c, path, old, old_len);
+	if (rc < 0 && rc != -ENOENT)
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot read %s: %s",
+		               stage_name(c), path, strerror(-rc));
+	*exists = rc == 0;
+	struct stat st;
+	*mode_ok = !*exists || gp_root_stat(&c->root, path, &st) < 0 ||
+	           (st.st_mode & 07777) == (mode & 07777);
+	return 0;
+}
+
 int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t len,
                     mode_t mode)
 {
 	if (refuse_when_stopping(c) < 0)
 		return -1;
 	_cleanup_free_ char *old = NULL;
-	size_t old_len = 0;
-	int rc = gp_ctx_read(c, path, &old, &old_len);
-	if (rc < 0 && rc != -ENOENT)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot read %s: %s",
-		               stage_name(c), path, strerror(-rc));
-	bool exists = rc == 0;
-	struct stat st;
-	bool mode_ok = !exists || gp_root_stat(&c->root, path, &st) < 0 ||
-	               (st.st_mode & 07777) == (mode & 07777);
+	size_t old_len;
+	bool exists, mode_ok;
+	if (current_file(c, path, mode, &old, &old_len, &exists, &mode_ok) < 0)
+		return -1;
 	if (exists && old_len == len && memcmp(old, data, len) == 0 && mode_ok)
 		return 0;
 
@@ -250,7 +264,7 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 		return -1;
 	if (parent_dir(c, path) < 0)
 		return -1;
-	rc = gp_root_write_atomic(&c->root, path, data, len, mode, 0, 0);
+	int rc = gp_root_write_atomic(&c->root, path, data, len, mode, 0, 0);
 	if (rc < 0)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot write %s: %s",
 		               stage_name(c), path, strerror(-rc));
@@ -1106,19 +1120,14 @@ static int plan_write_unseen(struct gp_ctx *c, const char *path, mode_t mode,
                              const char *sha256)
 {
 	_cleanup_free_ char *old = NULL;
-	size_t old_len = 0;
-	int rc = gp_ctx_read(c, path, &old, &old_len);
-	if (rc < 0 && rc != -ENOENT)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot read %s: %s",
-		               stage_name(c), path, strerror(-rc));
-	bool exists = rc == 0;
-	struct stat st;
+	size_t old_len;
+	bool exists, mode_ok;
+	if (current_file(c, path, mode, &old, &old_len, &exists, &mode_ok) < 0)
+		return -1;
 	char sha[65] = "";
 	if (exists)
 		gp_sha256_hex(old, old_len, sha);
-	if (exists && gp_streq(sha, sha256) &&
-	    (gp_root_stat(&c->root, path, &st) < 0 ||
-	     (st.st_mode & 07777) == (mode & 07777)))
+	if (exists && gp_streq(sha, sha256) && mode_ok)
 		return 0;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_WRITE);
 	e->path = gp_xstrdup(path);

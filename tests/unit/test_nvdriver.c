@@ -1,5 +1,5 @@
 /* Driver package selection, module flavor for a set of GPUs, the runfile's
- * command line and kernel release ordering (src/nv/driver.c). */
+ * command line and kernel release ordering (src/nv/nvdriver.c). */
 #include "testutil.h"
 
 #include <string.h>

@@ -11,7 +11,7 @@
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
-#include "gpuprov/nvidia.h"
+#include "gpuprov/gpus.h"
 #include "gpuprov/pkg.h"
 #include "gpuprov/profile.h"
 #include "gpuprov/root.h"

@@ -13,7 +13,7 @@
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/facts.h"
 #include "gpuprov/json.h"
-#include "gpuprov/nvidia.h"
+#include "gpuprov/gpus.h"
 #include "gpuprov/profile.h"
 
 struct gpu {

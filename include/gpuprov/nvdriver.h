@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "gpuprov/nvidia.h"
+#include "gpuprov/gpus.h"
 #include "gpuprov/pkg.h"
 
 enum gp_drv_method { GP_DRV_APT, GP_DRV_DNF, GP_DRV_RUNFILE };

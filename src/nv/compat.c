@@ -1,6 +1,6 @@
 /* The compatibility preflight (see compat.h): each rule compares two stages
  * of a resolved profile, or a stage and the GPUs it matches, using the facts
- * in nvidia.h. A rule runs only when both of its sides are there: a disabled
+ * in gpus.h and cuda_releases.h. A rule runs only when both of its sides are there: a disabled
  * stage or a missing key says nothing to check against. Messages name both
  * sides and a fix, because the operator reads them before anything has
  * touched a server and must know what to change. */
@@ -10,7 +10,7 @@
 
 #include "gpuprov/compat.h"
 #include "gpuprov/nvdriver.h"
-#include "gpuprov/nvidia.h"
+#include "gpuprov/cuda_releases.h"
 #include "gpuprov/util.h"
 #include "gpuprov/version.h"
 

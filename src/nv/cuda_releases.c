@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gpuprov/nvidia.h"
+#include "gpuprov/cuda_releases.h"
 #include "gpuprov/util.h"
 #include "gpuprov/version.h"
 

@@ -5,7 +5,7 @@
  * never guessed from a neighbour. */
 #include <stddef.h>
 
-#include "gpuprov/nvidia.h"
+#include "gpuprov/gpus.h"
 #include "gpuprov/util.h"
 
 /* Where the reference gives no board variant for an id, the name is the bare

@@ -12,7 +12,7 @@
  *         the repository or the runfile cannot be fetched as pinned.
  * apply:  repository + package, or runfile; then the link.
  * verify: every version source (files, `nvcc --version` run chrooted)
- *         agrees with the profile; the toolkit's minimum driver (nvidia.h)
+ *         agrees with the profile; the toolkit's minimum driver (cuda_releases.h)
  *         <= the driver (loaded module, else the driver package); the nvcc
  *         first on the PATH the env stage writes is this toolkit's, with
  *         the driver's CUDA (what nvidia-smi shows) and nvcc's told apart. */
@@ -23,7 +23,7 @@
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/facts.h"
 #include "gpuprov/json.h"
-#include "gpuprov/nvidia.h"
+#include "gpuprov/cuda_releases.h"
 #include "gpuprov/pkg.h"
 #include "gpuprov/pkgdb.h"
 #include "gpuprov/run.h"

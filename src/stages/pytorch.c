@@ -25,7 +25,7 @@
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/facts.h"
 #include "gpuprov/json.h"
-#include "gpuprov/nvidia.h"
+#include "gpuprov/cuda_releases.h"
 #include "gpuprov/pkg.h"
 #include "gpuprov/run.h"
 #include "gpuprov/stage.h"

@@ -5,7 +5,7 @@
  * row fails here. */
 #include "testutil.h"
 
-#include "gpuprov/nvidia.h"
+#include "gpuprov/cuda_releases.h"
 #include "gpuprov/version.h"
 
 struct gpu_case {

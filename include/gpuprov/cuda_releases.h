@@ -1,24 +1,11 @@
-/* NVIDIA knowledge: GPUs by PCI device id, CUDA toolkit -> minimum driver,
- * which compute capabilities a CUDA release can target, and PyTorch wheel
- * tags. Sources: docs/reference/nvidia-tables.md; pure lookups, no I/O. */
+/* CUDA releases (cuda_releases.c): toolkit -> minimum driver, which compute
+ * capabilities a CUDA release can target, and PyTorch wheel tags. Sources:
+ * docs/reference/nvidia-tables.md; pure lookups, no I/O. */
 #pragma once
 
 #include <stdbool.h>
 
-struct gp_gpu_info {
-	unsigned device; /* PCI device id, vendor 0x10de */
-	const char *name; /* "A100 SXM4 80GB" */
-	const char *arch; /* "Ampere", "Hopper", "Blackwell", ... */
-	unsigned cc_major; /* compute capability */
-	unsigned cc_minor;
-	const char *first_cuda; /* first CUDA release that supports it: "11.0" */
-};
-
-/* NULL for an id gpuprov does not know (never guessed). */
-const struct gp_gpu_info *gp_gpu_lookup(unsigned device);
-/* Module flavours the GPU can use. */
-bool gp_gpu_needs_open_modules(const struct gp_gpu_info *g); /* Blackwell, Grace Hopper */
-bool gp_gpu_needs_proprietary(const struct gp_gpu_info *g); /* Volta and older */
+#include "gpuprov/gpus.h"
 
 /* Minimum driver for a CUDA toolkit "X.Y" (GA release) or "X.Y.Z" (update
  * releases where the table has them: 12.2.2 is 12.2 Update 2; X.Y.0 and an

@@ -16,8 +16,8 @@
 #include "gpuprov/archive.h"
 #include "gpuprov/context.h"
 #include "gpuprov/exitcodes.h"
-#include "gpuprov/facts.h"
 #include "gpuprov/json.h"
+#include "gpuprov/kernelinfo.h"
 #include "gpuprov/prefetch.h"
 #include "gpuprov/run.h"
 

@@ -11,7 +11,10 @@
 
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
-#include "gpuprov/facts.h"
+#include "gpuprov/kernelinfo.h"
+#include "gpuprov/osrelease.h"
+#include "gpuprov/pci.h"
+#include "gpuprov/secureboot.h"
 #include "gpuprov/json.h"
 #include "gpuprov/gpus.h"
 #include "gpuprov/profile.h"

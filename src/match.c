@@ -3,8 +3,9 @@
 #include <string.h>
 #include <sys/utsname.h>
 
-#include "gpuprov/facts.h"
 #include "gpuprov/json.h"
+#include "gpuprov/osrelease.h"
+#include "gpuprov/pci.h"
 #include "gpuprov/profile.h"
 
 /* Does the root fit the profile's "match"? NULL when it does, else what

@@ -21,7 +21,7 @@
 
 #include "gpuprov/cudatk.h"
 #include "gpuprov/exitcodes.h"
-#include "gpuprov/facts.h"
+#include "gpuprov/nvproc.h"
 #include "gpuprov/json.h"
 #include "gpuprov/cuda_releases.h"
 #include "gpuprov/pkg.h"

@@ -28,11 +28,16 @@
 
 #include "gpuprov/compat.h"
 #include "gpuprov/exitcodes.h"
-#include "gpuprov/facts.h"
 #include "gpuprov/json.h"
+#include "gpuprov/kernelinfo.h"
+#include "gpuprov/modules.h"
 #include "gpuprov/nvdriver.h"
 #include "gpuprov/nvprobe.h"
+#include "gpuprov/nvproc.h"
+#include "gpuprov/osrelease.h"
+#include "gpuprov/pci.h"
 #include "gpuprov/pkg.h"
+#include "gpuprov/secureboot.h"
 #include "gpuprov/stage.h"
 #include "gpuprov/version.h"
 

@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include "gpuprov/exitcodes.h"
-#include "gpuprov/facts.h"
 #include "gpuprov/json.h"
+#include "gpuprov/modprobe.h"
+#include "gpuprov/modules.h"
+#include "gpuprov/pci.h"
 #include "gpuprov/run.h"
 #include "gpuprov/stage.h"
 

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "gpuprov/exitcodes.h"
-#include "gpuprov/facts.h"
+#include "gpuprov/nvproc.h"
 #include "gpuprov/json.h"
 #include "gpuprov/cuda_releases.h"
 #include "gpuprov/pkg.h"

@@ -3,7 +3,7 @@
  * /lib/modules/<kver> and which headers count). */
 #include <string.h>
 
-#include "gpuprov/facts.h"
+#include "gpuprov/kernelinfo.h"
 #include "gpuprov/util.h"
 
 /* The file's content without surrounding whitespace; NULL when the file is

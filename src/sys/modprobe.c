@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gpuprov/facts.h"
+#include "gpuprov/modprobe.h"
 #include "gpuprov/util.h"
 
 static void kmod_unrefp(struct kmod_ctx **ctx)

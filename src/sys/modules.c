@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "gpuprov/facts.h"
+#include "gpuprov/modules.h"
 #include "gpuprov/util.h"
 
 const char *gp_tristate_name(enum gp_tristate t)

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "gpuprov/facts.h"
+#include "gpuprov/nvproc.h"
 #include "gpuprov/util.h"
 
 int gp_nvidia_module_parse(const char *text, char **version, bool *open)

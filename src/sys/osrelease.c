@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "gpuprov/facts.h"
+#include "gpuprov/osrelease.h"
 #include "gpuprov/util.h"
 
 static bool is_blank(char c)

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpuprov/facts.h"
+#include "gpuprov/pci.h"
 #include "gpuprov/util.h"
 
 #define PCI_DEVICES "/sys/bus/pci/devices"

@@ -13,7 +13,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include "gpuprov/facts.h"
+#include "gpuprov/secureboot.h"
 #include "gpuprov/sha256.h"
 #include "gpuprov/util.h"
 

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 
 #include "fuzz.h"
-#include "gpuprov/facts.h"
+#include "gpuprov/modules.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -3,7 +3,12 @@
  * modprobe configuration as libkmod reads it. */
 #include "testutil.h"
 
-#include "gpuprov/facts.h"
+#include "gpuprov/kernelinfo.h"
+#include "gpuprov/modprobe.h"
+#include "gpuprov/modules.h"
+#include "gpuprov/nvproc.h"
+#include "gpuprov/osrelease.h"
+#include "gpuprov/pci.h"
 #include "gpuprov/util.h"
 
 /* Opens the root once the tree is written (the root is realpath'd). */

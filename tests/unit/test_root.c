@@ -5,7 +5,7 @@
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 
-#include "gpuprov/facts.h"
+#include "gpuprov/osrelease.h"
 #include "gpuprov/root.h"
 #include "gpuprov/util.h"
 

@@ -1,0 +1,10 @@
+/* The running kernel of the target root (kernelinfo.c): boot id and
+ * release. Read under the root; nothing here prints or decides. */
+#pragma once
+
+#include "gpuprov/root.h"
+
+/* <root>/proc/sys/kernel/random/boot_id, trimmed; NULL when unavailable. */
+char *gp_boot_id(const struct gp_root *r);
+/* <root>/proc/sys/kernel/osrelease (uname -r of the running kernel); NULL when unavailable. */
+char *gp_running_kernel(const struct gp_root *r);

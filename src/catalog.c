@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gpuprov/compat.h"
+#include "gpuprov/catalog.h"
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"

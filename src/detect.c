@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "gpuprov/catalog.h"
+#include "gpuprov/detect.h"
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/kernelinfo.h"

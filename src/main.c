@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpuprov/catalog.h"
+#include "gpuprov/detect.h"
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/run.h"

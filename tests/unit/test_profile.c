@@ -8,7 +8,7 @@
  * Schema against the loader is test_profile_schema.c. */
 #include "testutil.h"
 
-#include "gpuprov/engine.h"
+#include "gpuprov/catalog.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/profile.h"
 #include "gpuprov/util.h"

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "gpuprov/context.h"
+#include "gpuprov/debfile.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 #include "gpuprov/openpgp.h"

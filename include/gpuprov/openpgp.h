@@ -1,7 +1,6 @@
 /* OpenPGP key fingerprints, computed by gpuprov itself so that a repository
- * key is checked against the profile's pin before apt or rpm ever sees it,
- * and the keyring file inside a cuda-keyring-style .deb. Pure functions: no
- * I/O, no printing. */
+ * key is checked against the profile's pin before apt or rpm ever sees it
+ * (openpgp.c). Pure functions: no I/O, no printing. */
 #pragma once
 
 #include <stddef.h>
@@ -16,11 +15,3 @@ int gp_openpgp_fingerprints(const void *data, size_t len, char ***fprs);
 char *gp_openpgp_normalize(const char *fpr);
 /* "EB69 3B30 35CD 5710 E231  E123 A4B4 6996 3BF8 63CC", as gpg shows it. */
 char *gp_openpgp_pretty(const char *fpr);
-
-/* In a Debian package (ar archive; data.tar with gz, xz or zstd), the first
- * regular file under usr/share/keyrings/ or etc/apt/trusted.gpg.d/ (*.gpg or
- * *.asc): its in-root path ("/usr/share/keyrings/cuda-archive-keyring.gpg")
- * and contents. -ENOENT when there is none, -EINVAL when the data is not a
- * readable package; *msg (static) says why. */
-int gp_deb_keyring(const void *deb, size_t len, char **path, char **data, size_t *dlen,
-                   const char **msg);

@@ -9,7 +9,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 
-#include "gpuprov/openpgp.h"
+#include "gpuprov/debfile.h"
 #include "gpuprov/util.h"
 
 #define DEB_MAX (64u << 20)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "gpuprov/debfile.h"
 #include "gpuprov/openpgp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

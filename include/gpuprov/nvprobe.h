@@ -38,7 +38,9 @@ struct gp_nvml_probe {
 	int persistence[GP_PROBE_MAX_GPUS]; /* 1 on, 0 off, -1 unknown */
 };
 
-struct gp_cuda_probe {
+/* The CUDA driver API (libcuda.so.1) as the root sees it; not to be mixed up
+ * with the toolkit probe of cudatk.h (gp_cuda_probe). */
+struct gp_libcuda_probe {
 	bool loaded;
 	char *load_error;
 	int version_rc; /* cuDriverGetVersion; -1 when not called */
@@ -51,7 +53,7 @@ struct gp_cuda_probe {
 
 struct gp_nvprobe {
 	struct gp_nvml_probe nvml;
-	struct gp_cuda_probe cuda;
+	struct gp_libcuda_probe cuda;
 	char *error; /* the probe itself failed (fork, chroot, crash, timeout) */
 };
 

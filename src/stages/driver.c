@@ -936,7 +936,7 @@ static void verify_nvml(struct gp_ctx *c, const struct drv *d, struct gp_report 
 static void verify_cuda(struct gp_ctx *c, const struct drv *d, struct gp_report *rep,
                         const struct gp_nvprobe *p)
 {
-	const struct gp_cuda_probe *cu = &p->cuda;
+	const struct gp_libcuda_probe *cu = &p->cuda;
 	if (!cu->loaded) {
 		_cleanup_free_ char *install = gp_install_hint(c, STAGE);
 		_cleanup_free_ char *hint = gp_xasprintf(

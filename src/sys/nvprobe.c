@@ -190,7 +190,7 @@ static void parse_line(struct gp_nvprobe *p, char *line, bool *ended)
 	if (sp)
 		*sp = '\0';
 	struct gp_nvml_probe *n = &p->nvml;
-	struct gp_cuda_probe *c = &p->cuda;
+	struct gp_libcuda_probe *c = &p->cuda;
 	int i;
 	if (strcmp(line, "end") == 0)
 		*ended = true;

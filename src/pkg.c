@@ -30,7 +30,7 @@
 #include "gpuprov/json.h"
 #include "gpuprov/openpgp.h"
 #include "gpuprov/pkg.h"
-#include "gpuprov/pkgcmd.h"
+#include "gpuprov/pkg_apt.h"
 #include "gpuprov/pkgdb.h"
 #include "gpuprov/run.h"
 

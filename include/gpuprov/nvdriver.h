@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "gpuprov/gpus.h"
-#include "gpuprov/pkg.h"
+#include "gpuprov/pkg_types.h"
 
 enum gp_drv_method { GP_DRV_APT, GP_DRV_DNF, GP_DRV_RUNFILE };
 enum gp_drv_source { GP_DRV_CANONICAL, GP_DRV_NVIDIA };

@@ -12,38 +12,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "gpuprov/pkg_types.h"
+
 struct gp_ctx;
 struct gp_profile;
-
-enum gp_pkg_manager { GP_PKG_APT, GP_PKG_DNF };
-
-/* One package wanted at an exact version, or at the repository's candidate
- * when version is NULL. Versions are the backend's full strings
- * ("535.183.01-0ubuntu0.22.04.1", "3:560.35.03-1.el9"); a version without a
- * revision ("535.183.01") matches the newest candidate with that upstream
- * version. */
-struct gp_pkg_want {
-	const char *name;
-	const char *version;
-};
-
-/* A package repository plus the key that signs it. keyring is downloaded
- * through the download layer (sha256 required); its key fingerprints are
- * read before anything is written and must include fingerprint (40 hex
- * digits, spaces ignored), else the repository is refused. For apt the
- * keyring is either a cuda-keyring-style .deb (its keyring file is taken
- * out and written by gpuprov; the package is not installed) or a
- * binary/armored OpenPGP keyring written to /usr/share/keyrings/<id>.gpg and
- * referenced by signed-by. */
-struct gp_pkg_repo {
-	const char *id; /* "cuda-ubuntu2204-x86_64": file names derive from it */
-	const char *url; /* base URL (apt: "... ./" flat repo or suite/components) */
-	const char *suite; /* apt: "/" for a flat repository, or a suite name */
-	const char *components; /* apt: "main" etc., NULL for a flat repository */
-	const char *keyring_url;
-	const char *keyring_sha256;
-	const char *fingerprint;
-};
 
 /* The target's package manager. -1 with err set when the profile names none. */
 int gp_pkg_manager(struct gp_ctx *c, enum gp_pkg_manager *pm);

@@ -5,7 +5,8 @@
  * was asked for; --allow-downgrades lets a profile pin an older version. */
 #include <string.h>
 
-#include "gpuprov/pkgcmd.h"
+#include "gpuprov/pkg_apt.h"
+#include "gpuprov/pkg_dnf.h"
 #include "gpuprov/util.h"
 
 char *gp_pkg_want_spec(const struct gp_pkg_want *w, char sep)

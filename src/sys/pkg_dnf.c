@@ -4,7 +4,8 @@
  * --add-repo URL`, which would fetch it unverified) with gpgcheck=1 and the
  * key gpuprov checked. "name-version" lets dnf pick the newest release of
  * that version, as pkg.h promises for versions without a revision. */
-#include "gpuprov/pkgcmd.h"
+#include "gpuprov/pkg_apt.h"
+#include "gpuprov/pkg_dnf.h"
 #include "gpuprov/util.h"
 
 static char **dnf_refresh(void)

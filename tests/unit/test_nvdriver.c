@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "gpuprov/nvdriver.h"
-#include "gpuprov/pkgcmd.h"
+#include "gpuprov/pkg_dnf.h"
 #include "gpuprov/util.h"
 
 static char *wants(const struct gp_drv_pkgs *p)

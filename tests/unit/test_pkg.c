@@ -12,7 +12,8 @@
 #include "gpuprov/context.h"
 #include "gpuprov/openpgp.h"
 #include "gpuprov/pkg.h"
-#include "gpuprov/pkgcmd.h"
+#include "gpuprov/pkg_apt.h"
+#include "gpuprov/pkg_dnf.h"
 #include "gpuprov/pkgdb.h"
 #include "gpuprov/run.h"
 

@@ -1,0 +1,6 @@
+/* dnf's command lines and repository files (pkg_dnf.c). Pure functions. */
+#pragma once
+
+#include "gpuprov/pkg_types.h"
+
+extern const struct gp_pkg_backend gp_pkg_dnf;

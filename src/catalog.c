@@ -7,12 +7,12 @@
 #include <errno.h>
 #include <string.h>
 
-#include "gpuprov/compat.h"
 #include "gpuprov/catalog.h"
+#include "gpuprov/compat.h"
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
-#include "gpuprov/json.h"
 #include "gpuprov/gpus.h"
+#include "gpuprov/json.h"
 #include "gpuprov/pkg.h"
 #include "gpuprov/profile.h"
 #include "gpuprov/root.h"

@@ -13,13 +13,13 @@
 #include "gpuprov/detect.h"
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
+#include "gpuprov/gpus.h"
+#include "gpuprov/json.h"
 #include "gpuprov/kernelinfo.h"
 #include "gpuprov/osrelease.h"
 #include "gpuprov/pci.h"
-#include "gpuprov/secureboot.h"
-#include "gpuprov/json.h"
-#include "gpuprov/gpus.h"
 #include "gpuprov/profile.h"
+#include "gpuprov/secureboot.h"
 
 struct gpu {
 	const struct gp_pci_device *dev;

@@ -19,7 +19,7 @@
 #include "gpuprov/pkg.h"
 #include "gpuprov/run.h"
 #include "gpuprov/json.h"
-#include "gpuprov/stage.h"
+#include "gpuprov/stages.h"
 
 #define DEFAULT_CMD_TIMEOUT_MS (30 * 60 * 1000)
 

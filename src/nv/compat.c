@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "gpuprov/compat.h"
-#include "gpuprov/nvdriver.h"
 #include "gpuprov/cuda_releases.h"
+#include "gpuprov/nvdriver.h"
 #include "gpuprov/util.h"
 #include "gpuprov/version.h"
 

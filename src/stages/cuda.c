@@ -19,15 +19,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "gpuprov/cuda_releases.h"
 #include "gpuprov/cudatk.h"
 #include "gpuprov/exitcodes.h"
-#include "gpuprov/nvproc.h"
 #include "gpuprov/json.h"
-#include "gpuprov/cuda_releases.h"
+#include "gpuprov/nvproc.h"
 #include "gpuprov/pkg.h"
 #include "gpuprov/pkgdb.h"
 #include "gpuprov/run.h"
-#include "gpuprov/stage.h"
+#include "gpuprov/stages.h"
 #include "gpuprov/version.h"
 
 #define CUDA_LINK "/usr/local/cuda"

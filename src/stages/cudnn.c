@@ -63,7 +63,7 @@
 #include "gpuprov/pkg.h"
 #include "gpuprov/pkgdb.h"
 #include "gpuprov/run.h"
-#include "gpuprov/stage.h"
+#include "gpuprov/stages.h"
 
 #define REDIST                                                                           \
 	"https://developer.download.nvidia.com/compute/cudnn/redist/cudnn/linux-x86_64/"

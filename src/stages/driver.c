@@ -38,7 +38,7 @@
 #include "gpuprov/pci.h"
 #include "gpuprov/pkg.h"
 #include "gpuprov/secureboot.h"
-#include "gpuprov/stage.h"
+#include "gpuprov/stages.h"
 #include "gpuprov/version.h"
 
 #define MOK_CONF "/etc/dkms/framework.conf.d/gpuprov-mok.conf"

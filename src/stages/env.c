@@ -14,7 +14,7 @@
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 #include "gpuprov/run.h"
-#include "gpuprov/stage.h"
+#include "gpuprov/stages.h"
 
 #define PROFILE_SCRIPT "/etc/profile.d/gpuprov-cuda.sh"
 #define LD_CONF "/etc/ld.so.conf.d/gpuprov-cuda.conf"

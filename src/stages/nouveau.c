@@ -15,7 +15,7 @@
 #include "gpuprov/modules.h"
 #include "gpuprov/pci.h"
 #include "gpuprov/run.h"
-#include "gpuprov/stage.h"
+#include "gpuprov/stages.h"
 
 #define DEFAULT_BLACKLIST_FILE "/etc/modprobe.d/blacklist-nouveau.conf"
 #define MARK_INITRAMFS "initramfs_rebuilt_for"

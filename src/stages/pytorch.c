@@ -22,13 +22,14 @@
 #include <errno.h>
 #include <string.h>
 
-#include "gpuprov/exitcodes.h"
-#include "gpuprov/nvproc.h"
-#include "gpuprov/json.h"
 #include "gpuprov/cuda_releases.h"
+#include "gpuprov/exitcodes.h"
+#include "gpuprov/json.h"
+#include "gpuprov/nvproc.h"
 #include "gpuprov/pkg.h"
+#include "gpuprov/pytorch.h"
 #include "gpuprov/run.h"
-#include "gpuprov/stage.h"
+#include "gpuprov/stages.h"
 #include "gpuprov/version.h"
 
 #define MINIFORGE                                                                        \

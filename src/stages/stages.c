@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "gpuprov/json.h"
-#include "gpuprov/stage.h"
+#include "gpuprov/stages.h"
 
 const struct gp_stage *const gp_stages[] = {
 	&gp_stage_nouveau, &gp_stage_driver,  &gp_stage_cuda,

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "gpuprov/stage.h"
+#include "gpuprov/pytorch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -71,10 +71,3 @@ bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key,
                       const char *value);
 void gp_stage_mark_set(struct gp_ctx *c, const char *stage, const char *key,
                        const char *value);
-
-/* The pytorch stage's readers of installed metadata (files the environment's
- * pip and conda wrote): the Version header of a dist-info METADATA text, and
- * the version of a conda-meta record whose name normalises (PEP 503, '_'
- * for '-' and '.') to want. NULL when there is none. */
-char *gp_pip_metadata_version(const char *text);
-char *gp_conda_meta_version(const char *text, const char *want);

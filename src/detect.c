@@ -16,6 +16,7 @@
 #include "gpuprov/gpus.h"
 #include "gpuprov/json.h"
 #include "gpuprov/kernelinfo.h"
+#include "gpuprov/match.h"
 #include "gpuprov/osrelease.h"
 #include "gpuprov/pci.h"
 #include "gpuprov/profile.h"

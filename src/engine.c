@@ -13,6 +13,7 @@
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/kernelinfo.h"
+#include "gpuprov/match.h"
 #include "gpuprov/osrelease.h"
 #include "gpuprov/pci.h"
 #include "gpuprov/journal.h"

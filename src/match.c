@@ -4,6 +4,7 @@
 #include <sys/utsname.h>
 
 #include "gpuprov/json.h"
+#include "gpuprov/match.h"
 #include "gpuprov/osrelease.h"
 #include "gpuprov/pci.h"
 #include "gpuprov/profile.h"

@@ -30,11 +30,6 @@ void gp_profile_free(struct gp_profile *p);
 
 /* A stage's settings: an object, or NULL when absent or false (disabled). */
 const cJSON *gp_profile_stage(const struct gp_profile *p, const char *stage);
-/* How the root differs from the profile's "match" (distro, version,
- * architecture, GPUs), or NULL when it fits. Unknown facts count as a
- * mismatch. */
-struct gp_root;
-char *gp_profile_mismatch(const struct gp_profile *p, const struct gp_root *r);
 /* A string under the profile's "distro" object, or NULL. */
 const char *gp_profile_distro_string(const struct gp_profile *p, const char *key);
 

@@ -35,7 +35,7 @@ $(shell mkdir -p $(BUILD))
 $(file >$(BUILD)/flags.stamp,$(FLAGS_NOW))
 endif
 
-LIB_SRCS := $(sort $(wildcard src/*.c src/sys/*.c src/stages/*.c src/nv/*.c))
+LIB_SRCS := $(sort $(wildcard src/*.c src/pure/*.c src/sys/*.c src/stages/*.c src/nv/*.c))
 LIB_SRCS := $(filter-out src/main.c,$(LIB_SRCS))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))

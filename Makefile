@@ -170,6 +170,7 @@ lint:
 		tests/fuzz/*.c tests/fuzz/*.h
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
 		--suppress=missingIncludeSystem --inline-suppr -Iinclude -D_GNU_SOURCE src
+	python3 tests/lint/layers.py
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/profiles $(DESTDIR)$(MANDIR)/man8 \

@@ -760,17 +760,6 @@ static int extract_cached(struct gp_ctx *c, const char *archive_path, const char
 	return rc;
 }
 
-int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
-                      const char *dest, unsigned flags)
-{
-	if (refuse_when_stopping(c) < 0)
-		return -1;
-	plan_extract(c, archive_path, sha256, dest);
-	if (c->dry_run)
-		return 0;
-	return extract_cached(c, archive_path, sha256, dest, flags);
-}
-
 /* The options of a background download: the context's, with the progress
  * renderer the main fetcher set up (get_fetcher first). */
 static struct gp_fetch_opts background_opts(struct gp_ctx *c)

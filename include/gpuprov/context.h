@@ -58,7 +58,7 @@ void gp_ctx_close_fetcher(struct gp_ctx *c);
 size_t gp_ctx_prefetch_start(struct gp_ctx *c);
 
 /* Is the file at path still the one gpuprov recorded (journal sha256)? For
- * files gp_effect_extract installed the journal also keeps the device,
+ * files an extraction installed the journal also keeps the device,
  * inode, size, mtime and ctime they had: while those are unchanged the file
  * is trusted without reading it; otherwise, or with deep (verify), it is
  * hashed. *hashed says which. */
@@ -98,15 +98,12 @@ int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode);
  * already (never the network); *cache_path is where it would be. */
 int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
                        char **cache_path);
-/* Extracts the tarball at archive_path (in the root) into dest (a directory
- * in the root, replaced as a whole when it exists) after the archive's
- * sha256 matched; flags are GP_ARCHIVE_* (archive.h). Every regular file
- * installed is journaled with its sha256 for the current stage. In dry-run
- * it records the destination and the files under it that would be replaced. */
-int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
-                      const char *dest, unsigned flags);
-/* gp_effect_download and gp_effect_extract in one (the same two plan
- * entries), streaming when the artifact is not cached yet: the archive is
+/* gp_effect_download, then the tarball extracted into dest (a directory in
+ * the root, replaced as a whole when it exists) after the archive's sha256
+ * matched; flags are GP_ARCHIVE_* (archive.h). Every regular file installed
+ * is journaled with its sha256 for the current stage. Two plan entries
+ * (the download, then the destination and the files under it it would
+ * replace). Streaming when the artifact is not cached yet: the archive is
  * extracted while it downloads (download -> sha256 -> decompress ->
  * staging in one pass, memory bounded whatever its size), the staging
  * directory is renamed into place only after the archive's sha256 matched,

@@ -62,8 +62,3 @@ void gp_debug(const struct gp_out *o, const char *fmt, ...)
 	emit(o, "", fmt, ap);
 	va_end(ap);
 }
-
-const char *gp_color(const struct gp_out *o, const char *code)
-{
-	return o->color ? code : "";
-}

@@ -23,5 +23,3 @@ void gp_error(const struct gp_out *o, const char *fmt, ...) _printf_(2, 3);
 void gp_warn(const struct gp_out *o, const char *fmt, ...) _printf_(2, 3);
 void gp_info(const struct gp_out *o, const char *fmt, ...) _printf_(2, 3);
 void gp_debug(const struct gp_out *o, const char *fmt, ...) _printf_(2, 3);
-/* ANSI colour code or "" when colour is off. */
-const char *gp_color(const struct gp_out *o, const char *code);

@@ -39,5 +39,3 @@ bool gp_cuda_version_agrees(const char *v, const char *want);
  * false with *a and *b naming them ("version.json 12.4.1", "nvcc 11.8.89";
  * free them). */
 bool gp_cuda_probe_consistent(const struct gp_cuda_probe *p, char **a, char **b);
-/* The best version the probe has (json, txt, header, nvcc), or NULL. */
-const char *gp_cuda_probe_version(const struct gp_cuda_probe *p);

@@ -135,8 +135,3 @@ bool gp_cuda_probe_consistent(const struct gp_cuda_probe *p, char **a, char **b)
 	}
 	return true;
 }
-
-const char *gp_cuda_probe_version(const struct gp_cuda_probe *p)
-{
-	return p->json ? p->json : p->txt ? p->txt : p->header ? p->header : p->nvcc;
-}

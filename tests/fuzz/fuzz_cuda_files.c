@@ -21,9 +21,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *a = NULL, *b = NULL;
 	if (!gp_cuda_probe_consistent(&p, &a, &b) && (!a || !b))
 		abort(); /* a disagreement names both sides */
-	const char *v = gp_cuda_probe_version(&p);
-	if (v)
-		gp_cuda_version_agrees(v, "12.4.1");
+	const char *const versions[] = { p.json, p.txt, p.header, p.nvcc };
+	for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++)
+		if (versions[i])
+			gp_cuda_version_agrees(versions[i], "12.4.1");
 	free(a);
 	free(b);
 	gp_cuda_probe_free(&p);

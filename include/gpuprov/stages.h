@@ -13,7 +13,6 @@
 /* The stage needs the kernel state after a pending reboot (a driver cannot
  * be installed while nouveau still holds the GPU). */
 #define GP_STAGE_NEEDS_REBOOTED_KERNEL (1u << 0)
-#define GP_STAGE_MAY_REBOOT (1u << 1)
 
 struct gp_check {
 	enum gp_stage_state state; /* SATISFIED, NEEDED, REBOOT_PENDING or BLOCKED */

@@ -1112,7 +1112,7 @@ static int driver_prefetch(struct gp_ctx *c, const cJSON *cfg)
 const struct gp_stage gp_stage_driver = {
 	.name = "driver",
 	.summary = "NVIDIA kernel driver and user-space libraries",
-	.flags = GP_STAGE_NEEDS_REBOOTED_KERNEL | GP_STAGE_MAY_REBOOT,
+	.flags = GP_STAGE_NEEDS_REBOOTED_KERNEL,
 	.check = driver_check,
 	.apply = driver_apply,
 	.verify = driver_verify,

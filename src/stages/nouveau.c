@@ -349,7 +349,6 @@ static int nouveau_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *
 const struct gp_stage gp_stage_nouveau = {
 	.name = "nouveau",
 	.summary = "blacklist nouveau and nova_core, rebuild the initramfs",
-	.flags = GP_STAGE_MAY_REBOOT,
 	.check = nouveau_check,
 	.apply = nouveau_apply,
 	.verify = nouveau_verify,

@@ -96,7 +96,7 @@ fake_libs() {
 	printf '%s\n' "$@" > "$R/etc/fakenv.conf"
 }
 
-# The package layer's apt-get install (src/sys/pkg_apt.c).
+# The package layer's apt-get install (src/pure/pkg_apt.c).
 APT_INSTALL="apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install --no-install-recommends --allow-downgrades"
 
 APT535='{ "method": "apt", "branch": "535", "flavor": "server", "modules": "proprietary", "hold": true }'

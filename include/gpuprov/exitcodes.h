@@ -1,4 +1,5 @@
-/* The one exit-code table. README.md and docs/gpuprov.8 document it. */
+/* The one exit-code table. README.md and docs/gpuprov.8 document it.
+ * Header-only: constants, so it has no .c file. */
 #pragma once
 
 enum gp_exit {

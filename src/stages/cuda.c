@@ -20,7 +20,6 @@
 #include <sys/stat.h>
 
 #include "gpuprov/cudatk.h"
-#include "gpuprov/exitcodes.h"
 #include "gpuprov/facts.h"
 #include "gpuprov/json.h"
 #include "gpuprov/nvidia.h"

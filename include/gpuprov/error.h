@@ -4,7 +4,8 @@
  * call, or minus one of the domain codes below, gpuprov's own kinds of
  * failure, which lie above the errno range so the two never meet. A
  * function that takes a struct gp_err also leaves a message there (what,
- * where, what next) with the code, and returns -1. No code is an exit
+ * where, what next) with the code; it returns -1 (gp_fail's value) or,
+ * where its header says so, the negative code itself. No code is an exit
  * status: the CLI turns a failure into one in one place, gp_exit_code
  * (exitcodes.h). docs/architecture.md, "Errors", has the rules per layer. */
 #pragma once

@@ -305,7 +305,7 @@ int gp_engine_profiles_show(const struct gp_options *o, const char *name, bool r
 	struct gp_err err = { 0 };
 	if (gp_profile_load(name, search, &p, &err) < 0) {
 		gp_error(out, "%s", err.msg);
-		return err.exit_code;
+		return gp_exit_code(&err);
 	}
 	if (resolved) {
 		print_json(out, cJSON_Duplicate(p->doc, 1));

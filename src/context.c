@@ -15,7 +15,6 @@
 
 #include "gpuprov/archive.h"
 #include "gpuprov/context.h"
-#include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 #include "gpuprov/kernelinfo.h"
 #include "gpuprov/prefetch.h"
@@ -89,7 +88,7 @@ static int refuse_when_stopping(struct gp_ctx *c)
 		return 0;
 	const char *d = sigdescr_np(gp_run_stop_signal);
 	return gp_fail(
-	    c->err, GP_EXIT_APPLY_FAILED,
+	    c->err, GP_EFAILED,
 	    "%s: interrupted by signal %d (%s) before the next change; run the "
 	    "same command again to finish",
 	    stage_name(c), (int)gp_run_stop_signal, d ? d : "unknown signal");
@@ -163,7 +162,7 @@ static int write_backup(struct gp_ctx *c, const char *path, const char *dest,
 	if (rc == 0)
 		rc = gp_root_write_atomic(&c->root, dest, data, len, mode, 0, 0);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		return gp_fail(c->err, GP_EFAILED,
 		               "%s: cannot back up %s to %s: %s; nothing was changed",
 		               stage_name(c), path, dest, strerror(-rc));
 	gp_log(c, "backed up %s to %s", path, dest);
@@ -188,9 +187,8 @@ static int save_journal(struct gp_ctx *c)
 {
 	int rc = gp_journal_save(&c->root, &c->journal);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
-		               "cannot write the journal %s: %s", GP_STATE_FILE,
-		               strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED, "cannot write the journal %s: %s",
+		               GP_STATE_FILE, strerror(-rc));
 	return 0;
 }
 
@@ -201,9 +199,8 @@ static int parent_dir(struct gp_ctx *c, const char *path)
 		return 0;
 	int rc = gp_root_mkdir_p(&c->root, dir, 0755);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
-		               "%s: cannot create directory %s: %s", stage_name(c), dir,
-		               strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot create directory %s: %s",
+		               stage_name(c), dir, strerror(-rc));
 	return 0;
 }
 
@@ -217,7 +214,7 @@ static int current_file(struct gp_ctx *c, const char *path, mode_t mode, char **
 	*old_len = 0;
 	int rc = gp_ctx_read(c, path, old, old_len);
 	if (rc < 0 && rc != -ENOENT)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot read %s: %s",
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot read %s: %s",
 		               stage_name(c), path, strerror(-rc));
 	*exists = rc == 0;
 	struct stat st;
@@ -266,7 +263,7 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 		return -1;
 	int rc = gp_root_write_atomic(&c->root, path, data, len, mode, 0, 0);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot write %s: %s",
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot write %s: %s",
 		               stage_name(c), path, strerror(-rc));
 	gp_journal_record_file(&c->journal, path, sha, stage_name(c), backup_path);
 	gp_journal_clear_intent(&c->journal, path);
@@ -282,9 +279,8 @@ static int remove_symlink(struct gp_ctx *c, const char *path)
 	_cleanup_free_ char *target = NULL;
 	int rc = gp_root_readlink(&c->root, path, &target);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
-		               "%s: cannot read link %s: %s", stage_name(c), path,
-		               strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot read link %s: %s",
+		               stage_name(c), path, strerror(-rc));
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REMOVE);
 	e->path = gp_xstrdup(path);
 	e->target = gp_xstrdup(target);
@@ -293,7 +289,7 @@ static int remove_symlink(struct gp_ctx *c, const char *path)
 		return 0;
 	rc = gp_root_unlink(&c->root, path);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot remove %s: %s",
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot remove %s: %s",
 		               stage_name(c), path, strerror(-rc));
 	gp_journal_record_file(&c->journal, path, NULL, stage_name(c), NULL);
 	gp_log(c, "removed link %s -> %s", path, target);
@@ -317,7 +313,7 @@ int gp_effect_remove(struct gp_ctx *c, const char *path)
 	if (rc == -ENOENT)
 		return 0;
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot read %s: %s",
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot read %s: %s",
 		               stage_name(c), path, strerror(-rc));
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REMOVE);
 	e->path = gp_xstrdup(path);
@@ -331,7 +327,7 @@ int gp_effect_remove(struct gp_ctx *c, const char *path)
 		return -1;
 	rc = gp_root_unlink(&c->root, path);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot remove %s: %s",
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot remove %s: %s",
 		               stage_name(c), path, strerror(-rc));
 	gp_journal_record_file(&c->journal, path, NULL, stage_name(c), backup_path);
 	gp_log(c, "removed %s", path);
@@ -373,9 +369,8 @@ int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 		return -1;
 	int rc = gp_root_symlink(&c->root, target, path);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
-		               "%s: cannot link %s -> %s: %s", stage_name(c), path,
-		               target, strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot link %s -> %s: %s",
+		               stage_name(c), path, target, strerror(-rc));
 	gp_log(c, "symlink %s -> %s", path, target);
 	return 0;
 }
@@ -394,7 +389,7 @@ int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode)
 		return 0;
 	int rc = gp_root_mkdir_p(&c->root, path, mode);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: cannot create %s: %s",
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot create %s: %s",
 		               stage_name(c), path, strerror(-rc));
 	gp_log(c, "mkdir %s", path);
 	return 0;
@@ -486,16 +481,14 @@ int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
 	struct gp_run_result res = { 0 };
 	int rc = run_announced(c, argv, &res);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
-		               "%s: cannot run %s in %s: %s", stage_name(c), argv[0],
-		               c->root.dir, strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot run %s in %s: %s",
+		               stage_name(c), argv[0], c->root.dir, strerror(-rc));
 	if (!gp_run_succeeded(&res)) {
 		_cleanup_free_ char *cmd = gp_strv_join(argv, " ");
 		_cleanup_free_ char *how = gp_run_describe(&res, c->cmd_timeout_ms);
 		_cleanup_free_ char *tail = output_tail(res.output ? res.output : "", 3);
-		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
-		        "%s: '%s' %s%s%s; full output in %s", stage_name(c), cmd, how,
-		        *tail ? ": " : "", tail, GP_LOG_FILE);
+		gp_fail(c->err, GP_EFAILED, "%s: '%s' %s%s%s; full output in %s",
+		        stage_name(c), cmd, how, *tail ? ": " : "", tail, GP_LOG_FILE);
 		*failed = res;
 		return -1;
 	}
@@ -569,7 +562,7 @@ static struct gp_effect *plan_download(struct gp_ctx *c,
 	if (refuse_when_stopping(c) < 0 || get_fetcher(c) < 0)
 		return NULL;
 	if (!a->sha256) {
-		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		gp_fail(c->err, GP_EFAILED,
 		        "%s: %s has no sha256; gpuprov downloads nothing it cannot "
 		        "verify",
 		        stage_name(c), a->name ? a->name : a->url);
@@ -583,7 +576,7 @@ static struct gp_effect *plan_download(struct gp_ctx *c,
 	e->cached = gp_fetch_is_cached(c->fetcher, a);
 	/* Offline and missing: fail in the plan pass already, before any change. */
 	if (c->fetch_opts.offline && !e->cached && strncmp(e->url, "file://", 7) != 0) {
-		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		gp_fail(c->err, GP_EFAILED,
 		        "%s: offline, and %s (%s, sha256 %s) is not in the cache %s",
 		        stage_name(c), a->name ? a->name : a->url, e->url, a->sha256,
 		        c->fetch_opts.cache_dir ? c->fetch_opts.cache_dir
@@ -597,8 +590,8 @@ static struct gp_effect *plan_download(struct gp_ctx *c,
 static int download_failed(struct gp_ctx *c, struct gp_fetch_result *res)
 {
 	gp_log(c, "download failed: %s", res->msg);
-	gp_fail(c->err, c->err->exit_code ? c->err->exit_code : GP_EXIT_APPLY_FAILED,
-	        "%s: %s", stage_name(c), res->msg);
+	gp_fail(c->err, c->err->code ? c->err->code : GP_EFAILED, "%s: %s", stage_name(c),
+	        res->msg);
 	gp_fetch_result_clear(res);
 	return -1;
 }
@@ -612,7 +605,7 @@ static int download_real(struct gp_ctx *c, const struct gp_effect *e,
 	if (gp_prefetch_wait(c->prefetch, a->sha256, &res)) {
 		gp_log(c, "download %s (sha256 %s): fetched in the background", e->url,
 		       a->sha256);
-		c->err->exit_code = 0; /* a failure is this one's */
+		c->err->code = 0; /* a failure is this one's */
 	} else {
 		gp_log(c, "download %s (sha256 %s)%s", e->url, a->sha256,
 		       e->cached ? ": in the cache" : "");
@@ -726,7 +719,7 @@ static int extracted(struct gp_ctx *c, const char *what, const char *dest, int r
 	if (rc < 0) {
 		gp_log(c, "extract failed: %s", res->msg);
 		return gp_fail(
-		    c->err, GP_EXIT_APPLY_FAILED,
+		    c->err, GP_EFAILED,
 		    "%s: cannot extract %s into %s: %s: %s; nothing was installed "
 		    "there",
 		    stage_name(c), what, dest, gp_archive_strerror(rc), res->msg);
@@ -796,7 +789,7 @@ static int stream_extract(struct gp_ctx *c, struct gp_prefetch *pf,
 	gp_prefetch_reader_free(r);
 	struct gp_fetch_result res = { 0 };
 	gp_prefetch_wait(pf, dl->sha256, &res);
-	c->err->exit_code = 0;
+	c->err->code = 0;
 	if (res.status < 0) {
 		cJSON_Delete(w.by_rel);
 		return download_failed(c, &res);
@@ -879,7 +872,7 @@ int gp_effect_remove_tree(struct gp_ctx *c, const char *path)
 		return -1;
 	if (path[0] != '/' || !path[1] || strstr(path, "/../") ||
 	    gp_str_ends_with(path, "/.."))
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		return gp_fail(c->err, GP_EFAILED,
 		               "%s: will not remove the directory tree '%s': give an "
 		               "absolute path below / without '..'",
 		               stage_name(c), path);
@@ -888,7 +881,7 @@ int gp_effect_remove_tree(struct gp_ctx *c, const char *path)
 	if (rc == -ENOENT)
 		return 0;
 	if (rc < 0 || !S_ISDIR(st.st_mode))
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: will not remove %s: %s",
+		return gp_fail(c->err, GP_EFAILED, "%s: will not remove %s: %s",
 		               stage_name(c), path,
 		               rc < 0 ? strerror(-rc)
 		               : S_ISLNK(st.st_mode)
@@ -897,7 +890,7 @@ int gp_effect_remove_tree(struct gp_ctx *c, const char *path)
 	struct unrecorded u = { 0 };
 	walk(c, path, find_unrecorded, &u);
 	if (u.first || !u.files) {
-		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		gp_fail(c->err, GP_EFAILED,
 		        "%s: will not remove %s: %s%s; move %s away (or remove the "
 		        "directory by hand), then run again",
 		        stage_name(c), path,
@@ -915,7 +908,7 @@ int gp_effect_remove_tree(struct gp_ctx *c, const char *path)
 		return 0;
 	rc = gp_root_remove_tree(&c->root, path);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		return gp_fail(c->err, GP_EFAILED,
 		               "%s: cannot remove the directory %s: %s", stage_name(c),
 		               path, strerror(-rc));
 	gp_journal_forget_under(&c->journal, path);
@@ -1139,7 +1132,7 @@ int gp_effect_write_download(struct gp_ctx *c, const char *path, const void *dat
 	else if (c->dry_run)
 		rc = plan_write_unseen(c, path, mode, sha256);
 	else
-		rc = gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		rc = gp_fail(c->err, GP_EFAILED,
 		             "%s: %s is not downloaded; nothing was written to %s",
 		             stage_name(c), source, path);
 	if (c->stage->n_effects > before) {

@@ -56,7 +56,7 @@ static void session_close(struct session *s)
 static int report_err(struct session *s)
 {
 	gp_error(s->c.out, "%s", s->err.msg);
-	return s->err.exit_code ? s->err.exit_code : GP_EXIT_APPLY_FAILED;
+	return gp_exit_code(&s->err);
 }
 
 /* Opens the root and the journal. Exit code, 0 on success. */
@@ -217,9 +217,8 @@ static int open_run_log(struct session *s)
 	             : gp_root_openat(&s->c.root, GP_LOG_FILE,
 	                              O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0640);
 	if (fd < 0)
-		return gp_fail(&s->err, GP_EXIT_APPLY_FAILED,
-		               "cannot open the run log %s: %s", GP_LOG_FILE,
-		               strerror(-fd));
+		return gp_fail(&s->err, GP_EFAILED, "cannot open the run log %s: %s",
+		               GP_LOG_FILE, strerror(-fd));
 	s->c.log_fd = fd;
 	return 0;
 }
@@ -315,7 +314,7 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 	}
 	enum gp_stage_state final = after.state;
 	if (final == GP_STATE_NEEDED) {
-		gp_fail(&s->err, GP_EXIT_APPLY_FAILED,
+		gp_fail(&s->err, GP_EFAILED,
 		        "%s: still not done after applying its changes: %s; see %s",
 		        st->name, after.reason, GP_LOG_FILE);
 		free(after.reason);
@@ -328,7 +327,7 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 	                     final == GP_STATE_REBOOT_PENDING ? "reboot_pending"
 	                                                      : "done");
 	if (gp_journal_save(&c->root, &c->journal) < 0)
-		return gp_fail(&s->err, GP_EXIT_APPLY_FAILED, "cannot write the journal"),
+		return gp_fail(&s->err, GP_EFAILED, "cannot write the journal"),
 		       report_err(s);
 	return 0;
 }
@@ -477,8 +476,7 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 		return report_err(s);
 	c->dry_run = true;
 	bool failed = run_pass(s, o);
-	int code = failed ? (s->err.exit_code ? s->err.exit_code : GP_EXIT_APPLY_FAILED)
-	                  : plan_exit_code(c->plan);
+	int code = failed ? gp_exit_code(&s->err) : plan_exit_code(c->plan);
 	if (code == GP_EXIT_BLOCKED) {
 		render_plan(s, o, out);
 		_cleanup_free_ char *why = stages_in_state(c->plan, GP_STATE_BLOCKED);
@@ -612,8 +610,7 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		gp_log(c, "install: finished");
 	}
 	render_plan(&s, o, out);
-	code = failed ? (s.err.exit_code ? s.err.exit_code : GP_EXIT_APPLY_FAILED)
-	              : plan_exit_code(c->plan);
+	code = failed ? gp_exit_code(&s.err) : plan_exit_code(c->plan);
 	if (code == GP_EXIT_REBOOT && !c->dry_run)
 		gp_error(out,
 		         "reboot required (%s); reboot, then run '%s' again to continue",

@@ -10,7 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpuprov/exitcodes.h"
 #include "gpuprov/journal.h"
 #include "gpuprov/json.h"
 
@@ -238,8 +237,8 @@ static char *where(const char *host, const char *text, size_t len, const char *p
 
 static int refuse(struct gp_err *err, const char *host, const char *why)
 {
-	return gp_fail(err, GP_EXIT_INVALID_INPUT,
-	               "the journal %s is corrupt (%s); " MOVE_IT_ASIDE, host, why);
+	return gp_fail(err, GP_EINPUT, "the journal %s is corrupt (%s); " MOVE_IT_ASIDE,
+	               host, why);
 }
 
 /* The "files" index: every record by path. */
@@ -266,7 +265,7 @@ int gp_journal_load(const struct gp_root *r, struct gp_journal *j, struct gp_err
 	if (rc < 0) {
 		_cleanup_free_ char *why = gp_root_read_error(r, GP_STATE_FILE,
 		                                              GP_JOURNAL_MAX, rc);
-		return gp_fail(err, GP_EXIT_INVALID_INPUT,
+		return gp_fail(err, GP_EINPUT,
 		               "cannot read the journal: %s; move it aside to start over "
 		               "(gpuprov then treats this root as never provisioned)",
 		               why);
@@ -283,7 +282,7 @@ int gp_journal_load(const struct gp_root *r, struct gp_journal *j, struct gp_err
 	double version = format->valuedouble;
 	if (version > GP_STATE_FORMAT) {
 		cJSON_Delete(doc);
-		return gp_fail(err, GP_EXIT_INVALID_INPUT,
+		return gp_fail(err, GP_EINPUT,
 		               "the journal %s is in format %g, newer than this gpuprov "
 		               "reads (%d): a newer gpuprov wrote it; use that one, "
 		               "or " MOVE_IT_ASIDE,
@@ -487,23 +486,23 @@ int gp_lock_acquire(const struct gp_root *r, int *fdp, struct gp_err *err)
 	_cleanup_free_ char *host = gp_root_host_path(r, GP_LOCK_FILE);
 	int rc = gp_root_mkdir_p(r, GP_STATE_DIR, 0755);
 	if (rc < 0)
-		return gp_fail(err, GP_EXIT_APPLY_FAILED, "cannot create %s: %s",
-		               GP_STATE_DIR, strerror(-rc));
+		return gp_fail(err, rc, "cannot create %s: %s", GP_STATE_DIR,
+		               strerror(-rc));
 	_cleanup_close_ int fd = gp_root_openat(r, GP_LOCK_FILE,
 	                                        O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
 	if (fd < 0)
-		return gp_fail(err, GP_EXIT_APPLY_FAILED, "cannot open the lock %s: %s",
-		               host, strerror(-fd));
+		return gp_fail(err, fd, "cannot open the lock %s: %s", host,
+		               strerror(-fd));
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (errno != EWOULDBLOCK)
-			return gp_fail(err, GP_EXIT_APPLY_FAILED, "cannot lock %s: %s",
-			               host, strerror(errno));
+			return gp_fail(err, errno, "cannot lock %s: %s", host,
+			               strerror(errno));
 		char pid[32] = "";
 		ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
 		pid[n > 0 ? n : 0] = '\0';
 		pid[strcspn(pid, "\n")] = '\0';
 		return gp_fail(
-		    err, GP_EXIT_LOCKED,
+		    err, GP_ELOCKED,
 		    "another gpuprov run (pid %s) holds the lock %s; wait for it to "
 		    "finish, then run this command again",
 		    *pid ? pid : "unknown", host);
@@ -511,8 +510,8 @@ int gp_lock_acquire(const struct gp_root *r, int *fdp, struct gp_err *err)
 	char pid[32];
 	int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
 	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
-		return gp_fail(err, GP_EXIT_APPLY_FAILED, "cannot write the lock %s: %s",
-		               host, strerror(errno));
+		return gp_fail(err, errno, "cannot write the lock %s: %s", host,
+		               strerror(errno));
 	*fdp = TAKE_FD(fd);
 	return 0;
 }

@@ -8,7 +8,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 
 static void position_of(const char *text, size_t off, int *line, int *col)
@@ -229,7 +228,7 @@ static void scan_object(struct scanner *sc, const char *pointer)
 		_cleanup_free_ char *child = gp_json_pointer_append(pointer, key);
 		size_t entry = sc->doc->n_pos;
 		if (!scan_value(sc, child) && !sc->failed) {
-			gp_fail(sc->err, GP_EXIT_INVALID_INPUT,
+			gp_fail(sc->err, GP_EINPUT,
 			        "%s:%d:%d: duplicate key \"%s\"; keep one of them",
 			        sc->doc->file, key_line, key_col, key);
 			sc->failed = 1;
@@ -320,7 +319,7 @@ static int parse(struct gp_json_doc *d, const char *file, const char *text, size
 	if (nul) {
 		int line, col;
 		position_of(text, (size_t)(nul - text), &line, &col);
-		return gp_fail(err, GP_EXIT_INVALID_INPUT,
+		return gp_fail(err, GP_EINPUT,
 		               "%s:%d:%d: NUL byte: this is not a JSON text file", file,
 		               line, col);
 	}
@@ -329,7 +328,7 @@ static int parse(struct gp_json_doc *d, const char *file, const char *text, size
 	if (!blank_comments(copy, len, &bad)) {
 		int line, col;
 		position_of(text, bad, &line, &col);
-		return gp_fail(err, GP_EXIT_INVALID_INPUT,
+		return gp_fail(err, GP_EINPUT,
 		               "%s:%d:%d: comment opened with /* is never closed", file,
 		               line, col);
 	}
@@ -345,7 +344,7 @@ static int parse(struct gp_json_doc *d, const char *file, const char *text, size
 		int line, col;
 		position_of(text, off, &line, &col);
 		return gp_fail(
-		    err, GP_EXIT_INVALID_INPUT,
+		    err, GP_EINPUT,
 		    "%s:%d:%d: %s; check for a missing comma, quote or bracket", file,
 		    line, col, what);
 	}

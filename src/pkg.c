@@ -26,7 +26,6 @@
 
 #include "gpuprov/context.h"
 #include "gpuprov/debfile.h"
-#include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 #include "gpuprov/openpgp.h"
 #include "gpuprov/pkg.h"
@@ -97,7 +96,7 @@ int gp_pkg_manager(struct gp_ctx *c, enum gp_pkg_manager *pm)
 	else if (gp_streq(m, "dnf"))
 		*pm = GP_PKG_DNF;
 	else
-		return gp_fail(c->err, GP_EXIT_INVALID_INPUT,
+		return gp_fail(c->err, GP_EINPUT,
 		               "%s: the profile names no package manager; set "
 		               "distro.package_manager to apt or dnf",
 		               who(c));
@@ -152,7 +151,7 @@ static int read_db(struct gp_ctx *c, enum gp_pkg_manager pm, const struct gp_pkg
 {
 	int rc = db_get(c, pm, db);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		return gp_fail(c->err, GP_EFAILED,
 		               "%s: cannot read the package database %s in %s: %s",
 		               who(c),
 		               pm == GP_PKG_APT ? GP_DPKG_STATUS : GP_RPMDB_SQLITE,
@@ -387,7 +386,7 @@ static int wait_for_lock(struct gp_ctx *c, const struct gp_pkg_backend *b)
 		}
 		if (gp_run_stop_signal || gp_monotonic_ms() >= deadline)
 			return gp_fail(
-			    c->err, GP_EXIT_APPLY_FAILED,
+			    c->err, GP_EFAILED,
 			    "%s: %s is still held by %s after %d s; another "
 			    "package manager run (cloud-init, "
 			    "unattended-upgrades, apt) is busy: let it finish, "
@@ -422,7 +421,7 @@ static int drop_fresh_repo(struct gp_ctx *c, const struct gp_pkg_backend *b)
 	for (size_t i = 0; s->fresh[i]; i++)
 		if (gp_effect_remove(c, s->fresh[i]) < 0)
 			return -1;
-	return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+	return gp_fail(c->err, GP_EFAILED,
 	               "%s: the first %s refresh after adding the repository %s "
 	               "failed, so gpuprov removed what it had added for it (%s) and "
 	               "later refreshes on this system keep working; check the "
@@ -632,7 +631,8 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 		plan_install(c, w[i].name, w[i].version);
 	/* Hold again even when the install failed: a released driver left for
 	 * unattended-upgrades is how "Driver/library version mismatch" starts.
-	 * The install's error stays the one reported (gp_err keeps the first). */
+	 * If holding fails too, that is the error reported (gp_fail keeps the
+	 * latest); the failed install's output is in the run log either way. */
 	if (released && hold_names(c, b, held, true) < 0)
 		rc = -1;
 	gp_strv_free(held);
@@ -746,7 +746,7 @@ static int check_keyring(struct gp_ctx *c, const struct gp_pkg_backend *b,
 	if (is_deb) {
 		const char *msg = NULL;
 		if (gp_deb_keyring(data, len, kpath, kdata, klen, &msg) < 0)
-			return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+			return gp_fail(c->err, GP_EFAILED,
 			               "%s: the keyring package %s: %s; nothing was "
 			               "written",
 			               who(c), repo->keyring_url, msg);
@@ -758,13 +758,13 @@ static int check_keyring(struct gp_ctx *c, const struct gp_pkg_backend *b,
 	_cleanup_strv_ char **fprs = NULL;
 	_cleanup_free_ char *pretty = gp_openpgp_pretty(fpr);
 	if (gp_openpgp_fingerprints(*kdata, *klen, &fprs) < 0)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		return gp_fail(c->err, GP_EFAILED,
 		               "%s: %s holds no readable OpenPGP public key; nothing "
 		               "was written",
 		               who(c), repo->keyring_url);
 	if (!gp_strv_contains(fprs, fpr)) {
 		_cleanup_free_ char *found = gp_strv_join(fprs, ", ");
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		return gp_fail(c->err, GP_EFAILED,
 		               "%s: the keyring %s (sha256 %s) holds key %s, not the "
 		               "pinned %s; refusing the repository %s, nothing was "
 		               "written. Check distro.keyring_fingerprint against the "
@@ -783,7 +783,7 @@ int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo)
 		return -1;
 	_cleanup_free_ char *problem = gp_pkg_repo_problem(repo);
 	if (problem)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED, "%s: %s", who(c), problem);
+		return gp_fail(c->err, GP_EFAILED, "%s: %s", who(c), problem);
 	const struct gp_pkg_backend *b = gp_pkg_backend_get(pm);
 	_cleanup_free_ char *fpr = gp_openpgp_normalize(repo->fingerprint);
 	_cleanup_free_ char *pretty = gp_openpgp_pretty(fpr);
@@ -797,7 +797,7 @@ int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo)
 	                                        strcspn(repo->keyring_url, "?#"));
 	bool is_deb = gp_str_ends_with(base, ".deb");
 	if (is_deb && pm != GP_PKG_APT)
-		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		return gp_fail(c->err, GP_EFAILED,
 		               "%s: %s is a Debian package; dnf needs the key file "
 		               "itself",
 		               who(c), repo->keyring_url);

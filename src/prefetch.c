@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gpuprov/exitcodes.h"
 #include "gpuprov/prefetch.h"
 #include "gpuprov/sha256.h"
 
@@ -162,8 +161,7 @@ int gp_prefetch_start(struct gp_prefetch *pf, const struct gp_root *root,
 	if (rc) {
 		gp_fetcher_free(pf->fetcher);
 		pf->fetcher = NULL;
-		gp_fail(err, GP_EXIT_APPLY_FAILED, "cannot start the download thread: %s",
-		        strerror(rc));
+		gp_fail(err, rc, "cannot start the download thread: %s", strerror(rc));
 		return -rc;
 	}
 	pf->started = true;

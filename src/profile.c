@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "gpuprov/compat.h"
-#include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 #include "gpuprov/profile.h"
 #include "gpuprov/root.h"
@@ -811,8 +810,7 @@ static int where_fail(const struct gp_json_doc *d, const char *pointer, bool at_
 	va_start(ap, fmt);
 	_cleanup_free_ char *msg = gp_xvasprintf(fmt, ap);
 	va_end(ap);
-	return gp_fail(err, GP_EXIT_INVALID_INPUT, "%s:%d:%d: %s", d->file, line, col,
-	               msg);
+	return gp_fail(err, GP_EINPUT, "%s:%d:%d: %s", d->file, line, col, msg);
 }
 
 static const char *type_name(enum field_type t)
@@ -1117,7 +1115,7 @@ static bool is_path(const char *s)
 static char *find_profile(const char *name, char *const *search, struct gp_err *err)
 {
 	if (!valid_profile_name(name) || strstr(name, "..")) {
-		gp_fail(err, GP_EXIT_INVALID_INPUT,
+		gp_fail(err, GP_EINPUT,
 		        "profile name \"%s\" is not valid: use lowercase letters, "
 		        "digits, '.', '_', '-' and '/' (or give a path to a .json file)",
 		        name);
@@ -1134,7 +1132,7 @@ static char *find_profile(const char *name, char *const *search, struct gp_err *
 		free(path);
 	}
 	gp_fail(
-	    err, GP_EXIT_INVALID_INPUT,
+	    err, GP_EINPUT,
 	    "profile \"%s\" not found; searched %s; 'gpuprov profiles list' shows the "
 	    "available ones, --profile-dir adds a directory",
 	    name, tried.data ? tried.data : "(no directories)");
@@ -1253,7 +1251,7 @@ static long utf8_at(const struct cursor *t, size_t *n)
 static int control_fail(const char *file, const struct cursor *t, struct gp_err *err,
                         const char *what)
 {
-	return gp_fail(err, GP_EXIT_INVALID_INPUT,
+	return gp_fail(err, GP_EINPUT,
 	               "%s:%d:%d: %s: profile text reaches terminals and shell "
 	               "files; remove it",
 	               file, t->line, t->col, what);
@@ -1341,8 +1339,8 @@ static int check_control_chars(const char *file, const char *text, size_t len,
 			    "byte 0x%02x in a string is not UTF-8; save the file as "
 			    "UTF-8",
 			    *p);
-			gp_fail(err, GP_EXIT_INVALID_INPUT, "%s:%d:%d: %s", file, t.line,
-			        t.col, what);
+			gp_fail(err, GP_EINPUT, "%s:%d:%d: %s", file, t.line, t.col,
+			        what);
 			failed = 1;
 		} else if (cp >= 0 && is_control((unsigned)cp) && !whitespace) {
 			_cleanup_free_ char *name = control_name((unsigned)cp);
@@ -1363,7 +1361,7 @@ static cJSON *load_chain(const char *path, char *const *search, struct load_stat
 	char ***chain = &st->chain;
 	_cleanup_free_ char *abs = realpath(path, NULL);
 	if (!abs) {
-		gp_fail(err, GP_EXIT_INVALID_INPUT, "cannot open profile %s: %s", path,
+		gp_fail(err, GP_EINPUT, "cannot open profile %s: %s", path,
 		        strerror(errno));
 		return NULL;
 	}
@@ -1374,7 +1372,7 @@ static cJSON *load_chain(const char *path, char *const *search, struct load_stat
 	int rc = read_host_file(abs, &text, &len);
 	if (rc < 0) {
 		_cleanup_free_ char *why = gp_host_read_error(path, GP_PROFILE_MAX, rc);
-		gp_fail(err, GP_EXIT_INVALID_INPUT,
+		gp_fail(err, GP_EINPUT,
 		        "cannot read profile: %s; give a profile name or a JSON file",
 		        why);
 		return NULL;
@@ -1494,7 +1492,7 @@ static int check_insecure_http(const cJSON *doc, const struct load_state *st,
 			continue;
 		_cleanup_free_ char *q = quoted(u->value);
 		return gp_fail(
-		    err, GP_EXIT_INVALID_INPUT,
+		    err, GP_EINPUT,
 		    "%s: \"%s\" must be an https:// URL (got %s); plain http is "
 		    "allowed only when the profile, after extends, has "
 		    "\"allow_insecure_http\": true (for a local mirror)",
@@ -1523,7 +1521,7 @@ int gp_profile_load(const char *name_or_path, char *const *search,
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(doc, "name");
 	if (!cJSON_IsString(name)) { /* a present name was checked with its position */
 		cJSON_Delete(doc);
-		return gp_fail(err, GP_EXIT_INVALID_INPUT,
+		return gp_fail(err, GP_EINPUT,
 		               "%s:1:1: the profile has no \"name\"; add one (lowercase "
 		               "letters, digits, '.', '_', '-', '/')",
 		               path);

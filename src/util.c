@@ -1,4 +1,4 @@
-/* Allocation, strings, buffers, string vectors and the error object. */
+/* Allocation, strings, buffers and string vectors. */
 #include <errno.h>
 #include <time.h>
 #include <unistd.h>
@@ -223,24 +223,6 @@ char **gp_strv_split(const char *s, char sep)
 		s = e ? e + 1 : s + n;
 	}
 	return v;
-}
-
-int gp_fail(struct gp_err *err, int exit_code, const char *fmt, ...)
-{
-	if (!err)
-		return -1;
-	va_list ap;
-	va_start(ap, fmt);
-	char *msg = gp_xvasprintf(fmt, ap);
-	va_end(ap);
-	if (!err->all || !err->all[0]) {
-		snprintf(err->msg, sizeof err->msg, "%s", msg);
-		err->exit_code = exit_code;
-	}
-	if (err->all)
-		gp_strv_push(&err->all, msg);
-	free(msg);
-	return -1;
 }
 
 /* Quotes an argument for display the way a shell user would type it. */

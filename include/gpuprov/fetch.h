@@ -43,25 +43,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpuprov/error.h"
 #include "gpuprov/root.h"
 #include "gpuprov/util.h"
 
 #define GP_FETCH_DEFAULT_CACHE "/var/cache/gpuprov"
 
-/* Failure kinds, returned negated (-GP_FETCH_EHTTP), above the errno range.
- * Local I/O failures come back as -errno instead. */
-enum gp_fetch_code {
-	GP_FETCH_EINVAL = 4096, /* bad artifact: no or malformed sha256, bad URL */
-	GP_FETCH_EREFUSED, /* policy: http without allow_http, a redirect to http, ... */
-	GP_FETCH_EOFFLINE, /* offline and not in the cache */
-	GP_FETCH_ETLS, /* certificate or TLS handshake failure (not retried) */
-	GP_FETCH_EHTTP, /* an HTTP error status (see http_code) */
-	GP_FETCH_ENETWORK, /* connect/DNS/timeout/partial, after every attempt */
-	GP_FETCH_ECHECKSUM, /* sha256 mismatch, twice */
-	GP_FETCH_ESIZE, /* more bytes than the size given, twice */
-	GP_FETCH_EBUSY, /* another process is downloading the same file */
-	GP_FETCH_ECANCELED, /* the progress callback asked to stop */
-};
+/* Failure kinds are the GP_FETCH_E* codes of error.h, returned negated
+ * (-GP_FETCH_EHTTP). Local I/O failures come back as -errno instead. */
 
 /* Rewrites URLs that start with from to start with to instead, e.g.
  * "https://developer.download.nvidia.com/compute" ->

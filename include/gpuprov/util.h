@@ -1,7 +1,8 @@
 /* Small helpers shared by every module: cleanup attributes, growable
- * buffers, string lists and the error object that carries user-facing
- * messages up to the CLI. Allocation failures abort: a half-handled OOM on
- * a provisioning run is worse than a clean stop. */
+ * buffers and string lists; error.h (the error object that carries
+ * user-facing messages up to the CLI) comes with it. Allocation failures
+ * abort: a half-handled OOM on a provisioning run is worse than a clean
+ * stop. */
 #pragma once
 
 #include <stdarg.h>
@@ -12,6 +13,8 @@
 #include <stdlib.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+#include "gpuprov/error.h"
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
@@ -117,16 +120,3 @@ static inline void gp_strv_freep(char ***v)
 	gp_strv_free(*v);
 }
 #define _cleanup_strv_ _cleanup_(gp_strv_freep)
-
-/* A user-facing error: the message (already saying what, where and what
- * next) and the exit code the CLI should return. */
-struct gp_err {
-	int exit_code;
-	char msg[2048]; /* the first error */
-	/* Set by a caller that wants every problem (profiles lint): each error
-	 * is also appended here, and validation goes on where it can. The
-	 * caller frees it with gp_strv_free. */
-	char **all;
-};
-/* Sets err (if non-NULL) and returns -1, so callers can `return gp_fail(...)`. */
-int gp_fail(struct gp_err *err, int exit_code, const char *fmt, ...) _printf_(3, 4);

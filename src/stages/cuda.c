@@ -21,7 +21,6 @@
 
 #include "gpuprov/cuda_releases.h"
 #include "gpuprov/cudatk.h"
-#include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 #include "gpuprov/nvproc.h"
 #include "gpuprov/pkg.h"

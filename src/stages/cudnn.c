@@ -57,7 +57,6 @@
 
 #include "gpuprov/archive.h"
 #include "gpuprov/cudatk.h"
-#include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 #include "gpuprov/nvdriver.h"
 #include "gpuprov/pkg.h"
@@ -675,7 +674,7 @@ static int refuse_shadowing(struct gp_ctx *c, const struct cudnn_settings *s,
 		if (!cudnn_name(from, names[i]) ||
 		    gp_root_lstat(&c->root, path, &st) < 0 || our_link(c, path))
 			continue;
-		return gp_fail(c->err, GP_EXIT_BLOCKED,
+		return gp_fail(c->err, GP_EBLOCKED,
 		               "cudnn: the archive's %s/%s would replace %s, which "
 		               "gpuprov did not install (the toolkit's, or another "
 		               "cuDNN's); nothing was linked; remove or move it, or set "

@@ -27,7 +27,6 @@
 #include <unistd.h>
 
 #include "gpuprov/compat.h"
-#include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 #include "gpuprov/kernelinfo.h"
 #include "gpuprov/modules.h"
@@ -750,7 +749,7 @@ static int driver_apply(struct gp_ctx *c, const cJSON *cfg)
 	struct drv d;
 	int rc = gather(c, cfg, &d);
 	if (rc == 0 && d.blocked)
-		rc = gp_fail(c->err, GP_EXIT_BLOCKED, "driver: %s", d.blocked);
+		rc = gp_fail(c->err, GP_EBLOCKED, "driver: %s", d.blocked);
 	if (rc == 0)
 		rc = apply_steps(c, &d);
 	drv_free(&d);

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 #include "gpuprov/run.h"
 #include "gpuprov/stages.h"

@@ -9,7 +9,6 @@
  *         bound to them. */
 #include <string.h>
 
-#include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 #include "gpuprov/modprobe.h"
 #include "gpuprov/modules.h"
@@ -112,7 +111,7 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct nouveau_facts *f)
 		                                    : gp_xstrdup(strerror(-rc));
 		gp_modprobe_facts_free(&mp);
 		return gp_fail(
-		    c->err, GP_EXIT_APPLY_FAILED,
+		    c->err, GP_EFAILED,
 		    "nouveau: cannot read the modprobe configuration under %s: "
 		    "%s; make it a regular file or remove it",
 		    c->root.dir, why);
@@ -182,7 +181,7 @@ static int initramfs_tool(struct gp_ctx *c, const cJSON *cfg, char ***argv, bool
 {
 	*argv = initramfs_command(c, cfg);
 	if (!*argv)
-		return gp_fail(c->err, GP_EXIT_INVALID_INPUT,
+		return gp_fail(c->err, GP_EINPUT,
 		               "%s: stage nouveau needs an initramfs command: set "
 		               "\"distro\": {\"initramfs\": [...]} (update-initramfs -u "
 		               "on Debian/Ubuntu, dracut --force on RHEL)",

@@ -23,7 +23,6 @@
 #include <string.h>
 
 #include "gpuprov/cuda_releases.h"
-#include "gpuprov/exitcodes.h"
 #include "gpuprov/json.h"
 #include "gpuprov/nvproc.h"
 #include "gpuprov/pkg.h"
@@ -602,7 +601,7 @@ static void pip_hint(struct gp_ctx *c, const struct torch *t, char *const argv[]
 	                       "reachable from the target (stages.pytorch.index_url, "
 	                       "proxy, ca_bundle, or --mirror) and has these versions",
 	                       t->index);
-	gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+	gp_fail(c->err, GP_EFAILED,
 	        "pytorch: '%s' %s; pip said: %s; %s; full output in %s", cmd, how,
 	        *said ? said : "nothing", hint, GP_LOG_FILE);
 }

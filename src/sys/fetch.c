@@ -23,7 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpuprov/exitcodes.h"
 #include "gpuprov/fetch.h"
 #include "gpuprov/sha256.h"
 #include "gpuprov/root.h"
@@ -194,14 +193,14 @@ int gp_fetcher_new(const struct gp_root *root, const struct gp_fetch_opts *opts,
 	*out = NULL;
 	const char *cache = opts->cache_dir ? opts->cache_dir : GP_FETCH_DEFAULT_CACHE;
 	if (cache[0] != '/') {
-		gp_fail(err, GP_EXIT_USAGE,
+		gp_fail(err, GP_EOPTION,
 		        "cache directory %s: must be an absolute path inside the root",
 		        cache);
 		return -EINVAL;
 	}
 	if (opts->ca_file && access(opts->ca_file, R_OK) < 0) {
 		int e = errno;
-		gp_fail(err, GP_EXIT_USAGE, "CA file %s: %s; give a readable PEM bundle",
+		gp_fail(err, GP_EOPTION, "CA file %s: %s; give a readable PEM bundle",
 		        opts->ca_file, strerror(e));
 		return -EINVAL;
 	}
@@ -209,14 +208,14 @@ int gp_fetcher_new(const struct gp_root *root, const struct gp_fetch_opts *opts,
 		const struct gp_fetch_mirror *m = &opts->mirrors[i];
 		if (!m->from || !m->to || !m->from[0] || !m->to[0]) {
 			gp_fail(
-			    err, GP_EXIT_USAGE,
+			    err, GP_EOPTION,
 			    "mirror %zu: both FROM and TO must be non-empty URL prefixes",
 			    i + 1);
 			return -EINVAL;
 		}
 	}
 	if (gp_fetch_global_init() < 0) {
-		gp_fail(err, GP_EXIT_APPLY_FAILED, "libcurl initialisation failed: %s",
+		gp_fail(err, ENOMEM, "libcurl initialisation failed: %s",
 		        curl_easy_strerror(curl_init_rc));
 		return -ENOMEM;
 	}
@@ -1199,19 +1198,6 @@ static void run_jobs(struct gp_fetcher *f, struct job *jobs, size_t n)
 	}
 }
 
-static int err_exit_code(int status)
-{
-	switch (-status) {
-	case GP_FETCH_EINVAL:
-	case GP_FETCH_EREFUSED:
-		return GP_EXIT_INVALID_INPUT;
-	case GP_FETCH_EOFFLINE:
-		return GP_EXIT_BLOCKED;
-	default:
-		return GP_EXIT_APPLY_FAILED;
-	}
-}
-
 int gp_fetch_many(struct gp_fetcher *f, const struct gp_fetch_artifact *a, size_t n,
                   struct gp_fetch_result *res, struct gp_err *err)
 {
@@ -1249,7 +1235,7 @@ int gp_fetch_many(struct gp_fetcher *f, const struct gp_fetch_artifact *a, size_
 			first = res[i].status;
 	}
 	if (failed == 1 && n == 1) {
-		gp_fail(err, err_exit_code(first), "%s", res[0].msg);
+		gp_fail(err, first, "%s", res[0].msg);
 	} else if (failed) {
 		struct gp_buf b = { 0 };
 		_cleanup_free_ char *dir = gp_root_host_path(f->root, f->cache_dir);
@@ -1268,7 +1254,7 @@ int gp_fetch_many(struct gp_fetcher *f, const struct gp_fetch_artifact *a, size_
 			gp_buf_puts(&b,
 			            "\nfetch them once with network access, or point a "
 			            "mirror at a local bundle");
-		gp_fail(err, err_exit_code(first), "%s", b.data);
+		gp_fail(err, first, "%s", b.data);
 		gp_buf_free(&b);
 	}
 	for (size_t i = 0; i < n; i++) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "gpuprov/exitcodes.h"
 #include "gpuprov/journal.h"
 
 static struct gp_root root;
@@ -66,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct gp_err err = { 0 };
 	if (gp_journal_load(&root, &j, &err) == 0)
 		exercise(&j);
-	else if (err.exit_code != 65 || !err.msg[0])
+	else if (gp_exit_code(&err) != 65 || !err.msg[0])
 		abort();
 	gp_journal_free(&j);
 	return 0;

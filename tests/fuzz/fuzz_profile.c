@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "gpuprov/exitcodes.h"
 #include "gpuprov/profile.h"
 
 static char path[4096];
@@ -37,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct gp_err err = { 0 };
 	if (gp_profile_load(path, search, &p, &err) == 0)
 		gp_profile_free(p);
-	else if (err.exit_code != 65 || !err.msg[0])
+	else if (gp_exit_code(&err) != 65 || !err.msg[0])
 		abort(); /* every refusal is an invalid-input error with a message */
 	return 0;
 }

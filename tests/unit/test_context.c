@@ -327,7 +327,7 @@ static void test_real_run_failure_message(void **state)
 	              "#!/bin/sh\necho line one\necho 'it broke' >&2\nexit 3\n");
 	char *const argv[] = { "failing", "-u", NULL };
 	assert_int_equal(gp_effect_run(&f->c, argv), -1);
-	assert_int_equal(f->err.exit_code, GP_EXIT_APPLY_FAILED);
+	assert_int_equal(gp_exit_code(&f->err), GP_EXIT_APPLY_FAILED);
 	assert_non_null(strstr(f->err.msg, "'failing -u' exited with status 3"));
 	assert_non_null(strstr(f->err.msg, "it broke"));
 	assert_null(strstr(f->err.msg, "broke\n"));

@@ -14,6 +14,7 @@
 
 #include "testutil.h"
 
+#include "gpuprov/exitcodes.h"
 #include "gpuprov/fetch.h"
 #include "gpuprov/prefetch.h"
 #include "gpuprov/root.h"
@@ -989,7 +990,7 @@ static void test_offline(void **state)
 	assert_contains(err.msg, "1 of 3");
 	assert_contains(err.msg, missing);
 	assert_null(strstr(err.msg, "small"));
-	assert_int_equal(err.exit_code, 4);
+	assert_int_equal(gp_exit_code(&err), 4);
 	assert_int_equal(log_lines(&E.https), 0);
 	gp_fetch_results_clear(res, 3);
 

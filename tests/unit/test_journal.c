@@ -95,7 +95,7 @@ static void expect_corrupt(struct fixture *f, const char *text)
 	struct gp_journal j;
 	struct gp_err err = { 0 };
 	assert_int_equal(gp_journal_load(&f->root, &j, &err), -1);
-	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	assert_non_null(strstr(err.msg, "state.json is corrupt"));
 	assert_non_null(strstr(err.msg, "move it aside"));
 	assert_null(j.doc);
@@ -158,7 +158,7 @@ static void test_invalid_members(void **state)
 		struct gp_journal j;
 		struct gp_err err = { 0 };
 		assert_int_equal(gp_journal_load(&f->root, &j, &err), -1);
-		assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+		assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 		if (!strstr(err.msg, cases[i].where) || !strstr(err.msg, cases[i].why) ||
 		    !strstr(err.msg, "state.json is corrupt") ||
 		    !strstr(err.msg, "move it aside"))
@@ -175,7 +175,7 @@ static void test_newer_format(void **state)
 	struct gp_journal j;
 	struct gp_err err = { 0 };
 	assert_int_equal(gp_journal_load(&f->root, &j, &err), -1);
-	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	assert_non_null(strstr(err.msg, "format 99, newer than this gpuprov reads (1)"));
 	assert_non_null(strstr(err.msg, "move it aside"));
 	assert_null(j.doc);
@@ -332,7 +332,7 @@ static void test_lock_contention(void **state)
 	/* flock locks belong to the open file description, so a second
 	 * acquisition in this process conflicts like another process would. */
 	assert_int_equal(gp_lock_acquire(&f->root, &second, &err), -1);
-	assert_int_equal(err.exit_code, GP_EXIT_LOCKED);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_LOCKED);
 	char pid[32];
 	snprintf(pid, sizeof pid, "pid %d", (int)getpid());
 	assert_non_null(strstr(err.msg, pid));

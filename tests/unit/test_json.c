@@ -41,7 +41,7 @@ static void expect_error(const char *text, const char *prefix)
 		fail_msg("parsed, want an error starting \"%s\"", prefix);
 	assert_int_equal(rc, -1);
 	assert_false(had_json);
-	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	if (!gp_str_starts_with(err.msg, prefix))
 		fail_msg("got \"%s\", want a message starting \"%s\"", err.msg, prefix);
 }
@@ -190,7 +190,7 @@ static void test_duplicate_key(void **state)
 	struct gp_err err;
 	assert_int_equal(parse(&d, "{\n  \"a\": 1,\n  \"b\": 2,\n    \"a\": 3\n}", &err),
 	                 -1);
-	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	/* The second occurrence is the one reported. */
 	assert_string_equal(err.msg, "f.json:4:5: duplicate key \"a\"; keep one of them");
 	assert_null(d.json);
@@ -223,7 +223,7 @@ static void test_duplicate_key_after_bom(void **state)
 		gp_json_doc_free(&d);
 		fail_msg("a BOM-prefixed document with a duplicate key was accepted");
 	}
-	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	gp_json_doc_free(&d);
 
 	const char bom_ok[] = "\xef\xbb\xbf{\n  \"a\": 1,\n  \"b\": {\"c\": 2}\n}";
@@ -231,7 +231,7 @@ static void test_duplicate_key_after_bom(void **state)
 		expect_where(&d, "/b/c", 3, 14);
 	} else {
 		/* Rejecting a BOM outright is acceptable too. */
-		assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+		assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	}
 	gp_json_doc_free(&d);
 }
@@ -271,7 +271,7 @@ static void test_nul_byte(void **state)
 	struct gp_json_doc d;
 	struct gp_err err;
 	assert_int_equal(parse_exact(&d, text, sizeof text - 1, &err), -1);
-	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	assert_string_equal(err.msg,
 	                    "f.json:2:3: NUL byte: this is not a JSON text file");
 	assert_null(d.json);
@@ -308,7 +308,7 @@ static int check_one(const char *buf, size_t len)
 			bad = d.pos[i].line < 1 || d.pos[i].col < 1;
 	} else {
 		int line = 0, col = 0;
-		bad = rc != -1 || err.exit_code != GP_EXIT_INVALID_INPUT ||
+		bad = rc != -1 || gp_exit_code(&err) != GP_EXIT_INVALID_INPUT ||
 		      sscanf(err.msg, "f.json:%d:%d: ", &line, &col) != 2 || line < 1 ||
 		      col < 1 || d.json;
 	}
@@ -423,7 +423,7 @@ static void test_deep_nesting(void **state)
 	/* Unclosed, and closed: an error either way, never a crash. */
 	memset(s, '[', DEPTH);
 	assert_int_equal(parse_exact(&d, s, DEPTH, &err), -1);
-	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	assert_true(gp_str_starts_with(err.msg, "f.json:1:"));
 	assert_non_null(strstr(err.msg, "nesting deeper than 1000"));
 	gp_json_doc_free(&d);
@@ -440,7 +440,7 @@ static void test_deep_nesting(void **state)
 	for (int i = 0; i < DEPTH; i++)
 		gp_buf_puts(&b, "}");
 	assert_int_equal(parse_exact(&d, b.data, b.len, &err), -1);
-	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	gp_json_doc_free(&d);
 	gp_buf_free(&b);
 
@@ -530,7 +530,7 @@ static void test_parse_drops_positions(void **state)
 	assert_true(cJSON_IsArray(cJSON_GetObjectItem(j, "a")));
 	cJSON_Delete(j);
 	assert_null(gp_json_parse("x.json", "{\"a\":1,\"a\":2}", 13, &err));
-	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	assert_string_equal(err.msg, "x.json:1:8: duplicate key \"a\"; keep one of them");
 	/* Only len bytes are read: the rest of the string is not JSON. */
 	j = gp_json_parse("x.json", "[1]garbage", 3, &err);

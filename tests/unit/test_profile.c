@@ -78,7 +78,7 @@ static void expect_load_error(struct fixture *fx, const char *name_or_path,
 	}
 	assert_int_equal(rc, -1);
 	assert_null(p);
-	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	assert_string_equal(err.msg, want);
 }
 
@@ -95,7 +95,7 @@ static void expect_load_error_has(struct fixture *fx, const char *name_or_path, 
 	}
 	assert_int_equal(rc, -1);
 	assert_null(p);
-	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	va_list ap;
 	va_start(ap, name_or_path);
 	for (const char *frag; (frag = va_arg(ap, const char *));) {
@@ -122,7 +122,7 @@ static void expect_load_error_at(struct fixture *fx, const char *name_or_path,
 	}
 	assert_int_equal(rc, -1);
 	assert_null(p);
-	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	if (!gp_str_starts_with(err.msg, prefix))
 		fail_msg("message \"%s\" does not start \"%s\"", err.msg, prefix);
 	va_list ap;
@@ -261,7 +261,7 @@ static void test_not_found_lists_dirs(void **state)
 	struct gp_profile *p = NULL;
 	struct gp_err err = { 0 };
 	assert_int_equal(gp_profile_load("nope", NULL, &p, &err), -1);
-	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	assert_non_null(strstr(err.msg, "searched (no directories)"));
 }
 
@@ -979,10 +979,10 @@ static void test_values(void **state)
 			fail_msg("%s: refused: %s", text, err.msg);
 		if (c->error && rc == 0)
 			fail_msg("%s: loaded; want an error with %s", text, c->error);
-		if (c->error && (err.exit_code != GP_EXIT_INVALID_INPUT ||
+		if (c->error && (gp_exit_code(&err) != GP_EXIT_INVALID_INPUT ||
 		                 !strstr(err.msg, c->error)))
 			fail_msg("%s: got \"%s\" (exit %d); want %s", text, err.msg,
-			         err.exit_code, c->error);
+			         gp_exit_code(&err), c->error);
 		free(path);
 		free(text);
 		free(members);

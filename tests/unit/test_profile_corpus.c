@@ -103,7 +103,7 @@ static char *load_error(const char *path, int *exit_code)
 		return NULL;
 	}
 	assert_null(p);
-	*exit_code = err.exit_code;
+	*exit_code = gp_exit_code(&err);
 	return strip_dir(err.msg);
 }
 
@@ -228,7 +228,7 @@ static void expect_error(const char *dir, const char *name, const char *want)
 		gp_profile_free(p);
 		fail_msg("%s loaded; want: %s", path, want);
 	}
-	assert_int_equal(err.exit_code, GP_EXIT_INVALID_INPUT);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
 	char *prefix = gp_xasprintf("%s/", dir);
 	if (!gp_str_starts_with(err.msg, prefix))
 		fail_msg("message \"%s\" does not start with %s", err.msg, prefix);

@@ -246,7 +246,7 @@ static void test_schema_matches_loader(void **state)
 		doc = probe_doc(&w, e, wrong, &parent);
 		want = gp_xasprintf("\"%s\" must be", key);
 		if (load_doc(&t, doc, &err) == 0 ||
-		    err.exit_code != GP_EXIT_INVALID_INPUT || !strstr(err.msg, want))
+		    gp_exit_code(&err) != GP_EXIT_INVALID_INPUT || !strstr(err.msg, want))
 			fail_msg(
 			    "%s: a value of the wrong type is not refused at the key "
 			    "(%s)",

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "gpuprov/compat.h"
+#include "gpuprov/driver_hints.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/facts.h"
 #include "gpuprov/json.h"
@@ -871,25 +872,13 @@ static void verify_nvml(struct gp_ctx *c, const struct drv *d, struct gp_report 
 		              load_failure("libnvidia-ml.so.1", n->load_error));
 		return;
 	}
-	if (n->init_rc == GP_NVML_ERROR_DRIVER_NOT_LOADED) {
-		_cleanup_free_ char *hint = not_loaded_hint(c, d);
+	if (n->init_rc != GP_NVML_SUCCESS) {
+		const char *known = gp_driver_nvml_hint(n->init_rc);
+		_cleanup_free_ char *hint = known ? gp_xstrdup(known)
+		                                  : not_loaded_hint(c, d);
 		gp_report_add(rep, "driver.nvml", GP_FAIL, "NVML", hint,
 		              "nvmlInit_v2: %d (%s)", n->init_rc,
 		              n->init_error ? n->init_error : "?");
-		return;
-	}
-	if (n->init_rc == GP_NVML_ERROR_LIB_RM_VERSION_MISMATCH) {
-		gp_report_add(rep, "driver.nvml", GP_FAIL, "NVML",
-		              "Driver/library version mismatch: user space was upgraded "
-		              "under the running module; reboot",
-		              "nvmlInit_v2: %d (%s)", n->init_rc,
-		              n->init_error ? n->init_error : "?");
-		return;
-	}
-	if (n->init_rc != 0) {
-		gp_report_add(rep, "driver.nvml", GP_FAIL, "NVML",
-		              "see dmesg for NVRM errors", "nvmlInit_v2: %d (%s)",
-		              n->init_rc, n->init_error ? n->init_error : "?");
 		return;
 	}
 	if (m->rc == 0 && !gp_streq(n->driver_version, m->version))
@@ -966,36 +955,13 @@ static void verify_cuda(struct gp_ctx *c, const struct drv *d, struct gp_report 
 			    have, tk);
 	}
 	const char *why = cu->init_error ? cu->init_error : "?";
-	switch (cu->init_rc) {
-	case GP_CUDA_SUCCESS:
-		break;
-	case GP_CUDA_ERROR_STUB_LIBRARY:
-		gp_report_add(
-		    rep, "driver.cuinit", GP_FAIL, "cuInit",
-		    "the libcuda.so.1 found is the CUDA toolkit's stub "
-		    "(lib64/stubs), not the driver's: remove the stubs directory "
-		    "from /etc/ld.so.conf.d and LD_LIBRARY_PATH",
-		    "cuInit: %d (%s)", cu->init_rc, why);
-		return;
-	case GP_CUDA_ERROR_INSUFFICIENT_DRIVER:
-		gp_report_add(rep, "driver.cuinit", GP_FAIL, "cuInit",
-		              "libcuda is older than the CUDA runtime asking for it: "
-		              "install a driver that supports the toolkit, or a toolkit "
-		              "the driver supports",
-		              "cuInit: %d (%s)", cu->init_rc, why);
-		return;
-	case GP_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
-		gp_report_add(rep, "driver.cuinit", GP_FAIL, "cuInit",
-		              "library mismatch: libcuda is from another driver than the "
-		              "loaded module; reboot",
-		              "cuInit: %d (%s)", cu->init_rc, why);
-		return;
-	default: {
-		_cleanup_free_ char *hint = not_loaded_hint(c, d);
+	if (cu->init_rc != GP_CUDA_SUCCESS) {
+		const char *known = gp_driver_cuinit_hint(cu->init_rc);
+		_cleanup_free_ char *hint = known ? gp_xstrdup(known)
+		                                  : not_loaded_hint(c, d);
 		gp_report_add(rep, "driver.cuinit", GP_FAIL, "cuInit", hint,
 		              "cuInit: %d (%s)", cu->init_rc, why);
 		return;
-	}
 	}
 	if (p->nvml.count >= 0 && cu->count != p->nvml.count)
 		gp_report_add(rep, "driver.libcuda.devices", GP_FAIL, "CUDA devices",

@@ -40,8 +40,8 @@ void gp_report_free(struct gp_report *r)
 	*r = (struct gp_report){ 0 };
 }
 
-/* "<stage>.<check>" (parts 2) or "<stage>.<check>.<subject>" (3), each part
- * a non-empty run of [a-z0-9_]. */
+/* Between min_parts and max_parts parts ("<stage>.<check>" is two,
+ * "<stage>.<check>.<subject>" three), each a non-empty run of [a-z0-9_]. */
 static bool id_valid(const char *id, int min_parts, int max_parts)
 {
 	int parts = 1;
@@ -64,7 +64,7 @@ static bool id_valid(const char *id, int min_parts, int max_parts)
 	return parts >= min_parts && parts <= max_parts;
 }
 
-static void refuse_id(const char *id, const char *check)
+_Noreturn static void refuse_id(const char *id, const char *check)
 {
 	fprintf(stderr,
 	        "gpuprov: internal error: the verify finding \"%s\" has the id \"%s\", "

@@ -645,8 +645,10 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 		enum gp_stage_state disp = stage_disposition(o, s.profile, st, &reason);
 		if (disp == GP_STATE_NOT_IMPLEMENTED) {
 			unimplemented = true;
+			_cleanup_free_ char *id = gp_xasprintf("%s.implemented",
+			                                       st->name);
 			gp_report_add(
-			    &rep, st->name, GP_SKIP, "stage",
+			    &rep, id, GP_SKIP, "stage",
 			    "exclude it with --skip or choose stages with --only",
 			    "not implemented in this version of gpuprov: nothing "
 			    "verified");
@@ -661,8 +663,8 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 		_cleanup_free_ char *install = gp_hint_command(c, "install", NULL);
 		_cleanup_free_ char *hint = gp_xasprintf("reboot, then run '%s'",
 		                                         install);
-		gp_report_add(&rep, "gpuprov", GP_WARN, "pending reboot", hint, "%s",
-		              pending);
+		gp_report_add(&rep, "gpuprov.pending_reboot", GP_WARN, "pending reboot",
+		              hint, "%s", pending);
 	}
 	if (!code) {
 		if (out->json)

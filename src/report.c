@@ -1,4 +1,4 @@
-/* Verify findings and their text and JSON renderings. */
+/* Verify findings, their ids and their text and JSON renderings. */
 #include <stdarg.h>
 #include <string.h>
 
@@ -29,6 +29,7 @@ void gp_report_free(struct gp_report *r)
 {
 	for (size_t i = 0; i < r->n; i++) {
 		struct gp_finding *f = &r->findings[i];
+		free(f->id);
 		free(f->stage);
 		free(f->check);
 		free(f->evidence);
@@ -39,20 +40,97 @@ void gp_report_free(struct gp_report *r)
 	*r = (struct gp_report){ 0 };
 }
 
-void gp_report_add(struct gp_report *r, const char *stage, enum gp_level level,
-                   const char *check, const char *hint, const char *evidence_fmt, ...)
+/* Between min_parts and max_parts parts ("<stage>.<check>" is two,
+ * "<stage>.<check>.<subject>" three), each a non-empty run of [a-z0-9_]. */
+static bool id_valid(const char *id, int min_parts, int max_parts)
+{
+	int parts = 1;
+	size_t len = 0;
+	for (const char *p = id;; p++) {
+		if (*p == '.' || !*p) {
+			if (!len)
+				return false;
+			if (!*p)
+				break;
+			parts++;
+			len = 0;
+		} else if ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+		           *p == '_') {
+			len++;
+		} else {
+			return false;
+		}
+	}
+	return parts >= min_parts && parts <= max_parts;
+}
+
+_Noreturn static void refuse_id(const char *id, const char *check)
+{
+	fprintf(stderr,
+	        "gpuprov: internal error: the verify finding \"%s\" has the id \"%s\", "
+	        "not <stage>.<check>[.<subject>] of [a-z0-9_] (a bug in gpuprov)\n",
+	        check ? check : "?", id);
+	abort();
+}
+
+static void add(struct gp_report *r, char *id, enum gp_level level, const char *check,
+                const char *hint, const char *evidence_fmt, va_list ap)
 {
 	r->findings = gp_xrealloc(r->findings, (r->n + 1) * sizeof *r->findings);
-	va_list ap;
-	va_start(ap, evidence_fmt);
 	r->findings[r->n++] = (struct gp_finding){
-		.stage = gp_xstrdup(stage),
+		.id = id,
+		.stage = gp_xstrndup(id, strcspn(id, ".")),
 		.level = level,
 		.check = gp_xstrdup(check),
 		.evidence = gp_xvasprintf(evidence_fmt, ap),
 		.hint = level == GP_PASS ? NULL : gp_xstrdup(hint),
 	};
+}
+
+void gp_report_add(struct gp_report *r, const char *id, enum gp_level level,
+                   const char *check, const char *hint, const char *evidence_fmt, ...)
+{
+	if (!id_valid(id, 2, 3))
+		refuse_id(id, check);
+	va_list ap;
+	va_start(ap, evidence_fmt);
+	add(r, gp_xstrdup(id), level, check, hint, evidence_fmt, ap);
 	va_end(ap);
+}
+
+void gp_report_add_subject(struct gp_report *r, const char *base, const char *subject,
+                           enum gp_level level, const char *check, const char *hint,
+                           const char *evidence_fmt, ...)
+{
+	if (!id_valid(base, 2, 2))
+		refuse_id(base, check);
+	_cleanup_free_ char *part = gp_finding_subject(subject);
+	va_list ap;
+	va_start(ap, evidence_fmt);
+	add(r, gp_xasprintf("%s.%s", base, part), level, check, hint, evidence_fmt, ap);
+	va_end(ap);
+}
+
+char *gp_finding_subject(const char *name)
+{
+	char *out = gp_xmalloc(strlen(name) + 2);
+	size_t n = 0;
+	bool gap = false;
+	for (const char *p = name; *p; p++) {
+		char ch = *p >= 'A' && *p <= 'Z' ? (char)(*p - 'A' + 'a') : *p;
+		if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9')) {
+			if (gap && n)
+				out[n++] = '_';
+			out[n++] = ch;
+			gap = false;
+		} else {
+			gap = true;
+		}
+	}
+	if (!n)
+		out[n++] = '_';
+	out[n] = '\0';
+	return out;
 }
 
 size_t gp_report_count(const struct gp_report *r, enum gp_level level)
@@ -111,6 +189,7 @@ cJSON *gp_report_to_json(const struct gp_report *r)
 		const struct gp_finding *x = &r->findings[i];
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "stage", x->stage);
+		cJSON_AddStringToObject(o, "id", x->id);
 		cJSON_AddStringToObject(o, "level", gp_level_name(x->level));
 		cJSON_AddStringToObject(o, "check", x->check);
 		cJSON_AddStringToObject(o, "evidence", x->evidence);

@@ -1,5 +1,5 @@
-/* Verify findings: pass / warn / fail with evidence and a hint, rendered as
- * text or JSON. */
+/* Verify findings: pass / warn / fail with evidence and a hint, each with a
+ * stable id, rendered as text or JSON. */
 #pragma once
 
 #include <stdbool.h>
@@ -12,7 +12,8 @@ enum gp_level { GP_PASS, GP_WARN, GP_FAIL, GP_SKIP };
 const char *gp_level_name(enum gp_level l);
 
 struct gp_finding {
-	char *stage;
+	char *id; /* what was checked, for machines: stable (docs/findings.md) */
+	char *stage; /* the id's first component */
 	enum gp_level level;
 	char *check; /* what was checked, short */
 	char *evidence; /* what was seen */
@@ -27,9 +28,26 @@ struct gp_report {
 
 void gp_report_init(struct gp_report *r, const char *profile_name);
 void gp_report_free(struct gp_report *r);
-void gp_report_add(struct gp_report *r, const char *stage, enum gp_level level,
+/* Adds a finding. id names the check whatever its text says, as a constant
+ * at the call: "<stage>.<check>" or "<stage>.<check>.<subject>", each part
+ * of [a-z0-9_]; the finding's stage is its first part. Any other id is a
+ * bug in gpuprov, refused as an internal error (abort), so every finding
+ * has one. hint is dropped for a pass. */
+void gp_report_add(struct gp_report *r, const char *id, enum gp_level level,
                    const char *check, const char *hint, const char *evidence_fmt, ...)
-    __attribute__((format(printf, 6, 7)));
+    __attribute__((format(printf, 6, 7), nonnull(1, 2)));
+/* The same for a check made once per varying name (a library, a package, a
+ * directory): the id is base ("<stage>.<check>") "." gp_finding_subject(subject). */
+void gp_report_add_subject(struct gp_report *r, const char *base, const char *subject,
+                           enum gp_level level, const char *check, const char *hint,
+                           const char *evidence_fmt, ...)
+    __attribute__((format(printf, 7, 8), nonnull(1, 2, 3)));
+/* name as an id's subject part: ASCII letters lowercased, every run of
+ * characters other than [a-z0-9] one '_', none at either end; "_" when
+ * nothing is left. "/usr/local/cuda/bin" -> "usr_local_cuda_bin",
+ * "0000:17:00.0" -> "0000_17_00_0", "LD_LIBRARY_PATH" -> "ld_library_path".
+ * Allocated. */
+char *gp_finding_subject(const char *name);
 size_t gp_report_count(const struct gp_report *r, enum gp_level level);
 void gp_report_render_text(const struct gp_report *r, FILE *f, bool color);
 cJSON *gp_report_to_json(const struct gp_report *r);

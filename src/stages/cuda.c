@@ -306,6 +306,8 @@ static void verify_versions(struct gp_ctx *c, const struct cuda_settings *s,
 	p.nvcc = run_nvcc(c, nvcc, &err);
 	const char *src[] = { "version.json", "version.txt", "include/cuda.h",
 		              "nvcc --version" };
+	const char *id[] = { "cuda.version.version_json", "cuda.version.version_txt",
+		             "cuda.version.cuda_h", "cuda.version.nvcc" };
 	const char *val[] = { p.json, p.txt, p.header, p.nvcc };
 	int found = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(val); i++) {
@@ -316,14 +318,14 @@ static void verify_versions(struct gp_ctx *c, const struct cuda_settings *s,
 		bool ok = i >= 2 ? gp_cuda_version_agrees(val[i], s->xy)
 		                 : gp_cuda_version_agrees(val[i], s->version);
 		_cleanup_free_ char *check = gp_xasprintf("version (%s)", src[i]);
-		gp_report_add(rep, "cuda", ok ? GP_PASS : GP_FAIL, check, install,
+		gp_report_add(rep, id[i], ok ? GP_PASS : GP_FAIL, check, install,
 		              "%s in %s says %s%s%s", src[i], s->path, val[i],
 		              ok ? "" : "; the profile wants ", ok ? "" : s->version);
 	}
 	if (!p.nvcc)
-		gp_report_add(rep, "cuda", GP_FAIL, "nvcc", install, "%s", err);
+		gp_report_add(rep, "cuda.nvcc", GP_FAIL, "nvcc", install, "%s", err);
 	if (!found)
-		gp_report_add(rep, "cuda", GP_FAIL, "toolkit", install,
+		gp_report_add(rep, "cuda.toolkit", GP_FAIL, "toolkit", install,
 		              "no CUDA toolkit in %s", s->path);
 	gp_cuda_probe_free(&p);
 }
@@ -338,23 +340,24 @@ static void verify_driver(struct gp_ctx *c, const struct cuda_settings *s,
 	if (drv)
 		*drv_cuda = driver_cuda(drv);
 	if (!min)
-		gp_report_add(rep, "cuda", GP_WARN, "minimum driver", NULL,
+		gp_report_add(rep, "cuda.minimum_driver", GP_WARN, "minimum driver", NULL,
 		              "CUDA %s is not in gpuprov's table of minimum drivers",
 		              s->version);
 	else if (!drv)
-		gp_report_add(rep, "cuda", GP_WARN, "minimum driver", driver_hint,
+		gp_report_add(rep, "cuda.minimum_driver", GP_WARN, "minimum driver",
+		              driver_hint,
 		              "no NVIDIA driver found (no loaded module, no driver "
 		              "package); CUDA %s needs >= %s",
 		              s->version, min);
 	else if (gp_version_compare(drv, min) < 0)
-		gp_report_add(rep, "cuda", GP_FAIL, "minimum driver",
+		gp_report_add(rep, "cuda.minimum_driver", GP_FAIL, "minimum driver",
 		              "install driver >= the minimum, or a CUDA the driver "
 		              "supports",
 		              "CUDA %s needs driver >= %s; the driver is %s (%s), which "
 		              "supports CUDA up to %s",
 		              s->version, min, drv, from, *drv_cuda ? *drv_cuda : "?");
 	else
-		gp_report_add(rep, "cuda", GP_PASS, "minimum driver", NULL,
+		gp_report_add(rep, "cuda.minimum_driver", GP_PASS, "minimum driver", NULL,
 		              "CUDA %s needs driver >= %s; the driver is %s (%s)",
 		              s->version, min, drv, from);
 }
@@ -378,18 +381,19 @@ static void verify_path(struct gp_ctx *c, const struct cuda_settings *s,
 	_cleanup_free_ char *hint = gp_xasprintf(
 	    "set stages.env.cuda_home (or path) to this toolkit and %s", env);
 	if (!nvcc)
-		gp_report_add(rep, "cuda", GP_WARN, "nvcc on PATH", hint,
+		gp_report_add(rep, "cuda.nvcc_on_path", GP_WARN, "nvcc on PATH", hint,
 		              "no nvcc on the PATH the env stage writes%s", smi);
 	else if (!v)
-		gp_report_add(rep, "cuda", GP_FAIL, "nvcc on PATH", hint, "%s", err);
+		gp_report_add(rep, "cuda.nvcc_on_path", GP_FAIL, "nvcc on PATH", hint,
+		              "%s", err);
 	else if (!gp_cuda_version_agrees(v, s->xy))
-		gp_report_add(rep, "cuda", GP_FAIL, "nvcc on PATH", hint,
+		gp_report_add(rep, "cuda.nvcc_on_path", GP_FAIL, "nvcc on PATH", hint,
 		              "nvcc on the PATH is %s and says CUDA %s (the toolkit "
 		              "users compile with); the profile's toolkit is CUDA %s at "
 		              "%s%s",
 		              nvcc, v, s->version, mine, smi);
 	else
-		gp_report_add(rep, "cuda", GP_PASS, "nvcc on PATH", NULL,
+		gp_report_add(rep, "cuda.nvcc_on_path", GP_PASS, "nvcc on PATH", NULL,
 		              "nvcc on the PATH is %s, CUDA %s (the toolkit)%s", nvcc, v,
 		              smi);
 }
@@ -399,7 +403,8 @@ static int cuda_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep
 	struct cuda_settings s;
 	settings(c, cfg, &s);
 	if (!s.version) {
-		gp_report_add(rep, "cuda", GP_FAIL, "version", "set stages.cuda.version",
+		gp_report_add(rep, "cuda.version", GP_FAIL, "version",
+		              "set stages.cuda.version",
 		              "stages.cuda.version is not set");
 		settings_free(&s);
 		return 0;
@@ -411,11 +416,12 @@ static int cuda_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep
 			settings_free(&s);
 			return -1;
 		}
-		gp_report_add(rep, "cuda", have ? GP_PASS : GP_FAIL, "package", install,
-		              "%s %s", s.package, have ? have : "is not installed");
+		gp_report_add(rep, "cuda.package", have ? GP_PASS : GP_FAIL, "package",
+		              install, "%s %s", s.package,
+		              have ? have : "is not installed");
 		_cleanup_free_ char *meta = NULL;
 		if (gp_pkg_installed(c, "cuda", &meta) == 0 && meta)
-			gp_report_add(rep, "cuda", GP_WARN, "meta package",
+			gp_report_add(rep, "cuda.meta_package", GP_WARN, "meta package",
 			              "remove the 'cuda' package; gpuprov installs "
 			              "cuda-toolkit-X-Y only",
 			              "the 'cuda' meta package %s is installed: it pulls "
@@ -427,7 +433,7 @@ static int cuda_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep
 		_cleanup_free_ char *have = NULL;
 		bool ok = link_ok(c, &s);
 		gp_root_readlink(&c->root, CUDA_LINK, &have);
-		gp_report_add(rep, "cuda", ok ? GP_PASS : GP_FAIL, "link", install,
+		gp_report_add(rep, "cuda.link", ok ? GP_PASS : GP_FAIL, "link", install,
 		              "%s -> %s%s%s", CUDA_LINK, have ? have : "(missing)",
 		              ok ? "" : "; the profile wants ", ok ? "" : s.link_target);
 	}

@@ -784,13 +784,14 @@ static void verify_headers(struct gp_ctx *c, struct gp_report *rep, const char *
 {
 	_cleanup_free_ char *have = header_version(c, hdr);
 	bool hdr_ok = gp_ctx_exists(c, hdr) && gp_ctx_exists(c, cudnn_h);
-	gp_report_add(rep, "cudnn", hdr_ok ? GP_PASS : GP_FAIL, "headers", install,
-	              "%s and %s %s", hdr, cudnn_h, hdr_ok ? "present" : "missing");
+	gp_report_add(rep, "cudnn.headers", hdr_ok ? GP_PASS : GP_FAIL, "headers",
+	              install, "%s and %s %s", hdr, cudnn_h,
+	              hdr_ok ? "present" : "missing");
 	if (have && gp_streq(have, want))
-		gp_report_add(rep, "cudnn", GP_PASS, "version", NULL, "%s says %s", hdr,
-		              have);
+		gp_report_add(rep, "cudnn.version", GP_PASS, "version", NULL,
+		              "%s says %s", hdr, have);
 	else
-		gp_report_add(rep, "cudnn", GP_FAIL, "version", install,
+		gp_report_add(rep, "cudnn.version", GP_FAIL, "version", install,
 		              "%s says %s; the profile wants %s", hdr,
 		              have ? have : "nothing readable", want ? want : "?");
 }
@@ -804,7 +805,7 @@ static void verify_sonames(struct gp_ctx *c, struct gp_report *rep, const char *
 	_cleanup_free_ char *err = NULL;
 	_cleanup_strv_ char **cache = linker_cache(c, &err);
 	if (!cache)
-		gp_report_add(rep, "cudnn", GP_FAIL, "linker cache",
+		gp_report_add(rep, "cudnn.linker_cache", GP_FAIL, "linker cache",
 		              "check that the root has a working ldconfig",
 		              "'ldconfig -p' in %s failed: %s", c->root.dir, err);
 	size_t sonames = 0;
@@ -816,28 +817,33 @@ static void verify_sonames(struct gp_ctx *c, struct gp_report *rep, const char *
 			continue;
 		sonames++;
 		_cleanup_free_ char *check = gp_xasprintf("soname %s", n);
+		/* The id's subject is the library: n without its ".so.<major>". */
+		_cleanup_free_ char *lib = gp_xstrndup(n,
+		                                       (size_t)(strrchr(n, '.') - n) - 3);
 		_cleanup_free_ char *in_lib = gp_xasprintf("%s/%s", linkdir, n);
 		struct stat st;
 		const char *resolved = cache_lookup(cache, n);
 		if (gp_root_stat(&c->root, in_lib, &st) < 0)
-			gp_report_add(rep, "cudnn", GP_FAIL, check, install,
-			              "%s is missing or a broken link", in_lib);
+			gp_report_add_subject(rep, "cudnn.soname", lib, GP_FAIL, check,
+			                      install, "%s is missing or a broken link",
+			                      in_lib);
 		else if (!cache)
 			continue;
 		else if (!resolved)
-			gp_report_add(rep, "cudnn", GP_FAIL, check, install,
-			              "not in the linker cache ('ldconfig -p')");
+			gp_report_add_subject(rep, "cudnn.soname", lib, GP_FAIL, check,
+			                      install,
+			                      "not in the linker cache ('ldconfig -p')");
 		else if (gp_root_stat(&c->root, resolved, &st) < 0)
-			gp_report_add(
-			    rep, "cudnn", GP_FAIL, check, install,
+			gp_report_add_subject(
+			    rep, "cudnn.soname", lib, GP_FAIL, check, install,
 			    "the linker cache points at %s, which does not exist",
 			    resolved);
 		else
-			gp_report_add(rep, "cudnn", GP_PASS, check, NULL, "%s => %s", n,
-			              resolved);
+			gp_report_add_subject(rep, "cudnn.soname", lib, GP_PASS, check,
+			                      NULL, "%s => %s", n, resolved);
 	}
 	if (!sonames)
-		gp_report_add(rep, "cudnn", GP_FAIL, "libraries", install,
+		gp_report_add(rep, "cudnn.libraries", GP_FAIL, "libraries", install,
 		              "no libcudnn*.so.%ld in %s", major, listdir);
 }
 
@@ -848,7 +854,7 @@ static void verify_cuda_major(struct gp_ctx *c, struct gp_report *rep, const cha
 {
 	if (!gp_ctx_exists(c, hdr)) {
 		/* The profile's CUDA major says nothing about a cuDNN not there. */
-		gp_report_add(rep, "cudnn", GP_SKIP, "CUDA major", NULL,
+		gp_report_add(rep, "cudnn.cuda_major", GP_SKIP, "CUDA major", NULL,
 		              "cuDNN is not installed (no %s): nothing to compare with "
 		              "the toolkit",
 		              hdr);
@@ -857,16 +863,16 @@ static void verify_cuda_major(struct gp_ctx *c, struct gp_report *rep, const cha
 	_cleanup_free_ char *tk = toolkit_version(c, tkdir);
 	_cleanup_free_ char *cuda_hint = gp_install_hint(c, "cuda");
 	if (!tk)
-		gp_report_add(rep, "cudnn", GP_WARN, "CUDA major", cuda_hint,
+		gp_report_add(rep, "cudnn.cuda_major", GP_WARN, "CUDA major", cuda_hint,
 		              "no version.json or version.txt in %s: cannot tell the "
 		              "toolkit's CUDA version; cuDNN is built for CUDA %s",
 		              tkdir, cuda_major ? cuda_major : "?");
 	else if (cuda_major && strncmp(tk, cuda_major, strlen(cuda_major)) == 0 &&
 	         tk[strlen(cuda_major)] == '.')
-		gp_report_add(rep, "cudnn", GP_PASS, "CUDA major", NULL,
+		gp_report_add(rep, "cudnn.cuda_major", GP_PASS, "CUDA major", NULL,
 		              "toolkit %s, cuDNN built for CUDA %s", tk, cuda_major);
 	else
-		gp_report_add(rep, "cudnn", GP_FAIL, "CUDA major",
+		gp_report_add(rep, "cudnn.cuda_major", GP_FAIL, "CUDA major",
 		              "set stages.cudnn.cuda to the toolkit's major version",
 		              "toolkit %s in %s, cuDNN built for CUDA %s", tk, tkdir,
 		              cuda_major ? cuda_major : "?");
@@ -899,10 +905,11 @@ static int apt_verify(struct gp_ctx *c, const struct cudnn_settings *s,
 		bool ok = have &&
 		          (!s->version || gp_pkg_version_matches(have, s->version));
 		_cleanup_free_ char *check = gp_xasprintf("package %s", s->pkgs[i]);
-		gp_report_add(rep, "cudnn", ok ? GP_PASS : GP_FAIL, check, install,
-		              "%s %s%s%s", s->pkgs[i], have ? have : "is not installed",
-		              ok || !have ? "" : "; the profile wants ",
-		              ok || !have ? "" : s->version);
+		gp_report_add_subject(rep, "cudnn.package", s->pkgs[i],
+		                      ok ? GP_PASS : GP_FAIL, check, install, "%s %s%s%s",
+		                      s->pkgs[i], have ? have : "is not installed",
+		                      ok || !have ? "" : "; the profile wants ",
+		                      ok || !have ? "" : s->version);
 	}
 	_cleanup_free_ char *hdr = NULL, *cudnn_h = NULL;
 	apt_headers(c, s, &hdr, &cudnn_h);
@@ -922,15 +929,15 @@ static int cudnn_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 	if (s.apt) {
 		int rc = 0;
 		if (blocked && !s.pkgs[0])
-			gp_report_add(rep, "cudnn", GP_FAIL, "packages", NULL, "%s",
-			              blocked);
+			gp_report_add(rep, "cudnn.packages", GP_FAIL, "packages", NULL,
+			              "%s", blocked);
 		else
 			rc = apt_verify(c, &s, rep);
 		settings_free(&s);
 		return rc;
 	}
 	if (!s.base || !s.version) {
-		gp_report_add(rep, "cudnn", GP_FAIL, "destination",
+		gp_report_add(rep, "cudnn.destination", GP_FAIL, "destination",
 		              "set stages.cudnn.path or stages.cuda.path", "%s",
 		              blocked ? blocked : "no destination");
 		settings_free(&s);
@@ -946,11 +953,11 @@ static int cudnn_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 	size_t nfiles, hashed;
 	_cleanup_free_ char *bad = NULL;
 	if (recorded_files_ok(c, s.dir, true, &nfiles, &hashed, &bad) && nfiles)
-		gp_report_add(rep, "cudnn", GP_PASS, "files", NULL,
+		gp_report_add(rep, "cudnn.files", GP_PASS, "files", NULL,
 		              "%zu files in %s have the sha256 gpuprov recorded", nfiles,
 		              s.dir);
 	else if (nfiles)
-		gp_report_add(rep, "cudnn", GP_FAIL, "files", install,
+		gp_report_add(rep, "cudnn.files", GP_FAIL, "files", install,
 		              "%s is missing or changed since gpuprov installed it", bad);
 
 	/* Sonames: libcudnn*.so.<major> in the extracted library directory. */

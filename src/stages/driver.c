@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "gpuprov/compat.h"
+#include "gpuprov/driver_hints.h"
 #include "gpuprov/json.h"
 #include "gpuprov/kernelinfo.h"
 #include "gpuprov/modules.h"
@@ -824,7 +825,7 @@ static void verify_module(struct gp_ctx *c, const struct drv *d, struct gp_repor
                           const struct module_state *m, const char *have)
 {
 	if (m->rc == -ENOENT && !m->proc) {
-		gp_report_add(rep, STAGE, GP_WARN, "module loaded",
+		gp_report_add(rep, "driver.module.loaded", GP_WARN, "module loaded",
 		              "run verify on the live system to see the loaded module",
 		              "unknown: the root has no proc facts");
 		return;
@@ -835,20 +836,20 @@ static void verify_module(struct gp_ctx *c, const struct drv *d, struct gp_repor
 		_cleanup_free_ char *hint =
 		    have ? not_loaded_hint(c, d)
 		         : gp_xasprintf("no NVIDIA driver is installed: %s", install);
-		gp_report_add(rep, STAGE, GP_FAIL, "module loaded", hint,
+		gp_report_add(rep, "driver.module.loaded", GP_FAIL, "module loaded", hint,
 		              "the nvidia module is not loaded (no "
 		              "/proc/driver/nvidia/version)");
 		return;
 	}
 	if (have && gp_version_compare(m->version, have) != 0)
-		gp_report_add(rep, STAGE, GP_FAIL, "module version",
+		gp_report_add(rep, "driver.module.version", GP_FAIL, "module version",
 		              "reboot to load the installed module (user space was "
 		              "upgraded under the running module)",
 		              "loaded module %s, installed user space %s", m->version,
 		              have);
 	else
-		gp_report_add(rep, STAGE, GP_PASS, "module version", NULL,
-		              "loaded module %s equals the installed user space",
+		gp_report_add(rep, "driver.module.version", GP_PASS, "module version",
+		              NULL, "loaded module %s equals the installed user space",
 		              m->version);
 	_cleanup_free_ char *driver = gp_hint_command(c, "install", STAGE);
 	_cleanup_free_ char *flavor_hint = gp_xasprintf(
@@ -856,12 +857,12 @@ static void verify_module(struct gp_ctx *c, const struct drv *d, struct gp_repor
 	    "'%s'",
 	    driver);
 	if (m->open != d->ch.open)
-		gp_report_add(rep, STAGE, GP_FAIL, "module flavor", flavor_hint,
-		              "loaded: %s modules, expected: %s", flavor_name(m->open),
-		              flavor_name(d->ch.open));
+		gp_report_add(rep, "driver.module.flavor", GP_FAIL, "module flavor",
+		              flavor_hint, "loaded: %s modules, expected: %s",
+		              flavor_name(m->open), flavor_name(d->ch.open));
 	else
-		gp_report_add(rep, STAGE, GP_PASS, "module flavor", NULL, "%s modules",
-		              flavor_name(m->open));
+		gp_report_add(rep, "driver.module.flavor", GP_PASS, "module flavor", NULL,
+		              "%s modules", flavor_name(m->open));
 }
 
 static void verify_nvml(struct gp_ctx *c, const struct drv *d, struct gp_report *rep,
@@ -871,39 +872,28 @@ static void verify_nvml(struct gp_ctx *c, const struct drv *d, struct gp_report 
 		_cleanup_free_ char *install = gp_install_hint(c, STAGE);
 		_cleanup_free_ char *hint = gp_xasprintf(
 		    "the driver's user-space libraries are missing: %s", install);
-		gp_report_add(rep, STAGE, GP_FAIL, "NVML", hint, "%s",
+		gp_report_add(rep, "driver.nvml", GP_FAIL, "NVML", hint, "%s",
 		              load_failure("libnvidia-ml.so.1", n->load_error));
 		return;
 	}
-	if (n->init_rc == GP_NVML_ERROR_DRIVER_NOT_LOADED) {
-		_cleanup_free_ char *hint = not_loaded_hint(c, d);
-		gp_report_add(rep, STAGE, GP_FAIL, "NVML", hint, "nvmlInit_v2: %d (%s)",
-		              n->init_rc, n->init_error ? n->init_error : "?");
-		return;
-	}
-	if (n->init_rc == GP_NVML_ERROR_LIB_RM_VERSION_MISMATCH) {
-		gp_report_add(rep, STAGE, GP_FAIL, "NVML",
-		              "Driver/library version mismatch: user space was upgraded "
-		              "under the running module; reboot",
-		              "nvmlInit_v2: %d (%s)", n->init_rc,
-		              n->init_error ? n->init_error : "?");
-		return;
-	}
-	if (n->init_rc != 0) {
-		gp_report_add(rep, STAGE, GP_FAIL, "NVML", "see dmesg for NVRM errors",
+	if (n->init_rc != GP_NVML_SUCCESS) {
+		const char *known = gp_driver_nvml_hint(n->init_rc);
+		_cleanup_free_ char *hint = known ? gp_xstrdup(known)
+		                                  : not_loaded_hint(c, d);
+		gp_report_add(rep, "driver.nvml", GP_FAIL, "NVML", hint,
 		              "nvmlInit_v2: %d (%s)", n->init_rc,
 		              n->init_error ? n->init_error : "?");
 		return;
 	}
 	if (m->rc == 0 && !gp_streq(n->driver_version, m->version))
-		gp_report_add(rep, STAGE, GP_FAIL, "NVML driver version",
+		gp_report_add(rep, "driver.nvml.version", GP_FAIL, "NVML driver version",
 		              "library mismatch: the NVML library is from another driver "
 		              "than the loaded module; reboot, or reinstall the driver",
 		              "NVML %s, module %s",
 		              n->driver_version ? n->driver_version : "?", m->version);
 	else
-		gp_report_add(rep, STAGE, GP_PASS, "NVML driver version", NULL, "%s",
-		              n->driver_version ? n->driver_version : "?");
+		gp_report_add(rep, "driver.nvml.version", GP_PASS, "NVML driver version",
+		              NULL, "%s", n->driver_version ? n->driver_version : "?");
 	struct gp_buf names = { 0 };
 	size_t off = 0;
 	for (int i = 0; i < n->count && i < GP_PROBE_MAX_GPUS; i++) {
@@ -913,7 +903,7 @@ static void verify_nvml(struct gp_ctx *c, const struct drv *d, struct gp_report 
 	}
 	if (d->pci_known && n->count != (int)d->n_nvidia)
 		gp_report_add(
-		    rep, STAGE, GP_FAIL, "NVML GPUs",
+		    rep, "driver.nvml.gpus", GP_FAIL, "NVML GPUs",
 		    n->count == 0 ? "no GPU initialised: see dmesg for NVRM "
 		                    "errors (a GPU the driver does not support, "
 		                    "or one that fell off the bus)"
@@ -922,11 +912,11 @@ static void verify_nvml(struct gp_ctx *c, const struct drv *d, struct gp_report 
 		    "NVML sees %d GPU(s), PCI has %zu%s%s", n->count, d->n_nvidia,
 		    names.len ? ": " : "", names.len ? names.data : "");
 	else
-		gp_report_add(rep, STAGE, GP_PASS, "NVML GPUs", NULL, "%d: %s", n->count,
-		              names.len ? names.data : "none");
+		gp_report_add(rep, "driver.nvml.gpus", GP_PASS, "NVML GPUs", NULL,
+		              "%d: %s", n->count, names.len ? names.data : "none");
 	gp_buf_free(&names);
 	if (off)
-		gp_report_add(rep, STAGE, GP_WARN, "persistence mode",
+		gp_report_add(rep, "driver.nvml.persistence", GP_WARN, "persistence mode",
 		              "enable nvidia-persistenced (systemctl enable --now "
 		              "nvidia-persistenced) so the driver stays initialised",
 		              "off on %zu GPU(s)", off);
@@ -940,13 +930,13 @@ static void verify_cuda(struct gp_ctx *c, const struct drv *d, struct gp_report 
 		_cleanup_free_ char *install = gp_install_hint(c, STAGE);
 		_cleanup_free_ char *hint = gp_xasprintf(
 		    "the driver's libcuda.so.1 is missing: %s", install);
-		gp_report_add(rep, STAGE, GP_FAIL, "libcuda", hint, "%s",
+		gp_report_add(rep, "driver.libcuda", GP_FAIL, "libcuda", hint, "%s",
 		              load_failure("libcuda.so.1", cu->load_error));
 		return;
 	}
 	if (cu->version_rc == 0)
-		gp_report_add(rep, STAGE, GP_PASS, "libcuda version", NULL,
-		              "cuDriverGetVersion: CUDA %d.%d", cu->version / 1000,
+		gp_report_add(rep, "driver.libcuda.version", GP_PASS, "libcuda version",
+		              NULL, "cuDriverGetVersion: CUDA %d.%d", cu->version / 1000,
 		              cu->version % 1000 / 10);
 	const cJSON *cuda = gp_profile_stage(c->profile, "cuda");
 	const char *tk = gp_json_string(cuda, "version", NULL);
@@ -963,51 +953,29 @@ static void verify_cuda(struct gp_ctx *c, const struct drv *d, struct gp_report 
 		    lint);
 		if (gp_version_compare(have, tk) < 0)
 			gp_report_add(
-			    rep, STAGE, GP_FAIL, "driver vs toolkit", hint,
+			    rep, "driver.libcuda.toolkit", GP_FAIL, "driver vs toolkit",
+			    hint,
 			    "the driver supports CUDA %s, the profile's toolkit is %s",
 			    have, tk);
 	}
 	const char *why = cu->init_error ? cu->init_error : "?";
-	switch (cu->init_rc) {
-	case GP_CUDA_SUCCESS:
-		break;
-	case GP_CUDA_ERROR_STUB_LIBRARY:
-		gp_report_add(
-		    rep, STAGE, GP_FAIL, "cuInit",
-		    "the libcuda.so.1 found is the CUDA toolkit's stub "
-		    "(lib64/stubs), not the driver's: remove the stubs directory "
-		    "from /etc/ld.so.conf.d and LD_LIBRARY_PATH",
-		    "cuInit: %d (%s)", cu->init_rc, why);
-		return;
-	case GP_CUDA_ERROR_INSUFFICIENT_DRIVER:
-		gp_report_add(rep, STAGE, GP_FAIL, "cuInit",
-		              "libcuda is older than the CUDA runtime asking for it: "
-		              "install a driver that supports the toolkit, or a toolkit "
-		              "the driver supports",
+	if (cu->init_rc != GP_CUDA_SUCCESS) {
+		const char *known = gp_driver_cuinit_hint(cu->init_rc);
+		_cleanup_free_ char *hint = known ? gp_xstrdup(known)
+		                                  : not_loaded_hint(c, d);
+		gp_report_add(rep, "driver.cuinit", GP_FAIL, "cuInit", hint,
 		              "cuInit: %d (%s)", cu->init_rc, why);
 		return;
-	case GP_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
-		gp_report_add(rep, STAGE, GP_FAIL, "cuInit",
-		              "library mismatch: libcuda is from another driver than the "
-		              "loaded module; reboot",
-		              "cuInit: %d (%s)", cu->init_rc, why);
-		return;
-	default: {
-		_cleanup_free_ char *hint = not_loaded_hint(c, d);
-		gp_report_add(rep, STAGE, GP_FAIL, "cuInit", hint, "cuInit: %d (%s)",
-		              cu->init_rc, why);
-		return;
-	}
 	}
 	if (p->nvml.count >= 0 && cu->count != p->nvml.count)
-		gp_report_add(rep, STAGE, GP_FAIL, "CUDA devices",
+		gp_report_add(rep, "driver.libcuda.devices", GP_FAIL, "CUDA devices",
 		              "CUDA_VISIBLE_DEVICES may hide GPUs, or a GPU failed to "
 		              "initialise (dmesg)",
 		              "libcuda sees %d device(s), NVML %d", cu->count,
 		              p->nvml.count);
 	else
-		gp_report_add(rep, STAGE, GP_PASS, "CUDA devices", NULL,
-		              "cuInit ok, %d device(s)", cu->count);
+		gp_report_add(rep, "driver.libcuda.devices", GP_PASS, "CUDA devices",
+		              NULL, "cuInit ok, %d device(s)", cu->count);
 }
 
 static void verify_binding(struct gp_ctx *c, const struct drv *d, struct gp_report *rep)
@@ -1023,14 +991,15 @@ static void verify_binding(struct gp_ctx *c, const struct drv *d, struct gp_repo
 			continue;
 		_cleanup_free_ char *check = gp_xasprintf("binding %s", g->address);
 		if (gp_streq(g->driver, "nvidia"))
-			gp_report_add(rep, STAGE, GP_PASS, check, NULL,
-			              "bound to nvidia");
+			gp_report_add_subject(rep, "driver.binding", g->address, GP_PASS,
+			                      check, NULL, "bound to nvidia");
 		else if (g->driver)
-			gp_report_add(rep, STAGE, GP_FAIL, check, nouveau_hint,
-			              "bound to %s, not nvidia", g->driver);
+			gp_report_add_subject(rep, "driver.binding", g->address, GP_FAIL,
+			                      check, nouveau_hint,
+			                      "bound to %s, not nvidia", g->driver);
 		else
-			gp_report_add(
-			    rep, STAGE, GP_FAIL, check,
+			gp_report_add_subject(
+			    rep, "driver.binding", g->address, GP_FAIL, check,
 			    "no driver bound: the nvidia module is not loaded or "
 			    "refused the GPU (dmesg)",
 			    "not bound to any driver");
@@ -1047,37 +1016,38 @@ static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 	_cleanup_free_ char *have = installed_version(c, &d);
 	_cleanup_free_ char *install = gp_hint_command(c, "install", NULL);
 	if (d.blocked)
-		gp_report_add(rep, STAGE, GP_WARN, "preflight", d.blocked,
+		gp_report_add(rep, "driver.preflight", GP_WARN, "preflight", d.blocked,
 		              "'%s' would be blocked", install);
 	if (d.note)
-		gp_report_add(rep, STAGE, GP_WARN, "MOK enrolment", NULL, "%s", d.note);
+		gp_report_add(rep, "driver.mok_enrolment", GP_WARN, "MOK enrolment", NULL,
+		              "%s", d.note);
 	if (!gp_driver_version_matches(have, d.branch, d.ch.version)) {
 		_cleanup_free_ char *target = d.blocked ? NULL : describe_target(&d);
 		_cleanup_free_ char *hint = gp_install_hint(c, STAGE);
 		gp_report_add(
-		    rep, STAGE, GP_FAIL, "installed", hint,
+		    rep, "driver.installed", GP_FAIL, "installed", hint,
 		    "installed: %s; the profile wants %s", have ? have : "none",
 		    target ? target
 		           : (d.ch.version ? d.ch.version : (d.branch ? d.branch : "?")));
 	} else {
-		gp_report_add(rep, STAGE, GP_PASS, "installed", NULL, "user space %s",
-		              have);
+		gp_report_add(rep, "driver.installed", GP_PASS, "installed", NULL,
+		              "user space %s", have);
 	}
 	struct module_state m;
 	module_state(c, &m);
 	verify_module(c, &d, rep, &m, have);
 	if (!gp_root_is_host(&c->root) && geteuid() != 0) {
-		gp_report_add(rep, STAGE, GP_WARN, "NVML and libcuda",
+		gp_report_add(rep, "driver.probe", GP_WARN, "NVML and libcuda",
 		              "run verify as root to probe the libraries in another root",
 		              "not probed: chrooting into %s needs root", c->root.dir);
 	} else {
 		struct gp_nvprobe p;
 		int rc = gp_nvprobe_run(&c->root, PROBE_TIMEOUT_MS, &p);
 		if (rc < 0)
-			gp_report_add(rep, STAGE, GP_FAIL, "NVML and libcuda", NULL,
-			              "cannot start the probe: %s", strerror(-rc));
+			gp_report_add(rep, "driver.probe", GP_FAIL, "NVML and libcuda",
+			              NULL, "cannot start the probe: %s", strerror(-rc));
 		else if (p.error)
-			gp_report_add(rep, STAGE, GP_FAIL, "NVML and libcuda",
+			gp_report_add(rep, "driver.probe", GP_FAIL, "NVML and libcuda",
 			              "run 'nvidia-smi' for the driver's own view", "%s",
 			              p.error);
 		if (rc == 0) {

@@ -264,8 +264,9 @@ static const char *env_value(char *const *lines, const char *name)
 	return NULL;
 }
 
+/* Each of dirs once in var; the findings' ids are id_base.<dir>. */
 static void verify_list(struct gp_ctx *c, struct gp_report *rep, char *const *env,
-                        const char *var, char *const *dirs)
+                        const char *var, const char *id_base, char *const *dirs)
 {
 	_cleanup_free_ char *install = gp_install_hint(c, "env");
 	_cleanup_free_ char *hint = gp_xasprintf("%s to rewrite " PROFILE_SCRIPT,
@@ -278,12 +279,12 @@ static void verify_list(struct gp_ctx *c, struct gp_report *rep, char *const *en
 			count += strcmp(items[j], dirs[i]) == 0;
 		_cleanup_free_ char *check = gp_xasprintf("%s has %s", var, dirs[i]);
 		if (count == 1)
-			gp_report_add(rep, "env", GP_PASS, check, NULL,
-			              "once, after sourcing twice");
+			gp_report_add_subject(rep, id_base, dirs[i], GP_PASS, check, NULL,
+			                      "once, after sourcing twice");
 		else
-			gp_report_add(rep, "env", GP_FAIL, check, hint,
-			              "%zu times after sourcing twice: %s=%s", count, var,
-			              value ? value : "");
+			gp_report_add_subject(rep, id_base, dirs[i], GP_FAIL, check, hint,
+			                      "%zu times after sourcing twice: %s=%s",
+			                      count, var, value ? value : "");
 	}
 }
 
@@ -298,11 +299,12 @@ static void verify_dirs(struct gp_ctx *c, struct gp_report *rep, char *const *di
 		struct stat st;
 		_cleanup_free_ char *check = gp_xasprintf("%s exists", dirs[i]);
 		if (gp_root_stat(&c->root, dirs[i], &st) == 0 && S_ISDIR(st.st_mode))
-			gp_report_add(rep, "env", GP_PASS, check, NULL,
-			              "directory present");
+			gp_report_add_subject(rep, "env.directory", dirs[i], GP_PASS,
+			                      check, NULL, "directory present");
 		else
-			gp_report_add(rep, "env", GP_FAIL, check, hint,
-			              "no such directory in %s", c->root.dir);
+			gp_report_add_subject(rep, "env.directory", dirs[i], GP_FAIL,
+			                      check, hint, "no such directory in %s",
+			                      c->root.dir);
 	}
 }
 
@@ -313,7 +315,7 @@ static void verify_conda(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 	const char *prefix = conda_prefix(c);
 	if (!prefix) {
 		gp_report_add(
-		    rep, "env", GP_FAIL, "conda_init",
+		    rep, "env.conda_init", GP_FAIL, "conda_init",
 		    "set stages.pytorch.method to conda, or conda_init to false",
 		    "stages.pytorch has no conda prefix");
 		return;
@@ -322,14 +324,15 @@ static void verify_conda(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 	_cleanup_free_ char *sh = gp_xasprintf("%s/etc/profile.d/conda.sh", prefix);
 	bool ok = file_is(c, CONDA_SCRIPT, want);
 	_cleanup_free_ char *install = gp_install_hint(c, "env");
-	gp_report_add(rep, "env", ok ? GP_PASS : GP_FAIL, "conda_init", install, "%s %s",
-	              CONDA_SCRIPT, ok ? "sources conda.sh" : "is missing or differs");
+	gp_report_add(rep, "env.conda_init", ok ? GP_PASS : GP_FAIL, "conda_init",
+	              install, "%s %s", CONDA_SCRIPT,
+	              ok ? "sources conda.sh" : "is missing or differs");
 	bool there = gp_root_exists(&c->root, sh);
 	_cleanup_free_ char *pytorch = gp_hint_command(c, "install", "pytorch");
 	_cleanup_free_ char *conda_hint = gp_xasprintf("install conda first: '%s'",
 	                                               pytorch);
-	gp_report_add(rep, "env", there ? GP_PASS : GP_FAIL, "conda.sh", conda_hint,
-	              "%s %s", sh, there ? "present" : "missing");
+	gp_report_add(rep, "env.conda_sh", there ? GP_PASS : GP_FAIL, "conda.sh",
+	              conda_hint, "%s %s", sh, there ? "present" : "missing");
 }
 
 static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
@@ -338,7 +341,8 @@ static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 	settings(cfg, &s);
 	_cleanup_free_ char *install = gp_install_hint(c, "env");
 	_cleanup_free_ char *ld_conf = render_ld_conf(c, &s);
-	gp_report_add(rep, "env", file_is(c, LD_CONF, ld_conf) ? GP_PASS : GP_FAIL,
+	gp_report_add(rep, "env.ld_conf",
+	              file_is(c, LD_CONF, ld_conf) ? GP_PASS : GP_FAIL,
 	              "linker configuration", install, "%s %s", LD_CONF,
 	              file_is(c, LD_CONF, ld_conf) ? "matches the profile"
 	                                           : "is missing or differs");
@@ -353,7 +357,7 @@ static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 		                               : gp_run_describe(&res, c->cmd_timeout_ms);
 		_cleanup_free_ char *hint = gp_xasprintf(
 		    "%s; check that the root has /bin/sh", install);
-		gp_report_add(rep, "env", GP_FAIL, "profile script", hint,
+		gp_report_add(rep, "env.profile_script", GP_FAIL, "profile script", hint,
 		              "sourcing %s in the root's sh failed: %s%s%s",
 		              PROFILE_SCRIPT, how, res.output_len ? ": " : "",
 		              res.output_len ? res.output : "");
@@ -365,21 +369,24 @@ static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 	gp_run_result_free(&res);
 	const char *home = env_value(env, "CUDA_HOME");
 	if (gp_streq(home, s.cuda_home))
-		gp_report_add(rep, "env", GP_PASS, "CUDA_HOME", NULL, "%s", home);
+		gp_report_add(rep, "env.cuda_home", GP_PASS, "CUDA_HOME", NULL, "%s",
+		              home);
 	else
-		gp_report_add(rep, "env", GP_FAIL, "CUDA_HOME", install,
+		gp_report_add(rep, "env.cuda_home", GP_FAIL, "CUDA_HOME", install,
 		              "expected %s, got %s", s.cuda_home,
 		              home ? home : "(unset)");
-	verify_list(c, rep, env, "PATH", s.path);
-	verify_list(c, rep, env, "LD_LIBRARY_PATH", s.ld_library_path);
+	verify_list(c, rep, env, "PATH", "env.path", s.path);
+	verify_list(c, rep, env, "LD_LIBRARY_PATH", "env.ld_library_path",
+	            s.ld_library_path);
 	for (const cJSON *v = s.vars ? s.vars->child : NULL; v; v = v->next) {
 		const char *got = env_value(env, v->string);
 		if (gp_streq(got, v->valuestring))
-			gp_report_add(rep, "env", GP_PASS, v->string, NULL, "%s", got);
+			gp_report_add_subject(rep, "env.variable", v->string, GP_PASS,
+			                      v->string, NULL, "%s", got);
 		else
-			gp_report_add(rep, "env", GP_FAIL, v->string, install,
-			              "expected %s, got %s", v->valuestring,
-			              got ? got : "(unset)");
+			gp_report_add_subject(rep, "env.variable", v->string, GP_FAIL,
+			                      v->string, install, "expected %s, got %s",
+			                      v->valuestring, got ? got : "(unset)");
 	}
 	verify_conda(c, cfg, rep);
 	char *const home_dir[] = { (char *)s.cuda_home, NULL };

@@ -281,23 +281,22 @@ out:
 	return rc;
 }
 
-static void verify_loaded(struct gp_ctx *c, struct gp_report *rep, const char *module,
-                          enum gp_tristate loaded)
+static void verify_loaded(struct gp_ctx *c, struct gp_report *rep, const char *id,
+                          const char *module, enum gp_tristate loaded)
 {
 	_cleanup_free_ char *check = gp_xasprintf("%s not loaded", module);
 	if (loaded == GP_NO)
-		gp_report_add(rep, "nouveau", GP_PASS, check, NULL, "%s is not loaded",
-		              module);
+		gp_report_add(rep, id, GP_PASS, check, NULL, "%s is not loaded", module);
 	else if (loaded == GP_YES)
 		gp_report_add(
-		    rep, "nouveau", GP_FAIL, check,
+		    rep, id, GP_FAIL, check,
 		    "reboot; if it is still loaded after the reboot, check that the "
 		    "initramfs was rebuilt and that the kernel command line does not "
 		    "load it",
 		    "%s is loaded", module);
 	else
 		gp_report_add(
-		    rep, "nouveau", GP_WARN, check,
+		    rep, id, GP_WARN, check,
 		    "run verify on the live system (not an image) to see loaded modules",
 		    "unknown: %s/proc/modules is missing",
 		    gp_root_is_host(&c->root) ? "" : c->root.dir);
@@ -316,30 +315,30 @@ static int nouveau_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *
 	    "boot",
 	    install);
 	if (f.blacklisted)
-		gp_report_add(rep, "nouveau", GP_PASS, "blacklist", NULL,
+		gp_report_add(rep, "nouveau.blacklist", GP_PASS, "blacklist", NULL,
 		              "libkmod reads \"blacklist nouveau\" and \"options nouveau "
 		              "modeset=0\"");
 	else
-		gp_report_add(rep, "nouveau", GP_FAIL, "blacklist", write_hint,
+		gp_report_add(rep, "nouveau.blacklist", GP_FAIL, "blacklist", write_hint,
 		              "nouveau is %s in the modprobe configuration",
 		              "not blacklisted with modeset=0");
 	if (f.initramfs_current)
-		gp_report_add(rep, "nouveau", GP_PASS, "initramfs", NULL,
+		gp_report_add(rep, "nouveau.initramfs", GP_PASS, "initramfs", NULL,
 		              "rebuilt after the blacklist was written");
 	else
 		gp_report_add(
-		    rep, "nouveau", GP_FAIL, "initramfs", rebuild_hint,
+		    rep, "nouveau.initramfs", GP_FAIL, "initramfs", rebuild_hint,
 		    "not rebuilt by gpuprov since the modprobe configuration changed");
-	verify_loaded(c, rep, "nouveau", f.nouveau_loaded);
-	verify_loaded(c, rep, "nova_core", f.nova_loaded);
+	verify_loaded(c, rep, "nouveau.loaded.nouveau", "nouveau", f.nouveau_loaded);
+	verify_loaded(c, rep, "nouveau.loaded.nova_core", "nova_core", f.nova_loaded);
 	if (f.bound)
 		gp_report_add(
-		    rep, "nouveau", GP_FAIL, "GPU binding",
+		    rep, "nouveau.gpu_binding", GP_FAIL, "GPU binding",
 		    "reboot so the blacklist takes effect; then the NVIDIA driver "
 		    "can bind the GPU",
 		    "NVIDIA GPUs bound to the wrong driver: %s", f.bound);
 	else
-		gp_report_add(rep, "nouveau", GP_PASS, "GPU binding", NULL,
+		gp_report_add(rep, "nouveau.gpu_binding", GP_PASS, "GPU binding", NULL,
 		              "no NVIDIA GPU is bound to nouveau or nova_core");
 	nouveau_facts_free(&f);
 	return 0;

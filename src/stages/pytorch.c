@@ -843,28 +843,30 @@ static void verify_driver(struct gp_ctx *c, struct gp_report *rep, const char *c
 	    install);
 	if (rc == -ENOENT)
 		gp_report_add(
-		    rep, "pytorch", GP_FAIL, "driver for the wheel", no_driver,
+		    rep, "pytorch.wheel_driver", GP_FAIL, "driver for the wheel",
+		    no_driver,
 		    "no NVIDIA kernel module is loaded; %s is built for CUDA %s", source,
 		    cuda);
 	else if (rc < 0)
-		gp_report_add(rep, "pytorch", GP_WARN, "driver for the wheel",
-		              "check /proc/driver/nvidia/version",
+		gp_report_add(rep, "pytorch.wheel_driver", GP_WARN,
+		              "driver for the wheel", "check /proc/driver/nvidia/version",
 		              "cannot read the loaded driver's version: %s",
 		              strerror(-rc));
 	else if (!floor)
-		gp_report_add(rep, "pytorch", GP_WARN, "driver for the wheel",
-		              "use a CUDA 11, 12 or 13 wheel index",
-		              "gpuprov knows no minimum driver for CUDA %s (%s)", cuda,
-		              source);
+		gp_report_add(
+		    rep, "pytorch.wheel_driver", GP_WARN, "driver for the wheel",
+		    "use a CUDA 11, 12 or 13 wheel index",
+		    "gpuprov knows no minimum driver for CUDA %s (%s)", cuda, source);
 	else if (gp_version_compare(drv, floor) < 0)
 		gp_report_add(
-		    rep, "pytorch", GP_FAIL, "driver for the wheel", too_old,
+		    rep, "pytorch.wheel_driver", GP_FAIL, "driver for the wheel", too_old,
 		    "driver %s is older than %s, the least a CUDA %s build (%s) "
 		    "needs%s%s",
 		    drv, floor, cuda, source, full ? "; full support from " : "",
 		    full ? full : "");
 	else
-		gp_report_add(rep, "pytorch", GP_PASS, "driver for the wheel", NULL,
+		gp_report_add(rep, "pytorch.wheel_driver", GP_PASS,
+		              "driver for the wheel", NULL,
 		              "driver %s runs the CUDA %s build (%s; needs %s or newer)",
 		              drv, cuda, source, floor);
 }
@@ -880,21 +882,22 @@ static void verify_runtime(struct gp_ctx *c, struct gp_report *rep, const cJSON 
 		    "the error names the missing module or library: reinstall with "
 		    "%s, and check that nothing else in the environment shadows torch",
 		    install);
-		gp_report_add(rep, "pytorch", GP_FAIL, "import torch", hint, "%s",
+		gp_report_add(rep, "pytorch.import", GP_FAIL, "import torch", hint, "%s",
 		              err->valuestring);
 		return;
 	}
 	const char *version = gp_json_string(r, "version", "?");
 	const char *cuda = gp_json_string(r, "cuda", NULL);
-	gp_report_add(rep, "pytorch", GP_PASS, "import torch", NULL, "torch %s", version);
+	gp_report_add(rep, "pytorch.import", GP_PASS, "import torch", NULL, "torch %s",
+	              version);
 	if (!cuda) {
 		_cleanup_free_ char *hint = cpu_hint(c);
-		gp_report_add(rep, "pytorch", GP_FAIL, "CUDA build", hint,
+		gp_report_add(rep, "pytorch.cuda_build", GP_FAIL, "CUDA build", hint,
 		              "torch %s is a CPU-only build (torch.version.cuda is None)",
 		              version);
 		return;
 	}
-	gp_report_add(rep, "pytorch", GP_PASS, "CUDA build", NULL,
+	gp_report_add(rep, "pytorch.cuda_build", GP_PASS, "CUDA build", NULL,
 	              "torch.version.cuda %s", cuda);
 	if (!driver_checked) {
 		_cleanup_free_ char *src = gp_xasprintf("torch %s", version);
@@ -903,17 +906,17 @@ static void verify_runtime(struct gp_ctx *c, struct gp_report *rep, const cJSON 
 	const cJSON *cudnn = cJSON_GetObjectItemCaseSensitive(r, "cudnn");
 	if (cJSON_IsNumber(cudnn)) {
 		int v = cudnn->valueint;
-		gp_report_add(rep, "pytorch", GP_PASS, "cuDNN", NULL, "%d (%d.%d.%d)", v,
-		              v / 10000, v / 100 % 100, v % 100);
+		gp_report_add(rep, "pytorch.cudnn", GP_PASS, "cuDNN", NULL,
+		              "%d (%d.%d.%d)", v, v / 10000, v / 100 % 100, v % 100);
 	} else {
 		_cleanup_free_ char *hint = gp_xasprintf(
 		    "the wheel should bundle cuDNN: reinstall with %s", install);
-		gp_report_add(rep, "pytorch", GP_WARN, "cuDNN", hint,
+		gp_report_add(rep, "pytorch.cudnn", GP_WARN, "cuDNN", hint,
 		              "torch.backends.cudnn.version() gives nothing");
 	}
 	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "available"))) {
 		gp_report_add(
-		    rep, "pytorch", GP_FAIL, "GPU visible",
+		    rep, "pytorch.gpu_visible", GP_FAIL, "GPU visible",
 		    "no GPU visible to PyTorch: check that the NVIDIA driver is "
 		    "loaded and /dev/nvidia* exist (nvidia-smi), that "
 		    "CUDA_VISIBLE_DEVICES does not hide the GPUs, and, in a "
@@ -927,16 +930,17 @@ static void verify_runtime(struct gp_ctx *c, struct gp_report *rep, const cJSON 
 		gp_buf_printf(&b, "%s%s", b.len ? ", " : "",
 		              cJSON_IsString(n) ? n->valuestring : "?");
 	int count = cJSON_GetArraySize(names);
-	gp_report_add(rep, "pytorch", GP_PASS, "GPU visible", NULL, "%d device%s: %s",
-	              count, count == 1 ? "" : "s", b.len ? b.data : "none");
+	gp_report_add(rep, "pytorch.gpu_visible", GP_PASS, "GPU visible", NULL,
+	              "%d device%s: %s", count, count == 1 ? "" : "s",
+	              b.len ? b.data : "none");
 	gp_buf_free(&b);
 	const cJSON *mm = cJSON_GetObjectItemCaseSensitive(r, "matmul");
 	if (cJSON_IsNumber(mm) && mm->valuedouble == 8.0)
-		gp_report_add(rep, "pytorch", GP_PASS, "tensor op on the GPU", NULL,
-		              "(ones(2,2) @ ones(2,2)).sum() on cuda is 8");
+		gp_report_add(rep, "pytorch.tensor_op", GP_PASS, "tensor op on the GPU",
+		              NULL, "(ones(2,2) @ ones(2,2)).sum() on cuda is 8");
 	else
 		gp_report_add(
-		    rep, "pytorch", GP_FAIL, "tensor op on the GPU",
+		    rep, "pytorch.tensor_op", GP_FAIL, "tensor op on the GPU",
 		    "the GPU is visible but cannot run a kernel: check dmesg for "
 		    "Xid errors and that the wheel's CUDA build supports this GPU",
 		    "(ones(2,2) @ ones(2,2)).sum() on cuda gave %s",
@@ -967,7 +971,7 @@ static void run_script(struct gp_ctx *c, const struct torch *t, struct gp_report
 		_cleanup_free_ char *install = gp_install_hint(c, "pytorch");
 		_cleanup_free_ char *hint = gp_xasprintf(
 		    "the environment's Python does not run: reinstall with %s", install);
-		gp_report_add(rep, "pytorch", GP_FAIL, "import torch", hint,
+		gp_report_add(rep, "pytorch.import", GP_FAIL, "import torch", hint,
 		              "%s -c <check script> in %s: %s%s%.300s", t->python_bin,
 		              c->root.dir, how, res.output_len ? ": " : "",
 		              res.output ? res.output : "");
@@ -982,26 +986,29 @@ static void verify_env(struct gp_ctx *c, const struct torch *t, const struct sur
 {
 	_cleanup_free_ char *install = gp_install_hint(c, "pytorch");
 	if (s->python_ok)
-		gp_report_add(rep, "pytorch", GP_PASS, "environment", NULL,
+		gp_report_add(rep, "pytorch.environment", GP_PASS, "environment", NULL,
 		              "%s: Python %s", t->envdir, s->pyver);
 	else if (!is_conda(t) && !s->has_pip)
-		gp_report_add(rep, "pytorch", GP_FAIL, "environment", install,
+		gp_report_add(rep, "pytorch.environment", GP_FAIL, "environment", install,
 		              "%s has Python %s but no pip", t->envdir, s->pyver);
 	else
-		gp_report_add(rep, "pytorch", GP_FAIL, "environment", install,
+		gp_report_add(rep, "pytorch.environment", GP_FAIL, "environment", install,
 		              "%s has Python %s; the profile wants %s", t->envdir,
 		              s->pyver, t->python ? t->python : "another");
 	for (size_t i = 0; t->want[i]; i++) {
 		const char *w = t->want[i];
 		size_t n = strcspn(w, "=");
 		_cleanup_free_ char *have = installed_version(c, t, s->pyver, w, n);
-		_cleanup_free_ char *check = gp_xasprintf("package %.*s", (int)n, w);
+		_cleanup_free_ char *project = gp_xstrndup(w, n);
+		_cleanup_free_ char *check = gp_xasprintf("package %s", project);
 		if (version_is(have, w + n + 2))
-			gp_report_add(rep, "pytorch", GP_PASS, check, NULL, "%s", have);
+			gp_report_add_subject(rep, "pytorch.package", project, GP_PASS,
+			                      check, NULL, "%s", have);
 		else
-			gp_report_add(rep, "pytorch", GP_FAIL, check, install,
-			              "installed: %s; the profile wants %s",
-			              have ? have : "none", w + n + 2);
+			gp_report_add_subject(rep, "pytorch.package", project, GP_FAIL,
+			                      check, install,
+			                      "installed: %s; the profile wants %s",
+			                      have ? have : "none", w + n + 2);
 	}
 	/* The wheel's local version says which CUDA it is built for. */
 	_cleanup_free_ char *tv = installed_version(c, t, s->pyver, "torch", 5);
@@ -1011,8 +1018,8 @@ static void verify_env(struct gp_ctx *c, const struct torch *t, const struct sur
 	const char *cuda = local ? gp_torch_tag_cuda(local, &cpu, buf) : NULL;
 	if (cpu) {
 		_cleanup_free_ char *hint = cpu_hint(c);
-		gp_report_add(rep, "pytorch", GP_FAIL, "wheel CUDA tag", hint,
-		              "torch %s is a CPU-only wheel", tv);
+		gp_report_add(rep, "pytorch.wheel_cuda_tag", GP_FAIL, "wheel CUDA tag",
+		              hint, "torch %s is a CPU-only wheel", tv);
 	} else if (cuda) {
 		_cleanup_free_ char *src = gp_xasprintf("the torch %s wheel", tv);
 		verify_driver(c, rep, cuda, src);
@@ -1031,7 +1038,7 @@ static int torch_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 	if (s.pyver)
 		verify_env(c, &t, &s, rep);
 	else
-		gp_report_add(rep, "pytorch", GP_FAIL, "environment", install,
+		gp_report_add(rep, "pytorch.environment", GP_FAIL, "environment", install,
 		              "no environment at %s (no %s)", t.envdir, t.python_bin);
 	survey_free(&s);
 	torch_free(&t);

@@ -19,7 +19,7 @@ setup() {
 	printf '#include "gpuprov/context.h"\n' > "$T/src/context.c"
 	printf '#include "gpuprov/context.h"\n#include "gpuprov/exitcodes.h"\n' \
 		> "$T/src/stages/nouveau.c"
-	printf '#pragma once\n' > "$T/include/gpuprov/exitcodes.h"
+	printf '#pragma once\n' > "$T/include/gpuprov/pkg_types.h"
 }
 
 @test "layers: a tree whose includes run downward passes" {
@@ -58,7 +58,7 @@ setup() {
 	run python3 "$LAYERS" "$T"
 	[ "$status" -eq 1 ] || fail "status $status: $output"
 	[[ "$output" == *"include/gpuprov/facts.h: no source file facts.c implements it"* ]] || fail "$output"
-	[[ "$output" != *"exitcodes.h"* ]] || fail "$output"
+	[[ "$output" != *"pkg_types.h"* ]] || fail "$output"
 }
 
 @test "layers: a .c file in no layer fails" {

@@ -16,11 +16,6 @@
 #include "gpuprov/profile.h"
 #include "gpuprov/root.h"
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Adds the NAME.json profiles in dir (as prefix + NAME) to names, and those
  * one directory level down when prefix is empty (distro/ubuntu2204). */
 static void add_names(char ***names, const char *dir, const char *prefix)
@@ -53,7 +48,7 @@ char **gp_catalog_names(char *const *search)
 	char **names = gp_xcalloc(1, sizeof(char *));
 	for (size_t i = 0; search[i]; i++)
 		add_names(&names, search[i], "");
-	qsort(names, gp_strv_len(names), sizeof(char *), cmp_str);
+	gp_strv_sort(names);
 	return names;
 }
 

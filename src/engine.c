@@ -198,14 +198,6 @@ static char *unimplemented_selected(const struct gp_options *o,
 	return b.len ? gp_buf_steal(&b) : NULL;
 }
 
-static void print_json(struct gp_out *out, cJSON *doc)
-{
-	char *text = cJSON_Print(doc);
-	fprintf(out->out, "%s\n", text);
-	free(text);
-	cJSON_Delete(doc);
-}
-
 static int open_run_log(struct session *s)
 {
 	int rc = gp_root_mkdir_p(&s->c.root, "/var/log", 0755);
@@ -432,8 +424,8 @@ static bool run_pass(struct session *s, const struct gp_options *o)
 static void render_plan(const struct session *s, const struct gp_options *o,
                         struct gp_out *out)
 {
-	if (out->json)
-		print_json(out, gp_plan_to_json(s->c.plan));
+	if (out->format == GP_FORMAT_JSON)
+		gp_print_json(out, gp_plan_to_json(s->c.plan));
 	else if (o->dry_run || out->verbosity >= 0)
 		gp_plan_render_text(s->c.plan, out->out, out->color);
 }
@@ -665,8 +657,8 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 		              pending);
 	}
 	if (!code) {
-		if (out->json)
-			print_json(out, gp_report_to_json(&rep));
+		if (out->format == GP_FORMAT_JSON)
+			gp_print_json(out, gp_report_to_json(&rep));
 		else
 			gp_report_render_text(&rep, out->out, out->color);
 		code = gp_report_count(&rep, GP_FAIL) ? GP_EXIT_VERIFY_FAILED
@@ -692,7 +684,7 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 	const cJSON *prof = cJSON_GetObjectItemCaseSensitive(j->doc, "profile");
 	const char *pending = gp_journal_reboot_reason(j);
 	bool locked = gp_lock_held(&s.c.root);
-	if (out->json) {
+	if (out->format == GP_FORMAT_JSON) {
 		cJSON *doc = cJSON_CreateObject();
 		cJSON_AddBoolToObject(doc, "run_in_progress", locked);
 		cJSON_AddNumberToObject(doc, "gpuprov_status", 1);
@@ -723,7 +715,7 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 		cJSON_AddItemToObject(doc, "reboot",
 		                      rb ? cJSON_Duplicate(rb, 1) : cJSON_CreateNull());
 		cJSON_AddNumberToObject(doc, "files_written", cJSON_GetArraySize(files));
-		print_json(out, doc);
+		gp_print_json(out, doc);
 	} else if (gp_journal_is_empty(j)) {
 		fprintf(out->out, "gpuprov status: no install recorded under %s\n",
 		        s.c.root.dir);

@@ -1,6 +1,7 @@
 /* The output object: every message goes through here. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "gpuprov/output.h"
 
@@ -61,6 +62,14 @@ void gp_debug(const struct gp_out *o, const char *fmt, ...)
 	va_start(ap, fmt);
 	emit(o, "", fmt, ap);
 	va_end(ap);
+}
+
+void gp_print_json(const struct gp_out *o, cJSON *doc)
+{
+	char *text = cJSON_Print(doc);
+	fprintf(o->out, "%s\n", text);
+	free(text);
+	cJSON_Delete(doc);
 }
 
 const char *gp_color(const struct gp_out *o, const char *code)

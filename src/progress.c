@@ -19,7 +19,7 @@ enum gp_progress_mode gp_progress_mode_for(const struct gp_out *o)
 {
 	if (!o->err || o->verbosity < 0)
 		return GP_PROGRESS_OFF;
-	if (o->json)
+	if (o->format == GP_FORMAT_JSON)
 		return GP_PROGRESS_JSON;
 	int fd = fileno(o->err);
 	return fd >= 0 && isatty(fd) ? GP_PROGRESS_TTY : GP_PROGRESS_PLAIN;

@@ -318,7 +318,7 @@ static void test_mode_for(void **state)
 	struct gp_out o;
 	gp_out_init(&o, f, f);
 	assert_int_equal(gp_progress_mode_for(&o), GP_PROGRESS_PLAIN);
-	o.json = true;
+	o.format = GP_FORMAT_JSON;
 	assert_int_equal(gp_progress_mode_for(&o), GP_PROGRESS_JSON);
 	o.verbosity = -1;
 	assert_int_equal(gp_progress_mode_for(&o), GP_PROGRESS_OFF);

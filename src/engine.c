@@ -75,6 +75,12 @@ static int session_open(struct session *s, const struct gp_options *o, struct gp
 		.n_mirrors = o->n_mirrors,
 		.offline = o->offline,
 	};
+	/* The one callback for the run's events, downloads' included. */
+	s->c.events = o->events;
+	if (o->events.fn) {
+		s->c.fetch_opts.progress = gp_event_fetch_progress;
+		s->c.fetch_opts.progress_data = &s->c.events;
+	}
 	s->search = gp_profile_search_path(o->profile_dir);
 	const char *root = o->root ? o->root : "/";
 	int rc = gp_root_open(&s->c.root, root);

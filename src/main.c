@@ -575,6 +575,7 @@ int main(int argc, char **argv)
 	}
 	out->color = !no_color && !getenv("NO_COLOR") && isatty(fileno(stdout)) &&
 	             out->format == GP_FORMAT_TEXT;
+	o->events = gp_progress_events(out);
 
 	if (optind >= argc) {
 		if (help) {

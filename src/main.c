@@ -37,6 +37,7 @@ static const char usage_tail[] =
     "  --root DIR            operate on the system mounted at DIR (default /)\n"
     "  --profile-dir DIR     search DIR for profiles first\n"
     "  --json                print results as one JSON document\n"
+    "  --format FORMAT       print results as text (the default) or json\n"
     "  -q, --quiet           no install report (errors, plans, reports, JSON stay)\n"
     "  -v, --verbose         print more detail\n"
     "  --no-color            never colour the output\n"
@@ -390,6 +391,7 @@ enum long_only {
 	L_CA_FILE,
 	L_MIRROR,
 	L_OFFLINE,
+	L_FORMAT,
 };
 
 /* Options that take one value: given twice, which one was meant is a
@@ -404,6 +406,7 @@ static bool single_valued(int opt)
 	case L_SKIP:
 	case L_CACHE_DIR:
 	case L_CA_FILE:
+	case L_FORMAT:
 		return true;
 	default:
 		return false;
@@ -431,6 +434,7 @@ int main(int argc, char **argv)
 		{ "ca-file", required_argument, NULL, L_CA_FILE },
 		{ "mirror", required_argument, NULL, L_MIRROR },
 		{ "offline", no_argument, NULL, L_OFFLINE },
+		{ "format", required_argument, NULL, L_FORMAT },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct cli cli = { .o = { .root = "/" } };
@@ -440,7 +444,9 @@ int main(int argc, char **argv)
 	bool help = false, no_color = false;
 	unsigned used = 0;
 	int rc = GP_EXIT_OK;
-	const char *first_value[L_OFFLINE - L_ROOT + 1] = { 0 };
+	const char *first_value[L_FORMAT - L_ROOT + 1] = { 0 };
+	bool json = false;
+	enum gp_format format = GP_FORMAT_TEXT;
 	_cleanup_free_ char *problem = NULL;
 
 	/* Before getopt permutes argv: the command to repeat after a reboot. */
@@ -474,7 +480,7 @@ int main(int argc, char **argv)
 			o->profile_dir = optarg;
 			break;
 		case L_JSON:
-			out->format = GP_FORMAT_JSON;
+			json = true;
 			break;
 		case 'q':
 			out->verbosity = -1;
@@ -559,6 +565,14 @@ int main(int argc, char **argv)
 			o->offline = true;
 			used |= OPT_FETCH;
 			break;
+		case L_FORMAT:
+			if (gp_format_parse(optarg, &format) < 0) {
+				_cleanup_free_ char *names = gp_format_names();
+				rc = usage_error(NULL, "--format %s: give one of: %s",
+				                 optarg, names);
+				goto out;
+			}
+			break;
 		case ':':
 			rc = usage_error(NULL, "option '%s' needs an argument",
 			                 argv[optind - 1]);
@@ -568,6 +582,14 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (json && first_value[L_FORMAT - L_ROOT] && format != GP_FORMAT_JSON) {
+		rc = usage_error(NULL,
+		                 "--json and --format %s contradict each other; "
+		                 "give one of them",
+		                 gp_format_name(format));
+		goto out;
+	}
+	out->format = json ? GP_FORMAT_JSON : format;
 	problem = selection_overlap(o->only, o->skip);
 	if (problem) {
 		rc = usage_error(NULL, "%s", problem);

@@ -26,6 +26,13 @@ struct gp_out {
 	struct gp_progress progress; /* download progress (see progress.h) */
 };
 
+/* The format's name (--format NAME), and the format of a name: 0, or
+ * -EINVAL for a name that is none. */
+const char *gp_format_name(enum gp_format f);
+int gp_format_parse(const char *name, enum gp_format *f);
+/* "text, json": the names, for messages. */
+char *gp_format_names(void);
+
 void gp_out_init(struct gp_out *o, FILE *out, FILE *err);
 /* Diagnostics, prefixed "gpuprov: ". info is hidden by -q, debug needs -v. */
 void gp_error(const struct gp_out *o, const char *fmt, ...) _printf_(2, 3);

@@ -85,7 +85,7 @@ struct synopsis {
 
 struct command {
 	const char *name;
-	struct synopsis synopsis[3]; /* for the global usage; text NULL ends it */
+	struct synopsis synopsis[3]; /* global usage lines; a NULL text ends them */
 	const char *usage; /* of `gpuprov NAME --help` and usage errors */
 	unsigned allowed; /* OPT_* bits accepted after the command */
 	bool takes_args; /* words after the command (profiles list|show|lint) */

@@ -17,11 +17,6 @@
 #include "gpuprov/profile.h"
 #include "gpuprov/root.h"
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Adds the NAME.json profiles in dir (as prefix + NAME) to names, and those
  * one directory level down when prefix is empty (distro/ubuntu2204). */
 static void add_names(char ***names, const char *dir, const char *prefix)
@@ -54,7 +49,7 @@ char **gp_catalog_names(char *const *search)
 	char **names = gp_xcalloc(1, sizeof(char *));
 	for (size_t i = 0; search[i]; i++)
 		add_names(&names, search[i], "");
-	qsort(names, gp_strv_len(names), sizeof(char *), cmp_str);
+	gp_strv_sort(names);
 	return names;
 }
 
@@ -133,14 +128,6 @@ char **gp_catalog_missing_pins(const struct gp_profile *p)
 		gp_strv_push(&v, why);
 	}
 	return v;
-}
-
-static void print_json(struct gp_out *out, cJSON *doc)
-{
-	char *text = cJSON_Print(doc);
-	fprintf(out->out, "%s\n", text);
-	free(text);
-	cJSON_Delete(doc);
 }
 
 /* --- list --------------------------------------------------------------- */
@@ -234,7 +221,7 @@ int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out)
 		_cleanup_free_ char *distro = match_distro(match);
 		_cleanup_strv_ char **models = gpu_models(match);
 		_cleanup_strv_ char **pins = gp_catalog_missing_pins(p);
-		if (out->json) {
+		if (out->format == GP_FORMAT_JSON) {
 			cJSON *e = cJSON_CreateObject();
 			cJSON_AddStringToObject(e, "name", p->name);
 			if (distro)
@@ -267,8 +254,8 @@ int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out)
 		}
 		gp_profile_free(p);
 	}
-	if (out->json) {
-		print_json(out, arr);
+	if (out->format == GP_FORMAT_JSON) {
+		gp_print_json(out, arr);
 	} else {
 		cJSON_Delete(arr);
 		int w[3] = { (int)strlen("NAME"), (int)strlen("DISTRO"),
@@ -308,7 +295,7 @@ int gp_engine_profiles_show(const struct gp_options *o, const char *name, bool r
 		return gp_exit_code(&err);
 	}
 	if (resolved) {
-		print_json(out, cJSON_Duplicate(p->doc, 1));
+		gp_print_json(out, cJSON_Duplicate(p->doc, 1));
 		gp_profile_free(p);
 		return GP_EXIT_OK;
 	}
@@ -327,12 +314,12 @@ int gp_engine_profiles_show(const struct gp_options *o, const char *name, bool r
 		gp_profile_free(p);
 		return GP_EXIT_INVALID_INPUT;
 	}
-	if (out->json) {
+	if (out->format == GP_FORMAT_JSON) {
 		cJSON *doc = cJSON_CreateObject();
 		cJSON_AddStringToObject(doc, "name", p->name);
 		cJSON_AddStringToObject(doc, "path", p->path);
 		cJSON_AddStringToObject(doc, "text", text);
-		print_json(out, doc);
+		gp_print_json(out, doc);
 	} else {
 		fwrite(text, 1, len, out->out);
 	}
@@ -360,7 +347,7 @@ static int lint_one(const char *file, char *const *search, struct gp_out *out,
 	struct gp_profile *p = NULL;
 	_cleanup_strv_ char **all = gp_xcalloc(1, sizeof(char *));
 	struct gp_err err = { .all = all };
-	cJSON *e = out->json ? cJSON_CreateObject() : NULL;
+	cJSON *e = out->format == GP_FORMAT_JSON ? cJSON_CreateObject() : NULL;
 	if (e) {
 		cJSON_AddStringToObject(e, "file", file);
 		cJSON_AddItemToArray(files_json, e);
@@ -440,7 +427,7 @@ int gp_engine_profiles_lint(const struct gp_options *o, char *const *files,
                             struct gp_out *out)
 {
 	_cleanup_strv_ char **search = gp_profile_search_path(o->profile_dir);
-	cJSON *doc = out->json ? cJSON_CreateObject() : NULL;
+	cJSON *doc = out->format == GP_FORMAT_JSON ? cJSON_CreateObject() : NULL;
 	cJSON *files_json = doc ? cJSON_AddArrayToObject(doc, "files") : NULL;
 	bool invalid = false, blocked = false;
 	for (size_t i = 0; files[i]; i++) {
@@ -453,7 +440,7 @@ int gp_engine_profiles_lint(const struct gp_options *o, char *const *files,
 	                     : GP_EXIT_OK;
 	if (doc) {
 		cJSON_AddNumberToObject(doc, "exit_code", code);
-		print_json(out, doc);
+		gp_print_json(out, doc);
 	}
 	return code;
 }

@@ -75,8 +75,23 @@ static const char *stage_name(const struct gp_ctx *c)
 	return c->stage ? c->stage->name : "gpuprov";
 }
 
+/* An EFFECT event for each effect of the started stage not sent yet: every
+ * one but the last is made once the next one is added. */
+static void send_effects(struct gp_ctx *c)
+{
+	const struct gp_stage_plan *sp = c->announced;
+	if (c->dry_run || !sp || sp != c->stage)
+		return;
+	for (; c->effects_sent < sp->n_effects; c->effects_sent++)
+		gp_event_send(&c->events, &(struct gp_event){
+		                              .kind = GP_EVENT_EFFECT,
+		                              .stage = sp->name,
+		                              .effect = &sp->effects[c->effects_sent] });
+}
+
 static struct gp_effect *add_effect(struct gp_ctx *c, enum gp_effect_kind k)
 {
+	send_effects(c);
 	return gp_stage_plan_add_effect(c->stage, k);
 }
 
@@ -434,8 +449,7 @@ static int run_logged(struct gp_ctx *c, char *const argv[], struct gp_run_result
  * long apt or conda run is not minutes of silence. */
 static int run_announced(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
 {
-	struct gp_progress *p = c->out ? gp_progress_of(c->out) : NULL;
-	if (!p || p->mode == GP_PROGRESS_OFF)
+	if (!c->events.fn)
 		return run_logged(c, argv, res);
 	/* The program as it runs: "/usr/sbin/update-initramfs -u". */
 	_cleanup_strv_ char **shown = gp_strv_copy(argv);
@@ -445,19 +459,39 @@ static int run_announced(struct gp_ctx *c, char *const argv[], struct gp_run_res
 		shown[0] = path;
 	}
 	_cleanup_free_ char *what = gp_argv_display(shown);
-	gp_progress_command_begin(p, c->stage ? c->stage->name : NULL, what);
+	const char *stage = c->stage ? c->stage->name : NULL;
+	gp_event_send(&c->events, &(struct gp_event){ .kind = GP_EVENT_COMMAND_START,
+	                                              .stage = stage,
+	                                              .command = what });
 	int rc = run_logged(c, argv, res);
-	gp_progress_command_end(p, rc < 0 ? -1 : res->exit_code);
+	gp_event_send(&c->events,
+	              &(struct gp_event){ .kind = GP_EVENT_COMMAND_DONE,
+	                                  .stage = stage,
+	                                  .command = what,
+	                                  .status = rc < 0 ? -1 : res->exit_code });
 	return rc;
 }
 
 void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, bool done)
 {
-	if (c->dry_run || !c->out)
+	if (c->dry_run)
 		return;
-	gp_progress_stage(gp_progress_of(c->out), sp->name,
-	                  done ? gp_stage_state_id(sp->state) : NULL,
-	                  (uint64_t)gp_monotonic_ms());
+	if (!done) {
+		c->announced = sp;
+		c->effects_sent = 0;
+		gp_event_send(&c->events,
+		              &(struct gp_event){ .kind = GP_EVENT_STAGE_START,
+		                                  .stage = sp->name });
+		return;
+	}
+	if (c->announced != sp)
+		return; /* it did not start applying */
+	send_effects(c);
+	c->announced = NULL;
+	gp_event_send(&c->events,
+	              &(struct gp_event){ .kind = GP_EVENT_STAGE_DONE,
+	                                  .stage = sp->name,
+	                                  .state = gp_stage_state_id(sp->state) });
 }
 
 int gp_effect_run(struct gp_ctx *c, char *const argv[])
@@ -546,8 +580,6 @@ static int get_fetcher(struct gp_ctx *c)
 	if (c->fetcher)
 		return 0;
 	struct gp_fetch_opts o = c->fetch_opts;
-	if (c->out)
-		gp_progress_attach(c->out, &o);
 	o.allow_http = allow_http(c);
 	if (gp_fetcher_new(&c->root, &o, &c->fetcher, c->err) < 0)
 		return -1;
@@ -753,15 +785,11 @@ static int extract_cached(struct gp_ctx *c, const char *archive_path, const char
 	return rc;
 }
 
-/* The options of a background download: the context's, with the progress
- * renderer the main fetcher set up (get_fetcher first). */
+/* The options of a background download: the context's (their progress
+ * callback, which the engine installed, is thread-safe). */
 static struct gp_fetch_opts background_opts(struct gp_ctx *c)
 {
 	struct gp_fetch_opts o = c->fetch_opts;
-	if (c->out && c->out->progress.mode != GP_PROGRESS_OFF) {
-		o.progress = gp_progress_callback;
-		o.progress_data = &c->out->progress;
-	}
 	o.allow_http = allow_http(c);
 	return o;
 }
@@ -938,8 +966,8 @@ size_t gp_ctx_prefetch_start(struct gp_ctx *c)
 	size_t n = gp_prefetch_count(c->prefetch);
 	if (!n || c->dry_run || c->fetch_opts.offline)
 		return 0;
-	/* The main fetcher first: it sets up the progress renderer, which the
-	 * thread then shares (gp_progress_callback serialises on the stream). */
+	/* The main fetcher first: the thread's is made from the same options,
+	 * so options it refuses are logged once, here. */
 	if (get_fetcher(c) < 0) {
 		gp_log(c, "no background downloads: %s", c->err->msg);
 		return 0;

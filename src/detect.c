@@ -162,14 +162,6 @@ static void print_gpu(struct gp_out *out, const struct gpu *g)
 		        g->dev->address, g->id, g->id, driver);
 }
 
-static void print_json(struct gp_out *out, cJSON *doc)
-{
-	char *text = cJSON_Print(doc);
-	fprintf(out->out, "%s\n", text);
-	free(text);
-	cJSON_Delete(doc);
-}
-
 static void render_json(struct gp_out *out, const struct gp_root *r,
                         const struct gp_os_release *osr, const char *kernel,
                         enum gp_secure_boot sb, const struct gpu *gpus, size_t n_gpus,
@@ -201,7 +193,7 @@ static void render_json(struct gp_out *out, const struct gp_root *r,
 		cJSON_AddBoolToObject(e, "matches_distro", c[i].names_distro);
 		cJSON_AddItemToArray(arr, e);
 	}
-	print_json(out, doc);
+	gp_print_json(out, doc);
 }
 
 static void render_text(struct gp_out *out, const struct gp_os_release *osr,
@@ -285,7 +277,7 @@ int gp_engine_detect(const struct gp_options *o, struct gp_out *out)
 
 	size_t n_c;
 	struct candidate *c = matching_profiles(o, &r, gpus, n_gpus, out, &n_c);
-	if (out->json)
+	if (out->format == GP_FORMAT_JSON)
 		render_json(out, &r, have_os ? &osr : NULL, kernel, sb, gpus, n_gpus, c,
 		            n_c);
 	else

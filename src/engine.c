@@ -21,6 +21,7 @@
 #include "gpuprov/run.h"
 #include "gpuprov/json.h"
 #include "gpuprov/stages.h"
+#include "gpuprov/status.h"
 
 #define DEFAULT_CMD_TIMEOUT_MS (30 * 60 * 1000)
 
@@ -77,6 +78,12 @@ static int session_open(struct session *s, const struct gp_options *o, struct gp
 		.n_mirrors = o->n_mirrors,
 		.offline = o->offline,
 	};
+	/* The one callback for the run's events, downloads' included. */
+	s->c.events = o->events;
+	if (o->events.fn) {
+		s->c.fetch_opts.progress = gp_event_fetch_progress;
+		s->c.fetch_opts.progress_data = &s->c.events;
+	}
 	s->search = gp_profile_search_path(o->profile_dir);
 	const char *root = o->root ? o->root : "/";
 	int rc = gp_root_open(&s->c.root, root);
@@ -199,14 +206,6 @@ static char *unimplemented_selected(const struct gp_options *o,
 			gp_buf_printf(&b, "%s%s", b.len ? "," : "", gp_stages[i]->name);
 	}
 	return b.len ? gp_buf_steal(&b) : NULL;
-}
-
-static void print_json(struct gp_out *out, cJSON *doc)
-{
-	char *text = cJSON_Print(doc);
-	fprintf(out->out, "%s\n", text);
-	free(text);
-	cJSON_Delete(doc);
 }
 
 static int open_run_log(struct session *s)
@@ -430,14 +429,12 @@ static bool run_pass(struct session *s, const struct gp_options *o)
 }
 
 /* The plan is the result of a plan command; for install it is a report
- * that -q hides. */
+ * that -q hides in text (a document asked for, such as JSON, stays). */
 static void render_plan(const struct session *s, const struct gp_options *o,
                         struct gp_out *out)
 {
-	if (out->json)
-		print_json(out, gp_plan_to_json(s->c.plan));
-	else if (o->dry_run || out->verbosity >= 0)
-		gp_plan_render_text(s->c.plan, out->out, out->color);
+	if (out->format != GP_FORMAT_TEXT || o->dry_run || out->verbosity >= 0)
+		gp_plan_render(s->c.plan, out);
 }
 
 /* "nouveau: reason; env: reason" for the stages in state st. */
@@ -667,10 +664,7 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 		              hint, "%s", pending);
 	}
 	if (!code) {
-		if (out->json)
-			print_json(out, gp_report_to_json(&rep));
-		else
-			gp_report_render_text(&rep, out->out, out->color);
+		gp_report_render(&rep, out);
 		code = gp_report_count(&rep, GP_FAIL) ? GP_EXIT_VERIFY_FAILED
 		       : unimplemented                ? GP_EXIT_BLOCKED
 		                                      : GP_EXIT_OK;
@@ -689,81 +683,32 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 		return code;
 	}
 	const struct gp_journal *j = &s.c.journal;
-	const cJSON *stages = cJSON_GetObjectItemCaseSensitive(j->doc, "stages");
-	const cJSON *files = cJSON_GetObjectItemCaseSensitive(j->doc, "files");
-	const cJSON *prof = cJSON_GetObjectItemCaseSensitive(j->doc, "profile");
-	const char *pending = gp_journal_reboot_reason(j);
-	bool locked = gp_lock_held(&s.c.root);
-	if (out->json) {
-		cJSON *doc = cJSON_CreateObject();
-		cJSON_AddBoolToObject(doc, "run_in_progress", locked);
-		cJSON_AddNumberToObject(doc, "gpuprov_status", 1);
-		cJSON_AddStringToObject(doc, "root", s.c.root.dir);
-		cJSON_AddItemToObject(
-		    doc, "profile", prof ? cJSON_Duplicate(prof, 1) : cJSON_CreateNull());
-		cJSON *arr = cJSON_AddArrayToObject(doc, "stages");
-		for (size_t i = 0; i < gp_stage_count; i++) {
-			const struct gp_stage *st = gp_stages[i];
-			const cJSON *rec = cJSON_GetObjectItemCaseSensitive(stages,
-			                                                    st->name);
-			cJSON *e = cJSON_CreateObject();
-			cJSON_AddStringToObject(e, "name", st->name);
-			cJSON_AddBoolToObject(e, "implemented", gp_stage_implemented(st));
-			cJSON_AddStringToObject(e, "state",
-			                        gp_json_string(rec, "state",
-			                                       gp_stage_implemented(st)
-			                                           ? "never_run"
-			                                           : "not_implemented"));
-			const char *when = gp_json_string(rec, "time", NULL);
-			if (when)
-				cJSON_AddStringToObject(e, "time", when);
-			else
-				cJSON_AddNullToObject(e, "time");
-			cJSON_AddItemToArray(arr, e);
-		}
-		cJSON *rb = cJSON_GetObjectItemCaseSensitive(j->doc, "reboot");
-		cJSON_AddItemToObject(doc, "reboot",
-		                      rb ? cJSON_Duplicate(rb, 1) : cJSON_CreateNull());
-		cJSON_AddNumberToObject(doc, "files_written", cJSON_GetArraySize(files));
-		print_json(out, doc);
-	} else if (gp_journal_is_empty(j)) {
-		fprintf(out->out, "gpuprov status: no install recorded under %s\n",
-		        s.c.root.dir);
-	} else {
-		fprintf(out->out, "gpuprov status: %s\n", s.c.root.dir);
-		fprintf(out->out, "profile: %s (sha256 %.12s)\n  from %s\n",
-		        gp_json_string(prof, "name", "?"),
-		        gp_json_string(prof, "sha256", "?"),
-		        gp_json_string(prof, "path", "?"));
-		for (size_t i = 0; i < gp_stage_count; i++) {
-			const struct gp_stage *st = gp_stages[i];
-			const cJSON *rec = cJSON_GetObjectItemCaseSensitive(stages,
-			                                                    st->name);
-			const char *id = gp_json_string(rec, "state", NULL);
-			_cleanup_free_ char *state = NULL;
-			if (!id)
-				state = gp_xstrdup(gp_stage_implemented(st)
-				                       ? "never run"
-				                       : "not implemented");
-			else if (strcmp(id, "applying") == 0)
-				state = gp_xstrdup(locked ? "applying now"
-				                          : "interrupted while applying");
-			else /* identifiers read as words: reboot_pending */
-				state = gp_str_replace_char(id, '_', ' ');
-			fprintf(out->out, "  %-8s %-28s %s\n", st->name, state,
-			        gp_json_string(rec, "time", ""));
-		}
-		const cJSON *ov = cJSON_GetObjectItemCaseSensitive(prof, "overrides");
-		for (const cJSON *x = ov ? ov->child : NULL; x; x = x->next)
-			if (cJSON_IsString(x))
-				fprintf(out->out, "override: compatibility rule %s\n",
-				        x->valuestring);
-		fprintf(out->out, "files written: %d\n", cJSON_GetArraySize(files));
-		if (pending)
-			fprintf(out->out, "reboot pending: %s\n", pending);
-		else
-			fputs("reboot pending: no\n", out->out);
+	const cJSON *records = cJSON_GetObjectItemCaseSensitive(j->doc, "stages");
+	_cleanup_free_ struct gp_status_stage *stages = gp_xcalloc(gp_stage_count,
+	                                                           sizeof *stages);
+	for (size_t i = 0; i < gp_stage_count; i++) {
+		const cJSON *rec = cJSON_GetObjectItemCaseSensitive(records,
+		                                                    gp_stages[i]->name);
+		stages[i] = (struct gp_status_stage){
+			.name = gp_stages[i]->name,
+			.implemented = gp_stage_implemented(gp_stages[i]),
+			.state = gp_json_string(rec, "state", NULL),
+			.time = gp_json_string(rec, "time", NULL),
+		};
 	}
+	const struct gp_status status = {
+		.root = s.c.root.dir,
+		.run_in_progress = gp_lock_held(&s.c.root),
+		.recorded = !gp_journal_is_empty(j),
+		.profile = cJSON_GetObjectItemCaseSensitive(j->doc, "profile"),
+		.reboot = cJSON_GetObjectItemCaseSensitive(j->doc, "reboot"),
+		.reboot_reason = gp_journal_reboot_reason(j),
+		.files_written = cJSON_GetArraySize(
+		    cJSON_GetObjectItemCaseSensitive(j->doc, "files")),
+		.stages = stages,
+		.n_stages = gp_stage_count,
+	};
+	gp_status_render(&status, out);
 	session_close(&s);
 	return GP_EXIT_OK;
 }

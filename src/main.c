@@ -16,39 +16,30 @@
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/run.h"
+#include "gpuprov/stages.h"
 #include "gpuprov/util.h"
 
 #ifndef GP_VERSION
 #define GP_VERSION "0.0.0"
 #endif
 
-static const char global_usage[] =
+/* The global usage: the options above the command table's rows, the rest
+ * below (usage() puts them together). */
+static const char usage_head[] =
     "usage: gpuprov [--root DIR] [--profile-dir DIR] [--json] [-q|-v] [--no-color]\n"
     "               COMMAND [ARGS]\n"
     "\n"
     "Turns a Linux server into a verified GPU machine for deep learning.\n"
     "\n"
-    "commands:\n"
-    "  install --profile NAME|PATH [--dry-run] [--force] [--only S,..] [--skip S,..]\n"
-    "          [DOWNLOAD OPTIONS]\n"
-    "                        make the target match the profile\n"
-    "  plan --profile NAME|PATH [--force] [--only S,..] [--skip S,..] [DOWNLOAD "
-    "OPTIONS]\n"
-    "                        show what install would do (same as install --dry-run)\n"
-    "  verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
-    "                        check that the installed stack works\n"
-    "  status                show the journal: profile, stages, pending reboot\n"
-    "  detect                show the OS, kernel, Secure Boot state and NVIDIA GPUs,\n"
-    "                        and the profiles that fit, best first\n"
-    "  profiles list         list the profiles: name, distro, GPUs, description\n"
-    "  profiles show NAME [--resolved]\n"
-    "                        print a profile as written, or after inheritance\n"
-    "  profiles lint FILE... check profile files: format and compatibility\n"
+    "commands:\n";
+
+static const char usage_tail[] =
     "\n"
     "global options:\n"
     "  --root DIR            operate on the system mounted at DIR (default /)\n"
     "  --profile-dir DIR     search DIR for profiles first\n"
     "  --json                print results as one JSON document\n"
+    "  --format FORMAT       print results as text (the default) or json\n"
     "  -q, --quiet           no install report (errors, plans, reports, JSON stay)\n"
     "  -v, --verbose         print more detail\n"
     "  --no-color            never colour the output\n"
@@ -64,18 +55,43 @@ static const char global_usage[] =
     "                        (repeatable; the longest matching FROM wins)\n"
     "  --offline             no network: use the cache only, and fail at once\n"
     "                        naming every artifact missing from it\n"
-    "\n"
-    "stages, in order: nouveau, driver, cuda, cudnn, pytorch, env\n"
+    "\n";
+
+static const char usage_end[] =
     "methods: driver apt|dnf|runfile, cuda repo|runfile, cudnn tarball|apt,\n"
     "         pytorch conda|venv\n"
     "exit codes: 0 done, 1 apply failed, 2 usage, 3 verify failed, 4 blocked,\n"
     "            5 reboot required, 6 locked by another run, 65 invalid input\n"
     "See gpuprov(8).\n";
 
+/* What a command's handler gets: the options parsed, the output object
+ * and the words after the command. */
+struct cli {
+	struct gp_options o;
+	struct gp_out out;
+	char **args;
+	int nargs;
+	bool resolved; /* profiles show --resolved */
+	const char *rerun; /* the command line, for the reboot message */
+};
+
+struct command;
+static int usage_error(const struct command *cmd, const char *fmt, ...) _printf_(2, 3);
+
+/* A line of the global usage: what to type and what it does. A synopsis
+ * too long for the first column, or of two lines, puts the summary on the
+ * next line; each line of the summary is indented to the second column. */
+struct synopsis {
+	const char *text, *summary;
+};
+
 struct command {
 	const char *name;
-	const char *usage;
+	struct synopsis synopsis[3]; /* global usage lines; a NULL text ends them */
+	const char *usage; /* of `gpuprov NAME --help` and usage errors */
 	unsigned allowed; /* OPT_* bits accepted after the command */
+	bool takes_args; /* words after the command (profiles list|show|lint) */
+	int (*run)(const struct command *cmd, struct cli *cli);
 };
 
 enum {
@@ -87,8 +103,61 @@ enum {
 	OPT_FETCH = 1u << 5, /* --cache-dir, --ca-file, --mirror, --offline */
 };
 
+static int run_install(const struct command *cmd, struct cli *cli)
+{
+	if (!cli->o.profile)
+		return usage_error(cmd, "%s needs --profile NAME|PATH", cmd->name);
+	cli->o.rerun = cli->rerun;
+	return gp_engine_install(&cli->o, &cli->out);
+}
+
+static int run_plan(const struct command *cmd, struct cli *cli)
+{
+	cli->o.dry_run = true;
+	return run_install(cmd, cli);
+}
+
+static int run_verify(const struct command *cmd, struct cli *cli)
+{
+	return gp_engine_verify(&cli->o, &cli->out);
+}
+
+static int run_status(const struct command *cmd, struct cli *cli)
+{
+	return gp_engine_status(&cli->o, &cli->out);
+}
+
+static int run_detect(const struct command *cmd, struct cli *cli)
+{
+	return gp_engine_detect(&cli->o, &cli->out);
+}
+
+static int run_profiles(const struct command *cmd, struct cli *cli)
+{
+	char **args = cli->args;
+	int nargs = cli->nargs;
+	if (cli->resolved && !(nargs >= 1 && strcmp(args[0], "show") == 0))
+		return usage_error(cmd,
+		                   "option --resolved applies to 'profiles show' only");
+	if (nargs == 1 && strcmp(args[0], "list") == 0)
+		return gp_engine_profiles_list(&cli->o, &cli->out);
+	if (nargs == 2 && strcmp(args[0], "show") == 0)
+		return gp_engine_profiles_show(&cli->o, args[1], cli->resolved,
+		                               &cli->out);
+	if (nargs >= 2 && strcmp(args[0], "lint") == 0)
+		return gp_engine_profiles_lint(&cli->o, args + 1, &cli->out);
+	if (nargs == 1 && strcmp(args[0], "lint") == 0)
+		return usage_error(cmd, "profiles lint: give one or more profile files");
+	return usage_error(cmd,
+	                   "profiles: expected 'list', 'show NAME' or 'lint FILE...'");
+}
+
 static const struct command commands[] = {
 	{ "install",
+	  { { "install --profile NAME|PATH [--dry-run] [--force] [--only S,..] "
+	      "[--skip S,..]\n"
+	      "          [DOWNLOAD OPTIONS]",
+	      "make the target match the profile" } },
 	  "usage: gpuprov install --profile NAME|PATH [--dry-run] [--force]\n"
 	  "                       [--only S,..] [--skip S,..] [--cache-dir DIR]\n"
 	  "                       [--ca-file FILE] [--mirror FROM=TO]... [--offline]\n"
@@ -108,8 +177,13 @@ static const struct command commands[] = {
 	  "FILE's CAs for HTTPS (private mirrors). --mirror FROM=TO (repeatable)\n"
 	  "fetches URLs that start with FROM from TO. --offline never uses the\n"
 	  "network and fails at once naming every artifact missing from the cache.\n",
-	  OPT_PROFILE | OPT_DRY_RUN | OPT_SELECT | OPT_FORCE | OPT_FETCH },
+	  OPT_PROFILE | OPT_DRY_RUN | OPT_SELECT | OPT_FORCE | OPT_FETCH,
+	  false,
+	  run_install },
 	{ "plan",
+	  { { "plan --profile NAME|PATH [--force] [--only S,..] [--skip S,..] "
+	      "[DOWNLOAD OPTIONS]",
+	      "show what install would do (same as install --dry-run)" } },
 	  "usage: gpuprov plan --profile NAME|PATH [--force]\n"
 	  "                    [--only S,..] [--skip S,..] [--cache-dir DIR]\n"
 	  "                    [--ca-file FILE] [--mirror FROM=TO]... [--offline]\n"
@@ -118,20 +192,31 @@ static const struct command commands[] = {
 	  "ones had run, and changes nothing. The same as 'install --dry-run'.\n"
 	  "Downloads are listed with URL, size when known, sha256 and whether the\n"
 	  "cache (--cache-dir) has them already; nothing is downloaded.\n",
-	  OPT_PROFILE | OPT_SELECT | OPT_FORCE | OPT_FETCH },
+	  OPT_PROFILE | OPT_SELECT | OPT_FORCE | OPT_FETCH,
+	  false,
+	  run_plan },
 	{ "verify",
+	  { { "verify [--profile NAME|PATH] [--only S,..] [--skip S,..]",
+	      "check that the installed stack works" } },
 	  "usage: gpuprov verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
 	  "\n"
 	  "Checks, read-only, that every stage's result works. The profile defaults\n"
 	  "to the one the last install recorded. Exits 3 when a check fails.\n",
-	  OPT_PROFILE | OPT_SELECT },
+	  OPT_PROFILE | OPT_SELECT,
+	  false,
+	  run_verify },
 	{ "status",
+	  { { "status", "show the journal: profile, stages, pending reboot" } },
 	  "usage: gpuprov status\n"
 	  "\n"
 	  "Shows the journal: installed profile and digest, each stage's state and\n"
 	  "time, files written and any pending reboot.\n",
-	  0 },
+	  0,
+	  false,
+	  run_status },
 	{ "detect",
+	  { { "detect", "show the OS, kernel, Secure Boot state and NVIDIA GPUs,\n"
+	                "and the profiles that fit, best first" } },
 	  "usage: gpuprov detect\n"
 	  "\n"
 	  "Shows what the root is: its OS, running kernel, Secure Boot state (on, off,\n"
@@ -142,8 +227,15 @@ static const struct command commands[] = {
 	  "distro base, none missing a pin), best first: those naming its GPUs and\n"
 	  "distro, then those naming its distro only. Changes nothing; a root\n"
 	  "without an NVIDIA GPU is not an error.\n",
-	  0 },
+	  0,
+	  false,
+	  run_detect },
 	{ "profiles",
+	  { { "profiles list", "list the profiles: name, distro, GPUs, description" },
+	    { "profiles show NAME [--resolved]",
+	      "print a profile as written, or after inheritance" },
+	    { "profiles lint FILE...",
+	      "check profile files: format and compatibility" } },
 	  "usage: gpuprov profiles list\n"
 	  "       gpuprov profiles show NAME [--resolved]\n"
 	  "       gpuprov profiles lint FILE...\n"
@@ -157,7 +249,9 @@ static const struct command commands[] = {
 	  "\n"
 	  "Profile search path: --profile-dir, /etc/gpuprov/profiles, the installed\n"
 	  "share directory, then the source tree's profiles/.\n",
-	  OPT_RESOLVED },
+	  OPT_RESOLVED,
+	  true,
+	  run_profiles },
 };
 
 /* The option behind each OPT_* bit, for "does not apply" errors. */
@@ -181,7 +275,39 @@ static const struct command *find_command(const char *name)
 	return NULL;
 }
 
-static int usage_error(const struct command *cmd, const char *fmt, ...) _printf_(2, 3);
+/* The second column of the global usage's command lines. */
+#define SUMMARY_COLUMN 24
+
+/* The global usage, from the command table and the stage table. */
+static void usage(FILE *f)
+{
+	fputs(usage_head, f);
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
+		const struct synopsis *rows = commands[i].synopsis;
+		for (size_t k = 0; k < ARRAY_SIZE(commands[i].synopsis) && rows[k].text;
+		     k++) {
+			const struct synopsis *y = &rows[k];
+			int n = fprintf(f, "  %s", y->text);
+			if (strchr(y->text, '\n') || n >= SUMMARY_COLUMN)
+				fprintf(f, "\n%*s", SUMMARY_COLUMN, "");
+			else
+				fprintf(f, "%*s", SUMMARY_COLUMN - n, "");
+			for (const char *s = y->summary; *s; s++) {
+				fputc(*s, f);
+				if (*s == '\n')
+					fprintf(f, "%*s", SUMMARY_COLUMN, "");
+			}
+			fputc('\n', f);
+		}
+	}
+	fputs(usage_tail, f);
+	fputs("stages, in order: ", f);
+	for (size_t i = 0; i < gp_stage_count; i++)
+		fprintf(f, "%s%s", i ? ", " : "", gp_stages[i]->name);
+	fputc('\n', f);
+	fputs(usage_end, f);
+}
+
 static int usage_error(const struct command *cmd, const char *fmt, ...)
 {
 	va_list ap;
@@ -190,7 +316,10 @@ static int usage_error(const struct command *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-	fputs(cmd ? cmd->usage : global_usage, stderr);
+	if (cmd)
+		fputs(cmd->usage, stderr);
+	else
+		usage(stderr);
 	return GP_EXIT_USAGE;
 }
 
@@ -264,6 +393,7 @@ enum long_only {
 	L_CA_FILE,
 	L_MIRROR,
 	L_OFFLINE,
+	L_FORMAT,
 };
 
 /* Options that take one value: given twice, which one was meant is a
@@ -278,6 +408,7 @@ static bool single_valued(int opt)
 	case L_SKIP:
 	case L_CACHE_DIR:
 	case L_CA_FILE:
+	case L_FORMAT:
 		return true;
 	default:
 		return false;
@@ -305,20 +436,25 @@ int main(int argc, char **argv)
 		{ "ca-file", required_argument, NULL, L_CA_FILE },
 		{ "mirror", required_argument, NULL, L_MIRROR },
 		{ "offline", no_argument, NULL, L_OFFLINE },
+		{ "format", required_argument, NULL, L_FORMAT },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct gp_options o = { .root = "/" };
-	struct gp_out out;
-	gp_out_init(&out, stdout, stderr);
-	bool help = false, no_color = false, resolved = false;
+	struct cli cli = { .o = { .root = "/" } };
+	struct gp_options *o = &cli.o;
+	struct gp_out *out = &cli.out;
+	gp_out_init(out, stdout, stderr);
+	bool help = false, no_color = false;
 	unsigned used = 0;
 	int rc = GP_EXIT_OK;
-	const char *first_value[L_OFFLINE - L_ROOT + 1] = { 0 };
+	const char *first_value[L_FORMAT - L_ROOT + 1] = { 0 };
+	bool json = false;
+	enum gp_format format = GP_FORMAT_TEXT;
 	_cleanup_free_ char *problem = NULL;
 
 	/* Before getopt permutes argv: the command to repeat after a reboot. */
 	_cleanup_free_ char *args_text = gp_argv_display(argv + 1);
 	_cleanup_free_ char *rerun = gp_xasprintf("gpuprov %s", args_text);
+	cli.rerun = rerun;
 	opterr = 0;
 	int opt, li = -1;
 	while ((opt = getopt_long(argc, argv, ":qvh", longopts, &li)) != -1) {
@@ -335,7 +471,7 @@ int main(int argc, char **argv)
 		}
 		switch (opt) {
 		case L_ROOT:
-			o.root = optarg;
+			o->root = optarg;
 			break;
 		case L_PROFILE_DIR:
 			problem = host_path_problem("--profile-dir", optarg, S_IFDIR);
@@ -343,16 +479,16 @@ int main(int argc, char **argv)
 				rc = usage_error(NULL, "%s", problem);
 				goto out;
 			}
-			o.profile_dir = optarg;
+			o->profile_dir = optarg;
 			break;
 		case L_JSON:
-			out.json = true;
+			json = true;
 			break;
 		case 'q':
-			out.verbosity = -1;
+			out->verbosity = -1;
 			break;
 		case 'v':
-			out.verbosity = 1;
+			out->verbosity = 1;
 			break;
 		case L_NO_COLOR:
 			no_color = true;
@@ -364,19 +500,19 @@ int main(int argc, char **argv)
 			printf("gpuprov %s\n", GP_VERSION);
 			return GP_EXIT_OK;
 		case L_PROFILE:
-			o.profile = optarg;
+			o->profile = optarg;
 			used |= OPT_PROFILE;
 			break;
 		case L_FORCE:
-			o.force = true;
+			o->force = true;
 			used |= OPT_FORCE;
 			break;
 		case L_RESOLVED:
-			resolved = true;
+			cli.resolved = true;
 			used |= OPT_RESOLVED;
 			break;
 		case L_DRY_RUN:
-			o.dry_run = true;
+			o->dry_run = true;
 			used |= OPT_DRY_RUN;
 			break;
 		case L_ONLY:
@@ -387,7 +523,7 @@ int main(int argc, char **argv)
 				rc = usage_error(NULL, "%s", problem);
 				goto out;
 			}
-			char ***list = opt == L_ONLY ? &o.only : &o.skip;
+			char ***list = opt == L_ONLY ? &o->only : &o->skip;
 			*list = gp_strv_split(optarg, ',');
 			used |= OPT_SELECT;
 			break;
@@ -400,7 +536,7 @@ int main(int argc, char **argv)
 				                 optarg);
 				goto out;
 			}
-			o.cache_dir = optarg;
+			o->cache_dir = optarg;
 			used |= OPT_FETCH;
 			break;
 		case L_CA_FILE:
@@ -409,7 +545,7 @@ int main(int argc, char **argv)
 				rc = usage_error(NULL, "%s", problem);
 				goto out;
 			}
-			o.ca_file = optarg;
+			o->ca_file = optarg;
 			used |= OPT_FETCH;
 			break;
 		case L_MIRROR: {
@@ -420,16 +556,24 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			*eq = '\0';
-			o.mirrors = gp_xrealloc(o.mirrors,
-			                        (o.n_mirrors + 1) * sizeof *o.mirrors);
-			o.mirrors[o.n_mirrors++] = (struct gp_fetch_mirror){ optarg,
-				                                             eq + 1 };
+			o->mirrors = gp_xrealloc(o->mirrors,
+			                         (o->n_mirrors + 1) * sizeof *o->mirrors);
+			o->mirrors[o->n_mirrors++] = (struct gp_fetch_mirror){ optarg,
+				                                               eq + 1 };
 			used |= OPT_FETCH;
 			break;
 		}
 		case L_OFFLINE:
-			o.offline = true;
+			o->offline = true;
 			used |= OPT_FETCH;
+			break;
+		case L_FORMAT:
+			if (gp_format_parse(optarg, &format) < 0) {
+				_cleanup_free_ char *names = gp_format_names();
+				rc = usage_error(NULL, "--format %s: give one of: %s",
+				                 optarg, names);
+				goto out;
+			}
 			break;
 		case ':':
 			rc = usage_error(NULL, "option '%s' needs an argument",
@@ -440,17 +584,26 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	problem = selection_overlap(o.only, o.skip);
+	if (json && first_value[L_FORMAT - L_ROOT] && format != GP_FORMAT_JSON) {
+		rc = usage_error(NULL,
+		                 "--json and --format %s contradict each other; "
+		                 "give one of them",
+		                 gp_format_name(format));
+		goto out;
+	}
+	out->format = json ? GP_FORMAT_JSON : format;
+	problem = selection_overlap(o->only, o->skip);
 	if (problem) {
 		rc = usage_error(NULL, "%s", problem);
 		goto out;
 	}
-	out.color = !no_color && !getenv("NO_COLOR") && isatty(fileno(stdout)) &&
-	            !out.json;
+	out->color = !no_color && !getenv("NO_COLOR") && isatty(fileno(stdout)) &&
+	             out->format == GP_FORMAT_TEXT;
+	o->events = gp_progress_events(out);
 
 	if (optind >= argc) {
 		if (help) {
-			fputs(global_usage, stdout);
+			usage(stdout);
 			goto out;
 		}
 		rc = usage_error(NULL, "no command given");
@@ -476,46 +629,17 @@ int main(int argc, char **argv)
 	/* SIGTERM, SIGINT and SIGHUP stop a running command's whole process group
 	 * and let the journal record where we were before gpuprov exits. */
 	gp_run_install_stop_handlers();
-	char **args = argv + optind + 1;
-	int nargs = argc - optind - 1;
-	bool profiles = strcmp(name, "profiles") == 0;
-	if (!profiles && nargs > 0) {
-		rc = usage_error(cmd, "unexpected argument '%s'", args[0]);
+	cli.args = argv + optind + 1;
+	cli.nargs = argc - optind - 1;
+	if (!cmd->takes_args && cli.nargs > 0) {
+		rc = usage_error(cmd, "unexpected argument '%s'", cli.args[0]);
 		goto out;
 	}
-	if (strcmp(name, "install") == 0 || strcmp(name, "plan") == 0) {
-		if (!o.profile) {
-			rc = usage_error(cmd, "%s needs --profile NAME|PATH", name);
-			goto out;
-		}
-		o.dry_run |= strcmp(name, "plan") == 0;
-		o.rerun = rerun;
-		rc = gp_engine_install(&o, &out);
-	} else if (strcmp(name, "verify") == 0) {
-		rc = gp_engine_verify(&o, &out);
-	} else if (strcmp(name, "status") == 0) {
-		rc = gp_engine_status(&o, &out);
-	} else if (strcmp(name, "detect") == 0) {
-		rc = gp_engine_detect(&o, &out);
-	} else if (resolved && !(nargs >= 1 && strcmp(args[0], "show") == 0)) {
-		rc = usage_error(cmd,
-		                 "option --resolved applies to 'profiles show' only");
-	} else if (nargs == 1 && strcmp(args[0], "list") == 0) {
-		rc = gp_engine_profiles_list(&o, &out);
-	} else if (nargs == 2 && strcmp(args[0], "show") == 0) {
-		rc = gp_engine_profiles_show(&o, args[1], resolved, &out);
-	} else if (nargs >= 2 && strcmp(args[0], "lint") == 0) {
-		rc = gp_engine_profiles_lint(&o, args + 1, &out);
-	} else if (nargs == 1 && strcmp(args[0], "lint") == 0) {
-		rc = usage_error(cmd, "profiles lint: give one or more profile files");
-	} else {
-		rc = usage_error(
-		    cmd, "profiles: expected 'list', 'show NAME' or 'lint FILE...'");
-	}
+	rc = cmd->run(cmd, &cli);
 out:
-	gp_strv_free(o.only);
-	gp_strv_free(o.skip);
-	free(o.mirrors);
+	gp_strv_free(o->only);
+	gp_strv_free(o->skip);
+	free(o->mirrors);
 	if (fflush(stdout) != 0 && rc == GP_EXIT_OK)
 		rc = GP_EXIT_APPLY_FAILED;
 	if (gp_run_stop_signal) {

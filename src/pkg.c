@@ -235,11 +235,6 @@ static bool is_nvidia_driver_pkg(const char *name)
 	return false;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 char **gp_pkg_nvidia_set(struct gp_ctx *c)
 {
 	char **out = gp_xcalloc(1, sizeof(char *));
@@ -253,7 +248,7 @@ char **gp_pkg_nvidia_set(struct gp_ctx *c)
 		if (is_nvidia_driver_pkg(s->names[i]) &&
 		    !gp_strv_contains(out, s->names[i]))
 			gp_strv_push(&out, s->names[i]);
-	qsort(out, gp_strv_len(out), sizeof(char *), cmp_str);
+	gp_strv_sort(out);
 	return out;
 }
 

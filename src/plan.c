@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gpuprov/diff.h"
+#include "gpuprov/output.h"
 #include "gpuprov/plan.h"
 #include "gpuprov/root.h"
 #include "gpuprov/util.h"
@@ -493,4 +494,16 @@ cJSON *gp_plan_to_json(const struct gp_plan *p)
 	}
 	cJSON_AddBoolToObject(root, "reboot_required", gp_plan_reboot_required(p));
 	return root;
+}
+
+void gp_plan_render(const struct gp_plan *p, const struct gp_out *out)
+{
+	switch (out->format) {
+	case GP_FORMAT_JSON:
+		gp_print_json(out, gp_plan_to_json(p));
+		return;
+	case GP_FORMAT_TEXT:
+		gp_plan_render_text(p, out->out, out->color);
+		return;
+	}
 }

@@ -19,7 +19,7 @@ enum gp_progress_mode gp_progress_mode_for(const struct gp_out *o)
 {
 	if (!o->err || o->verbosity < 0)
 		return GP_PROGRESS_OFF;
-	if (o->json)
+	if (o->format == GP_FORMAT_JSON)
 		return GP_PROGRESS_JSON;
 	int fd = fileno(o->err);
 	return fd >= 0 && isatty(fd) ? GP_PROGRESS_TTY : GP_PROGRESS_PLAIN;
@@ -32,13 +32,9 @@ struct gp_progress *gp_progress_of(struct gp_out *o)
 	return &o->progress;
 }
 
-void gp_progress_attach(struct gp_out *o, struct gp_fetch_opts *opts)
+struct gp_events gp_progress_events(struct gp_out *o)
 {
-	gp_progress_of(o);
-	if (opts->progress)
-		return;
-	opts->progress = gp_progress_callback;
-	opts->progress_data = &o->progress;
+	return (struct gp_events){ gp_progress_on_event, gp_progress_of(o) };
 }
 
 char *gp_format_bytes(char *buf, size_t n, uint64_t bytes)
@@ -481,4 +477,34 @@ void gp_progress_command_end(struct gp_progress *p, int status)
 		cmd->ticking = false;
 	}
 	command_locked(p, GP_PROGRESS_CMD_DONE, NULL, NULL, status);
+}
+
+void gp_progress_on_event(const struct gp_event *ev, void *userdata)
+{
+	struct gp_progress *p = userdata;
+	switch (ev->kind) {
+	case GP_EVENT_DOWNLOAD:
+		gp_progress_callback(ev->download, p);
+		return;
+	case GP_EVENT_STAGE_START:
+	case GP_EVENT_STAGE_DONE:
+		if (!p || !p->f)
+			return;
+		flockfile(p->f);
+		gp_progress_stage(p, ev->stage,
+		                  ev->kind == GP_EVENT_STAGE_DONE
+		                      ? (ev->state ? ev->state : "?")
+		                      : NULL,
+		                  (uint64_t)gp_monotonic_ms());
+		funlockfile(p->f);
+		return;
+	case GP_EVENT_COMMAND_START:
+		gp_progress_command_begin(p, ev->stage, ev->command);
+		return;
+	case GP_EVENT_COMMAND_DONE:
+		gp_progress_command_end(p, ev->status);
+		return;
+	case GP_EVENT_EFFECT:
+		return; /* the report at the end lists the effects */
+	}
 }

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "gpuprov/output.h"
 #include "gpuprov/report.h"
 #include "gpuprov/util.h"
 
@@ -204,4 +205,16 @@ cJSON *gp_report_to_json(const struct gp_report *r)
 		cJSON_AddNumberToObject(counts, gp_level_name(l),
 		                        (double)gp_report_count(r, l));
 	return root;
+}
+
+void gp_report_render(const struct gp_report *r, const struct gp_out *out)
+{
+	switch (out->format) {
+	case GP_FORMAT_JSON:
+		gp_print_json(out, gp_report_to_json(r));
+		return;
+	case GP_FORMAT_TEXT:
+		gp_report_render_text(r, out->out, out->color);
+		return;
+	}
 }

@@ -3,6 +3,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpuprov/util.h"
@@ -196,6 +197,17 @@ void gp_strv_free(char **v)
 	for (size_t i = 0; v && v[i]; i++)
 		free(v[i]);
 	free(v);
+}
+
+static int cmp_strp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void gp_strv_sort(char **v)
+{
+	if (v)
+		qsort(v, gp_strv_len(v), sizeof(char *), cmp_strp);
 }
 
 char *gp_strv_join(char *const *v, const char *sep)

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "gpuprov/event.h"
 #include "gpuprov/fetch.h"
 #include "gpuprov/journal.h"
 #include "gpuprov/output.h"
@@ -27,6 +28,12 @@ struct gp_ctx {
 	int cmd_timeout_ms;
 	bool reboot_requested; /* by a stage in this run */
 	struct gp_err *err; /* where effects report failures */
+	/* Where a real run's lifecycle events go (event.h), installed by the
+	 * engine; the stage whose start was sent, and how many of its effects
+	 * were sent. */
+	struct gp_events events;
+	const struct gp_stage_plan *announced;
+	size_t effects_sent;
 	/* Download settings (--cache-dir, --ca-file, --mirror, --offline); the
 	 * fetcher is made from them on the first download or cache lookup and
 	 * freed by gp_ctx_close_fetcher. allow_http comes from the profile. */
@@ -139,8 +146,8 @@ struct gp_run_result;
  * that explains the failure from the command's own words. */
 int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
                          struct gp_run_result *failed);
-/* Shows a real run's stage starting (done false) or ending (see
- * progress.h); nothing in dry-run. */
+/* Sends a real run's STAGE_START (done false) or, for the stage started,
+ * its last EFFECT events and STAGE_DONE (event.h); nothing in dry-run. */
 void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, bool done);
 /* Records that a reboot is needed for the stage's changes to take effect
  * (for real: in the journal at once). */

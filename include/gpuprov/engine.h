@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 
+#include "gpuprov/event.h"
 #include "gpuprov/fetch.h"
 #include "gpuprov/output.h"
 
@@ -22,6 +23,7 @@ struct gp_options {
 	struct gp_fetch_mirror *mirrors; /* --mirror FROM=TO, n_mirrors of them */
 	size_t n_mirrors;
 	bool offline; /* --offline */
+	struct gp_events events; /* where a real run's events go (event.h) */
 };
 
 int gp_engine_install(const struct gp_options *o, struct gp_out *out);

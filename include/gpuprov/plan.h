@@ -108,6 +108,9 @@ bool gp_plan_stage_needed(const struct gp_plan *p, const char *name);
 bool gp_plan_lookup_file(const struct gp_plan *p, const char *path, bool *exists,
                          const char **data, size_t *len);
 
+struct gp_out;
+/* Prints the plan on out->out in out->format. */
+void gp_plan_render(const struct gp_plan *p, const struct gp_out *out);
 /* Text rendering; color from the output object. */
 void gp_plan_render_text(const struct gp_plan *p, FILE *f, bool color);
 cJSON *gp_plan_to_json(const struct gp_plan *p);

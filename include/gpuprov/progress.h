@@ -1,7 +1,7 @@
-/* Download progress for people and programs: the renderer behind
- * gp_fetch_opts.progress. A pure-ish function of fetch events, a monotonic
- * clock value (milliseconds) and an output stream, so tests drive time
- * without sleeping.
+/* Progress for people and programs: the CLI's renderer of a run's
+ * lifecycle events (event.h), downloads among them. A pure-ish function of
+ * events, a monotonic clock value (milliseconds) and an output stream, so
+ * tests drive time without sleeping.
  *
  * Modes:
  * - TTY: one line per transfer, redrawn in place with '\r' at most every
@@ -19,7 +19,8 @@
  * TTY a live line with the time it has run, redrawn every second; plain,
  * a "still running (N s)" line every 30 s), and in JSON stage_start,
  * stage_done, command_start, command_progress (every 10 s) and
- * command_done. */
+ * command_done. Effect events are not shown: the report at the end lists
+ * the effects. */
 #pragma once
 
 #include <pthread.h>
@@ -28,8 +29,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "gpuprov/event.h"
+
 struct gp_fetch_progress;
-struct gp_fetch_opts;
 struct gp_out;
 
 enum gp_progress_mode {
@@ -83,9 +85,12 @@ void gp_progress_init(struct gp_progress *p, FILE *f, enum gp_progress_mode mode
 /* The mode for this output: OFF with -q, JSON with --json, TTY when err is a
  * terminal, else PLAIN. */
 enum gp_progress_mode gp_progress_mode_for(const struct gp_out *o);
-/* Sets up o->progress for o and, unless opts already has a callback,
- * installs gp_progress_callback on it. */
-void gp_progress_attach(struct gp_out *o, struct gp_fetch_opts *opts);
+/* The sink that renders a run's events on o->progress (set up for o): the
+ * CLI hands it to the engine (gp_options.events). */
+struct gp_events gp_progress_events(struct gp_out *o);
+/* A gp_event_fn: userdata is a struct gp_progress. Thread-safe as
+ * gp_progress_callback is. */
+void gp_progress_on_event(const struct gp_event *ev, void *userdata);
 
 /* Renders one event at now_ms (a monotonic clock, milliseconds). */
 void gp_progress_event(struct gp_progress *p, const struct gp_fetch_progress *ev,

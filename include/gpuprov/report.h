@@ -49,5 +49,8 @@ void gp_report_add_subject(struct gp_report *r, const char *base, const char *su
  * Allocated. */
 char *gp_finding_subject(const char *name);
 size_t gp_report_count(const struct gp_report *r, enum gp_level level);
+struct gp_out;
+/* Prints the report on out->out in out->format. */
+void gp_report_render(const struct gp_report *r, const struct gp_out *out);
 void gp_report_render_text(const struct gp_report *r, FILE *f, bool color);
 cJSON *gp_report_to_json(const struct gp_report *r);

@@ -110,6 +110,8 @@ char **gp_strv_copy(char *const *v);
 void gp_strv_push(char ***v, const char *s); /* copies s */
 bool gp_strv_contains(char *const *v, const char *s);
 void gp_strv_free(char **v);
+/* Sorts v in place, strcmp order (byte order). */
+void gp_strv_sort(char **v);
 char *gp_strv_join(char *const *v, const char *sep);
 /* argv as a shell user would type it: arguments quoted only where needed. */
 char *gp_argv_display(char *const *argv);

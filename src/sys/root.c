@@ -379,11 +379,6 @@ bool gp_root_writable(const struct gp_root *r)
 	return faccessat(r->fd, ".", W_OK, AT_EACCESS) == 0;
 }
 
-static int cmp_names(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int gp_root_list_dir(const struct gp_root *r, const char *path, char ***names)
 {
 	int fd = gp_root_openat(r, path, O_RDONLY | O_DIRECTORY, 0);
@@ -403,7 +398,7 @@ int gp_root_list_dir(const struct gp_root *r, const char *path, char ***names)
 		gp_strv_push(&v, de->d_name);
 	}
 	closedir(d);
-	qsort(v, gp_strv_len(v), sizeof(char *), cmp_names);
+	gp_strv_sort(v);
 	*names = v;
 	return 0;
 }

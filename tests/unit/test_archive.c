@@ -177,11 +177,6 @@ static char *rpath(struct fx *f, const char *rel)
 	return gp_xasprintf("%s%s", f->rootdir, rel);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* The names in a directory, sorted, comma-separated ("" when empty or absent). */
 static char *ls(const char *dir)
 {
@@ -194,7 +189,7 @@ static char *ls(const char *dir)
 				gp_strv_push(&v, de->d_name);
 		closedir(d);
 	}
-	qsort(v, gp_strv_len(v), sizeof(char *), cmp_str);
+	gp_strv_sort(v);
 	char *s = gp_strv_join(v, ",");
 	gp_strv_free(v);
 	return s;

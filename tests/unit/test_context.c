@@ -356,6 +356,72 @@ static void test_real_run_logs(void **state)
 	free(log);
 }
 
+/* What a sink saw, one line per event. */
+struct seen {
+	char *lines;
+	size_t len;
+	FILE *f;
+};
+
+static void record_event(const struct gp_event *ev, void *userdata)
+{
+	struct seen *x = userdata;
+	static const char *const kinds[] = { "stage_start",   "effect",
+		                             "command_start", "command_done",
+		                             "stage_done",    "download" };
+	fprintf(x->f, "%s %s", kinds[ev->kind], ev->stage ? ev->stage : "-");
+	if (ev->effect)
+		fprintf(x->f, " %s", gp_effect_kind_name(ev->effect->kind));
+	if (ev->command)
+		fprintf(x->f, " %s", ev->command);
+	if (ev->kind == GP_EVENT_COMMAND_DONE)
+		fprintf(x->f, " status %d", ev->status);
+	if (ev->state)
+		fprintf(x->f, " %s", ev->state);
+	fputc('\n', x->f);
+}
+
+/* A real stage sends its start, each effect once made (the last at its
+ * end), each command as it starts and ends, and its end; a dry run none. */
+static void test_events(void **state)
+{
+	struct fixture *f = *state;
+	struct seen x = { 0 };
+	x.f = open_memstream(&x.lines, &x.len);
+	f->c.events = (struct gp_events){ record_event, &x };
+	make_runnable(f, "hello", "#!/bin/sh\necho hello\n");
+	char *const argv[] = { "hello", "-u", NULL };
+
+	f->c.dry_run = true;
+	gp_ctx_announce_stage(&f->c, f->sp, false);
+	assert_int_equal(gp_effect_write(&f->c, "/etc/new.conf", "new\n", 4, 0644), 0);
+	gp_ctx_announce_stage(&f->c, f->sp, true);
+	fflush(x.f);
+	assert_int_equal(x.len, 0);
+
+	gp_plan_free(f->c.plan);
+	f->c.plan = gp_plan_new("test", "0000", f->dir, false);
+	f->sp = f->c.stage = gp_plan_add_stage(f->c.plan, "env", "test stage");
+	f->c.dry_run = false;
+	gp_ctx_announce_stage(&f->c, f->sp, false);
+	assert_int_equal(gp_effect_write(&f->c, "/etc/new.conf", "new\n", 4, 0644), 0);
+	assert_int_equal(gp_effect_run(&f->c, argv), 0);
+	assert_int_equal(gp_effect_mkdir(&f->c, "/opt/x", 0755), 0);
+	gp_stage_plan_set(f->sp, GP_STATE_NEEDED, "done");
+	gp_ctx_announce_stage(&f->c, f->sp, true);
+	/* The end of a stage that did not start is not an event. */
+	gp_ctx_announce_stage(&f->c, f->sp, true);
+	fclose(x.f);
+	assert_string_equal(x.lines, "stage_start env\n"
+	                             "effect env write\n"
+	                             "command_start env /bin/hello -u\n"
+	                             "command_done env /bin/hello -u status 0\n"
+	                             "effect env run\n"
+	                             "effect env mkdir\n"
+	                             "stage_done env needed\n");
+	free(x.lines);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -375,6 +441,7 @@ int main(void)
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_remove_symlinks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remove_tree, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_events, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remove_tree_refusals, setup,
 		                                teardown),
 	};

@@ -6,6 +6,7 @@
 
 #include "gpuprov/fetch.h"
 #include "gpuprov/output.h"
+#include "gpuprov/plan.h"
 #include "gpuprov/progress.h"
 
 #define MIB (1024ull * 1024)
@@ -318,16 +319,15 @@ static void test_mode_for(void **state)
 	struct gp_out o;
 	gp_out_init(&o, f, f);
 	assert_int_equal(gp_progress_mode_for(&o), GP_PROGRESS_PLAIN);
-	o.json = true;
+	o.format = GP_FORMAT_JSON;
 	assert_int_equal(gp_progress_mode_for(&o), GP_PROGRESS_JSON);
 	o.verbosity = -1;
 	assert_int_equal(gp_progress_mode_for(&o), GP_PROGRESS_OFF);
-	/* attach installs the callback, but leaves one already there. */
+	/* The sink handed to the engine renders on the output's renderer. */
 	o.verbosity = 0;
-	struct gp_fetch_opts opts = { 0 };
-	gp_progress_attach(&o, &opts);
-	assert_ptr_equal(opts.progress, gp_progress_callback);
-	assert_ptr_equal(opts.progress_data, &o.progress);
+	struct gp_events sink = gp_progress_events(&o);
+	assert_ptr_equal(sink.fn, gp_progress_on_event);
+	assert_ptr_equal(sink.data, &o.progress);
 	assert_int_equal(o.progress.mode, GP_PROGRESS_JSON);
 	fclose(f);
 	free(buf);
@@ -412,6 +412,42 @@ static void test_command_begin_end(void **state)
 	cap_close(&c);
 }
 
+/* The one event callback: stage, command and download events become the
+ * renderer's lines; effect events show nothing. */
+static void test_events(void **state)
+{
+	struct capture c;
+	cap_open(&c, GP_PROGRESS_PLAIN);
+	struct gp_events sink = { gp_progress_on_event, &c.p };
+	struct gp_effect effect = { .kind = GP_EFFECT_RUN };
+	struct gp_fetch_progress done = ev(GP_FETCH_EV_DONE, 2 * MIB, 2 * MIB, MIB);
+	const struct gp_event events[] = {
+		{ .kind = GP_EVENT_STAGE_START, .stage = "env" },
+		{ .kind = GP_EVENT_EFFECT, .stage = "env", .effect = &effect },
+		{ .kind = GP_EVENT_COMMAND_START,
+		  .stage = "env",
+		  .command = "/sbin/ldconfig" },
+		{ .kind = GP_EVENT_COMMAND_DONE, .stage = "env", .status = 0 },
+		{ .kind = GP_EVENT_DOWNLOAD, .download = &done },
+		{ .kind = GP_EVENT_STAGE_DONE, .stage = "env", .state = "needed" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(events); i++)
+		gp_event_send(&sink, &events[i]);
+	assert_string_equal(cap_text(&c),
+	                    "gpuprov: stage env: starting\n"
+	                    "gpuprov: running: /sbin/ldconfig\n"
+	                    "gpuprov: download cudnn-linux-x86_64-8.9.7.29_cuda11-"
+	                    "archive.tar.xz: 2.0 MiB of 2.0 MiB (100%), 1.0 MiB/s\n");
+	assert_null(c.p.stage);
+	cap_close(&c);
+	/* The fetchers' callback forwards to the same sink, and never cancels. */
+	cap_open(&c, GP_PROGRESS_PLAIN);
+	sink.data = &c.p;
+	assert_int_equal(gp_event_fetch_progress(&done, &sink), 0);
+	assert_non_null(strstr(cap_text(&c), "(100%), 1.0 MiB/s\n"));
+	cap_close(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -428,6 +464,7 @@ int main(void)
 		cmocka_unit_test(test_off),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_mode_for),
+		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_command_plain),
 		cmocka_unit_test(test_command_tty),
 		cmocka_unit_test(test_command_json_and_off),

@@ -1,0 +1,35 @@
+/* The status of a root: what its journal records, rendered as text or JSON
+ * (`gpuprov status`). The engine fills the structure; this renders it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+struct gp_out;
+
+struct gp_status_stage {
+	const char *name;
+	bool implemented; /* the stage has hooks */
+	const char *state; /* the journal's identifier, NULL: no record */
+	const char *time; /* ISO 8601 UTC, NULL when none */
+};
+
+struct gp_status {
+	const char *root;
+	bool run_in_progress; /* another run holds the lock */
+	bool recorded; /* the journal records an install */
+	const cJSON *profile; /* the journal's profile record, NULL when none */
+	const cJSON *reboot; /* the journal's pending reboot, NULL when none */
+	const char *reboot_reason;
+	int files_written;
+	const struct gp_status_stage *stages; /* in run order */
+	size_t n_stages;
+};
+
+/* Prints the status on out->out in out->format. */
+void gp_status_render(const struct gp_status *s, const struct gp_out *out);
+void gp_status_render_text(const struct gp_status *s, FILE *f);
+cJSON *gp_status_to_json(const struct gp_status *s);

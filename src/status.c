@@ -1,0 +1,91 @@
+/* `gpuprov status` rendered from what the engine read (status.h). */
+#include <string.h>
+
+#include "gpuprov/json.h"
+#include "gpuprov/output.h"
+#include "gpuprov/status.h"
+#include "gpuprov/util.h"
+
+cJSON *gp_status_to_json(const struct gp_status *s)
+{
+	cJSON *doc = cJSON_CreateObject();
+	cJSON_AddBoolToObject(doc, "run_in_progress", s->run_in_progress);
+	cJSON_AddNumberToObject(doc, "gpuprov_status", 1);
+	cJSON_AddStringToObject(doc, "root", s->root);
+	cJSON_AddItemToObject(doc, "profile",
+	                      s->profile ? cJSON_Duplicate(s->profile, 1)
+	                                 : cJSON_CreateNull());
+	cJSON *arr = cJSON_AddArrayToObject(doc, "stages");
+	for (size_t i = 0; i < s->n_stages; i++) {
+		const struct gp_status_stage *st = &s->stages[i];
+		cJSON *e = cJSON_CreateObject();
+		cJSON_AddStringToObject(e, "name", st->name);
+		cJSON_AddBoolToObject(e, "implemented", st->implemented);
+		cJSON_AddStringToObject(e, "state",
+		                        st->state         ? st->state
+		                        : st->implemented ? "never_run"
+		                                          : "not_implemented");
+		if (st->time)
+			cJSON_AddStringToObject(e, "time", st->time);
+		else
+			cJSON_AddNullToObject(e, "time");
+		cJSON_AddItemToArray(arr, e);
+	}
+	cJSON_AddItemToObject(doc, "reboot",
+	                      s->reboot ? cJSON_Duplicate(s->reboot, 1)
+	                                : cJSON_CreateNull());
+	cJSON_AddNumberToObject(doc, "files_written", s->files_written);
+	return doc;
+}
+
+/* A stage's state in words: identifiers read as words (reboot_pending),
+ * applying says whether the run is still at it. */
+static char *state_words(const struct gp_status *s, const struct gp_status_stage *st)
+{
+	if (!st->state)
+		return gp_xstrdup(st->implemented ? "never run" : "not implemented");
+	if (strcmp(st->state, "applying") == 0)
+		return gp_xstrdup(s->run_in_progress ? "applying now"
+		                                     : "interrupted while applying");
+	return gp_str_replace_char(st->state, '_', ' ');
+}
+
+void gp_status_render_text(const struct gp_status *s, FILE *f)
+{
+	if (!s->recorded) {
+		fprintf(f, "gpuprov status: no install recorded under %s\n", s->root);
+		return;
+	}
+	fprintf(f, "gpuprov status: %s\n", s->root);
+	fprintf(f, "profile: %s (sha256 %.12s)\n  from %s\n",
+	        gp_json_string(s->profile, "name", "?"),
+	        gp_json_string(s->profile, "sha256", "?"),
+	        gp_json_string(s->profile, "path", "?"));
+	for (size_t i = 0; i < s->n_stages; i++) {
+		const struct gp_status_stage *st = &s->stages[i];
+		_cleanup_free_ char *state = state_words(s, st);
+		fprintf(f, "  %-8s %-28s %s\n", st->name, state,
+		        st->time ? st->time : "");
+	}
+	const cJSON *ov = cJSON_GetObjectItemCaseSensitive(s->profile, "overrides");
+	for (const cJSON *x = ov ? ov->child : NULL; x; x = x->next)
+		if (cJSON_IsString(x))
+			fprintf(f, "override: compatibility rule %s\n", x->valuestring);
+	fprintf(f, "files written: %d\n", s->files_written);
+	if (s->reboot_reason)
+		fprintf(f, "reboot pending: %s\n", s->reboot_reason);
+	else
+		fputs("reboot pending: no\n", f);
+}
+
+void gp_status_render(const struct gp_status *s, const struct gp_out *out)
+{
+	switch (out->format) {
+	case GP_FORMAT_JSON:
+		gp_print_json(out, gp_status_to_json(s));
+		return;
+	case GP_FORMAT_TEXT:
+		gp_status_render_text(s, out->out);
+		return;
+	}
+}

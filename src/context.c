@@ -1,7 +1,8 @@
-/* The effect door: the only code that changes the target. In dry-run each
- * function records a plan entry and returns; for real it records the same
- * entry, then backs up what it replaces, writes atomically, journals the
- * result and logs it. Stages call these and never test dry_run. */
+/* The effect door: the only code that changes the target. In plan mode each
+ * function records a plan entry and returns; in apply mode it records the
+ * same entry, then backs up what it replaces, writes atomically, journals
+ * the result and logs it; in verify mode it refuses (gp_ctx_door_open).
+ * Stages call these and never look at the mode. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -81,11 +82,21 @@ static struct gp_effect *add_effect(struct gp_ctx *c, enum gp_effect_kind k)
 	return gp_stage_plan_add_effect(c->stage, k);
 }
 
-/* After SIGTERM/SIGINT/SIGHUP no further change starts; what is done is in
- * the journal, so the same command finishes the job later. */
-static int refuse_when_stopping(struct gp_ctx *c)
+int gp_ctx_door_open(struct gp_ctx *c, const char *effect)
 {
-	if (!gp_run_stop_signal || c->dry_run)
+	/* Verify runs no stage's apply, so an effect there is gpuprov's own
+	 * bug; refused before it reads anything, as one outside a stage. */
+	if (c->mode == GP_MODE_VERIFY || !c->stage)
+		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
+		               "internal error: %s called %s; nothing was changed; "
+		               "this is a bug in gpuprov, please report it",
+		               effect,
+		               c->mode == GP_MODE_VERIFY
+		                   ? "in verify mode, which changes nothing"
+		                   : "outside a stage");
+	/* After SIGTERM/SIGINT/SIGHUP no further change starts; what is done
+	 * is in the journal, so the same command finishes the job later. */
+	if (!gp_run_stop_signal || c->mode == GP_MODE_PLAN)
 		return 0;
 	const char *d = sigdescr_np(gp_run_stop_signal);
 	return gp_fail(
@@ -229,7 +240,7 @@ static int current_file(struct gp_ctx *c, const char *path, mode_t mode, char **
 int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t len,
                     mode_t mode)
 {
-	if (refuse_when_stopping(c) < 0)
+	if (gp_ctx_door_open(c, "gp_effect_write") < 0)
 		return -1;
 	_cleanup_free_ char *old = NULL;
 	size_t old_len;
@@ -247,7 +258,7 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 	e->new_data = gp_xmemdup0(data, len);
 	e->new_len = len;
 	e->mode = mode;
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 
 	/* The intent first: killed after the rename, the next run finds the
@@ -289,7 +300,7 @@ static int remove_symlink(struct gp_ctx *c, const char *path)
 	e->path = gp_xstrdup(path);
 	e->target = gp_xstrdup(target);
 	e->old_exists = true;
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	rc = gp_root_unlink(&c->root, path);
 	if (rc < 0)
@@ -302,7 +313,7 @@ static int remove_symlink(struct gp_ctx *c, const char *path)
 
 int gp_effect_remove(struct gp_ctx *c, const char *path)
 {
-	if (refuse_when_stopping(c) < 0)
+	if (gp_ctx_door_open(c, "gp_effect_remove") < 0)
 		return -1;
 	bool exists;
 	const char *planned;
@@ -324,7 +335,7 @@ int gp_effect_remove(struct gp_ctx *c, const char *path)
 	e->old_exists = true;
 	e->old_data = gp_xmemdup0(old, old_len);
 	e->old_len = old_len;
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	_cleanup_free_ char *backup_path = NULL;
 	if (backup(c, path, old, old_len, &backup_path) < 0)
@@ -340,7 +351,7 @@ int gp_effect_remove(struct gp_ctx *c, const char *path)
 
 int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 {
-	if (refuse_when_stopping(c) < 0)
+	if (gp_ctx_door_open(c, "gp_effect_symlink") < 0)
 		return -1;
 	_cleanup_free_ char *current = NULL;
 	if (gp_root_readlink(&c->root, path, &current) == 0 &&
@@ -358,7 +369,7 @@ int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 	e->path = gp_xstrdup(path);
 	e->target = gp_xstrdup(target);
 	e->old_exists = replaces_file;
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	_cleanup_free_ char *backup_path = NULL;
 	if (replaces_file && backup(c, path, old, old_len, &backup_path) < 0)
@@ -382,7 +393,7 @@ int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 
 int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode)
 {
-	if (refuse_when_stopping(c) < 0)
+	if (gp_ctx_door_open(c, "gp_effect_mkdir") < 0)
 		return -1;
 	struct stat st;
 	if (gp_root_stat(&c->root, path, &st) == 0 && S_ISDIR(st.st_mode))
@@ -390,7 +401,7 @@ int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode)
 	struct gp_effect *e = add_effect(c, GP_EFFECT_MKDIR);
 	e->path = gp_xstrdup(path);
 	e->mode = mode;
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	int rc = gp_root_mkdir_p(&c->root, path, mode);
 	if (rc < 0)
@@ -458,7 +469,7 @@ static int run_announced(struct gp_ctx *c, char *const argv[], struct gp_run_res
 
 void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, bool done)
 {
-	if (c->dry_run || !c->out)
+	if (c->mode != GP_MODE_APPLY || !c->out)
 		return;
 	gp_progress_stage(gp_progress_of(c->out), sp->name,
 	                  done ? gp_stage_state_id(sp->state) : NULL,
@@ -477,11 +488,11 @@ int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
                          struct gp_run_result *failed)
 {
 	*failed = (struct gp_run_result){ 0 };
-	if (refuse_when_stopping(c) < 0)
+	if (gp_ctx_door_open(c, "gp_effect_run") < 0)
 		return -1;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_RUN);
 	e->argv = gp_strv_copy(argv);
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	struct gp_run_result res = { 0 };
 	int rc = run_announced(c, argv, &res);
@@ -503,13 +514,15 @@ int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
 	return 0;
 }
 
-void gp_effect_reboot(struct gp_ctx *c, const char *reason)
+int gp_effect_reboot(struct gp_ctx *c, const char *reason)
 {
+	if (gp_ctx_door_open(c, "gp_effect_reboot") < 0)
+		return -1;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REBOOT);
 	e->reason = gp_xstrdup(reason);
 	c->reboot_requested = true;
-	if (c->dry_run)
-		return;
+	if (c->mode == GP_MODE_PLAN)
+		return 0;
 	gp_log(c, "reboot required: %s", reason);
 	/* Saved at once, not only when the run ends: a run killed after this
 	 * still shows the pending reboot. The engine writes the full record
@@ -525,6 +538,7 @@ void gp_effect_reboot(struct gp_ctx *c, const char *reason)
 	gp_journal_set_reboot(&c->journal, all ? all : why, now);
 	if (gp_journal_save(&c->root, &c->journal) < 0)
 		gp_log(c, "cannot write the journal %s", GP_STATE_FILE);
+	return 0;
 }
 
 int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
@@ -566,7 +580,7 @@ static int get_fetcher(struct gp_ctx *c)
 static struct gp_effect *plan_download(struct gp_ctx *c,
                                        const struct gp_fetch_artifact *a)
 {
-	if (refuse_when_stopping(c) < 0 || get_fetcher(c) < 0)
+	if (get_fetcher(c) < 0)
 		return NULL;
 	if (!a->sha256) {
 		gp_fail(c->err, GP_EXIT_APPLY_FAILED,
@@ -632,10 +646,12 @@ int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
                        char **cache_path)
 {
 	*cache_path = NULL;
+	if (gp_ctx_door_open(c, "gp_effect_download") < 0)
+		return -1;
 	struct gp_effect *e = plan_download(c, a);
 	if (!e)
 		return -1;
-	if (c->dry_run) {
+	if (c->mode == GP_MODE_PLAN) {
 		*cache_path = gp_xstrdup(e->path);
 		return 0;
 	}
@@ -763,10 +779,10 @@ static int extract_cached(struct gp_ctx *c, const char *archive_path, const char
 int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
                       const char *dest, unsigned flags)
 {
-	if (refuse_when_stopping(c) < 0)
+	if (gp_ctx_door_open(c, "gp_effect_extract") < 0)
 		return -1;
 	plan_extract(c, archive_path, sha256, dest);
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	return extract_cached(c, archive_path, sha256, dest, flags);
 }
@@ -831,12 +847,14 @@ static int stream_extract(struct gp_ctx *c, struct gp_prefetch *pf,
 int gp_effect_download_extract(struct gp_ctx *c, const struct gp_fetch_artifact *a,
                                const char *dest, unsigned flags)
 {
+	if (gp_ctx_door_open(c, "gp_effect_download_extract") < 0)
+		return -1;
 	struct gp_effect *dl = plan_download(c, a);
 	if (!dl)
 		return -1;
 	bool cached = dl->cached;
 	plan_extract(c, dl->path, a->sha256, dest);
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	/* plan_extract may have moved the plan's effects array. */
 	dl = &c->stage->effects[c->stage->n_effects - 2];
@@ -886,7 +904,7 @@ static void find_unrecorded(struct gp_ctx *c, const char *path, const struct sta
 
 int gp_effect_remove_tree(struct gp_ctx *c, const char *path)
 {
-	if (refuse_when_stopping(c) < 0)
+	if (gp_ctx_door_open(c, "gp_effect_remove_tree") < 0)
 		return -1;
 	if (path[0] != '/' || !path[1] || strstr(path, "/../") ||
 	    gp_str_ends_with(path, "/.."))
@@ -922,7 +940,7 @@ int gp_effect_remove_tree(struct gp_ctx *c, const char *path)
 	e->path = gp_xstrdup(path);
 	e->replaces = gp_xcalloc(1, sizeof(char *));
 	walk(c, path, collect_path, &e->replaces);
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	rc = gp_root_remove_tree(&c->root, path);
 	if (rc < 0)
@@ -946,7 +964,7 @@ int gp_ctx_rewrite_url(struct gp_ctx *c, const char *url, char **out)
 
 void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a)
 {
-	if (c->dry_run)
+	if (c->mode != GP_MODE_APPLY)
 		return;
 	gp_prefetch_list_add(&c->prefetch, a);
 }
@@ -954,7 +972,7 @@ void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a)
 size_t gp_ctx_prefetch_start(struct gp_ctx *c)
 {
 	size_t n = gp_prefetch_count(c->prefetch);
-	if (!n || c->dry_run || c->fetch_opts.offline)
+	if (!n || c->mode != GP_MODE_APPLY || c->fetch_opts.offline)
 		return 0;
 	/* The main fetcher first: it sets up the progress renderer, which the
 	 * thread then shares (gp_progress_callback serialises on the stream). */
@@ -1143,11 +1161,13 @@ int gp_effect_write_download(struct gp_ctx *c, const char *path, const void *dat
                              size_t len, mode_t mode, const char *source,
                              const char *sha256)
 {
+	if (gp_ctx_door_open(c, "gp_effect_write_download") < 0)
+		return -1;
 	size_t before = c->stage->n_effects;
 	int rc;
 	if (data)
 		rc = gp_effect_write(c, path, data, len, mode);
-	else if (c->dry_run)
+	else if (c->mode == GP_MODE_PLAN)
 		rc = plan_write_unseen(c, path, mode, sha256);
 	else
 		rc = gp_fail(c->err, GP_EXIT_APPLY_FAILED,
@@ -1164,6 +1184,8 @@ int gp_effect_write_download(struct gp_ctx *c, const char *path, const void *dat
 int gp_effect_write_over(struct gp_ctx *c, const char *path, const void *data, size_t len,
                          mode_t mode, const char *maker)
 {
+	if (gp_ctx_door_open(c, "gp_effect_write_over") < 0)
+		return -1;
 	size_t before = c->stage->n_effects;
 	int rc = gp_effect_write(c, path, data, len, mode);
 	if (c->stage->n_effects > before)

@@ -1,7 +1,8 @@
 /* The run context shared by the engine and the stages, and the effect door:
- * the only functions that change the target. In dry-run they record plan
- * entries and touch nothing; for real they back up, write atomically,
- * journal and log. Stages never look at the dry-run flag. */
+ * the only functions that change the target. In plan mode they record plan
+ * entries and touch nothing; in apply mode they back up, write atomically,
+ * journal and log; in verify mode they refuse (an internal error). Stages
+ * never look at the mode. */
 #pragma once
 
 #include <stdbool.h>
@@ -15,15 +16,23 @@
 #include "gpuprov/profile.h"
 #include "gpuprov/root.h"
 
+/* What the engine is doing with the stages; only the effect door, the
+ * package layer and the engine look at it. */
+enum gp_mode {
+	GP_MODE_PLAN, /* effects are recorded in the plan, nothing is changed */
+	GP_MODE_APPLY, /* effects are recorded and made */
+	GP_MODE_VERIFY, /* read-only: every effect is refused, nothing is recorded */
+};
+
 struct gp_ctx {
 	struct gp_root root;
 	struct gp_out *out;
-	bool dry_run;
+	enum gp_mode mode;
 	const struct gp_profile *profile;
 	struct gp_journal journal;
 	struct gp_plan *plan;
 	struct gp_stage_plan *stage; /* the stage whose effects are being made */
-	int log_fd; /* run log, -1 when none (dry-run) */
+	int log_fd; /* run log, -1 when none (plan, verify) */
 	int cmd_timeout_ms;
 	bool reboot_requested; /* by a stage in this run */
 	struct gp_err *err; /* where effects report failures */
@@ -71,7 +80,15 @@ void gp_log(struct gp_ctx *c, const char *fmt, ...) __attribute__((format(printf
 
 /* --- the effect door ---------------------------------------------------- */
 /* Each returns 0, or -1 with c->err set (exit code 1). A write whose
- * content is already there is not an effect. */
+ * content is already there is not an effect. Each first asks
+ * gp_ctx_door_open, so in verify mode it refuses before looking at
+ * anything. */
+/* 0 when an effect may be planned (plan mode) or made (apply mode) now;
+ * -1 with c->err set when not: in verify mode or outside a stage (internal
+ * errors: a bug in gpuprov, reported as such), or once a stop signal arrived
+ * (apply mode). effect names the caller ("gp_effect_write") for the
+ * message. Also the first step of the package layer's effects. */
+int gp_ctx_door_open(struct gp_ctx *c, const char *effect);
 int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t len,
                     mode_t mode);
 /* gp_effect_write of a file that a command of this run (maker: "the
@@ -146,13 +163,18 @@ int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
  * progress.h); nothing in dry-run. */
 void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, bool done);
 /* Records that a reboot is needed for the stage's changes to take effect
- * (for real: in the journal at once). */
-void gp_effect_reboot(struct gp_ctx *c, const char *reason);
+ * (for real: in the journal at once). 0, or -1 with c->err set when the
+ * door is closed (gp_ctx_door_open). */
+int gp_effect_reboot(struct gp_ctx *c, const char *reason);
 /* Before the real pass, under the lock: settles what a killed run left
  * (writes it announced but did not record, its temp files) in the
  * directories c->journal and c->plan name. 0, or -1 with c->err set. */
 int gp_ctx_recover(struct gp_ctx *c);
 
-/* Read-only command (a probe, verify): runs in dry-run too. Returns what gp_run returns. */
+/* Read-only command (a probe, verify): runs in every mode, in a private
+ * mount namespace where the root is mounted read-only (gp_run_opts's
+ * read_only), so a command that tries to write fails with EROFS. When the
+ * namespace cannot be made it warns once and runs the command without it.
+ * Returns what gp_run returns. */
 struct gp_run_result;
 int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res);

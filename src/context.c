@@ -427,11 +427,13 @@ static char *output_tail(const char *out, int lines)
 	return gp_xstrndup(out + start, n - start);
 }
 
-static int run_logged(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
+static int run_logged(struct gp_ctx *c, char *const argv[], bool read_only,
+                      struct gp_run_result *res)
 {
 	const struct gp_run_opts opts = {
 		.root = c->root.dir,
 		.timeout_ms = c->cmd_timeout_ms,
+		.read_only = read_only,
 	};
 	_cleanup_free_ char *cmd = gp_strv_join(argv, " ");
 	gp_log(c, "run %s", cmd);
@@ -452,7 +454,7 @@ static int run_announced(struct gp_ctx *c, char *const argv[], struct gp_run_res
 {
 	struct gp_progress *p = c->out ? gp_progress_of(c->out) : NULL;
 	if (!p || p->mode == GP_PROGRESS_OFF)
-		return run_logged(c, argv, res);
+		return run_logged(c, argv, false, res);
 	/* The program as it runs: "/usr/sbin/update-initramfs -u". */
 	_cleanup_strv_ char **shown = gp_strv_copy(argv);
 	char *path = NULL;
@@ -462,7 +464,7 @@ static int run_announced(struct gp_ctx *c, char *const argv[], struct gp_run_res
 	}
 	_cleanup_free_ char *what = gp_argv_display(shown);
 	gp_progress_command_begin(p, c->stage ? c->stage->name : NULL, what);
-	int rc = run_logged(c, argv, res);
+	int rc = run_logged(c, argv, false, res);
 	gp_progress_command_end(p, rc < 0 ? -1 : res->exit_code);
 	return rc;
 }
@@ -543,7 +545,21 @@ int gp_effect_reboot(struct gp_ctx *c, const char *reason)
 
 int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
 {
-	return run_logged(c, argv, res);
+	if (c->read_only_refused)
+		return run_logged(c, argv, false, res);
+	int rc = run_logged(c, argv, true, res);
+	if (rc == 0 || !res->read_only_refused)
+		return rc;
+	/* Refusing would fail every probe where namespaces are not allowed (a
+	 * container), which ran before the namespace existed; so say it once
+	 * and run without it. */
+	c->read_only_refused = true;
+	if (c->out)
+		gp_warn(c->out,
+		        "cannot mount %s read-only in a private mount namespace (%s); "
+		        "read-only commands run on the writable root",
+		        c->root.dir, strerror(-rc));
+	return run_logged(c, argv, false, res);
 }
 
 /* --- downloads and archives -------------------------------------------- */

@@ -35,6 +35,9 @@ struct gp_ctx {
 	int log_fd; /* run log, -1 when none (plan, verify) */
 	int cmd_timeout_ms;
 	bool reboot_requested; /* by a stage in this run */
+	/* The read-only mount namespace could not be made (gp_ctx_run_readonly
+	 * warned once): read-only commands run without it. */
+	bool read_only_refused;
 	struct gp_err *err; /* where effects report failures */
 	/* Download settings (--cache-dir, --ca-file, --mirror, --offline); the
 	 * fetcher is made from them on the first download or cache lookup and

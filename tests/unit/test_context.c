@@ -416,6 +416,29 @@ static void make_runnable(struct fixture *f, const char *name, const char *scrip
 	assert_int_equal(chmod(path, 0755), 0);
 }
 
+/* Read-only commands run with the root mounted read-only in every mode: a
+ * probe that writes fails with EROFS and the tree keeps its files. */
+static void test_readonly_commands_cannot_write(void **state)
+{
+	struct fixture *f = *state;
+	make_runnable(f, "probe",
+	              "#!/bin/sh\n/bin/busybox touch /etc/probe-wrote\n"
+	              "/bin/busybox rm /etc/existing.conf\necho probed\n");
+	char *const argv[] = { "probe", NULL };
+	const enum gp_mode modes[] = { GP_MODE_PLAN, GP_MODE_APPLY, GP_MODE_VERIFY };
+	for (size_t i = 0; i < ARRAY_SIZE(modes); i++) {
+		f->c.mode = modes[i];
+		struct gp_run_result res;
+		assert_int_equal(gp_ctx_run_readonly(&f->c, argv, &res), 0);
+		assert_non_null(strstr(res.output, "probe-wrote: Read-only file system"));
+		assert_non_null(strstr(res.output, "probed"));
+		gp_run_result_free(&res);
+		assert_false(gp_root_exists(&f->c.root, "/etc/probe-wrote"));
+		assert_true(gp_root_exists(&f->c.root, "/etc/existing.conf"));
+	}
+	assert_false(f->c.read_only_refused);
+}
+
 static void test_real_run_failure_message(void **state)
 {
 	struct fixture *f = *state;
@@ -470,6 +493,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_real_run_failure_message, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_real_run_logs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_readonly_commands_cannot_write,
+		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_over_file_backs_up, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_remove_symlinks, setup, teardown),

@@ -13,6 +13,7 @@
 
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
+#include "gpuprov/facts.h"
 #include "gpuprov/run.h"
 #include "gpuprov/util.h"
 
@@ -313,6 +314,10 @@ int main(int argc, char **argv)
 	int rc = GP_EXIT_OK;
 	const char *first_value[L_OFFLINE - L_ROOT + 1] = { 0 };
 	_cleanup_free_ char *problem = NULL;
+
+	/* Everything gpuprov puts in its environment is put there now, before
+	 * any thread starts: setenv races with getenv in another thread. */
+	gp_modprobe_env_init();
 
 	/* Before getopt permutes argv: the command to repeat after a reboot. */
 	_cleanup_free_ char *args_text = gp_argv_display(argv + 1);

@@ -263,3 +263,14 @@ verify_runs() {
 	# Documented: without the namespace the command could write.
 	[ -e "$R/etc/written-by-a-probe" ] || fail "the read-only command did not run"
 }
+
+@test "plan: libkmod's complaints about bad modprobe.d lines stay off stderr unless KMOD_LOG asks for them" {
+	mkroot "$R" --cuda
+	printf 'frobnicate nouveau\noptions\n' > "$R/etc/modprobe.d/bad.conf"
+	gp --root "$R" plan --profile "$PROFILE" --only nouveau
+	assert_documented_status
+	refute_stderr_has "libkmod"
+	# A KMOD_LOG of the operator's (debugging libkmod) is left alone.
+	run --separate-stderr env KMOD_LOG=3 "$GPUPROV" --root "$R" plan --profile "$PROFILE" --only nouveau
+	assert_stderr_has "libkmod: ERROR"
+}

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "gpuprov/fetch.h"
@@ -60,14 +61,6 @@ struct gp_ctx {
  * this run are made (identical to the root outside dry-run). */
 int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len);
 bool gp_ctx_exists(struct gp_ctx *c, const char *path);
-/* Stops the prefetch thread (what it has not finished stays as .part files)
- * and frees the context's fetcher (see fetch_opts); idempotent. */
-void gp_ctx_close_fetcher(struct gp_ctx *c);
-/* Starts downloading the announced artifacts in the background (the engine
- * calls it after the stages' prefetch hooks, never in dry-run or offline).
- * Returns the number of artifacts it fetches; a failure to start is logged
- * and not an error (each download then happens when its stage needs it). */
-size_t gp_ctx_prefetch_start(struct gp_ctx *c);
 
 /* Is the file at path still the one gpuprov recorded (journal sha256)? For
  * files gp_effect_extract installed the journal also keeps the device,
@@ -80,6 +73,26 @@ bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
 /* Appends a timestamped line to the run log (when there is one) and shows
  * it on stderr with -v. */
 void gp_log(struct gp_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The door's own helpers, shared by its files (context.c, download.c); not
+ * for stages. */
+const char *gp_ctx_stage_name(const struct gp_ctx *c); /* "gpuprov" outside one */
+/* Saves the journal: 0, or -1 with c->err set. */
+int gp_ctx_save_journal(struct gp_ctx *c);
+/* Creates the directory path is in (in the root): 0, or -1 with c->err set. */
+int gp_ctx_make_parent(struct gp_ctx *c, const char *path);
+/* Adds the file's fingerprint (device, inode, size, times) to its journal
+ * record, just written (see gp_ctx_recorded_file_intact). */
+void gp_ctx_record_fingerprint(struct gp_ctx *c, const char *path);
+/* Calls fn for every non-directory entry under dir (in-root path), sorted,
+ * depth first; gp_ctx_collect_path pushes each path onto the string vector
+ * data points to. */
+void gp_ctx_walk(struct gp_ctx *c, const char *dir,
+                 void (*fn)(struct gp_ctx *c, const char *path, const struct stat *st,
+                            void *data),
+                 void *data);
+void gp_ctx_collect_path(struct gp_ctx *c, const char *path, const struct stat *st,
+                         void *data);
 
 /* --- the effect door ---------------------------------------------------- */
 /* Each returns 0, or -1 with c->err set (exit code 1). A write whose
@@ -112,30 +125,6 @@ int gp_effect_write_download(struct gp_ctx *c, const char *path, const void *dat
                              const char *sha256);
 int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path);
 int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode);
-/* Makes an artifact available in the download cache (fetching it, or
- * finding it there) and sets *cache_path (free it) to its in-root path. In
- * dry-run it records the URL, size, sha256 and whether the cache has it
- * already (never the network); *cache_path is where it would be. */
-int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
-                       char **cache_path);
-/* Extracts the tarball at archive_path (in the root) into dest (a directory
- * in the root, replaced as a whole when it exists) after the archive's
- * sha256 matched; flags are GP_ARCHIVE_* (archive.h). Every regular file
- * installed is journaled with its sha256 for the current stage. In dry-run
- * it records the destination and the files under it that would be replaced. */
-int gp_effect_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
-                      const char *dest, unsigned flags);
-/* gp_effect_download and gp_effect_extract in one (the same two plan
- * entries), streaming when the artifact is not cached yet: the archive is
- * extracted while it downloads (download -> sha256 -> decompress ->
- * staging in one pass, memory bounded whatever its size), the staging
- * directory is renamed into place only after the archive's sha256 matched,
- * and the verified download still ends up in the cache. If the stream
- * breaks (the download starts over, or the extraction fails), the complete
- * verified download is extracted instead. A download already done or
- * cached is extracted from the cache file. */
-int gp_effect_download_extract(struct gp_ctx *c, const struct gp_fetch_artifact *a,
-                               const char *dest, unsigned flags);
 /* Removes the directory path (in the root; never "/", no "..") and all
  * under it, following no symlink (path itself must be a directory, not a
  * link to one), and forgets its journal records. Only a tree gpuprov made:
@@ -144,16 +133,6 @@ int gp_effect_download_extract(struct gp_ctx *c, const struct gp_fetch_artifact 
  * is not an effect. In dry-run it records the directory and every entry
  * that would go. */
 int gp_effect_remove_tree(struct gp_ctx *c, const char *path);
-/* url after --mirror rewriting (*out, free it), for URLs that a tool in the
- * root fetches from itself (pip's index, conda's channel alias). Touches
- * nothing. 0, or -1 with c->err set (a bad --ca-file). */
-int gp_ctx_rewrite_url(struct gp_ctx *c, const char *url, char **out);
-/* Announces a download a later step of this run will make (stage prefetch
- * hooks); the artifact is copied. Not an effect: gp_effect_download still
- * makes the artifact available, sooner when it was announced: it waits for
- * the background download of the artifact with the same sha256 and reports
- * its failure, if any, as its own. Ignored once the downloads started. */
-void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a);
 /* Runs a command that changes the target, chrooted when the root is not /. */
 int gp_effect_run(struct gp_ctx *c, char *const argv[]);
 struct gp_run_result;
@@ -181,3 +160,5 @@ int gp_ctx_recover(struct gp_ctx *c);
  * Returns what gp_run returns. */
 struct gp_run_result;
 int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res);
+
+#include "gpuprov/download.h"

@@ -1,7 +1,8 @@
-/* The effect door: the only code that changes the target. In dry-run each
- * function records a plan entry and returns; for real it records the same
- * entry, then backs up what it replaces, writes atomically, journals the
- * result and logs it. Stages call these and never test dry_run. */
+/* The effect door: the only code that changes the target. In plan mode each
+ * function records a plan entry and returns; in apply mode it records the
+ * same entry, then backs up what it replaces, writes atomically, journals
+ * the result and logs it; in verify mode it refuses (gp_ctx_door_open).
+ * Stages call these and never look at the mode. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,11 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpuprov/archive.h"
 #include "gpuprov/context.h"
 #include "gpuprov/json.h"
 #include "gpuprov/kernelinfo.h"
-#include "gpuprov/prefetch.h"
 #include "gpuprov/run.h"
 
 int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len)
@@ -70,7 +69,7 @@ void gp_log(struct gp_ctx *c, const char *fmt, ...)
 	}
 }
 
-static const char *stage_name(const struct gp_ctx *c)
+const char *gp_ctx_stage_name(const struct gp_ctx *c)
 {
 	return c->stage ? c->stage->name : "gpuprov";
 }
@@ -80,7 +79,7 @@ static const char *stage_name(const struct gp_ctx *c)
 static void send_effects(struct gp_ctx *c)
 {
 	const struct gp_stage_plan *sp = c->announced;
-	if (c->dry_run || !sp || sp != c->stage)
+	if (c->mode != GP_MODE_APPLY || !sp || sp != c->stage)
 		return;
 	for (; c->effects_sent < sp->n_effects; c->effects_sent++)
 		gp_event_send(&c->events, &(struct gp_event){
@@ -95,18 +94,28 @@ static struct gp_effect *add_effect(struct gp_ctx *c, enum gp_effect_kind k)
 	return gp_stage_plan_add_effect(c->stage, k);
 }
 
-/* After SIGTERM/SIGINT/SIGHUP no further change starts; what is done is in
- * the journal, so the same command finishes the job later. */
-static int refuse_when_stopping(struct gp_ctx *c)
+int gp_ctx_door_open(struct gp_ctx *c, const char *effect)
 {
-	if (!gp_run_stop_signal || c->dry_run)
+	/* Verify runs no stage's apply, so an effect there is gpuprov's own
+	 * bug; refused before it reads anything, as one outside a stage. */
+	if (c->mode == GP_MODE_VERIFY || !c->stage)
+		return gp_fail(c->err, GP_EFAILED,
+		               "internal error: %s called %s; nothing was changed; "
+		               "this is a bug in gpuprov, please report it",
+		               effect,
+		               c->mode == GP_MODE_VERIFY
+		                   ? "in verify mode, which changes nothing"
+		                   : "outside a stage");
+	/* After SIGTERM/SIGINT/SIGHUP no further change starts; what is done
+	 * is in the journal, so the same command finishes the job later. */
+	if (!gp_run_stop_signal || c->mode == GP_MODE_PLAN)
 		return 0;
 	const char *d = sigdescr_np(gp_run_stop_signal);
 	return gp_fail(
 	    c->err, GP_EFAILED,
 	    "%s: interrupted by signal %d (%s) before the next change; run the "
 	    "same command again to finish",
-	    stage_name(c), (int)gp_run_stop_signal, d ? d : "unknown signal");
+	    gp_ctx_stage_name(c), (int)gp_run_stop_signal, d ? d : "unknown signal");
 }
 
 /* "dev:ino:size:mtime:ctime" (times in ns) of a file: while it is the same,
@@ -122,7 +131,7 @@ static char *fingerprint(const struct stat *st)
 }
 
 /* Adds the file's fingerprint to its journal record (just written). */
-static void record_fingerprint(struct gp_ctx *c, const char *path)
+void gp_ctx_record_fingerprint(struct gp_ctx *c, const char *path)
 {
 	cJSON *rec = gp_journal_file(&c->journal, path);
 	struct stat st;
@@ -179,7 +188,7 @@ static int write_backup(struct gp_ctx *c, const char *path, const char *dest,
 	if (rc < 0)
 		return gp_fail(c->err, GP_EFAILED,
 		               "%s: cannot back up %s to %s: %s; nothing was changed",
-		               stage_name(c), path, dest, strerror(-rc));
+		               gp_ctx_stage_name(c), path, dest, strerror(-rc));
 	gp_log(c, "backed up %s to %s", path, dest);
 	return 0;
 }
@@ -198,24 +207,26 @@ static int backup(struct gp_ctx *c, const char *path, const char *data, size_t l
 	return 0;
 }
 
-static int save_journal(struct gp_ctx *c)
+int gp_ctx_save_journal(struct gp_ctx *c)
 {
 	int rc = gp_journal_save(&c->root, &c->journal);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EFAILED, "cannot write the journal %s: %s",
-		               GP_STATE_FILE, strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED,
+		               "cannot write the journal %s: %s", GP_STATE_FILE,
+		               strerror(-rc));
 	return 0;
 }
 
-static int parent_dir(struct gp_ctx *c, const char *path)
+int gp_ctx_make_parent(struct gp_ctx *c, const char *path)
 {
 	_cleanup_free_ char *dir = gp_xstrndup(path, (size_t)(strrchr(path, '/') - path));
 	if (!*dir)
 		return 0;
 	int rc = gp_root_mkdir_p(&c->root, dir, 0755);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EFAILED, "%s: cannot create directory %s: %s",
-		               stage_name(c), dir, strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED,
+		               "%s: cannot create directory %s: %s", gp_ctx_stage_name(c),
+		               dir, strerror(-rc));
 	return 0;
 }
 
@@ -230,7 +241,7 @@ static int current_file(struct gp_ctx *c, const char *path, mode_t mode, char **
 	int rc = gp_ctx_read(c, path, old, old_len);
 	if (rc < 0 && rc != -ENOENT)
 		return gp_fail(c->err, GP_EFAILED, "%s: cannot read %s: %s",
-		               stage_name(c), path, strerror(-rc));
+		               gp_ctx_stage_name(c), path, strerror(-rc));
 	*exists = rc == 0;
 	struct stat st;
 	*mode_ok = !*exists || gp_root_stat(&c->root, path, &st) < 0 ||
@@ -241,7 +252,7 @@ static int current_file(struct gp_ctx *c, const char *path, mode_t mode, char **
 int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t len,
                     mode_t mode)
 {
-	if (refuse_when_stopping(c) < 0)
+	if (gp_ctx_door_open(c, "gp_effect_write") < 0)
 		return -1;
 	_cleanup_free_ char *old = NULL;
 	size_t old_len;
@@ -259,7 +270,7 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 	e->new_data = gp_xmemdup0(data, len);
 	e->new_len = len;
 	e->mode = mode;
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 
 	/* The intent first: killed after the rename, the next run finds the
@@ -269,22 +280,22 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 	gp_sha256_hex(data, len, sha);
 	_cleanup_free_ char *backup_path = exists ? backup_dest(c, path, old, old_len)
 	                                          : NULL;
-	gp_journal_set_intent(&c->journal, path, sha, stage_name(c), backup_path);
-	if (save_journal(c) < 0)
+	gp_journal_set_intent(&c->journal, path, sha, gp_ctx_stage_name(c), backup_path);
+	if (gp_ctx_save_journal(c) < 0)
 		return -1;
 	if (backup_path && write_backup(c, path, backup_path, old, old_len) < 0)
 		return -1;
-	if (parent_dir(c, path) < 0)
+	if (gp_ctx_make_parent(c, path) < 0)
 		return -1;
 	int rc = gp_root_write_atomic(&c->root, path, data, len, mode, 0, 0);
 	if (rc < 0)
 		return gp_fail(c->err, GP_EFAILED, "%s: cannot write %s: %s",
-		               stage_name(c), path, strerror(-rc));
-	gp_journal_record_file(&c->journal, path, sha, stage_name(c), backup_path);
+		               gp_ctx_stage_name(c), path, strerror(-rc));
+	gp_journal_record_file(&c->journal, path, sha, gp_ctx_stage_name(c), backup_path);
 	gp_journal_clear_intent(&c->journal, path);
 	gp_log(c, "wrote %s (%zu bytes, mode %04o, sha256 %s)", path, len,
 	       (unsigned)mode & 07777, sha);
-	return save_journal(c);
+	return gp_ctx_save_journal(c);
 }
 
 /* A symlink is removed as a link: its target is recorded, nothing behind
@@ -294,26 +305,27 @@ static int remove_symlink(struct gp_ctx *c, const char *path)
 	_cleanup_free_ char *target = NULL;
 	int rc = gp_root_readlink(&c->root, path, &target);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EFAILED, "%s: cannot read link %s: %s",
-		               stage_name(c), path, strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED,
+		               "%s: cannot read link %s: %s", gp_ctx_stage_name(c), path,
+		               strerror(-rc));
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REMOVE);
 	e->path = gp_xstrdup(path);
 	e->target = gp_xstrdup(target);
 	e->old_exists = true;
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	rc = gp_root_unlink(&c->root, path);
 	if (rc < 0)
 		return gp_fail(c->err, GP_EFAILED, "%s: cannot remove %s: %s",
-		               stage_name(c), path, strerror(-rc));
-	gp_journal_record_file(&c->journal, path, NULL, stage_name(c), NULL);
+		               gp_ctx_stage_name(c), path, strerror(-rc));
+	gp_journal_record_file(&c->journal, path, NULL, gp_ctx_stage_name(c), NULL);
 	gp_log(c, "removed link %s -> %s", path, target);
-	return save_journal(c);
+	return gp_ctx_save_journal(c);
 }
 
 int gp_effect_remove(struct gp_ctx *c, const char *path)
 {
-	if (refuse_when_stopping(c) < 0)
+	if (gp_ctx_door_open(c, "gp_effect_remove") < 0)
 		return -1;
 	bool exists;
 	const char *planned;
@@ -329,13 +341,13 @@ int gp_effect_remove(struct gp_ctx *c, const char *path)
 		return 0;
 	if (rc < 0)
 		return gp_fail(c->err, GP_EFAILED, "%s: cannot read %s: %s",
-		               stage_name(c), path, strerror(-rc));
+		               gp_ctx_stage_name(c), path, strerror(-rc));
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REMOVE);
 	e->path = gp_xstrdup(path);
 	e->old_exists = true;
 	e->old_data = gp_xmemdup0(old, old_len);
 	e->old_len = old_len;
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	_cleanup_free_ char *backup_path = NULL;
 	if (backup(c, path, old, old_len, &backup_path) < 0)
@@ -343,15 +355,16 @@ int gp_effect_remove(struct gp_ctx *c, const char *path)
 	rc = gp_root_unlink(&c->root, path);
 	if (rc < 0)
 		return gp_fail(c->err, GP_EFAILED, "%s: cannot remove %s: %s",
-		               stage_name(c), path, strerror(-rc));
-	gp_journal_record_file(&c->journal, path, NULL, stage_name(c), backup_path);
+		               gp_ctx_stage_name(c), path, strerror(-rc));
+	gp_journal_record_file(&c->journal, path, NULL, gp_ctx_stage_name(c),
+	                       backup_path);
 	gp_log(c, "removed %s", path);
-	return save_journal(c);
+	return gp_ctx_save_journal(c);
 }
 
 int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 {
-	if (refuse_when_stopping(c) < 0)
+	if (gp_ctx_door_open(c, "gp_effect_symlink") < 0)
 		return -1;
 	_cleanup_free_ char *current = NULL;
 	if (gp_root_readlink(&c->root, path, &current) == 0 &&
@@ -369,30 +382,31 @@ int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 	e->path = gp_xstrdup(path);
 	e->target = gp_xstrdup(target);
 	e->old_exists = replaces_file;
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	_cleanup_free_ char *backup_path = NULL;
 	if (replaces_file && backup(c, path, old, old_len, &backup_path) < 0)
 		return -1;
 	if (backup_path) {
-		gp_journal_record_file(&c->journal, path, NULL, stage_name(c),
+		gp_journal_record_file(&c->journal, path, NULL, gp_ctx_stage_name(c),
 		                       backup_path);
-		if (save_journal(c) < 0)
+		if (gp_ctx_save_journal(c) < 0)
 			return -1;
 	}
-	if (parent_dir(c, path) < 0)
+	if (gp_ctx_make_parent(c, path) < 0)
 		return -1;
 	int rc = gp_root_symlink(&c->root, target, path);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EFAILED, "%s: cannot link %s -> %s: %s",
-		               stage_name(c), path, target, strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED,
+		               "%s: cannot link %s -> %s: %s", gp_ctx_stage_name(c), path,
+		               target, strerror(-rc));
 	gp_log(c, "symlink %s -> %s", path, target);
 	return 0;
 }
 
 int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode)
 {
-	if (refuse_when_stopping(c) < 0)
+	if (gp_ctx_door_open(c, "gp_effect_mkdir") < 0)
 		return -1;
 	struct stat st;
 	if (gp_root_stat(&c->root, path, &st) == 0 && S_ISDIR(st.st_mode))
@@ -400,12 +414,12 @@ int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode)
 	struct gp_effect *e = add_effect(c, GP_EFFECT_MKDIR);
 	e->path = gp_xstrdup(path);
 	e->mode = mode;
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	int rc = gp_root_mkdir_p(&c->root, path, mode);
 	if (rc < 0)
 		return gp_fail(c->err, GP_EFAILED, "%s: cannot create %s: %s",
-		               stage_name(c), path, strerror(-rc));
+		               gp_ctx_stage_name(c), path, strerror(-rc));
 	gp_log(c, "mkdir %s", path);
 	return 0;
 }
@@ -426,11 +440,13 @@ static char *output_tail(const char *out, int lines)
 	return gp_xstrndup(out + start, n - start);
 }
 
-static int run_logged(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
+static int run_logged(struct gp_ctx *c, char *const argv[], bool read_only,
+                      struct gp_run_result *res)
 {
 	const struct gp_run_opts opts = {
 		.root = c->root.dir,
 		.timeout_ms = c->cmd_timeout_ms,
+		.read_only = read_only,
 	};
 	_cleanup_free_ char *cmd = gp_strv_join(argv, " ");
 	gp_log(c, "run %s", cmd);
@@ -450,7 +466,7 @@ static int run_logged(struct gp_ctx *c, char *const argv[], struct gp_run_result
 static int run_announced(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
 {
 	if (!c->events.fn)
-		return run_logged(c, argv, res);
+		return run_logged(c, argv, false, res);
 	/* The program as it runs: "/usr/sbin/update-initramfs -u". */
 	_cleanup_strv_ char **shown = gp_strv_copy(argv);
 	char *path = NULL;
@@ -463,7 +479,7 @@ static int run_announced(struct gp_ctx *c, char *const argv[], struct gp_run_res
 	gp_event_send(&c->events, &(struct gp_event){ .kind = GP_EVENT_COMMAND_START,
 	                                              .stage = stage,
 	                                              .command = what });
-	int rc = run_logged(c, argv, res);
+	int rc = run_logged(c, argv, false, res);
 	gp_event_send(&c->events,
 	              &(struct gp_event){ .kind = GP_EVENT_COMMAND_DONE,
 	                                  .stage = stage,
@@ -474,7 +490,7 @@ static int run_announced(struct gp_ctx *c, char *const argv[], struct gp_run_res
 
 void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, bool done)
 {
-	if (c->dry_run)
+	if (c->mode != GP_MODE_APPLY)
 		return;
 	if (!done) {
 		c->announced = sp;
@@ -506,23 +522,25 @@ int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
                          struct gp_run_result *failed)
 {
 	*failed = (struct gp_run_result){ 0 };
-	if (refuse_when_stopping(c) < 0)
+	if (gp_ctx_door_open(c, "gp_effect_run") < 0)
 		return -1;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_RUN);
 	e->argv = gp_strv_copy(argv);
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	struct gp_run_result res = { 0 };
 	int rc = run_announced(c, argv, &res);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EFAILED, "%s: cannot run %s in %s: %s",
-		               stage_name(c), argv[0], c->root.dir, strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED,
+		               "%s: cannot run %s in %s: %s", gp_ctx_stage_name(c),
+		               argv[0], c->root.dir, strerror(-rc));
 	if (!gp_run_succeeded(&res)) {
 		_cleanup_free_ char *cmd = gp_strv_join(argv, " ");
 		_cleanup_free_ char *how = gp_run_describe(&res, c->cmd_timeout_ms);
 		_cleanup_free_ char *tail = output_tail(res.output ? res.output : "", 3);
-		gp_fail(c->err, GP_EFAILED, "%s: '%s' %s%s%s; full output in %s",
-		        stage_name(c), cmd, how, *tail ? ": " : "", tail, GP_LOG_FILE);
+		gp_fail(c->err, GP_EFAILED,
+		        "%s: '%s' %s%s%s; full output in %s", gp_ctx_stage_name(c), cmd,
+		        how, *tail ? ": " : "", tail, GP_LOG_FILE);
 		*failed = res;
 		return -1;
 	}
@@ -530,18 +548,20 @@ int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
 	return 0;
 }
 
-void gp_effect_reboot(struct gp_ctx *c, const char *reason)
+int gp_effect_reboot(struct gp_ctx *c, const char *reason)
 {
+	if (gp_ctx_door_open(c, "gp_effect_reboot") < 0)
+		return -1;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REBOOT);
 	e->reason = gp_xstrdup(reason);
 	c->reboot_requested = true;
-	if (c->dry_run)
-		return;
+	if (c->mode == GP_MODE_PLAN)
+		return 0;
 	gp_log(c, "reboot required: %s", reason);
 	/* Saved at once, not only when the run ends: a run killed after this
 	 * still shows the pending reboot. The engine writes the full record
 	 * (every stage's reason) at the end. */
-	_cleanup_free_ char *why = gp_xasprintf("%s: %s", stage_name(c), reason);
+	_cleanup_free_ char *why = gp_xasprintf("%s: %s", gp_ctx_stage_name(c), reason);
 	_cleanup_free_ char *now = gp_boot_id(&c->root);
 	const char *pending = gp_journal_reboot_reason(&c->journal);
 	_cleanup_free_ char *all =
@@ -552,124 +572,31 @@ void gp_effect_reboot(struct gp_ctx *c, const char *reason)
 	gp_journal_set_reboot(&c->journal, all ? all : why, now);
 	if (gp_journal_save(&c->root, &c->journal) < 0)
 		gp_log(c, "cannot write the journal %s", GP_STATE_FILE);
+	return 0;
 }
 
 int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
 {
-	return run_logged(c, argv, res);
-}
-
-/* --- downloads and archives -------------------------------------------- */
-
-void gp_ctx_close_fetcher(struct gp_ctx *c)
-{
-	gp_prefetch_free(c->prefetch);
-	c->prefetch = NULL;
-	gp_fetcher_free(c->fetcher);
-	c->fetcher = NULL;
-}
-
-static bool allow_http(const struct gp_ctx *c)
-{
-	return c->profile && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
-	                         c->profile->doc, "allow_insecure_http"));
-}
-
-static int get_fetcher(struct gp_ctx *c)
-{
-	if (c->fetcher)
-		return 0;
-	struct gp_fetch_opts o = c->fetch_opts;
-	o.allow_http = allow_http(c);
-	if (gp_fetcher_new(&c->root, &o, &c->fetcher, c->err) < 0)
-		return -1;
-	return 0;
-}
-
-/* The DOWNLOAD plan entry, after the checks every run makes (a sha256,
- * offline and not cached); NULL with c->err set when they fail. */
-static struct gp_effect *plan_download(struct gp_ctx *c,
-                                       const struct gp_fetch_artifact *a)
-{
-	if (refuse_when_stopping(c) < 0 || get_fetcher(c) < 0)
-		return NULL;
-	if (!a->sha256) {
-		gp_fail(c->err, GP_EFAILED,
-		        "%s: %s has no sha256; gpuprov downloads nothing it cannot "
-		        "verify",
-		        stage_name(c), a->name ? a->name : a->url);
-		return NULL;
-	}
-	struct gp_effect *e = add_effect(c, GP_EFFECT_DOWNLOAD);
-	e->url = gp_fetch_rewrite_url(c->fetcher, a->url);
-	e->sha256 = gp_xstrdup(a->sha256);
-	e->size = a->size;
-	e->path = gp_fetch_cache_path(c->fetcher, a->sha256);
-	e->cached = gp_fetch_is_cached(c->fetcher, a);
-	/* Offline and missing: fail in the plan pass already, before any change. */
-	if (c->fetch_opts.offline && !e->cached && strncmp(e->url, "file://", 7) != 0) {
-		gp_fail(c->err, GP_EFAILED,
-		        "%s: offline, and %s (%s, sha256 %s) is not in the cache %s",
-		        stage_name(c), a->name ? a->name : a->url, e->url, a->sha256,
-		        c->fetch_opts.cache_dir ? c->fetch_opts.cache_dir
-		                                : GP_FETCH_DEFAULT_CACHE);
-		return NULL;
-	}
-	return e;
-}
-
-/* A download's failure, as the stage's error. */
-static int download_failed(struct gp_ctx *c, struct gp_fetch_result *res)
-{
-	gp_log(c, "download failed: %s", res->msg);
-	gp_fail(c->err, c->err->code ? c->err->code : GP_EFAILED, "%s: %s", stage_name(c),
-	        res->msg);
-	gp_fetch_result_clear(res);
-	return -1;
-}
-
-/* The real download of the planned e: from the background download when
- * there is one, else in this thread. */
-static int download_real(struct gp_ctx *c, const struct gp_effect *e,
-                         const struct gp_fetch_artifact *a, char **cache_path)
-{
-	struct gp_fetch_result res = { 0 };
-	if (gp_prefetch_wait(c->prefetch, a->sha256, &res)) {
-		gp_log(c, "download %s (sha256 %s): fetched in the background", e->url,
-		       a->sha256);
-		c->err->code = 0; /* a failure is this one's */
-	} else {
-		gp_log(c, "download %s (sha256 %s)%s", e->url, a->sha256,
-		       e->cached ? ": in the cache" : "");
-		gp_fetch_one(c->fetcher, a, &res, c->err);
-	}
-	if (res.status < 0)
-		return download_failed(c, &res);
-	gp_log(c, "%s %s: %llu bytes, sha256 %s",
-	       res.from_cache ? "cached" : "downloaded", res.path,
-	       (unsigned long long)res.size, res.sha256);
-	*cache_path = TAKE_PTR(res.path);
-	gp_fetch_result_clear(&res);
-	return 0;
-}
-
-int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
-                       char **cache_path)
-{
-	*cache_path = NULL;
-	struct gp_effect *e = plan_download(c, a);
-	if (!e)
-		return -1;
-	if (c->dry_run) {
-		*cache_path = gp_xstrdup(e->path);
-		return 0;
-	}
-	return download_real(c, e, a, cache_path);
+	if (c->read_only_refused)
+		return run_logged(c, argv, false, res);
+	int rc = run_logged(c, argv, true, res);
+	if (rc == 0 || !res->read_only_refused)
+		return rc;
+	/* Refusing would fail every probe where namespaces are not allowed (a
+	 * container), which ran before the namespace existed; so say it once
+	 * and run without it. */
+	c->read_only_refused = true;
+	if (c->out)
+		gp_warn(c->out,
+		        "cannot mount %s read-only in a private mount namespace (%s); "
+		        "read-only commands run on the writable root",
+		        c->root.dir, strerror(-rc));
+	return run_logged(c, argv, false, res);
 }
 
 /* Calls fn for every non-directory entry under dir (in-root path), sorted,
  * depth first. */
-static void walk(struct gp_ctx *c, const char *dir,
+void gp_ctx_walk(struct gp_ctx *c, const char *dir,
                  void (*fn)(struct gp_ctx *c, const char *path, const struct stat *st,
                             void *data),
                  void *data)
@@ -683,197 +610,16 @@ static void walk(struct gp_ctx *c, const char *dir,
 		if (gp_root_lstat(&c->root, p, &st) < 0)
 			continue;
 		if (S_ISDIR(st.st_mode))
-			walk(c, p, fn, data);
+			gp_ctx_walk(c, p, fn, data);
 		else
 			fn(c, p, &st, data);
 	}
 }
 
-static void collect_path(struct gp_ctx *c, const char *path, const struct stat *st,
+void gp_ctx_collect_path(struct gp_ctx *c, const char *path, const struct stat *st,
                          void *data)
 {
 	gp_strv_push((char ***)data, path);
-}
-
-/* The sha256s the archive layer computed while writing, by path relative
- * to the destination (a later entry for the same path wins). */
-struct written {
-	cJSON *by_rel;
-	size_t dest_len;
-};
-
-static void on_file_written(void *data, const char *rel, const char *sha256)
-{
-	struct written *w = data;
-	cJSON_DeleteItemFromObjectCaseSensitive(w->by_rel, rel);
-	cJSON_AddItemToObject(w->by_rel, rel,
-	                      sha256 ? cJSON_CreateString(sha256) : cJSON_CreateNull());
-}
-
-/* Journals a regular file under an extracted tree, with the sha256 taken
- * while it was written when there is one, else read now. */
-static void journal_file(struct gp_ctx *c, const char *path, const struct stat *st,
-                         void *data)
-{
-	const struct written *w = data;
-	if (!S_ISREG(st->st_mode))
-		return;
-	const char *known = gp_json_string(w->by_rel, path + w->dest_len + 1, NULL);
-	char sha[65];
-	if (known)
-		snprintf(sha, sizeof sha, "%s", known);
-	else if (gp_root_sha256_file(&c->root, path, sha) < 0)
-		return;
-	gp_journal_record_file(&c->journal, path, sha, stage_name(c), NULL);
-	record_fingerprint(c, path);
-}
-
-/* The EXTRACT plan entry: destination and what it replaces. */
-static void plan_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
-                         const char *dest)
-{
-	struct gp_effect *e = add_effect(c, GP_EFFECT_EXTRACT);
-	e->source = gp_xstrdup(archive_path);
-	e->sha256 = gp_xstrdup(sha256);
-	e->path = gp_xstrdup(dest);
-	struct stat st;
-	e->old_exists = gp_root_lstat(&c->root, dest, &st) == 0;
-	if (e->old_exists) {
-		e->replaces = gp_xcalloc(1, sizeof(char *));
-		walk(c, dest, collect_path, &e->replaces);
-	}
-}
-
-/* After an extraction: the error, or the log line and the journal. */
-static int extracted(struct gp_ctx *c, const char *what, const char *dest, int rc,
-                     const struct gp_archive_result *res, const struct written *w)
-{
-	if (rc < 0) {
-		gp_log(c, "extract failed: %s", res->msg);
-		return gp_fail(
-		    c->err, GP_EFAILED,
-		    "%s: cannot extract %s into %s: %s: %s; nothing was installed "
-		    "there",
-		    stage_name(c), what, dest, gp_archive_strerror(rc), res->msg);
-	}
-	gp_log(c, "extracted %llu entries (%llu bytes) into %s%s%s%s",
-	       (unsigned long long)res->entries, (unsigned long long)res->out_bytes, dest,
-	       res->replaced ? ", replacing the old one" : "",
-	       res->leftover[0] ? "; the old directory could not be removed: " : "",
-	       res->leftover);
-	gp_journal_forget_under(&c->journal, dest);
-	walk(c, dest, journal_file, (void *)w);
-	return save_journal(c);
-}
-
-static int extract_cached(struct gp_ctx *c, const char *archive_path, const char *sha256,
-                          const char *dest, unsigned flags)
-{
-	if (parent_dir(c, dest) < 0)
-		return -1;
-	_cleanup_free_ char *host = gp_root_host_path(&c->root, archive_path);
-	struct written w = { .by_rel = cJSON_CreateObject(), .dest_len = strlen(dest) };
-	const struct gp_archive_opts opts = { .sha256 = sha256,
-		                              .flags = flags,
-		                              .on_file = on_file_written,
-		                              .on_file_data = &w };
-	struct gp_archive_result res;
-	gp_log(c, "extract %s into %s", archive_path, dest);
-	int rc = gp_archive_extract_file(&c->root, dest, host, &opts, &res);
-	rc = extracted(c, archive_path, dest, rc, &res, &w);
-	cJSON_Delete(w.by_rel);
-	return rc;
-}
-
-/* The options of a background download: the context's (their progress
- * callback, which the engine installed, is thread-safe). */
-static struct gp_fetch_opts background_opts(struct gp_ctx *c)
-{
-	struct gp_fetch_opts o = c->fetch_opts;
-	o.allow_http = allow_http(c);
-	return o;
-}
-
-/* Extracts while pf downloads: the archive layer hashes what it reads and
- * renames into place only once it matched; the reader ends only after the
- * download's own check. When the stream breaks (the download started over,
- * or the archive failed on bytes that may not be the file's), the verified
- * download is extracted once it is complete. */
-static int stream_extract(struct gp_ctx *c, struct gp_prefetch *pf,
-                          const struct gp_effect *dl, const char *dest, unsigned flags)
-{
-	if (parent_dir(c, dest) < 0)
-		return -1;
-	struct gp_prefetch_reader *r = gp_prefetch_reader_new(pf, dl->sha256);
-	struct written w = { .by_rel = cJSON_CreateObject(), .dest_len = strlen(dest) };
-	const struct gp_archive_opts opts = { .sha256 = dl->sha256,
-		                              .flags = flags,
-		                              .on_file = on_file_written,
-		                              .on_file_data = &w };
-	struct gp_archive_result ares;
-	gp_log(c, "extract %s into %s while it downloads", dl->url, dest);
-	int rc = gp_archive_extract(&c->root, dest, gp_prefetch_read, r, &opts, &ares);
-	bool restarted = gp_prefetch_reader_restarted(r);
-	gp_prefetch_reader_free(r);
-	struct gp_fetch_result res = { 0 };
-	gp_prefetch_wait(pf, dl->sha256, &res);
-	c->err->code = 0;
-	if (res.status < 0) {
-		cJSON_Delete(w.by_rel);
-		return download_failed(c, &res);
-	}
-	gp_log(c, "downloaded %s: %llu bytes, sha256 %s", res.path,
-	       (unsigned long long)res.size, res.sha256);
-	gp_fetch_result_clear(&res);
-	if (rc == 0) {
-		rc = extracted(c, dl->url, dest, rc, &ares, &w);
-		cJSON_Delete(w.by_rel);
-		return rc;
-	}
-	cJSON_Delete(w.by_rel);
-	gp_log(c,
-	       "extracting while downloading failed (%s); extracting the verified "
-	       "download instead",
-	       restarted ? "the download started over" : ares.msg);
-	return extract_cached(c, dl->path, dl->sha256, dest, flags);
-}
-
-int gp_effect_download_extract(struct gp_ctx *c, const struct gp_fetch_artifact *a,
-                               const char *dest, unsigned flags)
-{
-	struct gp_effect *dl = plan_download(c, a);
-	if (!dl)
-		return -1;
-	bool cached = dl->cached;
-	plan_extract(c, dl->path, a->sha256, dest);
-	if (c->dry_run)
-		return 0;
-	/* plan_extract may have moved the plan's effects array. */
-	dl = &c->stage->effects[c->stage->n_effects - 2];
-	struct gp_prefetch *own = NULL;
-	struct gp_prefetch *pf = c->prefetch;
-	if (!cached && !gp_prefetch_has(pf, a->sha256)) {
-		gp_prefetch_list_add(&own, a);
-		struct gp_fetch_opts o = background_opts(c);
-		struct gp_err err = { 0 };
-		if (gp_prefetch_start(own, &c->root, &o, &err) < 0)
-			gp_log(c, "cannot download in the background: %s", err.msg);
-		pf = own;
-	}
-	int rc;
-	if (!cached && gp_prefetch_has(pf, a->sha256) &&
-	    !gp_prefetch_done(pf, a->sha256)) {
-		rc = stream_extract(c, pf, dl, dest, flags);
-	} else {
-		/* In the cache already, or the download is over: extract the
-		 * verified file (hashed before the decoder sees a byte). */
-		_cleanup_free_ char *path = NULL;
-		rc = download_real(c, dl, a, &path);
-		if (rc == 0)
-			rc = extract_cached(c, path, a->sha256, dest, flags);
-	}
-	gp_prefetch_free(own);
-	return rc;
 }
 
 /* The regular files under a tree, and the first of them the journal does
@@ -896,32 +642,32 @@ static void find_unrecorded(struct gp_ctx *c, const char *path, const struct sta
 
 int gp_effect_remove_tree(struct gp_ctx *c, const char *path)
 {
-	if (refuse_when_stopping(c) < 0)
+	if (gp_ctx_door_open(c, "gp_effect_remove_tree") < 0)
 		return -1;
 	if (path[0] != '/' || !path[1] || strstr(path, "/../") ||
 	    gp_str_ends_with(path, "/.."))
 		return gp_fail(c->err, GP_EFAILED,
 		               "%s: will not remove the directory tree '%s': give an "
 		               "absolute path below / without '..'",
-		               stage_name(c), path);
+		               gp_ctx_stage_name(c), path);
 	struct stat st;
 	int rc = gp_root_lstat(&c->root, path, &st);
 	if (rc == -ENOENT)
 		return 0;
 	if (rc < 0 || !S_ISDIR(st.st_mode))
 		return gp_fail(c->err, GP_EFAILED, "%s: will not remove %s: %s",
-		               stage_name(c), path,
+		               gp_ctx_stage_name(c), path,
 		               rc < 0 ? strerror(-rc)
 		               : S_ISLNK(st.st_mode)
 		                   ? "it is a symlink, not a directory (never followed)"
 		                   : "it is not a directory");
 	struct unrecorded u = { 0 };
-	walk(c, path, find_unrecorded, &u);
+	gp_ctx_walk(c, path, find_unrecorded, &u);
 	if (u.first || !u.files) {
 		gp_fail(c->err, GP_EFAILED,
 		        "%s: will not remove %s: %s%s; move %s away (or remove the "
 		        "directory by hand), then run again",
-		        stage_name(c), path,
+		        gp_ctx_stage_name(c), path,
 		        u.first ? "it holds a file gpuprov did not install: "
 		                : "gpuprov recorded no file in it",
 		        u.first ? u.first : "", u.first ? "that file" : "it");
@@ -931,56 +677,18 @@ int gp_effect_remove_tree(struct gp_ctx *c, const char *path)
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REMOVE_TREE);
 	e->path = gp_xstrdup(path);
 	e->replaces = gp_xcalloc(1, sizeof(char *));
-	walk(c, path, collect_path, &e->replaces);
-	if (c->dry_run)
+	gp_ctx_walk(c, path, gp_ctx_collect_path, &e->replaces);
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	rc = gp_root_remove_tree(&c->root, path);
 	if (rc < 0)
 		return gp_fail(c->err, GP_EFAILED,
-		               "%s: cannot remove the directory %s: %s", stage_name(c),
-		               path, strerror(-rc));
+		               "%s: cannot remove the directory %s: %s",
+		               gp_ctx_stage_name(c), path, strerror(-rc));
 	gp_journal_forget_under(&c->journal, path);
 	gp_log(c, "removed the directory %s (%zu entries)", path,
 	       gp_strv_len(e->replaces));
-	return save_journal(c);
-}
-
-int gp_ctx_rewrite_url(struct gp_ctx *c, const char *url, char **out)
-{
-	*out = NULL;
-	if (get_fetcher(c) < 0)
-		return -1;
-	*out = gp_fetch_rewrite_url(c->fetcher, url);
-	return 0;
-}
-
-void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a)
-{
-	if (c->dry_run)
-		return;
-	gp_prefetch_list_add(&c->prefetch, a);
-}
-
-size_t gp_ctx_prefetch_start(struct gp_ctx *c)
-{
-	size_t n = gp_prefetch_count(c->prefetch);
-	if (!n || c->dry_run || c->fetch_opts.offline)
-		return 0;
-	/* The main fetcher first: the thread's is made from the same options,
-	 * so options it refuses are logged once, here. */
-	if (get_fetcher(c) < 0) {
-		gp_log(c, "no background downloads: %s", c->err->msg);
-		return 0;
-	}
-	struct gp_fetch_opts o = background_opts(c);
-	struct gp_err err = { 0 };
-	if (gp_prefetch_start(c->prefetch, &c->root, &o, &err) < 0) {
-		gp_log(c, "no background downloads: %s", err.msg);
-		return 0;
-	}
-	_cleanup_free_ char *names = gp_prefetch_names(c->prefetch);
-	gp_log(c, "downloading in the background: %s", names);
-	return n;
+	return gp_ctx_save_journal(c);
 }
 
 /* --- what a killed run left ---------------------------------------------- */
@@ -1102,7 +810,7 @@ static bool settle_intents(struct gp_ctx *c)
 			gp_journal_record_file(&c->journal, path, want,
 			                       gp_json_string(in, "stage", "gpuprov"),
 			                       bak);
-			record_fingerprint(c, path);
+			gp_ctx_record_fingerprint(c, path);
 			gp_log(c, "%s holds what a run that died wrote; recorded", path);
 		} else if (bak && *have &&
 		           gp_root_sha256_file(&c->root, bak, bak_sha) == 0 &&
@@ -1122,7 +830,7 @@ int gp_ctx_recover(struct gp_ctx *c)
 {
 	bool changed = settle_intents(c);
 	remove_stale_temps(c);
-	return changed ? save_journal(c) : 0;
+	return changed ? gp_ctx_save_journal(c) : 0;
 }
 
 /* The WRITE entry of a download's bytes before they are there (dry run). */
@@ -1153,16 +861,18 @@ int gp_effect_write_download(struct gp_ctx *c, const char *path, const void *dat
                              size_t len, mode_t mode, const char *source,
                              const char *sha256)
 {
+	if (gp_ctx_door_open(c, "gp_effect_write_download") < 0)
+		return -1;
 	size_t before = c->stage->n_effects;
 	int rc;
 	if (data)
 		rc = gp_effect_write(c, path, data, len, mode);
-	else if (c->dry_run)
+	else if (c->mode == GP_MODE_PLAN)
 		rc = plan_write_unseen(c, path, mode, sha256);
 	else
 		rc = gp_fail(c->err, GP_EFAILED,
 		             "%s: %s is not downloaded; nothing was written to %s",
-		             stage_name(c), source, path);
+		             gp_ctx_stage_name(c), source, path);
 	if (c->stage->n_effects > before) {
 		struct gp_effect *e = &c->stage->effects[before];
 		e->source = gp_xstrdup(source);
@@ -1174,6 +884,8 @@ int gp_effect_write_download(struct gp_ctx *c, const char *path, const void *dat
 int gp_effect_write_over(struct gp_ctx *c, const char *path, const void *data, size_t len,
                          mode_t mode, const char *maker)
 {
+	if (gp_ctx_door_open(c, "gp_effect_write_over") < 0)
+		return -1;
 	size_t before = c->stage->n_effects;
 	int rc = gp_effect_write(c, path, data, len, mode);
 	if (c->stage->n_effects > before)

@@ -68,7 +68,7 @@ static int session_open(struct session *s, const struct gp_options *o, struct gp
 	s->c.err = &s->err;
 	s->c.log_fd = -1;
 	s->c.root.fd = -1;
-	s->c.dry_run = o->dry_run;
+	s->c.mode = o->dry_run ? GP_MODE_PLAN : GP_MODE_APPLY;
 	s->c.cmd_timeout_ms = o->cmd_timeout_ms > 0 ? o->cmd_timeout_ms
 	                                            : DEFAULT_CMD_TIMEOUT_MS;
 	s->c.fetch_opts = (struct gp_fetch_opts){
@@ -281,21 +281,21 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 	free(ck.reason);
 	gp_log(c, "check: %s (%s)", gp_stage_state_name(sp->state), sp->reason);
 	if (sp->state != GP_STATE_NEEDED) {
-		if (!c->dry_run)
+		if (c->mode == GP_MODE_APPLY)
 			gp_journal_set_stage(&c->journal, st->name,
 			                     gp_stage_state_id(sp->state));
 		return 0;
 	}
 	gp_log(c, "apply");
 	gp_ctx_announce_stage(c, sp, false);
-	if (!c->dry_run) {
+	if (c->mode == GP_MODE_APPLY) {
 		/* Until the stage ends, status can tell a run that was killed here. */
 		gp_journal_set_stage(&c->journal, st->name, "applying");
 		gp_journal_save(&c->root, &c->journal);
 	}
 	if (st->apply(c, cfg) < 0) {
 		gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
-		if (!c->dry_run) {
+		if (c->mode == GP_MODE_APPLY) {
 			gp_journal_set_stage(&c->journal, st->name,
 			                     gp_run_stop_signal ? "interrupted"
 			                                        : "failed");
@@ -303,7 +303,7 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 		}
 		return report_err(s);
 	}
-	if (c->dry_run)
+	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	/* Re-check: apply must have done the job (or left only a reboot to do). */
 	struct gp_check after = { 0 };
@@ -385,14 +385,14 @@ static int plan_exit_code(const struct gp_plan *p)
 	return code;
 }
 
-/* One pass over the stage table into a fresh c->plan: a plan when
- * c->dry_run, the real thing otherwise. Returns true when a stage failed. */
+/* One pass over the stage table into a fresh c->plan: a plan in
+ * GP_MODE_PLAN, the real thing otherwise. Returns true when a stage failed. */
 static bool run_pass(struct session *s, const struct gp_options *o)
 {
 	struct gp_ctx *c = &s->c;
 	gp_plan_free(c->plan);
 	c->plan = gp_plan_new(s->profile->name, s->profile->digest, c->root.dir,
-	                      c->dry_run);
+	                      c->mode == GP_MODE_PLAN);
 	c->reboot_requested = false;
 	c->plan->mismatch = gp_xstrdup(s->forced_mismatch);
 	c->plan->overrides = gp_strv_copy(s->overrides);
@@ -471,7 +471,7 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 	}
 	if (gp_lock_acquire(&c->root, &s->lock_fd, &s->err) < 0)
 		return report_err(s);
-	c->dry_run = true;
+	c->mode = GP_MODE_PLAN;
 	bool failed = run_pass(s, o);
 	int code = failed ? gp_exit_code(&s->err) : plan_exit_code(c->plan);
 	if (code == GP_EXIT_BLOCKED) {
@@ -484,7 +484,7 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 		return code;
 	/* The plan pass may have noted marks in the in-memory journal: start
 	 * the real pass from what is on disk. */
-	c->dry_run = false;
+	c->mode = GP_MODE_APPLY;
 	gp_pkg_state_free(c); /* the plan pass's planned packages */
 	gp_journal_free(&c->journal);
 	if (gp_journal_load(&c->root, &c->journal, &s->err) < 0)
@@ -499,7 +499,7 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 static void start_prefetch(struct session *s, const struct gp_options *o)
 {
 	struct gp_ctx *c = &s->c;
-	if (c->dry_run || o->offline)
+	if (c->mode != GP_MODE_APPLY || o->offline)
 		return;
 	for (size_t i = 0; i < c->plan->n_stages && i < gp_stage_count; i++) {
 		const struct gp_stage *st = gp_stages[i];
@@ -587,7 +587,7 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		return code;
 	}
 	struct gp_ctx *c = &s.c;
-	if (!c->dry_run) {
+	if (c->mode == GP_MODE_APPLY) {
 		gp_log(c, "install: profile %s (%s, sha256 %s)", s.profile->name,
 		       s.profile->path, s.profile->digest);
 		gp_journal_set_profile(&c->journal, s.profile->name, s.profile->path,
@@ -598,7 +598,7 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 	bool failed = run_pass(&s, o);
 	/* Background downloads no stage took any more stop before the report. */
 	gp_ctx_close_fetcher(c);
-	if (!c->dry_run) {
+	if (c->mode == GP_MODE_APPLY) {
 		record_reboot(&s, c->plan);
 		if (gp_journal_save(&c->root, &c->journal) < 0) {
 			gp_error(out, "cannot write the journal %s", GP_STATE_FILE);
@@ -608,12 +608,12 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 	}
 	render_plan(&s, o, out);
 	code = failed ? gp_exit_code(&s.err) : plan_exit_code(c->plan);
-	if (code == GP_EXIT_REBOOT && !c->dry_run)
+	if (code == GP_EXIT_REBOOT && c->mode == GP_MODE_APPLY)
 		gp_error(out,
 		         "reboot required (%s); reboot, then run '%s' again to continue",
 		         gp_journal_reboot_reason(&c->journal),
 		         o->rerun ? o->rerun : "gpuprov install");
-	if (code == GP_EXIT_BLOCKED && !c->dry_run) {
+	if (code == GP_EXIT_BLOCKED && c->mode == GP_MODE_APPLY) {
 		/* A failed stage has reported its own error already. */
 		_cleanup_free_ char *why = stages_in_state(c->plan, GP_STATE_BLOCKED);
 		if (*why)
@@ -632,7 +632,7 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 		return code;
 	}
 	struct gp_ctx *c = &s.c;
-	c->dry_run = true; /* verify never changes anything */
+	c->mode = GP_MODE_VERIFY; /* the effect door refuses every effect */
 	struct gp_report rep;
 	gp_report_init(&rep, s.profile->name);
 	bool unimplemented = false;

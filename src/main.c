@@ -15,6 +15,7 @@
 #include "gpuprov/detect.h"
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
+#include "gpuprov/modprobe.h"
 #include "gpuprov/run.h"
 #include "gpuprov/stages.h"
 #include "gpuprov/util.h"
@@ -450,6 +451,10 @@ int main(int argc, char **argv)
 	bool json = false;
 	enum gp_format format = GP_FORMAT_TEXT;
 	_cleanup_free_ char *problem = NULL;
+
+	/* Everything gpuprov puts in its environment is put there now, before
+	 * any thread starts: setenv races with getenv in another thread. */
+	gp_modprobe_env_init();
 
 	/* Before getopt permutes argv: the command to repeat after a reboot. */
 	_cleanup_free_ char *args_text = gp_argv_display(argv + 1);

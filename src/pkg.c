@@ -353,7 +353,7 @@ static int lock_wait_s(void)
  * a dry run runs nothing. */
 static int wait_for_lock(struct gp_ctx *c, const struct gp_pkg_backend *b)
 {
-	if (c->dry_run)
+	if (c->mode != GP_MODE_APPLY)
 		return 0;
 	int wait_s = lock_wait_s();
 	int64_t deadline = gp_monotonic_ms() + (int64_t)wait_s * 1000;
@@ -458,7 +458,7 @@ static char *resolve_version(struct gp_ctx *c, enum gp_pkg_manager pm,
 
 static void plan_install(struct gp_ctx *c, const char *name, const char *version)
 {
-	if (!c->dry_run)
+	if (c->mode != GP_MODE_PLAN)
 		return;
 	struct gp_pkg_state *s = state(c);
 	ssize_t i = planned_index(s, name);
@@ -473,7 +473,7 @@ static void plan_install(struct gp_ctx *c, const char *name, const char *version
 
 static void plan_hold(struct gp_ctx *c, char *const *names, bool hold)
 {
-	if (!c->dry_run)
+	if (c->mode != GP_MODE_PLAN)
 		return;
 	struct gp_pkg_state *s = state(c);
 	for (size_t i = 0; names[i]; i++) {
@@ -576,6 +576,8 @@ static char **held_for(struct gp_ctx *c, const struct txn *t)
 
 int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n)
 {
+	if (gp_ctx_door_open(c, "gp_effect_pkg_install") < 0)
+		return -1;
 	enum gp_pkg_manager pm;
 	if (gp_pkg_manager(c, &pm) < 0)
 		return -1;
@@ -639,6 +641,8 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 
 int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, bool hold)
 {
+	if (gp_ctx_door_open(c, "gp_effect_pkg_hold") < 0)
+		return -1;
 	enum gp_pkg_manager pm;
 	if (gp_pkg_manager(c, &pm) < 0)
 		return -1;
@@ -773,6 +777,8 @@ static int check_keyring(struct gp_ctx *c, const struct gp_pkg_backend *b,
 
 int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo)
 {
+	if (gp_ctx_door_open(c, "gp_effect_pkg_add_repo") < 0)
+		return -1;
 	enum gp_pkg_manager pm;
 	if (gp_pkg_manager(c, &pm) < 0)
 		return -1;
@@ -832,7 +838,7 @@ int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo)
 		struct gp_pkg_state *s = state(c);
 		s->stale = true;
 		gp_strv_push(&s->repos, added);
-		if (!c->dry_run) {
+		if (c->mode == GP_MODE_APPLY) {
 			if (!had_list)
 				gp_strv_push(&s->fresh, path);
 			if (!had_keyring)

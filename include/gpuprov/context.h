@@ -1,11 +1,13 @@
 /* The run context shared by the engine and the stages, and the effect door:
- * the only functions that change the target. In dry-run they record plan
- * entries and touch nothing; for real they back up, write atomically,
- * journal and log. Stages never look at the dry-run flag. */
+ * the only functions that change the target. In plan mode they record plan
+ * entries and touch nothing; in apply mode they back up, write atomically,
+ * journal and log; in verify mode they refuse (an internal error). Stages
+ * never look at the mode. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "gpuprov/event.h"
@@ -16,17 +18,28 @@
 #include "gpuprov/profile.h"
 #include "gpuprov/root.h"
 
+/* What the engine is doing with the stages; only the effect door, the
+ * package layer and the engine look at it. */
+enum gp_mode {
+	GP_MODE_PLAN, /* effects are recorded in the plan, nothing is changed */
+	GP_MODE_APPLY, /* effects are recorded and made */
+	GP_MODE_VERIFY, /* read-only: every effect is refused, nothing is recorded */
+};
+
 struct gp_ctx {
 	struct gp_root root;
 	struct gp_out *out;
-	bool dry_run;
+	enum gp_mode mode;
 	const struct gp_profile *profile;
 	struct gp_journal journal;
 	struct gp_plan *plan;
 	struct gp_stage_plan *stage; /* the stage whose effects are being made */
-	int log_fd; /* run log, -1 when none (dry-run) */
+	int log_fd; /* run log, -1 when none (plan, verify) */
 	int cmd_timeout_ms;
 	bool reboot_requested; /* by a stage in this run */
+	/* The read-only mount namespace could not be made (gp_ctx_run_readonly
+	 * warned once): read-only commands run without it. */
+	bool read_only_refused;
 	struct gp_err *err; /* where effects report failures */
 	/* Where a real run's lifecycle events go (event.h), installed by the
 	 * engine; the stage whose start was sent, and how many of its effects
@@ -55,14 +68,6 @@ struct gp_ctx {
  * this run are made (identical to the root outside dry-run). */
 int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len);
 bool gp_ctx_exists(struct gp_ctx *c, const char *path);
-/* Stops the prefetch thread (what it has not finished stays as .part files)
- * and frees the context's fetcher (see fetch_opts); idempotent. */
-void gp_ctx_close_fetcher(struct gp_ctx *c);
-/* Starts downloading the announced artifacts in the background (the engine
- * calls it after the stages' prefetch hooks, never in dry-run or offline).
- * Returns the number of artifacts it fetches; a failure to start is logged
- * and not an error (each download then happens when its stage needs it). */
-size_t gp_ctx_prefetch_start(struct gp_ctx *c);
 
 /* Is the file at path still the one gpuprov recorded (journal sha256)? For
  * files an extraction installed the journal also keeps the device,
@@ -76,9 +81,37 @@ bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
  * it on stderr with -v. */
 void gp_log(struct gp_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The door's own helpers, shared by its files (context.c, download.c); not
+ * for stages. */
+const char *gp_ctx_stage_name(const struct gp_ctx *c); /* "gpuprov" outside one */
+/* Saves the journal: 0, or -1 with c->err set. */
+int gp_ctx_save_journal(struct gp_ctx *c);
+/* Creates the directory path is in (in the root): 0, or -1 with c->err set. */
+int gp_ctx_make_parent(struct gp_ctx *c, const char *path);
+/* Adds the file's fingerprint (device, inode, size, times) to its journal
+ * record, just written (see gp_ctx_recorded_file_intact). */
+void gp_ctx_record_fingerprint(struct gp_ctx *c, const char *path);
+/* Calls fn for every non-directory entry under dir (in-root path), sorted,
+ * depth first; gp_ctx_collect_path pushes each path onto the string vector
+ * data points to. */
+void gp_ctx_walk(struct gp_ctx *c, const char *dir,
+                 void (*fn)(struct gp_ctx *c, const char *path, const struct stat *st,
+                            void *data),
+                 void *data);
+void gp_ctx_collect_path(struct gp_ctx *c, const char *path, const struct stat *st,
+                         void *data);
+
 /* --- the effect door ---------------------------------------------------- */
 /* Each returns 0, or -1 with c->err set (exit code 1). A write whose
- * content is already there is not an effect. */
+ * content is already there is not an effect. Each first asks
+ * gp_ctx_door_open, so in verify mode it refuses before looking at
+ * anything. */
+/* 0 when an effect may be planned (plan mode) or made (apply mode) now;
+ * -1 with c->err set when not: in verify mode or outside a stage (internal
+ * errors: a bug in gpuprov, reported as such), or once a stop signal arrived
+ * (apply mode). effect names the caller ("gp_effect_write") for the
+ * message. Also the first step of the package layer's effects. */
+int gp_ctx_door_open(struct gp_ctx *c, const char *effect);
 int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t len,
                     mode_t mode);
 /* gp_effect_write of a file that a command of this run (maker: "the
@@ -99,27 +132,6 @@ int gp_effect_write_download(struct gp_ctx *c, const char *path, const void *dat
                              const char *sha256);
 int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path);
 int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode);
-/* Makes an artifact available in the download cache (fetching it, or
- * finding it there) and sets *cache_path (free it) to its in-root path. In
- * dry-run it records the URL, size, sha256 and whether the cache has it
- * already (never the network); *cache_path is where it would be. */
-int gp_effect_download(struct gp_ctx *c, const struct gp_fetch_artifact *a,
-                       char **cache_path);
-/* gp_effect_download, then the tarball extracted into dest (a directory in
- * the root, replaced as a whole when it exists) after the archive's sha256
- * matched; flags are GP_ARCHIVE_* (archive.h). Every regular file installed
- * is journaled with its sha256 for the current stage. Two plan entries
- * (the download, then the destination and the files under it it would
- * replace). Streaming when the artifact is not cached yet: the archive is
- * extracted while it downloads (download -> sha256 -> decompress ->
- * staging in one pass, memory bounded whatever its size), the staging
- * directory is renamed into place only after the archive's sha256 matched,
- * and the verified download still ends up in the cache. If the stream
- * breaks (the download starts over, or the extraction fails), the complete
- * verified download is extracted instead. A download already done or
- * cached is extracted from the cache file. */
-int gp_effect_download_extract(struct gp_ctx *c, const struct gp_fetch_artifact *a,
-                               const char *dest, unsigned flags);
 /* Removes the directory path (in the root; never "/", no "..") and all
  * under it, following no symlink (path itself must be a directory, not a
  * link to one), and forgets its journal records. Only a tree gpuprov made:
@@ -128,16 +140,6 @@ int gp_effect_download_extract(struct gp_ctx *c, const struct gp_fetch_artifact 
  * is not an effect. In dry-run it records the directory and every entry
  * that would go. */
 int gp_effect_remove_tree(struct gp_ctx *c, const char *path);
-/* url after --mirror rewriting (*out, free it), for URLs that a tool in the
- * root fetches from itself (pip's index, conda's channel alias). Touches
- * nothing. 0, or -1 with c->err set (a bad --ca-file). */
-int gp_ctx_rewrite_url(struct gp_ctx *c, const char *url, char **out);
-/* Announces a download a later step of this run will make (stage prefetch
- * hooks); the artifact is copied. Not an effect: gp_effect_download still
- * makes the artifact available, sooner when it was announced: it waits for
- * the background download of the artifact with the same sha256 and reports
- * its failure, if any, as its own. Ignored once the downloads started. */
-void gp_prefetch_add(struct gp_ctx *c, const struct gp_fetch_artifact *a);
 /* Runs a command that changes the target, chrooted when the root is not /. */
 int gp_effect_run(struct gp_ctx *c, char *const argv[]);
 struct gp_run_result;
@@ -150,13 +152,20 @@ int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
  * its last EFFECT events and STAGE_DONE (event.h); nothing in dry-run. */
 void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, bool done);
 /* Records that a reboot is needed for the stage's changes to take effect
- * (for real: in the journal at once). */
-void gp_effect_reboot(struct gp_ctx *c, const char *reason);
+ * (for real: in the journal at once). 0, or -1 with c->err set when the
+ * door is closed (gp_ctx_door_open). */
+int gp_effect_reboot(struct gp_ctx *c, const char *reason);
 /* Before the real pass, under the lock: settles what a killed run left
  * (writes it announced but did not record, its temp files) in the
  * directories c->journal and c->plan name. 0, or -1 with c->err set. */
 int gp_ctx_recover(struct gp_ctx *c);
 
-/* Read-only command (a probe, verify): runs in dry-run too. Returns what gp_run returns. */
+/* Read-only command (a probe, verify): runs in every mode, in a private
+ * mount namespace where the root is mounted read-only (gp_run_opts's
+ * read_only), so a command that tries to write fails with EROFS. When the
+ * namespace cannot be made it warns once and runs the command without it.
+ * Returns what gp_run returns. */
 struct gp_run_result;
 int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res);
+
+#include "gpuprov/download.h"

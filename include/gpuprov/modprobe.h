@@ -28,6 +28,12 @@ struct gp_modprobe_facts {
 extern const char *const gp_modprobe_dirs[GP_MODPROBE_DIRS];
 int gp_modprobe_query(const struct gp_root *r, const char *module,
                       struct gp_modprobe_facts *f);
+/* Keeps libkmod quiet: its kmod_new() reports bad modprobe.d lines on stderr
+ * before gp_modprobe_query can set a log function, unless KMOD_LOG=0 is in
+ * the environment (set here, unless the user set KMOD_LOG to debug libkmod).
+ * It changes the environment, so a program calls it once at its start,
+ * before any thread (gpuprov's main()); gp_modprobe_query never does. */
+void gp_modprobe_env_init(void);
 void gp_modprobe_facts_free(struct gp_modprobe_facts *f);
 /* Is "key=value" among the options (last one for key wins, like the kernel;
  * key names compare with '-' and '_' equal; double quotes around the value

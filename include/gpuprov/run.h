@@ -25,6 +25,12 @@ struct gp_run_opts {
 	int timeout_ms; /* <= 0: no timeout */
 	int kill_grace_ms; /* between TERM and KILL; <= 0: 2000 */
 	char *const *extra_env; /* more "K=V" entries, or NULL */
+	/* Runs the command in a private mount namespace where the root and
+	 * every mount below it are read-only, so that a write fails with EROFS
+	 * instead of changing the target: as root, else in a new user namespace
+	 * (uid and gid mapped to themselves). When neither can be made, gp_run
+	 * runs nothing and says so (read_only_refused). */
+	bool read_only;
 };
 
 struct gp_run_result {
@@ -34,6 +40,9 @@ struct gp_run_result {
 	int stopped_by; /* killed by us because gpuprov got this signal, else 0 */
 	char *output; /* stdout+stderr, NUL-terminated; NULL when gp_run failed */
 	size_t output_len;
+	/* gp_run failed because read_only was asked and the namespace could
+	 * not be made (its return value says why); the command did not run. */
+	bool read_only_refused;
 };
 
 /* 0 when the program ran (look at res), -ENOENT when it does not exist in

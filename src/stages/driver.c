@@ -425,7 +425,7 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 	         !ubuntu)
 		block(d, "\"source\": \"canonical\" needs Ubuntu (Canonical's archive); "
 		         "use \"source\": \"nvidia\"");
-	if (d->pci_known && !d->n_nvidia && !c->plan->mismatch)
+	if (d->pci_known && !d->n_nvidia && (!c->plan || !c->plan->mismatch))
 		block(d,
 		      "no NVIDIA GPU in %s%s (no PCI display or 3D controller of "
 		      "vendor 10de); check that the GPU is seated and visible "

@@ -41,19 +41,18 @@ static void log_nothing(_unused_ void *data, _unused_ int priority,
 {
 }
 
-/* kmod_new() parses the configuration before a log function can be set and
- * reports bad lines on stderr. KMOD_LOG=0 for the duration of the call keeps
- * it quiet; a KMOD_LOG the user set (to debug libkmod) is left alone. This
- * touches the environment, so it is not safe against getenv() in another
- * thread; gpuprov reads facts from one thread only. */
+void gp_modprobe_env_init(void)
+{
+	setenv("KMOD_LOG", "0", 0);
+}
+
+/* kmod_new() with the log function that keeps the context quiet once it is
+ * made; the configuration it parses on the way stays quiet through KMOD_LOG
+ * (gp_modprobe_env_init). The environment is not touched here: the download
+ * thread's libcurl may be reading it (getenv of the proxy variables). */
 static struct kmod_ctx *kmod_new_quiet(const char *dirname, const char *const *paths)
 {
-	bool quiet = getenv("KMOD_LOG") == NULL;
-	if (quiet)
-		setenv("KMOD_LOG", "0", 1);
 	struct kmod_ctx *ctx = kmod_new(dirname, paths);
-	if (quiet)
-		unsetenv("KMOD_LOG");
 	if (ctx)
 		kmod_set_log_fn(ctx, log_nothing, NULL);
 	return ctx;

@@ -11,7 +11,12 @@
  * (SIGKILL): it sees end-of-file on a pipe only gpuprov holds, and then kills the
  * command's group and, as the child subreaper of the command's tree, every
  * descendant that left the group (setsid, double fork), so that nothing of a run
- * keeps running outside its lock. */
+ * keeps running outside its lock.
+ *
+ * A read-only command (opts->read_only) enters, before the chroot, a mount
+ * namespace of its own where the root is a bind mount of itself set read-only
+ * with every mount below it (mount_setattr, AT_RECURSIVE): a probe that writes
+ * (Python's __pycache__) fails with EROFS and the target stays as it was. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -19,6 +24,8 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -230,6 +237,18 @@ struct child_setup {
 	int life_r; /* read end of the pipe only gpuprov holds the write end of */
 	int life_w;
 	pid_t parent; /* gpuprov */
+	bool read_only;
+	/* "ID ID 1\n": the user namespace of a read-only command maps the
+	 * caller's uid and gid to themselves. */
+	char uid_map[32];
+	char gid_map[32];
+};
+
+/* What the error pipe carries: where the child failed, and its errno. */
+enum child_step { STEP_EXEC, STEP_READ_ONLY };
+struct child_failure {
+	int step;
+	int err;
 };
 
 static void close_fds_except(int keep, int maxfd)
@@ -257,13 +276,70 @@ static void default_signals(void)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-static _Noreturn void report_errno(int errfd)
+static _Noreturn void report_failure(int errfd, enum child_step step)
 {
-	int err = errno;
-	ssize_t n = write(errfd, &err, sizeof(err));
+	struct child_failure f = { .step = step, .err = errno };
+	ssize_t n = write(errfd, &f, sizeof(f));
 
 	(void)n;
 	_exit(127);
+}
+
+static _Noreturn void report_errno(int errfd)
+{
+	report_failure(errfd, STEP_EXEC);
+}
+
+/* Writes text to a /proc file; 0, or -1 with errno set. */
+static int write_proc(const char *path, const char *text)
+{
+	size_t len = strlen(text);
+	int fd = open(path, O_WRONLY | O_CLOEXEC), e;
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, text, len);
+	e = n < 0 ? errno : EIO;
+	close(fd);
+	errno = e;
+	return n == (ssize_t)len ? 0 : -1;
+}
+
+/* A mount namespace of this process's own: as root, else (not root, or a
+ * container that refuses it) inside a new user namespace that maps the
+ * caller's ids to themselves, where the process has the capabilities to
+ * mount and chroot until it execs. 0, or -1 with errno set. */
+static int private_mount_ns(const struct child_setup *s)
+{
+	if (unshare(CLONE_NEWNS) == 0)
+		return 0;
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+		return -1;
+	if (write_proc("/proc/self/setgroups", "deny") < 0 ||
+	    write_proc("/proc/self/uid_map", s->uid_map) < 0 ||
+	    write_proc("/proc/self/gid_map", s->gid_map) < 0)
+		return -1;
+	return 0;
+}
+
+/* Makes the root (s->root, or "/") and every mount below it read-only for
+ * this process and its children, and for no one else: a private namespace,
+ * propagation to and from the host cut (MS_PRIVATE), the root made a mount
+ * of its own (a bind onto itself) and set read-only with all its submounts
+ * in one call. Async-signal-safe. 0, or -1 with errno set. */
+static int enter_read_only(const struct child_setup *s)
+{
+	const char *top = s->root ? s->root : "/";
+	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
+
+	if (private_mount_ns(s) < 0)
+		return -1;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return -1;
+	if (s->root && mount(s->root, s->root, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return -1;
+	return mount_setattr(AT_FDCWD, top, AT_RECURSIVE, &ro, sizeof(ro));
 }
 
 /* Runs in the command's process: async-signal-safe calls only. */
@@ -281,6 +357,8 @@ static _Noreturn void child_exec(const struct child_setup *s, pid_t guard)
 	if (dup2(s->nullfd, STDIN_FILENO) < 0 || dup2(s->outfd, STDOUT_FILENO) < 0 ||
 	    dup2(s->outfd, STDERR_FILENO) < 0)
 		report_errno(s->errfd);
+	if (s->read_only && enter_read_only(s) < 0)
+		report_failure(s->errfd, STEP_READ_ONLY);
 	if (s->root && chroot(s->root) < 0)
 		report_errno(s->errfd);
 	if (chdir("/") < 0)
@@ -561,9 +639,10 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 	_cleanup_close_ int life_r = -1, life_w = -1;
 	struct collector c = { .pidfd = -1, .outfd = -1 };
 	struct child_setup s;
+	struct child_failure failure;
 	sigset_t all, old;
 	long maxfd;
-	int child_err, r;
+	int r;
 	ssize_t n;
 	pid_t pid;
 
@@ -608,7 +687,12 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 		.life_r = life_r,
 		.life_w = life_w,
 		.parent = getpid(),
+		.read_only = opts->read_only,
 	};
+	snprintf(s.uid_map, sizeof(s.uid_map), "%u %u 1\n", (unsigned)getuid(),
+	         (unsigned)getuid());
+	snprintf(s.gid_map, sizeof(s.gid_map), "%u %u 1\n", (unsigned)getgid(),
+	         (unsigned)getgid());
 
 	/* No handler of ours may run in the child before it resets them. */
 	sigfillset(&all);
@@ -631,10 +715,13 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 
 	/* EOF: the exec succeeded and closed the CLOEXEC pipe. */
 	do
-		n = read(err_r, &child_err, sizeof(child_err));
+		n = read(err_r, &failure, sizeof(failure));
 	while (n < 0 && errno == EINTR);
 	if (n != 0) {
-		r = n == (ssize_t)sizeof(child_err) ? -child_err : -EIO;
+		bool whole = n == (ssize_t)sizeof(failure);
+
+		r = whole ? -failure.err : -EIO;
+		res->read_only_refused = whole && failure.step == STEP_READ_ONLY;
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
 		return r;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
-# DRY-RUN INVARIANT: for every fixture, `install --dry-run` and `plan` (text
-# and --json) leave the tree byte-identical, run no command and create no
-# journal or run log. Plus the shape of the text and JSON plans.
+# DRY-RUN INVARIANT: for every fixture, `install --dry-run`, `plan` and
+# `verify` (text and --json) leave the tree byte-identical, run no command
+# that changes it and create no journal or run log. Read-only commands run
+# with the root mounted read-only. Plus the shape of the text and JSON plans.
 
 load helpers
 
@@ -54,6 +55,42 @@ dry_runs() {
 		gp --root "$root" --json install --dry-run "$@" $sel
 		assert_json_plan
 		assert_unchanged "$root" before
+	done
+	if [ "$had_log" = no ]; then
+		assert_untouched_by_gpuprov "$root"
+	fi
+	verify_runs "$root" "$@"
+}
+
+# verify_runs ROOT PROFILE-ARGS...: verify (text and --json), with and
+# without --only, with the arguments of dry_runs but --force (a verify
+# option it is not); the tree must not change (the stub command log
+# included) and no journal or run log may appear.
+verify_runs() {
+	local root=$1
+	shift
+	local args=() a
+	for a in "$@"; do
+		[ "$a" = --force ] || args+=("$a")
+	done
+	snapshot "$root" before-verify
+	local had_log=no
+	[ -e "$root/var/log/stub-commands.log" ] && had_log=yes
+	local sel
+	for sel in "--only $ONLY" "--skip driver,cuda,cudnn,pytorch" ""; do
+		# shellcheck disable=SC2086 # $sel is two words or none
+		gp --root "$root" verify "${args[@]}" $sel
+		assert_documented_status
+		case $status in
+		0 | 3 | 4) ;;
+		*) show_run && fail "verify ${args[*]} $sel exits $status" ;;
+		esac
+		# shellcheck disable=SC2086
+		gp --root "$root" --json verify "${args[@]}" $sel
+		assert_documented_status
+		printf '%s\n' "$output" | "$PYTHON" -m json.tool > /dev/null ||
+			fail "the --json report is not JSON (exit $status):" "$output" "--- stderr:" "$stderr"
+		assert_unchanged "$root" before-verify
 	done
 	if [ "$had_log" = no ]; then
 		assert_untouched_by_gpuprov "$root"
@@ -189,4 +226,51 @@ dry_runs() {
 	[ "$(json_get "$j" '[s["state"].replace("_", " ") for s in d["stages"]]')" = \
 		'["needed", "needed", "needed", "needed", "needed", "needed"]' ]
 	assert_untouched_by_gpuprov "$R"
+}
+
+@test "verify: a read-only command that tries to write fails with EROFS; the tree stays byte-identical" {
+	mkroot "$R" --cuda --nouveau unloaded
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	# verify sources the profile script in the root's sh.
+	echo 'touch /etc/written-by-a-probe' >> "$R/etc/profile.d/gpuprov-cuda.sh"
+	snapshot "$R" before
+	gp --root "$R" verify --only "$ONLY"
+	assert_status 3
+	assert_stdout_has "touch: /etc/written-by-a-probe: Read-only file system"
+	refute_stderr_has "warning"
+	assert_unchanged "$R" before
+}
+
+@test "verify: where no mount namespace can be made, one warning, then the read-only commands run" {
+	command -v unshare > /dev/null || skip "no unshare(1)"
+	mkroot "$R" --cuda --nouveau unloaded
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	echo 'touch /etc/written-by-a-probe' >> "$R/etc/profile.d/gpuprov-cuda.sh"
+	# A user namespace (ids mapped to themselves) that allows no further
+	# mount or user namespace: both of gpuprov's tries fail there.
+	# shellcheck disable=SC2016 # expanded by the inner sh
+	run --separate-stderr unshare --user --map-root-user sh -c '
+		echo 0 > /proc/sys/user/max_mnt_namespaces &&
+		echo 0 > /proc/sys/user/max_user_namespaces || exit 99
+		exec "$@"' sh "$GPUPROV" --root "$R" verify --only "$ONLY"
+	[ "$status" -ne 99 ] || skip "cannot limit namespaces in a user namespace here"
+	assert_status 0
+	[ "$(printf '%s\n' "$stderr" | grep -c 'warning: cannot mount .* read-only in a private mount namespace')" -eq 1 ] ||
+		fail "expected one warning:" "$stderr"
+	assert_stderr_has "read-only commands run on the writable root"
+	# Documented: without the namespace the command could write.
+	[ -e "$R/etc/written-by-a-probe" ] || fail "the read-only command did not run"
+}
+
+@test "plan: libkmod's complaints about bad modprobe.d lines stay off stderr unless KMOD_LOG asks for them" {
+	mkroot "$R" --cuda
+	printf 'frobnicate nouveau\noptions\n' > "$R/etc/modprobe.d/bad.conf"
+	gp --root "$R" plan --profile "$PROFILE" --only nouveau
+	assert_documented_status
+	refute_stderr_has "libkmod"
+	# A KMOD_LOG of the operator's (debugging libkmod) is left alone.
+	run --separate-stderr env KMOD_LOG=3 "$GPUPROV" --root "$R" plan --profile "$PROFILE" --only nouveau
+	assert_stderr_has "libkmod: ERROR"
 }

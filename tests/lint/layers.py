@@ -29,7 +29,7 @@ LAYERS = [
                "src/report.c", "src/status.c", "src/output.c", "src/event.c",
                "src/progress.c"]),
     # The effect door and the package layer that goes through it.
-    ("door", ["src/context.c", "src/pkg.c", "src/prefetch.c"]),
+    ("door", ["src/context.c", "src/download.c", "src/pkg.c", "src/prefetch.c"]),
     ("stages", ["src/stages/*.c"]),
     ("engine", ["src/engine.c"]),
     ("cli", ["src/catalog.c", "src/detect.c", "src/main.c"]),

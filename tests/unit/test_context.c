@@ -4,6 +4,7 @@
 
 #include "gpuprov/context.h"
 #include "gpuprov/exitcodes.h"
+#include "gpuprov/pkg.h"
 #include "gpuprov/run.h"
 
 struct fixture {
@@ -64,7 +65,7 @@ static char *slurp(const char *dir, const char *rel)
 static void test_dry_run_records_only(void **state)
 {
 	struct fixture *f = *state;
-	f->c.dry_run = true;
+	f->c.mode = GP_MODE_PLAN;
 	assert_int_equal(gp_effect_write(&f->c, "/etc/new.conf", "new\n", 4, 0644), 0);
 	assert_int_equal(
 	    gp_effect_write(&f->c, "/etc/existing.conf", "changed\n", 8, 0644), 0);
@@ -92,10 +93,102 @@ static void test_dry_run_records_only(void **state)
 	assert_false(gp_root_exists(&f->c.root, "/var/lib/gpuprov"));
 }
 
+/* The effect door refuses effect, called in verify mode, with an internal
+ * error (never a crash); the stage's plan entry gets nothing. */
+#define assert_refused_in_verify(f, call, effect)                                        \
+	do {                                                                             \
+		(f)->err = (struct gp_err){ 0 };                                         \
+		assert_int_equal((call), -1);                                            \
+		assert_int_equal((f)->err.code, GP_EFAILED);                              \
+		assert_non_null(strstr((f)->err.msg, "internal error: " effect           \
+		                                     " called in verify mode"));         \
+	} while (0)
+
+static void test_verify_refuses_every_effect(void **state)
+{
+	struct fixture *f = *state;
+	f->c.mode = GP_MODE_VERIFY;
+	char *const argv[] = { "/bin/true", NULL };
+	const struct gp_fetch_artifact a = {
+		.url = "file:///nonexistent/cudnn.tar.xz",
+		.sha256 =
+		    "0000000000000000000000000000000000000000000000000000000000000000",
+	};
+	const struct gp_pkg_want want = { "nvidia-driver-535", NULL };
+	const char *const names[] = { "nvidia-driver-535" };
+	const struct gp_pkg_repo repo = { .id = "cuda" };
+	/* With a current stage, and without one, as the engine's verify runs. */
+	for (int pass = 0; pass < 2; pass++) {
+		f->c.stage = pass ? NULL : f->sp;
+		char *path = NULL;
+		struct gp_run_result failed;
+		assert_refused_in_verify(
+		    f, gp_effect_write(&f->c, "/etc/existing.conf", "x\n", 2, 0644),
+		    "gp_effect_write");
+		assert_refused_in_verify(
+		    f,
+		    gp_effect_write_over(&f->c, "/etc/a.conf", "x\n", 2, 0644, "conda"),
+		    "gp_effect_write_over");
+		assert_refused_in_verify(f,
+		                         gp_effect_write_download(&f->c, "/etc/k.gpg",
+		                                                  NULL, 0, 0644, a.url,
+		                                                  a.sha256),
+		                         "gp_effect_write_download");
+		assert_refused_in_verify(f, gp_effect_remove(&f->c, "/etc/existing.conf"),
+		                         "gp_effect_remove");
+		assert_refused_in_verify(
+		    f, gp_effect_symlink(&f->c, "cuda-11.8", "/usr/local/cuda"),
+		    "gp_effect_symlink");
+		assert_refused_in_verify(f, gp_effect_mkdir(&f->c, "/opt/conda", 0755),
+		                         "gp_effect_mkdir");
+		assert_refused_in_verify(f, gp_effect_run(&f->c, argv), "gp_effect_run");
+		assert_refused_in_verify(f, gp_effect_run_result(&f->c, argv, &failed),
+		                         "gp_effect_run");
+		assert_null(failed.output);
+		assert_refused_in_verify(f, gp_effect_reboot(&f->c, "because"),
+		                         "gp_effect_reboot");
+		assert_refused_in_verify(f, gp_effect_download(&f->c, &a, &path),
+		                         "gp_effect_download");
+		assert_null(path);
+		assert_refused_in_verify(
+		    f, gp_effect_download_extract(&f->c, &a, "/opt/x", 0),
+		    "gp_effect_download_extract");
+		assert_refused_in_verify(f, gp_effect_remove_tree(&f->c, "/etc"),
+		                         "gp_effect_remove_tree");
+		assert_refused_in_verify(f, gp_effect_pkg_install(&f->c, &want, 1),
+		                         "gp_effect_pkg_install");
+		assert_refused_in_verify(f, gp_effect_pkg_hold(&f->c, names, 1, true),
+		                         "gp_effect_pkg_hold");
+		assert_refused_in_verify(f, gp_effect_pkg_add_repo(&f->c, &repo),
+		                         "gp_effect_pkg_add_repo");
+		/* Not effects: ignored outside apply mode. */
+		gp_prefetch_add(&f->c, &a);
+		assert_int_equal(gp_ctx_prefetch_start(&f->c), 0);
+	}
+	assert_int_equal(f->sp->n_effects, 0);
+	assert_false(f->c.reboot_requested);
+	assert_null(f->c.fetcher);
+	assert_null(f->c.prefetch);
+	char *text = slurp(f->dir, "etc/existing.conf");
+	assert_string_equal(text, "operator's version\n");
+	free(text);
+	assert_false(gp_root_exists(&f->c.root, "/opt"));
+	assert_false(gp_root_exists(&f->c.root, "/usr"));
+	assert_false(gp_root_exists(&f->c.root, "/var/lib/gpuprov"));
+	/* Outside a stage in plan mode too: an internal error, not a crash. */
+	f->c.mode = GP_MODE_PLAN;
+	f->c.stage = NULL;
+	f->err = (struct gp_err){ 0 };
+	assert_int_equal(gp_effect_mkdir(&f->c, "/opt/conda", 0755), -1);
+	assert_non_null(strstr(f->err.msg, "internal error: gp_effect_mkdir called "
+	                                   "outside a stage"));
+	f->c.stage = f->sp;
+}
+
 static void test_reads_see_planned_writes(void **state)
 {
 	struct fixture *f = *state;
-	f->c.dry_run = true;
+	f->c.mode = GP_MODE_PLAN;
 	assert_int_equal(gp_effect_write(&f->c, "/etc/a.conf", "planned\n", 8, 0644), 0);
 	char *data = NULL;
 	size_t len = 0;
@@ -115,7 +208,7 @@ static void test_reads_see_planned_writes(void **state)
 static void test_real_write_backs_up_and_journals(void **state)
 {
 	struct fixture *f = *state;
-	f->c.dry_run = false;
+	f->c.mode = GP_MODE_APPLY;
 	assert_int_equal(
 	    gp_effect_write(&f->c, "/etc/existing.conf", "gpuprov's\n", 10, 0600), 0);
 	char *text = slurp(f->dir, "etc/existing.conf");
@@ -153,7 +246,7 @@ static void test_binary_write(void **state)
 {
 	struct fixture *f = *state;
 	static const char key[] = { (char)0x99, 0, 5, 4, 0, 0, 0, 1 };
-	f->c.dry_run = true;
+	f->c.mode = GP_MODE_PLAN;
 	assert_int_equal(gp_effect_write(&f->c, "/etc/k.gpg", key, sizeof key, 0644), 0);
 	char *data = NULL;
 	size_t len = 0;
@@ -161,7 +254,7 @@ static void test_binary_write(void **state)
 	assert_int_equal(len, sizeof key);
 	assert_memory_equal(data, key, sizeof key);
 	free(data);
-	f->c.dry_run = false;
+	f->c.mode = GP_MODE_APPLY;
 	assert_int_equal(gp_effect_write(&f->c, "/etc/k2.gpg", key, sizeof key, 0644), 0);
 	assert_int_equal(gp_root_read(&f->c.root, "/etc/k2.gpg", &data, &len), 0);
 	assert_int_equal(len, sizeof key);
@@ -172,7 +265,7 @@ static void test_binary_write(void **state)
 static void test_real_remove_backs_up(void **state)
 {
 	struct fixture *f = *state;
-	f->c.dry_run = false;
+	f->c.mode = GP_MODE_APPLY;
 	assert_int_equal(gp_effect_remove(&f->c, "/etc/existing.conf"), 0);
 	assert_false(gp_root_exists(&f->c.root, "/etc/existing.conf"));
 	char *text = slurp(f->dir, "var/lib/gpuprov/backup/etc/existing.conf");
@@ -187,7 +280,7 @@ static void test_real_remove_backs_up(void **state)
 static void test_symlink_over_file_backs_up(void **state)
 {
 	struct fixture *f = *state;
-	f->c.dry_run = false;
+	f->c.mode = GP_MODE_APPLY;
 	assert_int_equal(gp_effect_symlink(&f->c, "other.conf", "/etc/existing.conf"), 0);
 	char *target = NULL;
 	assert_int_equal(gp_root_readlink(&f->c.root, "/etc/existing.conf", &target), 0);
@@ -205,7 +298,7 @@ static void test_symlink_over_file_backs_up(void **state)
 static void test_remove_symlinks(void **state)
 {
 	struct fixture *f = *state;
-	f->c.dry_run = false;
+	f->c.mode = GP_MODE_APPLY;
 	char link[PATH_MAX * 2];
 	snprintf(link, sizeof link, "%s/etc/to-existing", f->dir);
 	assert_int_equal(symlink("existing.conf", link), 0);
@@ -244,14 +337,14 @@ static void test_remove_tree(void **state)
 {
 	struct fixture *f = *state;
 	make_tree(f);
-	f->c.dry_run = true;
+	f->c.mode = GP_MODE_PLAN;
 	assert_int_equal(gp_effect_remove_tree(&f->c, "/opt/t"), 0);
 	assert_true(gp_root_exists(&f->c.root, "/opt/t/a"));
 	assert_int_equal(f->sp->n_effects, 1);
 	assert_int_equal(f->sp->effects[0].kind, GP_EFFECT_REMOVE_TREE);
 	assert_int_equal(gp_strv_len(f->sp->effects[0].replaces), 3);
 	assert_string_equal(f->sp->effects[0].replaces[2], "/opt/t/sub/out");
-	f->c.dry_run = false;
+	f->c.mode = GP_MODE_APPLY;
 	assert_int_equal(gp_effect_remove_tree(&f->c, "/opt/t"), 0);
 	struct stat st;
 	assert_int_equal(gp_root_lstat(&f->c.root, "/opt/t", &st), -ENOENT);
@@ -267,7 +360,7 @@ static void test_remove_tree_refusals(void **state)
 {
 	struct fixture *f = *state;
 	make_tree(f);
-	f->c.dry_run = false;
+	f->c.mode = GP_MODE_APPLY;
 	/* A file gpuprov did not install. */
 	tu_write(f->dir, "opt/t/sub/mine", "operator\n");
 	assert_int_equal(gp_effect_remove_tree(&f->c, "/opt/t"), -1);
@@ -319,10 +412,33 @@ static void make_runnable(struct fixture *f, const char *name, const char *scrip
 	assert_int_equal(chmod(path, 0755), 0);
 }
 
+/* Read-only commands run with the root mounted read-only in every mode: a
+ * probe that writes fails with EROFS and the tree keeps its files. */
+static void test_readonly_commands_cannot_write(void **state)
+{
+	struct fixture *f = *state;
+	make_runnable(f, "probe",
+	              "#!/bin/sh\n/bin/busybox touch /etc/probe-wrote\n"
+	              "/bin/busybox rm /etc/existing.conf\necho probed\n");
+	char *const argv[] = { "probe", NULL };
+	const enum gp_mode modes[] = { GP_MODE_PLAN, GP_MODE_APPLY, GP_MODE_VERIFY };
+	for (size_t i = 0; i < ARRAY_SIZE(modes); i++) {
+		f->c.mode = modes[i];
+		struct gp_run_result res;
+		assert_int_equal(gp_ctx_run_readonly(&f->c, argv, &res), 0);
+		assert_non_null(strstr(res.output, "probe-wrote: Read-only file system"));
+		assert_non_null(strstr(res.output, "probed"));
+		gp_run_result_free(&res);
+		assert_false(gp_root_exists(&f->c.root, "/etc/probe-wrote"));
+		assert_true(gp_root_exists(&f->c.root, "/etc/existing.conf"));
+	}
+	assert_false(f->c.read_only_refused);
+}
+
 static void test_real_run_failure_message(void **state)
 {
 	struct fixture *f = *state;
-	f->c.dry_run = false;
+	f->c.mode = GP_MODE_APPLY;
 	make_runnable(f, "failing",
 	              "#!/bin/sh\necho line one\necho 'it broke' >&2\nexit 3\n");
 	char *const argv[] = { "failing", "-u", NULL };
@@ -340,7 +456,7 @@ static void test_real_run_failure_message(void **state)
 static void test_real_run_logs(void **state)
 {
 	struct fixture *f = *state;
-	f->c.dry_run = false;
+	f->c.mode = GP_MODE_APPLY;
 	char logpath[PATH_MAX * 2];
 	snprintf(logpath, sizeof logpath, "%s/var/log/gpuprov.log", f->dir);
 	f->c.log_fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
@@ -392,7 +508,7 @@ static void test_events(void **state)
 	make_runnable(f, "hello", "#!/bin/sh\necho hello\n");
 	char *const argv[] = { "hello", "-u", NULL };
 
-	f->c.dry_run = true;
+	f->c.mode = GP_MODE_PLAN;
 	gp_ctx_announce_stage(&f->c, f->sp, false);
 	assert_int_equal(gp_effect_write(&f->c, "/etc/new.conf", "new\n", 4, 0644), 0);
 	gp_ctx_announce_stage(&f->c, f->sp, true);
@@ -402,7 +518,7 @@ static void test_events(void **state)
 	gp_plan_free(f->c.plan);
 	f->c.plan = gp_plan_new("test", "0000", f->dir, false);
 	f->sp = f->c.stage = gp_plan_add_stage(f->c.plan, "env", "test stage");
-	f->c.dry_run = false;
+	f->c.mode = GP_MODE_APPLY;
 	gp_ctx_announce_stage(&f->c, f->sp, false);
 	assert_int_equal(gp_effect_write(&f->c, "/etc/new.conf", "new\n", 4, 0644), 0);
 	assert_int_equal(gp_effect_run(&f->c, argv), 0);
@@ -427,6 +543,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_dry_run_records_only, setup,
 		                                teardown),
+		cmocka_unit_test_setup_teardown(test_verify_refuses_every_effect, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(test_reads_see_planned_writes, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_real_write_backs_up_and_journals,
@@ -437,6 +555,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_real_run_failure_message, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_real_run_logs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_readonly_commands_cannot_write,
+		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_over_file_backs_up, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_remove_symlinks, setup, teardown),

@@ -428,6 +428,28 @@ static void test_modprobe_blacklist_nouveau(void **state)
 	gp_modprobe_facts_free(&f);
 }
 
+/* A query leaves the environment as it is: the download thread's libcurl may
+ * be reading it (KMOD_LOG is set once, in main()). */
+static void test_modprobe_leaves_the_environment(void **state)
+{
+	struct tu_root_fixture *fx = *state;
+	tu_write(fx->dir, "etc/modprobe.d/blacklist-nouveau.conf", "blacklist nouveau\n");
+	char a[] = "GP_TEST=1";
+	char *mine[] = { a, NULL };
+	char **saved = environ;
+	environ = mine;
+	struct gp_modprobe_facts f;
+	int rc = gp_modprobe_query(fx_root(fx), "nouveau", &f);
+	char **after = environ;
+	environ = saved;
+	assert_int_equal(rc, 0);
+	assert_true(f.blacklisted);
+	assert_ptr_equal(after, mine);
+	assert_string_equal(mine[0], "GP_TEST=1");
+	assert_null(mine[1]);
+	gp_modprobe_facts_free(&f);
+}
+
 static void test_modprobe_nothing_configured(void **state)
 {
 	struct tu_root_fixture *fx = *state;
@@ -678,6 +700,7 @@ static void test_nvidia_module_read(void **state)
 
 int main(void)
 {
+	gp_modprobe_env_init(); /* as gpuprov's main() does, before any thread */
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_os_release_quoting),
 		cmocka_unit_test(test_os_release_edge_cases),
@@ -701,6 +724,7 @@ int main(void)
 		FX_TEST(test_kernel_info_missing),
 		FX_TEST(test_modprobe_blacklist_nouveau),
 		FX_TEST(test_modprobe_nothing_configured),
+		FX_TEST(test_modprobe_leaves_the_environment),
 		FX_TEST(test_modprobe_precedence),
 		FX_TEST(test_modprobe_txt_ignored_alias_read),
 		FX_TEST(test_modprobe_dash_underscore_and_last_wins),

@@ -422,6 +422,7 @@ static int apt_setup(void **state)
 	f->c.out = &f->out;
 	f->c.err = &f->err;
 	f->c.log_fd = -1;
+	f->c.mode = GP_MODE_APPLY;
 	f->c.cmd_timeout_ms = 300000;
 	f->prof.name = "t";
 	f->prof.doc = cJSON_Parse("{\"distro\": {\"package_manager\": \"apt\"}}");
@@ -496,7 +497,7 @@ static void test_apt_versions_and_hold(void **state)
 	 * queries see the planned version. */
 	struct gp_pkg_want up[] = { { set[0], "535.183.01-0ubuntu1" },
 		                    { set[1], "535.183.01-0ubuntu1" } };
-	f->c.dry_run = true;
+	f->c.mode = GP_MODE_PLAN;
 	assert_int_equal(gp_effect_pkg_install(&f->c, up, 2), 0);
 	v = installed(f, set[0]);
 	assert_string_equal(v, "535.183.01-0ubuntu1");
@@ -508,7 +509,7 @@ static void test_apt_versions_and_hold(void **state)
 	free(plan);
 	/* For real: the version changes and the hold stays. */
 	gp_pkg_state_free(&f->c);
-	f->c.dry_run = false;
+	f->c.mode = GP_MODE_APPLY;
 	assert_int_equal(gp_effect_pkg_install(&f->c, up, 2), 0);
 	v = installed(f, set[0]);
 	assert_string_equal(v, "535.183.01-0ubuntu1");

@@ -4,8 +4,12 @@
  * the runner never does. Chroot needs root (CAP_SYS_CHROOT): those tests skip
  * without it. */
 #include <dirent.h>
+#include <grp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -704,6 +708,234 @@ static void test_no_start_after_stop_signal(void **state)
 	gp_run_result_free(&res);
 }
 
+/* A script that tries to change its root three ways; busybox says why each
+ * failed. */
+static char writer[] = "/bin/writer";
+
+static void make_writer(const char *root, const char *dir)
+{
+	_cleanup_free_ char *text = gp_xasprintf("#!/bin/busybox sh\n"
+	                                         "/bin/busybox touch %s/new\n"
+	                                         "/bin/busybox mkdir %s/newdir\n"
+	                                         "/bin/busybox rm %s/hello\n"
+	                                         "exit 0\n",
+	                                         dir, dir, dir);
+	make_file(root, "bin/writer", text, 0755);
+}
+
+static size_t count_of(const char *text, const char *what)
+{
+	size_t n = 0;
+	for (const char *p = text; (p = strstr(p, what)); p += strlen(what))
+		n++;
+	return n;
+}
+
+static bool exists_in(const char *dir, const char *rel)
+{
+	_cleanup_free_ char *p = gp_xasprintf("%s/%s", dir, rel);
+	return access(p, F_OK) == 0;
+}
+
+/* Runs the writer in root, read-only; 0 when all three writes failed with
+ * EROFS and nothing changed in host_dir (the writer's directory as seen from
+ * here), else which check failed. For the forked tests too: no cmocka
+ * assertion in a child. */
+static int writer_refused(const char *root, const char *host_dir)
+{
+	char *argv[] = { writer, NULL };
+	struct gp_run_opts opts = { .root = root,
+		                    .timeout_ms = 10000,
+		                    .read_only = true };
+	struct gp_run_result res;
+	if (gp_run(&opts, argv, &res) < 0)
+		return 10;
+	int rc = count_of(res.output, "Read-only file system") != 3            ? 11
+	         : exists_in(host_dir, "new") || exists_in(host_dir, "newdir") ? 12
+	         : !exists_in(host_dir, "hello")                               ? 13
+	                                                                       : 0;
+	gp_run_result_free(&res);
+	return rc;
+}
+
+/* fn(arg) in a child process: its exit status. */
+static int in_child(int (*fn)(void *), void *arg)
+{
+	int status;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(fn(arg));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/* read_only: every write under the root fails with EROFS, the same command
+ * without it writes. */
+static void test_read_only_chroot(_unused_ void **state)
+{
+	if (!can_chroot())
+		skip();
+	char *root = make_root();
+	_cleanup_free_ char *bin = gp_xasprintf("%s/bin", root);
+	make_writer(root, "/bin");
+	assert_int_equal(writer_refused(root, bin), 0);
+	char *argv[] = { writer, NULL };
+	struct gp_run_opts opts = { .root = root, .timeout_ms = 10000 };
+	struct gp_run_result res;
+	run_ok(&opts, argv, &res);
+	assert_int_equal(count_of(res.output, "Read-only file system"), 0);
+	assert_true(exists_in(bin, "new"));
+	assert_false(exists_in(bin, "hello"));
+	gp_run_result_free(&res);
+	tu_rmrf(root);
+	free(root);
+}
+
+/* The mounts below the root are read-only too: a tmpfs on /mnt, mounted in
+ * a mount namespace of the test's own. */
+static int submount_refused(void *root)
+{
+	_cleanup_free_ char *mnt = gp_xasprintf("%s/mnt", (char *)root);
+	_cleanup_free_ char *hello = gp_xasprintf("%s/hello", mnt);
+	if (unshare(CLONE_NEWNS) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", mnt, "tmpfs", 0, "mode=0755") < 0)
+		return 20;
+	int fd = open(hello, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0 || close(fd) < 0)
+		return 21;
+	return writer_refused(root, mnt);
+}
+
+static void test_read_only_submounts(_unused_ void **state)
+{
+	if (!can_chroot())
+		skip();
+	char *root = make_root();
+	tu_mkdir(root, "mnt");
+	make_writer(root, "/mnt");
+	assert_int_equal(in_child(submount_refused, root), 0);
+	tu_rmrf(root);
+	free(root);
+}
+
+/* With the host's root ("/") the whole host is read-only for the command. */
+static void test_read_only_host(_unused_ void **state)
+{
+	if (!can_chroot())
+		skip();
+	char *dir = tu_tmpdir();
+	tu_write(dir, "hello", "keep me\n");
+	_cleanup_free_ char *script = gp_xasprintf(
+	    "touch %s/new; mkdir %s/newdir; rm %s/hello; exit 0", dir, dir, dir);
+	char *argv[] = { "/bin/sh", "-c", script, NULL };
+	struct gp_run_opts opts = { .timeout_ms = 10000, .read_only = true };
+	struct gp_run_result res;
+	run_ok(&opts, argv, &res);
+	assert_int_equal(count_of(res.output, "Read-only file system"), 3);
+	assert_false(exists_in(dir, "new"));
+	assert_false(exists_in(dir, "newdir"));
+	assert_true(exists_in(dir, "hello"));
+	gp_run_result_free(&res);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+/* Not root: the namespace is made inside a user namespace of the command's
+ * own. Skipped where unprivileged user namespaces are off. */
+static int become_nobody(void)
+{
+	/* A process that changed its ids is not dumpable, so its /proc files
+	 * (uid_map) stay root's; an exec'd gpuprov run by nobody would be. */
+	return setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+	               setresuid(65534, 65534, 65534) < 0 || prctl(PR_SET_DUMPABLE, 1) < 0
+	           ? -1
+	           : 0;
+}
+
+static int unprivileged_userns(_unused_ void *unused)
+{
+	if (become_nobody() < 0)
+		return 30;
+	return unshare(CLONE_NEWUSER) < 0 ? 77 : 0;
+}
+
+static int unprivileged_writer_refused(void *root)
+{
+	_cleanup_free_ char *bin = gp_xasprintf("%s/bin", (char *)root);
+	if (become_nobody() < 0)
+		return 30;
+	return writer_refused(root, bin);
+}
+
+static void test_read_only_unprivileged(_unused_ void **state)
+{
+	if (!can_chroot())
+		skip();
+	char *root = make_root();
+	assert_int_equal(chmod(root, 0755), 0);
+	make_writer(root, "/bin");
+	_cleanup_free_ char *bin = gp_xasprintf("%s/bin", root);
+	assert_int_equal(chmod(bin, 0777), 0); /* nobody could write but for read_only */
+	if (in_child(unprivileged_userns, NULL) == 77) {
+		tu_rmrf(root);
+		free(root);
+		skip();
+	}
+	assert_int_equal(in_child(unprivileged_writer_refused, root), 0);
+	tu_rmrf(root);
+	free(root);
+}
+
+/* Where no namespace can be made (here: a user namespace allowing none),
+ * gp_run runs nothing and says why; without read_only the command runs. */
+static int write_text(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : write(fd, text, strlen(text));
+	if (fd >= 0)
+		close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static int refused_without_namespaces(void *root)
+{
+	char *argv[] = { writer, NULL };
+	struct gp_run_opts opts = { .root = root,
+		                    .timeout_ms = 10000,
+		                    .read_only = true };
+	struct gp_run_result res;
+	if (unshare(CLONE_NEWUSER) < 0 ||
+	    write_text("/proc/self/setgroups", "deny") < 0 ||
+	    write_text("/proc/self/uid_map", "0 0 1\n") < 0 ||
+	    write_text("/proc/self/gid_map", "0 0 1\n") < 0)
+		return 40;
+	if (write_text("/proc/sys/user/max_mnt_namespaces", "0\n") < 0 ||
+	    write_text("/proc/sys/user/max_user_namespaces", "0\n") < 0)
+		return 41;
+	int rc = gp_run(&opts, argv, &res);
+	if (rc >= 0 || !res.read_only_refused || res.output)
+		return 42;
+	opts.read_only = false;
+	if (gp_run(&opts, argv, &res) < 0 || res.read_only_refused)
+		return 43;
+	gp_run_result_free(&res);
+	return 0;
+}
+
+static void test_read_only_refused(_unused_ void **state)
+{
+	if (!can_chroot())
+		skip();
+	char *root = make_root();
+	make_writer(root, "/bin");
+	assert_int_equal(in_child(refused_without_namespaces, root), 0);
+	tu_rmrf(root);
+	free(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -731,6 +963,11 @@ int main(void)
 		cmocka_unit_test(test_sigchld_ignored),
 		cmocka_unit_test(test_describe),
 		cmocka_unit_test(test_no_start_after_stop_signal),
+		cmocka_unit_test(test_read_only_chroot),
+		cmocka_unit_test(test_read_only_submounts),
+		cmocka_unit_test(test_read_only_host),
+		cmocka_unit_test(test_read_only_unprivileged),
+		cmocka_unit_test(test_read_only_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,8 @@
 /* The one ordered stage table. Order is run order; a stage without hooks
  * is not implemented yet and is never applied. */
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpuprov/json.h"
@@ -23,6 +25,22 @@ const struct gp_stage *gp_stage_find(const char *name)
 bool gp_stage_implemented(const struct gp_stage *s)
 {
 	return s->check && s->apply && s->verify;
+}
+
+const cJSON *gp_stage_settings(const struct gp_ctx *c, const struct gp_stage *self,
+                               const char *other)
+{
+	for (const char *const *r = self->reads; r && *r; r++)
+		if (strcmp(*r, other) == 0)
+			return gp_profile_stage(c->profile, other);
+	/* A hook reads what its row does not say: `gpuprov stages` and the
+	 * schema would tell a wrong story, so stop before that ships. */
+	fprintf(stderr,
+	        "gpuprov: internal error: stage %s reads the settings of stage %s, "
+	        "which the .reads of its row (gp_stage_%s) does not list; add it "
+	        "there\n",
+	        self->name, other, self->name);
+	abort();
 }
 
 void gp_check_set(struct gp_check *ck, enum gp_stage_state state, const char *fmt, ...)

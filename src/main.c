@@ -14,6 +14,7 @@
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/run.h"
+#include "gpuprov/stagelist.h"
 #include "gpuprov/util.h"
 
 #ifndef GP_VERSION
@@ -42,6 +43,8 @@ static const char global_usage[] =
     "  profiles show NAME [--resolved]\n"
     "                        print a profile as written, or after inheritance\n"
     "  profiles lint FILE... check profile files: format and compatibility\n"
+    "  stages                list the stages in order: summary, profile keys, the\n"
+    "                        stages whose settings each reads\n"
     "\n"
     "global options:\n"
     "  --root DIR            operate on the system mounted at DIR (default /)\n"
@@ -63,7 +66,7 @@ static const char global_usage[] =
     "  --offline             no network: use the cache only, and fail at once\n"
     "                        naming every artifact missing from it\n"
     "\n"
-    "stages, in order: nouveau, driver, cuda, cudnn, pytorch, env\n"
+    "stages, in order: %s\n"
     "methods: driver apt|dnf|runfile, cuda repo|runfile, cudnn tarball|apt,\n"
     "         pytorch conda|venv\n"
     "exit codes: 0 done, 1 apply failed, 2 usage, 3 verify failed, 4 blocked,\n"
@@ -156,6 +159,14 @@ static const struct command commands[] = {
 	  "Profile search path: --profile-dir, /etc/gpuprov/profiles, the installed\n"
 	  "share directory, then the source tree's profiles/.\n",
 	  OPT_RESOLVED },
+	{ "stages",
+	  "usage: gpuprov stages\n"
+	  "\n"
+	  "Lists the stages in the order they run: each with its summary, the keys\n"
+	  "of its stages.<name> object in a profile (with their types) and the other\n"
+	  "stages whose settings it reads. With --json one document, each key also\n"
+	  "with its JSON Schema.\n",
+	  0 },
 };
 
 /* The option behind each OPT_* bit, for "does not apply" errors. */
@@ -170,6 +181,13 @@ static const struct {
 	{ OPT_RESOLVED, "--resolved" },
 	{ OPT_FETCH, "--cache-dir/--ca-file/--mirror/--offline" },
 };
+
+/* The global usage, with the stage list of the stage table. */
+static void put_global_usage(FILE *f)
+{
+	_cleanup_free_ char *names = gp_stagelist_names(", ");
+	fprintf(f, global_usage, names);
+}
 
 static const struct command *find_command(const char *name)
 {
@@ -188,7 +206,10 @@ static int usage_error(const struct command *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-	fputs(cmd ? cmd->usage : global_usage, stderr);
+	if (cmd)
+		fputs(cmd->usage, stderr);
+	else
+		put_global_usage(stderr);
 	return GP_EXIT_USAGE;
 }
 
@@ -448,7 +469,7 @@ int main(int argc, char **argv)
 
 	if (optind >= argc) {
 		if (help) {
-			fputs(global_usage, stdout);
+			put_global_usage(stdout);
 			goto out;
 		}
 		rc = usage_error(NULL, "no command given");
@@ -495,6 +516,8 @@ int main(int argc, char **argv)
 		rc = gp_engine_status(&o, &out);
 	} else if (strcmp(name, "detect") == 0) {
 		rc = gp_engine_detect(&o, &out);
+	} else if (strcmp(name, "stages") == 0) {
+		rc = gp_stagelist_print(&out);
 	} else if (resolved && !(nargs >= 1 && strcmp(args[0], "show") == 0)) {
 		rc = usage_error(cmd,
 		                 "option --resolved applies to 'profiles show' only");

@@ -46,8 +46,8 @@ static char *check_profile_name(const cJSON *v, size_t i)
 {
 	if (valid_profile_name(v->valuestring))
 		return NULL;
-	return gp_schema_why_got(v->valuestring,
-	               "must be lowercase letters, digits, '.', '_', '-' and '/'");
+	return gp_schema_why_got(
+	    v->valuestring, "must be lowercase letters, digits, '.', '_', '-' and '/'");
 }
 
 /* os-release(5): ID and VERSION_ID are lowercase letters, digits, '.', '_'
@@ -58,7 +58,7 @@ static char *check_os_release_word(const cJSON *v, size_t i)
 	if (*s && gp_schema_only(s, GP_LOWER GP_DIGITS "._-"))
 		return NULL;
 	return gp_schema_why_got(s, "must be written as os-release writes it: lowercase "
-	                  "letters, digits, '.', '_' and '-'");
+	                            "letters, digits, '.', '_' and '-'");
 }
 
 static char *check_pci_id(const cJSON *v, size_t i)
@@ -68,7 +68,7 @@ static char *check_pci_id(const cJSON *v, size_t i)
 	    gp_schema_only(s + 5, GP_DIGITS "abcdef"))
 		return NULL;
 	return gp_schema_why_got(s, "entries must be NVIDIA PCI ids \"10de:xxxx\" with 4 "
-	                  "lowercase hex digits, e.g. \"10de:20b0\"");
+	                            "lowercase hex digits, e.g. \"10de:20b0\"");
 }
 
 /* A package name with {kernel} where the kernel release goes. */
@@ -91,9 +91,10 @@ static char *check_headers_pattern(const cJSON *v, size_t i)
 	_cleanup_free_ char *r = gp_buf_steal(&rest);
 	if (found && strchr(GP_ALNUM, r[0]) && gp_schema_only(r, GP_ALNUM "._+-"))
 		return NULL;
-	return gp_schema_why_got(s, "must be a package name with \"{kernel}\" where the kernel "
-	                  "release goes, e.g. \"linux-headers-{kernel}\" or "
-	                  "\"kernel-devel-{kernel}\"");
+	return gp_schema_why_got(
+	    s, "must be a package name with \"{kernel}\" where the kernel "
+	       "release goes, e.g. \"linux-headers-{kernel}\" or "
+	       "\"kernel-devel-{kernel}\"");
 }
 
 /* The rule ids, for the did-you-mean; gp_compat_rule_known() decides. */
@@ -130,8 +131,9 @@ static char *check_repo_url(const cJSON *v, size_t i)
 {
 	const char *s = v->valuestring;
 	if (gp_str_starts_with(s, "file:///"))
-		return strpbrk(s, " \t\r\n") ? gp_schema_why_got(s, "must not contain spaces")
-		                             : NULL;
+		return strpbrk(s, " \t\r\n")
+		           ? gp_schema_why_got(s, "must not contain spaces")
+		           : NULL;
 	return gp_schema_check_url(v, i);
 }
 
@@ -143,14 +145,16 @@ static char *check_fingerprint(const cJSON *v, size_t i)
 		if (*p == ' ')
 			continue;
 		if (!strchr(GP_DIGITS "abcdefABCDEF", *p))
-			return gp_schema_why_got(v->valuestring,
-			               "must be a key fingerprint: 40 hex digits (spaces "
-			               "allowed)");
+			return gp_schema_why_got(
+			    v->valuestring,
+			    "must be a key fingerprint: 40 hex digits (spaces "
+			    "allowed)");
 		n++;
 	}
 	if (n != 40)
-		return gp_schema_why_got(v->valuestring, "must be a key fingerprint: 40 hex digits "
-		                               "(spaces allowed)");
+		return gp_schema_why_got(v->valuestring,
+		                         "must be a key fingerprint: 40 hex digits "
+		                         "(spaces allowed)");
 	return NULL;
 }
 
@@ -166,7 +170,10 @@ static const char *const package_managers[] = { "apt", "dnf", NULL };
 #define URL(k) GP_KEY_STRING_ROW(k, &gp_check_url)
 #define ENUM(k, list) GP_KEY_ENUM_ROW(k, list)
 #define STRINGS(k, chk) GP_KEY_STRINGS_ROW(k, chk)
-#define OBJECT(k, kids) { .name = (k), .type = GP_KEY_OBJECT, .children = (kids) }
+#define OBJECT(k, kids)                                                                  \
+	{                                                                                \
+		.name = (k), .type = GP_KEY_OBJECT, .children = (kids)                   \
+	}
 
 static const struct gp_key match_keys[] = {
 	STRING("os_id", check_os_release_word),
@@ -655,7 +662,9 @@ static cJSON *load_chain(const char *path, char *const *search, struct load_stat
 		gp_json_doc_free(&d);
 		return NULL;
 	}
-	struct gp_schema_walk w = { .d = &d, .err = err, .accepted = note_http, .data = st };
+	struct gp_schema_walk w = {
+		.d = &d, .err = err, .accepted = note_http, .data = st
+	};
 	if (gp_schema_validate(&w, d.json, "", profile_schema()) < 0) {
 		gp_json_doc_free(&d);
 		return NULL;
@@ -828,4 +837,3 @@ const char *gp_profile_distro_string(const struct gp_profile *p, const char *key
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(distro, key);
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
-

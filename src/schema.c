@@ -99,8 +99,9 @@ static char *check_directory(const cJSON *v, size_t i)
 	if (s[0] == '/' && !strpbrk(s, ":\n\r\t") && !strstr(s, "/../") &&
 	    !gp_str_ends_with(s, "/.."))
 		return NULL;
-	return gp_schema_why_got(s, "must be an absolute path without ':', '..' or control "
-	                  "characters");
+	return gp_schema_why_got(s,
+	                         "must be an absolute path without ':', '..' or control "
+	                         "characters");
 }
 
 /* https:// (or http://, allowed later by allow_insecure_http) with a host
@@ -125,8 +126,8 @@ char *gp_schema_check_url(const cJSON *v, size_t i)
 		return gp_schema_why_got(s, "must be an https:// URL");
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
 		if (*p <= ' ' || *p == 0x7f)
-			return gp_schema_why_got(s,
-			               "must not contain spaces or control characters");
+			return gp_schema_why_got(
+			    s, "must not contain spaces or control characters");
 	if (strcspn(rest, "/?#") == 0)
 		return gp_schema_why_got(s, "must name a host after the scheme");
 	return NULL;
@@ -183,7 +184,7 @@ static char *check_file_path(const cJSON *v, size_t i)
 	if (gp_schema_plain_absolute_path(v->valuestring))
 		return NULL;
 	return gp_schema_why_got(v->valuestring, "must be an absolute path such as "
-	                               "\"/var/lib/shim-signed/mok/MOK.priv\"");
+	                                         "\"/var/lib/shim-signed/mok/MOK.priv\"");
 }
 
 /* An argv: the first element is a bare command name (looked up in the
@@ -193,11 +194,12 @@ static char *check_argv(const cJSON *v, size_t i)
 	const char *s = v->valuestring;
 	if (i != 0)
 		return NULL;
-	if (s[0] == '/' ? gp_schema_plain_absolute_path(s)
-	                : *s && *s != '-' && *s != '.' && gp_schema_only(s, GP_ALNUM "._+-"))
+	if (s[0] == '/'
+	        ? gp_schema_plain_absolute_path(s)
+	        : *s && *s != '-' && *s != '.' && gp_schema_only(s, GP_ALNUM "._+-"))
 		return NULL;
 	return gp_schema_why_got(s, "must start with a command: a bare name such as "
-	                  "\"update-initramfs\" or an absolute path");
+	                            "\"update-initramfs\" or an absolute path");
 }
 
 /* min..max dot-separated runs of digits: "535.104.05". */
@@ -227,9 +229,10 @@ static char *check_under(const char *s, const char *const *dirs, const char *nam
 		return gp_schema_why_got(s, why);
 	}
 	if (!gp_schema_plain_absolute_path(s))
-		return gp_schema_why_got(s, "must be a plain absolute path: no '.' or '..' "
-		                  "components, no '//' or trailing '/', no ':' or "
-		                  "control characters");
+		return gp_schema_why_got(s,
+		                         "must be a plain absolute path: no '.' or '..' "
+		                         "components, no '//' or trailing '/', no ':' or "
+		                         "control characters");
 	for (; *dirs; dirs++)
 		if (gp_str_starts_with(s, *dirs) && s[strlen(*dirs)])
 			return NULL;
@@ -256,10 +259,10 @@ static char *check_root_file(const cJSON *v, size_t i)
 {
 	if (gp_schema_plain_absolute_path(v->valuestring))
 		return NULL;
-	return gp_schema_why_got(v->valuestring,
-	               "must be a plain absolute path inside the root: no '.' or "
-	               "'..' components, no '//' or trailing '/', no ':' or control "
-	               "characters");
+	return gp_schema_why_got(
+	    v->valuestring, "must be a plain absolute path inside the root: no '.' or "
+	                    "'..' components, no '//' or trailing '/', no ':' or control "
+	                    "characters");
 }
 
 const struct gp_value_check gp_check_url = {
@@ -280,7 +283,8 @@ const struct gp_value_check gp_check_file_path = {
 };
 const struct gp_value_check gp_check_root_file = {
 	.check = check_root_file,
-	.schema = "{\"pattern\": \"^(?:/(?!\\\\.\\\\.?(?:/|$))[^/:\\\\x00-\\\\x1f\\\\x7f]+)+$\"}",
+	.schema = "{\"pattern\": "
+	          "\"^(?:/(?!\\\\.\\\\.?(?:/|$))[^/:\\\\x00-\\\\x1f\\\\x7f]+)+$\"}",
 };
 const struct gp_value_check gp_check_argv = {
 	.check = check_argv,
@@ -481,7 +485,8 @@ static int validate_value(const struct gp_schema_walk *w, const cJSON *v,
 		return k->validate(w, v, pointer, k);
 	case GP_KEY_STRING_ARRAY:
 	case GP_KEY_STRING_MAP:
-		ok = k->type == GP_KEY_STRING_ARRAY ? cJSON_IsArray(v) : cJSON_IsObject(v);
+		ok = k->type == GP_KEY_STRING_ARRAY ? cJSON_IsArray(v)
+		                                    : cJSON_IsObject(v);
 		if (!ok)
 			break;
 		size_t i = 0;
@@ -539,8 +544,8 @@ int gp_schema_validate(const struct gp_schema_walk *w, const cJSON *obj,
 		if (!k->name) {
 			_cleanup_free_ char *hint = known_keys_hint(keys, item->string);
 			_cleanup_free_ char *q = gp_schema_quoted(item->string);
-			rc = gp_schema_fail(w->d, p, true, w->err, "unknown key %s; %s", q,
-			                    hint);
+			rc = gp_schema_fail(w->d, p, true, w->err, "unknown key %s; %s",
+			                    q, hint);
 		} else {
 			rc = validate_value(w, item, p, k);
 		}
@@ -589,14 +594,16 @@ cJSON *gp_schema_key_json(const struct gp_key *k)
 		s = k->check ? string_schema(k->check) : cJSON_CreateObject();
 		gp_json_set_string(s, "type", "object");
 		if (!cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"))
-			cJSON_AddItemToObject(s, "additionalProperties", string_schema(NULL));
+			cJSON_AddItemToObject(s, "additionalProperties",
+			                      string_schema(NULL));
 		break;
 	default:
 		s = cJSON_CreateObject();
 		cJSON_AddStringToObject(s, "type",
-		                        k->type == GP_KEY_BOOL     ? "boolean"
-		                        : k->type == GP_KEY_NUMBER ? gp_schema_type_word(k)
-		                                                   : "object");
+		                        k->type == GP_KEY_BOOL ? "boolean"
+		                        : k->type == GP_KEY_NUMBER
+		                            ? gp_schema_type_word(k)
+		                            : "object");
 		break;
 	}
 	/* type (or $ref) first, then the description, then the rule. */

@@ -47,8 +47,8 @@ struct gp_key {
 	double min, max; /* NUMBER: the bounds, both included */
 	bool integer; /* NUMBER: whole numbers only */
 	/* CUSTOM: validates the value (type included); 0 or -1 with w->err set. */
-	int (*validate)(const struct gp_schema_walk *w, const cJSON *v, const char *pointer,
-	                const struct gp_key *k);
+	int (*validate)(const struct gp_schema_walk *w, const cJSON *v,
+	                const char *pointer, const struct gp_key *k);
 	/* For docs/profile.schema.json: one line, and JSON texts. */
 	const char *doc, *example, *default_value;
 };
@@ -120,11 +120,23 @@ char *gp_schema_check_url(const cJSON *v, size_t i);
 
 /* Table rows. */
 #define GP_KEY_STRING_ROW(k, chk, ...)                                                   \
-	{ .name = (k), .type = GP_KEY_STRING, .check = (chk), __VA_ARGS__ }
+	{                                                                                \
+		.name = (k), .type = GP_KEY_STRING, .check = (chk), __VA_ARGS__          \
+	}
 #define GP_KEY_ENUM_ROW(k, list, ...)                                                    \
-	{ .name = (k), .type = GP_KEY_STRING, .choices = (list), __VA_ARGS__ }
-#define GP_KEY_BOOL_ROW(k, ...) { .name = (k), .type = GP_KEY_BOOL, __VA_ARGS__ }
+	{                                                                                \
+		.name = (k), .type = GP_KEY_STRING, .choices = (list), __VA_ARGS__       \
+	}
+#define GP_KEY_BOOL_ROW(k, ...)                                                          \
+	{                                                                                \
+		.name = (k), .type = GP_KEY_BOOL, __VA_ARGS__                            \
+	}
 #define GP_KEY_STRINGS_ROW(k, chk, ...)                                                  \
-	{ .name = (k), .type = GP_KEY_STRING_ARRAY, .check = (chk), __VA_ARGS__ }
+	{                                                                                \
+		.name = (k), .type = GP_KEY_STRING_ARRAY, .check = (chk), __VA_ARGS__    \
+	}
 #define GP_KEY_NUMBER_ROW(k, lo, hi, ...)                                                \
-	{ .name = (k), .type = GP_KEY_NUMBER, .min = (lo), .max = (hi), __VA_ARGS__ }
+	{                                                                                \
+		.name = (k), .type = GP_KEY_NUMBER, .min = (lo), .max = (hi),            \
+		__VA_ARGS__                                                              \
+	}

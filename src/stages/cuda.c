@@ -45,8 +45,8 @@ static char *version_check(const cJSON *v, size_t i)
 {
 	if (gp_schema_numeric_parts(v->valuestring, 2, 3))
 		return NULL;
-	return gp_schema_why_got(v->valuestring,
-	                         "must be a CUDA version \"X.Y\" or \"X.Y.Z\", e.g. \"12.4\"");
+	return gp_schema_why_got(
+	    v->valuestring, "must be a CUDA version \"X.Y\" or \"X.Y.Z\", e.g. \"12.4\"");
 }
 
 static const struct gp_value_check check_version = {
@@ -60,17 +60,20 @@ static const struct gp_key cuda_keys[] = {
 	GP_KEY_ENUM_ROW(KEY_METHOD, methods, .doc = "How the toolkit is installed.",
 	                .example = "\"repo\""),
 	GP_KEY_STRING_ROW(KEY_VERSION, &check_version,
-	                  .doc = "CUDA version \"X.Y\" or \"X.Y.Z\".", .example = "\"12.4\""),
-	GP_KEY_STRING_ROW(KEY_PATH, &gp_check_install_dir, .doc = "Where the toolkit lives.",
+	                  .doc = "CUDA version \"X.Y\" or \"X.Y.Z\".",
+	                  .example = "\"12.4\""),
+	GP_KEY_STRING_ROW(KEY_PATH, &gp_check_install_dir,
+	                  .doc = "Where the toolkit lives.",
 	                  .example = "\"/usr/local/cuda-12.4\""),
-	GP_KEY_STRING_ROW(KEY_URL, &gp_check_url,
-	                  .doc = "The toolkit runfile (method runfile).",
-	                  .example = "\"https://developer.download.nvidia.com/compute/cuda/"
-	                             "12.9.1/local_installers/"
-	                             "cuda_12.9.1_575.57.08_linux.run\""),
-	GP_KEY_STRING_ROW(KEY_SHA256, &gp_check_sha256, .doc = "sha256 of url.",
-	                  .example = "\"0f6d806ddd87230d2adbe8a6006a9d20144fdbda9de2d6acc6"
-	                             "77daa5d036417a\""),
+	GP_KEY_STRING_ROW(
+	    KEY_URL, &gp_check_url, .doc = "The toolkit runfile (method runfile).",
+	    .example = "\"https://developer.download.nvidia.com/compute/cuda/"
+	               "12.9.1/local_installers/"
+	               "cuda_12.9.1_575.57.08_linux.run\""),
+	GP_KEY_STRING_ROW(
+	    KEY_SHA256, &gp_check_sha256, .doc = "sha256 of url.",
+	    .example = "\"0f6d806ddd87230d2adbe8a6006a9d20144fdbda9de2d6acc6"
+	               "77daa5d036417a\""),
 	GP_KEY_BOOL_ROW(KEY_LINK,
 	                .doc = "Point /usr/local/cuda at this toolkit (replaced "
 	                       "atomically).",

@@ -83,8 +83,9 @@ static char *version_check(const cJSON *v, size_t i)
 {
 	if (gp_schema_numeric_parts(v->valuestring, 3, 4))
 		return NULL;
-	return gp_schema_why_got(v->valuestring, "must be a cuDNN version: 3 or 4 numbers "
-	                                         "separated by dots, e.g. \"8.9.7.29\"");
+	return gp_schema_why_got(v->valuestring,
+	                         "must be a cuDNN version: 3 or 4 numbers "
+	                         "separated by dots, e.g. \"8.9.7.29\"");
 }
 
 static const struct gp_value_check check_version = {
@@ -104,13 +105,15 @@ static const struct gp_key cudnn_keys[] = {
 	GP_KEY_ENUM_ROW(KEY_CUDA, cuda_majors,
 	                .doc = "The CUDA major version the build is for.",
 	                .example = "\"12\""),
-	GP_KEY_STRING_ROW(KEY_URL, &gp_check_url, .doc = "The tarball (method tarball).",
-	                  .example = "\"https://developer.download.nvidia.com/compute/cudnn/"
-	                             "redist/cudnn/linux-x86_64/"
-	                             "cudnn-linux-x86_64-8.9.7.29_cuda12-archive.tar.xz\""),
-	GP_KEY_STRING_ROW(KEY_SHA256, &gp_check_sha256, .doc = "sha256 of url.",
-	                  .example = "\"475333625c7e42a7af3ca0b2f7506a106e30c93b1aa0081cd9"
-	                             "c13efb6e21e3bb\""),
+	GP_KEY_STRING_ROW(
+	    KEY_URL, &gp_check_url, .doc = "The tarball (method tarball).",
+	    .example = "\"https://developer.download.nvidia.com/compute/cudnn/"
+	               "redist/cudnn/linux-x86_64/"
+	               "cudnn-linux-x86_64-8.9.7.29_cuda12-archive.tar.xz\""),
+	GP_KEY_STRING_ROW(
+	    KEY_SHA256, &gp_check_sha256, .doc = "sha256 of url.",
+	    .example = "\"475333625c7e42a7af3ca0b2f7506a106e30c93b1aa0081cd9"
+	               "c13efb6e21e3bb\""),
 	GP_KEY_STRING_ROW(KEY_PATH, &gp_check_install_dir,
 	                  .doc = "Where the tarball is unpacked.",
 	                  .example = "\"/opt/cudnn-8.9.7.29\""),

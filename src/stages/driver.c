@@ -60,15 +60,17 @@ static char *branch_check(const cJSON *v, size_t i)
 	size_t n = strlen(s);
 	if (n >= 2 && n <= 3 && gp_schema_only(s, GP_DIGITS))
 		return NULL;
-	return gp_schema_why_got(s, "must be a driver branch: 2 or 3 digits, e.g. \"535\"");
+	return gp_schema_why_got(s,
+	                         "must be a driver branch: 2 or 3 digits, e.g. \"535\"");
 }
 
 static char *version_check(const cJSON *v, size_t i)
 {
 	if (gp_schema_numeric_parts(v->valuestring, 2, 3))
 		return NULL;
-	return gp_schema_why_got(v->valuestring, "must be a driver version: 2 or 3 numbers "
-	                                         "separated by dots, e.g. \"535.104.05\"");
+	return gp_schema_why_got(v->valuestring,
+	                         "must be a driver version: 2 or 3 numbers "
+	                         "separated by dots, e.g. \"535.104.05\"");
 }
 
 static const struct gp_value_check check_branch = {
@@ -89,8 +91,8 @@ static const char *const module_kinds[] = { "open", "proprietary", "auto", NULL 
 static const struct gp_key driver_keys[] = {
 	GP_KEY_ENUM_ROW(KEY_METHOD, methods, .doc = "How the driver is installed.",
 	                .example = "\"apt\""),
-	GP_KEY_STRING_ROW(KEY_BRANCH, &check_branch, .doc = "Driver branch: 2 or 3 digits.",
-	                  .example = "\"535\""),
+	GP_KEY_STRING_ROW(KEY_BRANCH, &check_branch,
+	                  .doc = "Driver branch: 2 or 3 digits.", .example = "\"535\""),
 	GP_KEY_ENUM_ROW(KEY_FLAVOR, flavors,
 	                .doc = "Data-center (server) or desktop packages.",
 	                .example = "\"server\""),
@@ -106,9 +108,10 @@ static const struct gp_key driver_keys[] = {
 	                  .doc = "The driver runfile (method runfile).",
 	                  .example = "\"https://us.download.nvidia.com/tesla/535.104.05/"
 	                             "NVIDIA-Linux-x86_64-535.104.05.run\""),
-	GP_KEY_STRING_ROW(KEY_SHA256, &gp_check_sha256, .doc = "sha256 of url.",
-	                  .example = "\"0f6d806ddd87230d2adbe8a6006a9d20144fdbda9de2d6acc6"
-	                             "77daa5d036417a\""),
+	GP_KEY_STRING_ROW(
+	    KEY_SHA256, &gp_check_sha256, .doc = "sha256 of url.",
+	    .example = "\"0f6d806ddd87230d2adbe8a6006a9d20144fdbda9de2d6acc6"
+	               "77daa5d036417a\""),
 	GP_KEY_ENUM_ROW(KEY_SOURCE, sources,
 	                .doc = "Package source for method apt: Canonical's archive "
 	                       "(nvidia-driver-<BR>[-server][-open], the default on "

@@ -105,12 +105,14 @@ static char *env_var_check(const cJSON *item, size_t i)
 
 static const struct gp_value_check check_env_var = {
 	.check = env_var_check,
-	.schema = "{\"propertyNames\": {\"pattern\": \"^[A-Za-z_][A-Za-z0-9_]*$\", \"not\": "
-	"{\"anyOf\": [{\"enum\": [\"PATH\", \"CUDA_HOME\", \"BASH_ENV\", \"ENV\", "
-	"\"PROMPT_COMMAND\", \"PS0\", \"PS1\", \"PS2\", \"PS4\", \"IFS\", \"SHELLOPTS\", "
-	"\"BASHOPTS\", \"GLOBIGNORE\", \"CDPATH\", \"GCONV_PATH\"]}, {\"pattern\": "
-	"\"^LD_\"}]}}, \"additionalProperties\": {\"type\": \"string\", \"pattern\": "
-	"\"^[^\\\\n\\\\r]*$\"}}",
+	.schema =
+	    "{\"propertyNames\": {\"pattern\": \"^[A-Za-z_][A-Za-z0-9_]*$\", \"not\": "
+	    "{\"anyOf\": [{\"enum\": [\"PATH\", \"CUDA_HOME\", \"BASH_ENV\", \"ENV\", "
+	    "\"PROMPT_COMMAND\", \"PS0\", \"PS1\", \"PS2\", \"PS4\", \"IFS\", "
+	    "\"SHELLOPTS\", "
+	    "\"BASHOPTS\", \"GLOBIGNORE\", \"CDPATH\", \"GCONV_PATH\"]}, {\"pattern\": "
+	    "\"^LD_\"}]}}, \"additionalProperties\": {\"type\": \"string\", \"pattern\": "
+	    "\"^[^\\\\n\\\\r]*$\"}}",
 	.whole = true,
 };
 
@@ -123,10 +125,11 @@ static const struct gp_key env_keys[] = {
 	                   .doc = "Directories prepended to PATH (default: "
 	                          "<cuda_home>/bin).",
 	                   .example = "[\"/usr/local/cuda-12.4/bin\"]"),
-	GP_KEY_STRINGS_ROW(KEY_LD_LIBRARY_PATH, &gp_check_directory,
-	                   .doc = "Directories prepended to LD_LIBRARY_PATH and listed in "
-	                          "ld.so.conf.d (default: <cuda_home>/lib64).",
-	                   .example = "[\"/usr/local/cuda-12.4/lib64\"]"),
+	GP_KEY_STRINGS_ROW(
+	    KEY_LD_LIBRARY_PATH, &gp_check_directory,
+	    .doc = "Directories prepended to LD_LIBRARY_PATH and listed in "
+	           "ld.so.conf.d (default: <cuda_home>/lib64).",
+	    .example = "[\"/usr/local/cuda-12.4/lib64\"]"),
 	{ .name = KEY_VARS,
 	  .type = GP_KEY_STRING_MAP,
 	  .check = &check_env_var,
@@ -135,7 +138,8 @@ static const struct gp_key env_keys[] = {
 	         "BASH_ENV, ENV, PROMPT_COMMAND, PS0-PS2, PS4, IFS, SHELLOPTS, "
 	         "BASHOPTS, GLOBIGNORE, CDPATH, GCONV_PATH); one-line values.",
 	  .example = "{\"NCCL_DEBUG\": \"WARN\"}" },
-	GP_KEY_BOOL_ROW(KEY_CONDA_INIT, .doc = "Also make conda available in login shells.",
+	GP_KEY_BOOL_ROW(KEY_CONDA_INIT,
+	                .doc = "Also make conda available in login shells.",
 	                .example = "true"),
 	GP_KEY_END,
 };
@@ -256,7 +260,8 @@ static bool conda_init(const cJSON *cfg)
 static const char *conda_prefix(const struct gp_ctx *c)
 {
 	const cJSON *py = gp_stage_settings(c, &gp_stage_env, "pytorch");
-	if (!py || strcmp(gp_json_string(py, GP_PYTORCH_KEY_METHOD, "conda"), "conda") != 0)
+	if (!py ||
+	    strcmp(gp_json_string(py, GP_PYTORCH_KEY_METHOD, "conda"), "conda") != 0)
 		return NULL;
 	return gp_json_string(py, GP_PYTORCH_KEY_PREFIX, "/opt/conda");
 }

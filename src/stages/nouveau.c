@@ -35,8 +35,9 @@ static char *modprobe_file(const cJSON *v, size_t i)
 		    gp_str_ends_with(base, ".conf") && strcmp(base, ".conf") != 0)
 			return NULL;
 	}
-	return gp_schema_why_got(s, "must be a .conf file directly in /etc/modprobe.d (or "
-	                  "/lib/modprobe.d), where modprobe reads it");
+	return gp_schema_why_got(s,
+	                         "must be a .conf file directly in /etc/modprobe.d (or "
+	                         "/lib/modprobe.d), where modprobe reads it");
 }
 
 static const struct gp_value_check check_modprobe_file = {

@@ -59,7 +59,7 @@ static char *python_version_check(const cJSON *v, size_t i)
 	if (gp_str_starts_with(s, "3.") && gp_schema_numeric_parts(s, 2, 3))
 		return NULL;
 	return gp_schema_why_got(s, "must be a Python version \"3.N\" or \"3.N.M\", e.g. "
-	                  "\"3.11\"");
+	                            "\"3.11\"");
 }
 
 static char *conda_env_check(const cJSON *v, size_t i)
@@ -67,8 +67,9 @@ static char *conda_env_check(const cJSON *v, size_t i)
 	const char *s = v->valuestring;
 	if (*s && *s != '.' && *s != '-' && gp_schema_only(s, GP_ALNUM "_.-"))
 		return NULL;
-	return gp_schema_why_got(s, "must be an environment name: letters, digits, '_', '.' "
-	                  "and '-', not starting with '.' or '-'");
+	return gp_schema_why_got(s,
+	                         "must be an environment name: letters, digits, '_', '.' "
+	                         "and '-', not starting with '.' or '-'");
 }
 
 /* "name==version": a PEP 508 name (letters, digits, '.', '_', '-', starting
@@ -88,7 +89,7 @@ static char *pin_check(const cJSON *v, size_t i)
 			return NULL;
 	}
 	return gp_schema_why_got(s, "entries must be exact pins \"name==version\", e.g. "
-	                  "\"torch==2.1.2\"");
+	                            "\"torch==2.1.2\"");
 }
 
 /* A conda channel name, with an optional label path
@@ -96,12 +97,13 @@ static char *pin_check(const cJSON *v, size_t i)
 static char *channel_check(const cJSON *v, size_t i)
 {
 	const char *s = v->valuestring;
-	bool ok = strchr(GP_ALNUM, s[0]) && gp_schema_only(s, GP_ALNUM "_.-/") && !strstr(s, "//") &&
-	          !gp_str_ends_with(s, "/");
+	bool ok = strchr(GP_ALNUM, s[0]) && gp_schema_only(s, GP_ALNUM "_.-/") &&
+	          !strstr(s, "//") && !gp_str_ends_with(s, "/");
 	if (ok && *s)
 		return NULL;
-	return gp_schema_why_got(s, "entries must be channel names such as \"conda-forge\" or "
-	                  "\"nvidia/label/cuda-12.4.1\", not URLs");
+	return gp_schema_why_got(
+	    s, "entries must be channel names such as \"conda-forge\" or "
+	       "\"nvidia/label/cuda-12.4.1\", not URLs");
 }
 
 /* A proxy for pip and conda: http:// is normal for a proxy (TLS to the index
@@ -110,8 +112,9 @@ static char *proxy_url_check(const cJSON *v, size_t i)
 {
 	const char *s = v->valuestring;
 	if (!gp_str_starts_with(s, "http://") && !gp_str_starts_with(s, "https://"))
-		return gp_schema_why_got(s, "must be an http:// or https:// proxy URL, e.g. "
-		                  "\"http://proxy.lan:3128\"");
+		return gp_schema_why_got(s,
+		                         "must be an http:// or https:// proxy URL, e.g. "
+		                         "\"http://proxy.lan:3128\"");
 	return gp_schema_check_url(v, i);
 }
 
@@ -125,8 +128,9 @@ static const struct gp_value_check check_conda_env = {
 };
 static const struct gp_value_check check_pin = {
 	.check = pin_check,
-	.schema = "{\"pattern\": "
-	"\"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?==[0-9][A-Za-z0-9.+!_-]*$\"}",
+	.schema =
+	    "{\"pattern\": "
+	    "\"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?==[0-9][A-Za-z0-9.+!_-]*$\"}",
 };
 static const struct gp_value_check check_channel = {
 	.check = channel_check,
@@ -135,7 +139,8 @@ static const struct gp_value_check check_channel = {
 static const struct gp_value_check check_proxy_url = {
 	.check = proxy_url_check,
 	.schema = "{\"pattern\": "
-	"\"^https?://[^/?#@\\\\s\\\\x00-\\\\x1f\\\\x7f]+(?:[/?#][^\\\\s\\\\x00-\\\\x1f\\\\x7f]*)?$\"}",
+	          "\"^https?://[^/?#@\\\\s\\\\x00-\\\\x1f\\\\x7f]+(?:[/"
+	          "?#][^\\\\s\\\\x00-\\\\x1f\\\\x7f]*)?$\"}",
 };
 
 static const char *const methods[] = { "conda", "venv", NULL };
@@ -155,15 +160,16 @@ static const struct gp_key pytorch_keys[] = {
 	GP_KEY_STRINGS_ROW(KEY_PACKAGES, &check_pin,
 	                   .doc = "pip packages, each pinned exactly: \"name==version\".",
 	                   .example = "[\"torch==2.1.2\", \"torchvision==0.16.2\"]"),
-	GP_KEY_STRING_ROW(KEY_INDEX_URL, &gp_check_url, .doc = "pip index for the wheels.",
+	GP_KEY_STRING_ROW(KEY_INDEX_URL, &gp_check_url,
+	                  .doc = "pip index for the wheels.",
 	                  .example = "\"https://download.pytorch.org/whl/cu121\""),
 	GP_KEY_STRING_ROW(KEY_INSTALLER_URL, &gp_check_url,
 	                  .doc = "The conda installer (Miniforge or Miniconda).",
 	                  .example = "\"" MINIFORGE "\""),
-	GP_KEY_STRING_ROW(KEY_INSTALLER_SHA256, &gp_check_sha256,
-	                  .doc = "sha256 of installer_url.",
-	                  .example = "\"81a5d0d0870ba2022efb0a531dcc60adbdc2bbff7b3ef19d6f"
-	                             "d6d8105406c775\""),
+	GP_KEY_STRING_ROW(
+	    KEY_INSTALLER_SHA256, &gp_check_sha256, .doc = "sha256 of installer_url.",
+	    .example = "\"81a5d0d0870ba2022efb0a531dcc60adbdc2bbff7b3ef19d6f"
+	               "d6d8105406c775\""),
 	GP_KEY_STRINGS_ROW(KEY_CHANNELS, &check_channel,
 	                   .doc = "conda channels by name (optionally with a label "
 	                          "path), not URLs.",

@@ -7,10 +7,10 @@
  * one entry per row of the stage table, each with the keys its stage file
  * declares. docs/profile.schema.json mirrors them for editors (its stage
  * part is generated: `make schema-json`; tests/unit/test_profile_schema.c
- * keeps the two in step) and docs/gpuprov-profile.5 describes them. Two checks look beyond a single
- * value: an "override" names each rule at most once, and an http:// URL is
- * refused unless the resolved profile (after `extends`) sets
- * "allow_insecure_http": true. Everything else that relates two settings
+ * keeps the two in step) and docs/gpuprov-profile.5 describes them. Two
+ * checks look beyond a single value: an "override" names each rule at most
+ * once, and an http:// URL is refused unless the resolved profile (after
+ * `extends`) sets "allow_insecure_http": true. Everything else that relates two settings
  * (driver against CUDA, cuDNN against CUDA, ...) is the compatibility
  * preflight's job (compat.h), not the loader's. */
 #include <errno.h>

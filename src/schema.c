@@ -387,7 +387,7 @@ const char *gp_schema_type_word(const struct gp_key *k)
 	case GP_KEY_CUSTOM:
 		break;
 	}
-	return NULL;
+	return "custom";
 }
 
 /* What a value of the wrong type is, for "(got ...)". */

@@ -79,7 +79,7 @@ int gp_schema_fail(const struct gp_json_doc *d, const char *pointer, bool at_key
 /* Every key path under pointer, as JSON pointers, parents first. */
 void gp_schema_push_paths(char ***v, const char *pointer, const struct gp_key *keys);
 /* "string", "boolean", "number", "integer", "object", "array of strings",
- * "object of strings", "object or false"; NULL for CUSTOM. */
+ * "object of strings", "object or false", "custom". */
 const char *gp_schema_type_word(const struct gp_key *k);
 /* The key's JSON Schema (docs/profile.schema.json): type or $ref, description,
  * the check's rule, enum, bounds, default, examples. */

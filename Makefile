@@ -46,7 +46,7 @@ BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-de
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
 	python3-jsonschema clang-format cppcheck openssl debootstrap apt-utils dpkg-dev gnupg
 
-.PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long deps-fuzz lint install uninstall clean deps deps-demo demo
+.PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long deps-fuzz lint install uninstall clean deps deps-demo demo schema-json
 
 all: gpuprov
 
@@ -68,6 +68,12 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h $(BUILD)/libgpuprov.a $(B
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(BUILD)/libgpuprov.a \
 		$(LDFLAGS) $(PKG_LIBS) -lcmocka
+
+# docs/profile.schema.json's stages, from the stage files' key tables
+# (`gpuprov --json stages`); tests/e2e/stages.bats checks it is current.
+schema-json: $(BUILD)/gpuprov
+	python3 docs/schema-json.py $(BUILD)/gpuprov docs/profile.schema.json > $(BUILD)/profile.schema.json
+	mv $(BUILD)/profile.schema.json docs/profile.schema.json
 
 # Installs missing build and test packages (Debian/Ubuntu).
 deps:

@@ -16,7 +16,9 @@
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/modprobe.h"
+#include "gpuprov/profile.h"
 #include "gpuprov/run.h"
+#include "gpuprov/stagelist.h"
 #include "gpuprov/stages.h"
 #include "gpuprov/util.h"
 
@@ -131,6 +133,11 @@ static int run_status(const struct command *cmd, struct cli *cli)
 static int run_detect(const struct command *cmd, struct cli *cli)
 {
 	return gp_engine_detect(&cli->o, &cli->out);
+}
+
+static int run_stages(const struct command *cmd, struct cli *cli)
+{
+	return gp_stagelist_print(&cli->out);
 }
 
 static int run_profiles(const struct command *cmd, struct cli *cli)
@@ -253,6 +260,18 @@ static const struct command commands[] = {
 	  OPT_RESOLVED,
 	  true,
 	  run_profiles },
+	{ "stages",
+	  { { "stages", "list the stages in order: summary, profile keys, the\n"
+	                "stages whose settings each reads" } },
+	  "usage: gpuprov stages\n"
+	  "\n"
+	  "Lists the stages in the order they run: each with its summary, the keys\n"
+	  "of its stages.<name> object in a profile (with their types) and the other\n"
+	  "stages whose settings it reads. With --json one document, each key also\n"
+	  "with its JSON Schema.\n",
+	  0,
+	  false,
+	  run_stages },
 };
 
 /* The option behind each OPT_* bit, for "does not apply" errors. */
@@ -455,6 +474,8 @@ int main(int argc, char **argv)
 	/* Everything gpuprov puts in its environment is put there now, before
 	 * any thread starts: setenv races with getenv in another thread. */
 	gp_modprobe_env_init();
+	/* The profile loader learns the stages' keys from the stage table. */
+	gp_profile_use_stage_keys(gp_stages_profile_keys());
 
 	/* Before getopt permutes argv: the command to repeat after a reboot. */
 	_cleanup_free_ char *args_text = gp_argv_display(argv + 1);

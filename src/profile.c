@@ -2,13 +2,15 @@
  * with FILE:LINE:COL errors, resolve `extends` (objects merge key by key,
  * everything else replaces), and digest the result.
  *
- * The schema is the tables below: every key a profile may hold, its JSON
- * type and a check of its value. docs/profile.schema.json mirrors them for
- * editors (tests/unit/test_profile_schema.c keeps the two in step) and
- * docs/gpuprov-profile.5 describes them. Two checks look beyond a single
- * value: an "override" names each rule at most once, and an http:// URL is
- * refused unless the resolved profile (after `extends`) sets
- * "allow_insecure_http": true. Everything else that relates two settings
+ * The schema is the tables below (src/schema.c walks them): every key a
+ * profile may hold, its JSON type and a check of its value; "stages" holds
+ * one entry per row of the stage table, each with the keys its stage file
+ * declares. docs/profile.schema.json mirrors them for editors (its stage
+ * part is generated: `make schema-json`; tests/unit/test_profile_schema.c
+ * keeps the two in step) and docs/gpuprov-profile.5 describes them. Two
+ * checks look beyond a single value: an "override" names each rule at most
+ * once, and an http:// URL is refused unless the resolved profile (after
+ * `extends`) sets "allow_insecure_http": true. Everything else that relates two settings
  * (driver against CUDA, cuDNN against CUDA, ...) is the compatibility
  * preflight's job (compat.h), not the loader's. */
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include "gpuprov/json.h"
 #include "gpuprov/profile.h"
 #include "gpuprov/root.h"
+#include "gpuprov/schema.h"
 #include "gpuprov/strmap.h"
 
 #ifndef GP_DATADIR
@@ -34,224 +37,14 @@
 
 /* --- schema ------------------------------------------------------------- */
 
-enum field_type {
-	F_STRING,
-	F_BOOL,
-	F_OBJECT, /* with children */
-	F_STRING_ARRAY,
-	F_STRING_MAP, /* object of string values */
-	F_STAGE, /* object with children, or false */
-	F_OVERRIDE, /* object with children, or a non-empty array of such objects */
-};
-
-/* A value check beyond the type: returns NULL when fine, else why not
- * (allocated), phrased to follow the key's name. index is the item's place
- * in its array or map (0 for a single string). */
-typedef char *(*value_check)(const cJSON *v, size_t index);
-
-struct field {
-	const char *key;
-	enum field_type type;
-	const struct field *children; /* NULL-key terminated */
-	value_check check; /* each string, array item or map entry */
-	const char *const *choices; /* F_STRING: the values allowed, NULL-terminated */
-};
-
-#define DIGITS "0123456789"
-#define LOWER "abcdefghijklmnopqrstuvwxyz"
-#define UPPER "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-#define ALNUM LOWER UPPER DIGITS
-
-static bool only(const char *s, const char *set)
-{
-	return strspn(s, set) == strlen(s);
-}
-
-/* s quoted for a message: at most about 60 bytes of it, with quotes,
- * backslashes and control characters escaped, so that a message stays one
- * readable line whatever the input holds. */
-static char *quoted(const char *s)
-{
-	struct gp_buf b = { 0 };
-	gp_buf_puts(&b, "\"");
-	size_t n = 0;
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++, n++) {
-		if (n >= 60 && (*p & 0xc0) != 0x80) {
-			gp_buf_puts(&b, "...");
-			break;
-		}
-		if (*p < 0x20 || *p == 0x7f)
-			gp_buf_printf(&b, "\\x%02x", *p);
-		else if (*p == '"' || *p == '\\')
-			gp_buf_printf(&b, "\\%c", *p);
-		else
-			gp_buf_append(&b, p, 1);
-	}
-	gp_buf_puts(&b, "\"");
-	return gp_buf_steal(&b);
-}
-
-/* "must ... (got "VALUE")": the common shape of a value check's answer. */
-static char *why_got(const char *s, const char *why)
-{
-	_cleanup_free_ char *q = quoted(s);
-	return gp_xasprintf("%s (got %s)", why, q);
-}
-
-static size_t edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la > 64 || lb > 64)
-		return 99;
-	size_t row[65];
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
-}
-
-/* Keeps cand as *best when it is nearer to s than any before (and fewer
- * than 3 edits away). */
-static void consider(const char *s, const char *cand, const char **best, size_t *best_d)
-{
-	size_t d = edit_distance(s, cand);
-	if (d < *best_d) {
-		*best_d = d;
-		*best = cand;
-	}
-}
-
-/* The nearest of a NULL-terminated list, or NULL. */
-static const char *closest(const char *s, const char *const *list)
-{
-	const char *best = NULL;
-	size_t best_d = 3;
-	for (; *list; list++)
-		consider(s, *list, &best, &best_d);
-	return best;
-}
-
 static bool valid_profile_name(const char *s);
 
 static char *check_profile_name(const cJSON *v, size_t i)
 {
 	if (valid_profile_name(v->valuestring))
 		return NULL;
-	return why_got(v->valuestring,
-	               "must be lowercase letters, digits, '.', '_', '-' and '/'");
-}
-
-/* Directories end up in PATH-like lists and ld.so.conf lines. */
-static char *check_directory(const cJSON *v, size_t i)
-{
-	const char *s = v->valuestring;
-	if (s[0] == '/' && !strpbrk(s, ":\n\r\t") && !strstr(s, "/../") &&
-	    !gp_str_ends_with(s, "/.."))
-		return NULL;
-	return why_got(s, "must be an absolute path without ':', '..' or control "
-	                  "characters");
-}
-
-static char *check_modprobe_file(const cJSON *v, size_t i)
-{
-	const char *s = v->valuestring;
-	/* The directories libkmod reads (it has no /usr/lib/modprobe.d; on
-	 * merged-/usr systems /lib/modprobe.d is that directory). */
-	static const char *const dirs[] = { "/etc/modprobe.d/", "/lib/modprobe.d/" };
-	for (size_t k = 0; k < ARRAY_SIZE(dirs); k++) {
-		const char *base = s + strlen(dirs[k]);
-		if (gp_str_starts_with(s, dirs[k]) && !strchr(base, '/') &&
-		    gp_str_ends_with(base, ".conf") && strcmp(base, ".conf") != 0)
-			return NULL;
-	}
-	return why_got(s, "must be a .conf file directly in /etc/modprobe.d (or "
-	                  "/lib/modprobe.d), where modprobe reads it");
-}
-
-static bool valid_var_name(const char *s)
-{
-	if (!*s || (*s >= '0' && *s <= '9'))
-		return false;
-	return only(s, ALNUM "_");
-}
-
-/* Variables that make every program, or every shell, run code or change
- * how it reads its input: set system-wide by the env stage, each would be
- * a way into every login. */
-static const struct {
-	const char *name;
-	const char *why;
-} unsafe_vars[] = {
-	{ "BASH_ENV", "bash runs the file it names in every non-interactive shell" },
-	{ "ENV", "sh and bash run the file it names in every interactive shell" },
-	{ "PROMPT_COMMAND", "bash runs it before every prompt" },
-	{ "PS0", "bash expands it, command substitutions included, at every command" },
-	{ "PS1", "bash expands it, command substitutions included, at every prompt" },
-	{ "PS2", "bash expands it, command substitutions included, at every prompt" },
-	{ "PS4", "bash expands it, command substitutions included, in every traced "
-	         "command" },
-	{ "IFS", "it changes how every shell splits words" },
-	{ "SHELLOPTS", "it turns on shell options in every bash script" },
-	{ "BASHOPTS", "it turns on shell options in every bash script" },
-	{ "GLOBIGNORE", "it changes what every bash glob matches" },
-	{ "CDPATH", "it changes where cd in every script goes" },
-	{ "GCONV_PATH", "glibc loads character-set modules (code) from it" },
-};
-
-/* Why a variable may not be set system-wide, or NULL. */
-static char *unsafe_var(const char *name)
-{
-	if (gp_str_starts_with(name, "LD_"))
-		return gp_xasprintf("must not set %s: the dynamic loader reads LD_* "
-		                    "variables in every program it starts (LD_PRELOAD "
-		                    "and LD_AUDIT load code into each); library "
-		                    "directories go in ld_library_path",
-		                    name);
-	for (size_t k = 0; k < ARRAY_SIZE(unsafe_vars); k++)
-		if (strcmp(name, unsafe_vars[k].name) == 0)
-			return gp_xasprintf("must not set %s: %s, so a system-wide "
-			                    "value reaches every login",
-			                    name, unsafe_vars[k].why);
-	return NULL;
-}
-
-/* Environment variables (one map entry): names a shell accepts; PATH,
- * LD_LIBRARY_PATH and CUDA_HOME come from their own keys; none that
- * injects code into every program or shell; values are single lines. */
-static char *check_env_var(const cJSON *item, size_t i)
-{
-	static const char *const own[] = { "PATH", "LD_LIBRARY_PATH", "CUDA_HOME" };
-	for (size_t k = 0; k < ARRAY_SIZE(own); k++)
-		if (strcmp(item->string, own[k]) == 0)
-			return gp_xasprintf(
-			    "must not set %s: it comes from cuda_home, path "
-			    "and ld_library_path",
-			    own[k]);
-	char *unsafe = unsafe_var(item->string);
-	if (unsafe)
-		return unsafe;
-	if (!valid_var_name(item->string)) {
-		_cleanup_free_ char *q = quoted(item->string);
-		return gp_xasprintf("has %s, which is not a variable name (letters, "
-		                    "digits and _, not starting with a digit)",
-		                    q);
-	}
-	if (strpbrk(item->valuestring, "\n\r"))
-		return gp_xasprintf("has a value for %s that spans lines", item->string);
-	return NULL;
+	return gp_schema_why_got(
+	    v->valuestring, "must be lowercase letters, digits, '.', '_', '-' and '/'");
 }
 
 /* os-release(5): ID and VERSION_ID are lowercase letters, digits, '.', '_'
@@ -259,117 +52,20 @@ static char *check_env_var(const cJSON *item, size_t i)
 static char *check_os_release_word(const cJSON *v, size_t i)
 {
 	const char *s = v->valuestring;
-	if (*s && only(s, LOWER DIGITS "._-"))
+	if (*s && gp_schema_only(s, GP_LOWER GP_DIGITS "._-"))
 		return NULL;
-	return why_got(s, "must be written as os-release writes it: lowercase "
-	                  "letters, digits, '.', '_' and '-'");
+	return gp_schema_why_got(s, "must be written as os-release writes it: lowercase "
+	                            "letters, digits, '.', '_' and '-'");
 }
 
 static char *check_pci_id(const cJSON *v, size_t i)
 {
 	const char *s = v->valuestring;
 	if (strlen(s) == 9 && gp_str_starts_with(s, "10de:") &&
-	    only(s + 5, DIGITS "abcdef"))
+	    gp_schema_only(s + 5, GP_DIGITS "abcdef"))
 		return NULL;
-	return why_got(s, "entries must be NVIDIA PCI ids \"10de:xxxx\" with 4 "
-	                  "lowercase hex digits, e.g. \"10de:20b0\"");
-}
-
-/* https:// (or http://, allowed later by allow_insecure_http) with a host
- * and without credentials. A URL with credentials is never echoed. */
-static char *check_url(const cJSON *v, size_t i)
-{
-	const char *s = v->valuestring;
-	const char *sep = strstr(s, "://");
-	if (sep) {
-		const char *host = sep + 3;
-		size_t n = strcspn(host, "/?#");
-		if (memchr(host, '@', n))
-			return gp_xstrdup(
-			    "must not carry credentials (\"user:password@\" "
-			    "before the host): they would end up in plans, "
-			    "logs and the journal");
-	}
-	const char *rest = gp_str_starts_with(s, "https://")  ? s + 8
-	                   : gp_str_starts_with(s, "http://") ? s + 7
-	                                                      : NULL;
-	if (!rest)
-		return why_got(s, "must be an https:// URL");
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		if (*p <= ' ' || *p == 0x7f)
-			return why_got(s,
-			               "must not contain spaces or control characters");
-	if (strcspn(rest, "/?#") == 0)
-		return why_got(s, "must name a host after the scheme");
-	return NULL;
-}
-
-static char *check_sha256(const cJSON *v, size_t i)
-{
-	const char *s = v->valuestring;
-	size_t bad = strspn(s, DIGITS "abcdefABCDEF");
-	if (s[bad]) {
-		if ((unsigned char)s[bad] >= 0x80)
-			return gp_xasprintf(
-			    "must be 64 hex digits, as sha256sum prints them; "
-			    "character %zu is not even ASCII",
-			    bad + 1);
-		return gp_xasprintf("must be 64 hex digits, as sha256sum prints them; "
-		                    "character %zu ('%c') is not a hex digit",
-		                    bad + 1,
-		                    s[bad] >= ' ' && s[bad] != 0x7f ? s[bad] : '?');
-	}
-	if (bad != 64)
-		return gp_xasprintf("must be 64 hex digits, as sha256sum prints them "
-		                    "(got %zu digits)",
-		                    bad);
-	if (!only(s, DIGITS "abcdef"))
-		return gp_xstrdup("must be written in lowercase hex, as sha256sum "
-		                  "prints it");
-	return NULL;
-}
-
-/* No '.', '..' or empty components (so no "//" and no trailing '/'), no
- * ':' (PATH-like lists) and no control characters. */
-static bool plain_absolute_path(const char *s)
-{
-	if (s[0] != '/' || strchr(s, ':'))
-		return false;
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		if (*p < 0x20 || *p == 0x7f)
-			return false;
-	for (const char *c = s + 1;; c++) {
-		size_t n = strcspn(c, "/");
-		if (n == 0 || (n == 1 && c[0] == '.') ||
-		    (n == 2 && c[0] == '.' && c[1] == '.'))
-			return false;
-		c += n;
-		if (!*c)
-			return true;
-	}
-}
-
-/* A file in the target root: a plain absolute path. */
-static char *check_file_path(const cJSON *v, size_t i)
-{
-	if (plain_absolute_path(v->valuestring))
-		return NULL;
-	return why_got(v->valuestring, "must be an absolute path such as "
-	                               "\"/var/lib/shim-signed/mok/MOK.priv\"");
-}
-
-/* An argv: the first element is a bare command name (looked up in the
- * root's /usr/sbin:/usr/bin:/sbin:/bin) or an absolute path. */
-static char *check_argv(const cJSON *v, size_t i)
-{
-	const char *s = v->valuestring;
-	if (i != 0)
-		return NULL;
-	if (s[0] == '/' ? plain_absolute_path(s)
-	                : *s && *s != '-' && *s != '.' && only(s, ALNUM "._+-"))
-		return NULL;
-	return why_got(s, "must start with a command: a bare name such as "
-	                  "\"update-initramfs\" or an absolute path");
+	return gp_schema_why_got(s, "entries must be NVIDIA PCI ids \"10de:xxxx\" with 4 "
+	                            "lowercase hex digits, e.g. \"10de:20b0\"");
 }
 
 /* A package name with {kernel} where the kernel release goes. */
@@ -390,168 +86,12 @@ static char *check_headers_pattern(const cJSON *v, size_t i)
 		}
 	}
 	_cleanup_free_ char *r = gp_buf_steal(&rest);
-	if (found && strchr(ALNUM, r[0]) && only(r, ALNUM "._+-"))
+	if (found && strchr(GP_ALNUM, r[0]) && gp_schema_only(r, GP_ALNUM "._+-"))
 		return NULL;
-	return why_got(s, "must be a package name with \"{kernel}\" where the kernel "
-	                  "release goes, e.g. \"linux-headers-{kernel}\" or "
-	                  "\"kernel-devel-{kernel}\"");
-}
-
-/* min..max dot-separated runs of digits: "535.104.05". */
-static bool numeric_parts(const char *s, int min, int max)
-{
-	int parts = 0;
-	for (;;) {
-		size_t n = strspn(s, DIGITS);
-		if (n == 0)
-			return false;
-		parts++;
-		s += n;
-		if (!*s)
-			break;
-		if (*s != '.')
-			return false;
-		s++;
-	}
-	return parts >= min && parts <= max;
-}
-
-static char *check_branch(const cJSON *v, size_t i)
-{
-	const char *s = v->valuestring;
-	size_t n = strlen(s);
-	if (n >= 2 && n <= 3 && only(s, DIGITS))
-		return NULL;
-	return why_got(s, "must be a driver branch: 2 or 3 digits, e.g. \"535\"");
-}
-
-static char *check_driver_version(const cJSON *v, size_t i)
-{
-	if (numeric_parts(v->valuestring, 2, 3))
-		return NULL;
-	return why_got(v->valuestring, "must be a driver version: 2 or 3 numbers "
-	                               "separated by dots, e.g. \"535.104.05\"");
-}
-
-static char *check_cuda_version(const cJSON *v, size_t i)
-{
-	if (numeric_parts(v->valuestring, 2, 3))
-		return NULL;
-	return why_got(v->valuestring,
-	               "must be a CUDA version \"X.Y\" or \"X.Y.Z\", e.g. \"12.4\"");
-}
-
-static char *check_cudnn_version(const cJSON *v, size_t i)
-{
-	if (numeric_parts(v->valuestring, 3, 4))
-		return NULL;
-	return why_got(v->valuestring, "must be a cuDNN version: 3 or 4 numbers "
-	                               "separated by dots, e.g. \"8.9.7.29\"");
-}
-
-static char *check_python_version(const cJSON *v, size_t i)
-{
-	const char *s = v->valuestring;
-	if (gp_str_starts_with(s, "3.") && numeric_parts(s, 2, 3))
-		return NULL;
-	return why_got(s, "must be a Python version \"3.N\" or \"3.N.M\", e.g. "
-	                  "\"3.11\"");
-}
-
-static char *check_under(const char *s, const char *const *dirs, const char *names)
-{
-	if (s[0] != '/') {
-		_cleanup_free_ char *why = gp_xasprintf(
-		    "must be an absolute path under %s", names);
-		return why_got(s, why);
-	}
-	if (!plain_absolute_path(s))
-		return why_got(s, "must be a plain absolute path: no '.' or '..' "
-		                  "components, no '//' or trailing '/', no ':' or "
-		                  "control characters");
-	for (; *dirs; dirs++)
-		if (gp_str_starts_with(s, *dirs) && s[strlen(*dirs)])
-			return NULL;
-	_cleanup_free_ char *why = gp_xasprintf("must be under %s, where gpuprov "
-	                                        "installs software",
-	                                        names);
-	return why_got(s, why);
-}
-
-static char *check_install_dir(const cJSON *v, size_t i)
-{
-	static const char *const dirs[] = { "/usr/local/", "/opt/", NULL };
-	return check_under(v->valuestring, dirs, "/usr/local/ or /opt/");
-}
-
-static char *check_prefix_dir(const cJSON *v, size_t i)
-{
-	static const char *const dirs[] = { "/opt/", "/usr/local/", "/srv/", NULL };
-	return check_under(v->valuestring, dirs, "/opt/, /usr/local/ or /srv/");
-}
-
-static char *check_conda_env(const cJSON *v, size_t i)
-{
-	const char *s = v->valuestring;
-	if (*s && *s != '.' && *s != '-' && only(s, ALNUM "_.-"))
-		return NULL;
-	return why_got(s, "must be an environment name: letters, digits, '_', '.' "
-	                  "and '-', not starting with '.' or '-'");
-}
-
-/* "name==version": a PEP 508 name (letters, digits, '.', '_', '-', starting
- * and ending with a letter or digit) pinned exactly; no other operator, no
- * wildcard, extras or markers. */
-static char *check_pin(const cJSON *v, size_t i)
-{
-	const char *s = v->valuestring;
-	const char *eq = strstr(s, "==");
-	if (eq && eq > s) {
-		_cleanup_free_ char *name = gp_xstrndup(s, (size_t)(eq - s));
-		const char *ver = eq + 2;
-		size_t nl = strlen(name);
-		if (only(name, ALNUM "._-") && strchr(ALNUM, name[0]) &&
-		    strchr(ALNUM, name[nl - 1]) && *ver >= '0' && *ver <= '9' &&
-		    only(ver, ALNUM ".+!_-"))
-			return NULL;
-	}
-	return why_got(s, "entries must be exact pins \"name==version\", e.g. "
-	                  "\"torch==2.1.2\"");
-}
-
-/* A conda channel name, with an optional label path
- * ("nvidia/label/cuda-12.4.1"); not a URL. */
-static char *check_channel(const cJSON *v, size_t i)
-{
-	const char *s = v->valuestring;
-	bool ok = strchr(ALNUM, s[0]) && only(s, ALNUM "_.-/") && !strstr(s, "//") &&
-	          !gp_str_ends_with(s, "/");
-	if (ok && *s)
-		return NULL;
-	return why_got(s, "entries must be channel names such as \"conda-forge\" or "
-	                  "\"nvidia/label/cuda-12.4.1\", not URLs");
-}
-
-/* A file inside the target root that a tool there reads (pip's cert). */
-static char *check_root_file(const cJSON *v, size_t i)
-{
-	if (plain_absolute_path(v->valuestring))
-		return NULL;
-	return why_got(v->valuestring,
-	               "must be a plain absolute path inside the root: no '.' or "
-	               "'..' components, no '//' or trailing '/', no ':' or control "
-	               "characters");
-}
-
-/* A proxy for pip and conda: http:// is normal for a proxy (TLS to the index
- * goes through it with CONNECT), so allow_insecure_http does not apply. */
-static char *check_proxy_url(const cJSON *v, size_t i)
-{
-	const char *s = v->valuestring;
-	if (!gp_str_starts_with(s, "http://") && !gp_str_starts_with(s, "https://"))
-		return why_got(s, "must be an http:// or https:// proxy URL, e.g. "
-		                  "\"http://proxy.lan:3128\"");
-	return check_url(v, i);
+	return gp_schema_why_got(
+	    s, "must be a package name with \"{kernel}\" where the kernel "
+	       "release goes, e.g. \"linux-headers-{kernel}\" or "
+	       "\"kernel-devel-{kernel}\"");
 }
 
 /* The rule ids, for the did-you-mean; gp_compat_rule_known() decides. */
@@ -566,8 +106,8 @@ static char *check_rule(const cJSON *v, size_t i)
 	if (gp_compat_rule_known(s))
 		return NULL;
 	_cleanup_free_ char *all = gp_strv_join((char **)rule_ids, ", ");
-	_cleanup_free_ char *q = quoted(s);
-	const char *near = closest(s, rule_ids);
+	_cleanup_free_ char *q = gp_schema_quoted(s);
+	const char *near = gp_schema_closest(s, rule_ids);
 	if (near)
 		return gp_xasprintf("must be one of %s (got %s; did you mean \"%s\"?)",
 		                    all, q, near);
@@ -588,9 +128,10 @@ static char *check_repo_url(const cJSON *v, size_t i)
 {
 	const char *s = v->valuestring;
 	if (gp_str_starts_with(s, "file:///"))
-		return strpbrk(s, " \t\r\n") ? why_got(s, "must not contain spaces")
-		                             : NULL;
-	return check_url(v, i);
+		return strpbrk(s, " \t\r\n")
+		           ? gp_schema_why_got(s, "must not contain spaces")
+		           : NULL;
+	return gp_schema_check_url(v, i);
 }
 
 /* An OpenPGP v4 fingerprint: 40 hex digits, spaces allowed (as gpg prints it). */
@@ -600,15 +141,17 @@ static char *check_fingerprint(const cJSON *v, size_t i)
 	for (const char *p = v->valuestring; *p; p++) {
 		if (*p == ' ')
 			continue;
-		if (!strchr(DIGITS "abcdefABCDEF", *p))
-			return why_got(v->valuestring,
-			               "must be a key fingerprint: 40 hex digits (spaces "
-			               "allowed)");
+		if (!strchr(GP_DIGITS "abcdefABCDEF", *p))
+			return gp_schema_why_got(
+			    v->valuestring,
+			    "must be a key fingerprint: 40 hex digits (spaces "
+			    "allowed)");
 		n++;
 	}
 	if (n != 40)
-		return why_got(v->valuestring, "must be a key fingerprint: 40 hex digits "
-		                               "(spaces allowed)");
+		return gp_schema_why_got(v->valuestring,
+		                         "must be a key fingerprint: 40 hex digits "
+		                         "(spaces allowed)");
 	return NULL;
 }
 
@@ -616,241 +159,95 @@ static const char *const arches[] = { "x86_64", "aarch64", NULL };
 static const char *const distro_ids[] = { "ubuntu2204", "ubuntu2404", "debian12", "rhel9",
 	                                  NULL };
 static const char *const package_managers[] = { "apt", "dnf", NULL };
-static const char *const driver_methods[] = { "apt", "dnf", "runfile", NULL };
-static const char *const flavors[] = { "server", "desktop", NULL };
-static const char *const driver_sources[] = { "canonical", "nvidia", NULL };
-static const char *const kernel_module_kinds[] = { "auto", "prebuilt", "dkms", NULL };
-static const char *const module_kinds[] = { "open", "proprietary", "auto", NULL };
-static const char *const cuda_methods[] = { "repo", "runfile", NULL };
-static const char *const cudnn_methods[] = { "tarball", "apt", NULL };
-static const char *const cuda_majors[] = { "11", "12", "13", NULL };
-static const char *const pytorch_methods[] = { "conda", "venv", NULL };
-static const char *const pytorch_installers[] = { "pip", "conda", NULL };
 
-#define STRING(k, chk)                                                                   \
+/* A profile-level check: its JSON Schema is written in
+ * docs/profile.schema.json by hand (only the stages' is generated). */
+#define CHECK(fn) (&(const struct gp_value_check){ .check = (fn) })
+#define STRING(k, fn) GP_KEY_STRING_ROW(k, CHECK(fn))
+#define URL(k) GP_KEY_STRING_ROW(k, &gp_check_url)
+#define ENUM(k, list) GP_KEY_ENUM_ROW(k, list)
+#define STRINGS(k, chk) GP_KEY_STRINGS_ROW(k, chk)
+#define OBJECT(k, kids)                                                                  \
 	{                                                                                \
-		.key = (k), .type = F_STRING, .check = (chk)                             \
-	}
-#define ENUM(k, list)                                                                    \
-	{                                                                                \
-		.key = (k), .type = F_STRING, .choices = (list)                          \
-	}
-#define BOOL(k)                                                                          \
-	{                                                                                \
-		.key = (k), .type = F_BOOL                                               \
-	}
-#define STRINGS(k, chk)                                                                  \
-	{                                                                                \
-		.key = (k), .type = F_STRING_ARRAY, .check = (chk)                       \
-	}
-#define NESTED(k, t, kids)                                                               \
-	{                                                                                \
-		.key = (k), .type = (t), .children = (kids)                              \
-	}
-#define END                                                                              \
-	{                                                                                \
-		.key = NULL                                                              \
+		.name = (k), .type = GP_KEY_OBJECT, .children = (kids)                   \
 	}
 
-static const struct field match_fields[] = {
+static const struct gp_key match_keys[] = {
 	STRING("os_id", check_os_release_word),
 	STRING("version_id", check_os_release_word),
 	ENUM("arch", arches),
-	STRINGS("gpus", check_pci_id),
-	END,
+	STRINGS("gpus", CHECK(check_pci_id)),
+	GP_KEY_END,
 };
 
-static const struct field distro_fields[] = {
+static const struct gp_key distro_keys[] = {
 	ENUM("id", distro_ids),
 	ENUM("package_manager", package_managers),
 	ENUM("nvidia_repo", distro_ids),
-	STRING("keyring_url", check_url),
-	STRING("keyring_sha256", check_sha256),
+	URL("keyring_url"),
+	GP_KEY_STRING_ROW("keyring_sha256", &gp_check_sha256),
 	STRING("keyring_fingerprint", check_fingerprint),
 	STRING("repo_url", check_repo_url),
-	STRINGS("initramfs", check_argv),
+	STRINGS("initramfs", &gp_check_argv),
 	STRING("kernel_headers", check_headers_pattern),
-	END,
+	GP_KEY_END,
 };
 
-static const struct field override_fields[] = {
+static const struct gp_key override_keys[] = {
 	STRING("rule", check_rule),
 	STRING("reason", check_reason),
-	END,
+	GP_KEY_END,
 };
 
-static const struct field nouveau_fields[] = {
-	STRING("blacklist_file", check_modprobe_file),
-	STRINGS("initramfs", check_argv),
-	END,
-};
+static int validate_override(const struct gp_schema_walk *w, const cJSON *v,
+                             const char *pointer, const struct gp_key *k);
 
-static const struct field driver_fields[] = {
-	ENUM("method", driver_methods),
-	STRING("branch", check_branch),
-	ENUM("flavor", flavors),
-	ENUM("modules", module_kinds),
-	STRING("version", check_driver_version),
-	BOOL("hold"),
-	STRING("url", check_url),
-	STRING("sha256", check_sha256),
-	ENUM("source", driver_sources),
-	ENUM("kernel_modules", kernel_module_kinds),
-	STRING("mok_key", check_file_path),
-	STRING("mok_cert", check_file_path),
-	END,
-};
-
-static const struct field cuda_fields[] = {
-	ENUM("method", cuda_methods),
-	STRING("version", check_cuda_version),
-	STRING("path", check_install_dir),
-	STRING("url", check_url),
-	STRING("sha256", check_sha256),
-	BOOL("link"),
-	END,
-};
-
-static const struct field cudnn_fields[] = {
-	ENUM("method", cudnn_methods),
-	STRING("version", check_cudnn_version),
-	ENUM("cuda", cuda_majors),
-	STRING("url", check_url),
-	STRING("sha256", check_sha256),
-	STRING("path", check_install_dir),
-	END,
-};
-
-static const struct field pytorch_fields[] = {
-	ENUM("method", pytorch_methods),       STRING("prefix", check_prefix_dir),
-	STRING("env", check_conda_env),        STRING("python", check_python_version),
-	STRINGS("packages", check_pin),        STRING("index_url", check_url),
-	STRING("installer_url", check_url),    STRING("installer_sha256", check_sha256),
-	STRINGS("channels", check_channel),    BOOL("defaults_tos_accepted"),
-	ENUM("installer", pytorch_installers), STRINGS("extra_index_urls", check_url),
-	STRING("ca_bundle", check_root_file),  STRING("proxy", check_proxy_url),
-	STRING("channel_alias", check_url),    END,
-};
-
-static const struct field env_fields[] = {
-	STRING("cuda_home", check_directory),
-	STRINGS("path", check_directory),
-	STRINGS("ld_library_path", check_directory),
-	{ .key = "vars", .type = F_STRING_MAP, .check = check_env_var },
-	BOOL("conda_init"),
-	END,
-};
-
-static const struct field stage_fields[] = {
-	NESTED("nouveau", F_STAGE, nouveau_fields),
-	NESTED("driver", F_STAGE, driver_fields),
-	NESTED("cuda", F_STAGE, cuda_fields),
-	NESTED("cudnn", F_STAGE, cudnn_fields),
-	NESTED("pytorch", F_STAGE, pytorch_fields),
-	NESTED("env", F_STAGE, env_fields),
-	END,
-};
-
-static const struct field profile_fields[] = {
+/* "stages" gets its children, one per stage of the stage table, at the
+ * first use (profile_schema). */
+static struct gp_key profile_keys[] = {
 	STRING("name", check_profile_name),
-	STRING("description", NULL),
+	GP_KEY_STRING_ROW("description", NULL),
 	STRING("extends", check_profile_name),
-	NESTED("match", F_OBJECT, match_fields),
-	NESTED("distro", F_OBJECT, distro_fields),
-	BOOL("allow_insecure_http"),
-	NESTED("override", F_OVERRIDE, override_fields),
-	NESTED("stages", F_OBJECT, stage_fields),
-	END,
+	OBJECT("match", match_keys),
+	OBJECT("distro", distro_keys),
+	GP_KEY_BOOL_ROW("allow_insecure_http"),
+	{ .name = "override",
+	  .type = GP_KEY_CUSTOM,
+	  .children = override_keys,
+	  .validate = validate_override },
+	OBJECT("stages", NULL),
+	GP_KEY_END,
 };
 
-static void push_keys(char ***v, const char *pointer, const struct field *fields)
+/* The rows of "stages", one per stage of the stage table, handed over by
+ * gp_profile_use_stage_keys: the table sits above this file, which never
+ * knows a stage. */
+static const struct gp_key *stage_rows;
+
+void gp_profile_use_stage_keys(const struct gp_key *rows)
 {
-	for (const struct field *f = fields; f->key; f++) {
-		_cleanup_free_ char *p = gp_json_pointer_append(pointer, f->key);
-		gp_strv_push(v, p);
-		if (f->children)
-			push_keys(v, p, f->children);
+	stage_rows = rows;
+	for (struct gp_key *k = profile_keys; k->name; k++)
+		if (strcmp(k->name, "stages") == 0)
+			k->children = rows;
+}
+
+static const struct gp_key *profile_schema(void)
+{
+	if (!stage_rows) {
+		fputs("gpuprov: internal error: a profile was read before the stage "
+		      "table gave its keys (gp_profile_use_stage_keys)\n",
+		      stderr);
+		abort();
 	}
+	return profile_keys;
 }
 
 char **gp_profile_schema_keys(void)
 {
 	char **v = gp_xcalloc(1, sizeof(char *));
-	push_keys(&v, "", profile_fields);
+	gp_schema_push_paths(&v, "", profile_schema());
 	return v;
-}
-
-static char *known_keys_hint(const struct field *fields, const char *key)
-{
-	const char *best = NULL;
-	size_t best_d = 3;
-	for (const struct field *f = fields; f->key; f++)
-		consider(key, f->key, &best, &best_d);
-	if (best)
-		return gp_xasprintf("did you mean \"%s\"?", best);
-	struct gp_buf b = { 0 };
-	gp_buf_puts(&b, "known keys:");
-	for (const struct field *f = fields; f->key; f++)
-		gp_buf_printf(&b, " %s", f->key);
-	return gp_buf_steal(&b);
-}
-
-/* A FILE:LINE:COL error at the value at pointer, or at its key when at_key. */
-static int where_fail(const struct gp_json_doc *d, const char *pointer, bool at_key,
-                      struct gp_err *err, const char *fmt, ...) _printf_(5, 6);
-static int where_fail(const struct gp_json_doc *d, const char *pointer, bool at_key,
-                      struct gp_err *err, const char *fmt, ...)
-{
-	int line, col;
-	if (at_key)
-		gp_json_doc_where_key(d, pointer, &line, &col);
-	else
-		gp_json_doc_where(d, pointer, &line, &col);
-	va_list ap;
-	va_start(ap, fmt);
-	_cleanup_free_ char *msg = gp_xvasprintf(fmt, ap);
-	va_end(ap);
-	return gp_fail(err, GP_EINPUT, "%s:%d:%d: %s", d->file, line, col, msg);
-}
-
-static const char *type_name(enum field_type t)
-{
-	switch (t) {
-	case F_STRING:
-		return "a string";
-	case F_BOOL:
-		return "true or false";
-	case F_OBJECT:
-		return "an object";
-	case F_STRING_ARRAY:
-		return "an array of strings";
-	case F_STRING_MAP:
-		return "an object of strings";
-	case F_STAGE:
-		return "an object, or false to disable the stage";
-	case F_OVERRIDE:
-		return "an object {\"rule\": ..., \"reason\": ...} or a non-empty array "
-		       "of them";
-	}
-	return "?";
-}
-
-/* What a value of the wrong type is, for "(got ...)". */
-static char *describe(const cJSON *v)
-{
-	if (cJSON_IsString(v))
-		return quoted(v->valuestring);
-	if (cJSON_IsNumber(v)) {
-		char *s = cJSON_PrintUnformatted(v);
-		return s ? s : gp_xstrdup("a number");
-	}
-	if (cJSON_IsBool(v))
-		return gp_xstrdup(cJSON_IsTrue(v) ? "true" : "false");
-	if (cJSON_IsNull(v))
-		return gp_xstrdup("null");
-	if (cJSON_IsArray(v))
-		return gp_xstrdup(v->child ? "an array" : "[]");
-	return gp_xstrdup(v->child ? "an object" : "{}");
 }
 
 /* An http:// URL seen in one file of a chain; refused after the merge
@@ -868,105 +265,69 @@ struct load_state {
 	size_t n_http;
 };
 
-struct vctx {
-	const struct gp_json_doc *d;
-	struct gp_err *err;
-	struct load_state *st;
-};
-
-static void note_http(const struct vctx *x, const cJSON *v, const char *pointer,
-                      const struct field *f)
+/* The walker's accepted hook: notes each http:// URL of a URL key. */
+static void note_http(const struct gp_schema_walk *w, const cJSON *v, const char *pointer,
+                      const struct gp_key *k)
 {
-	if (!gp_str_starts_with(v->valuestring, "http://"))
+	if (k->check != &gp_check_url || !gp_str_starts_with(v->valuestring, "http://"))
 		return;
-	struct load_state *st = x->st;
+	struct load_state *st = w->data;
 	int line, col;
-	gp_json_doc_where(x->d, pointer, &line, &col);
+	gp_json_doc_where(w->d, pointer, &line, &col);
 	st->http = gp_xrealloc(st->http, (st->n_http + 1) * sizeof *st->http);
 	st->http[st->n_http++] = (struct http_use){
-		.where = gp_xasprintf("%s:%d:%d", x->d->file, line, col),
+		.where = gp_xasprintf("%s:%d:%d", w->d->file, line, col),
 		.pointer = gp_xstrdup(pointer),
-		.key = gp_xstrdup(f->key),
+		.key = gp_xstrdup(k->name),
 		.value = gp_xstrdup(v->valuestring),
 	};
 }
 
-static int validate_object(const struct vctx *x, const cJSON *obj, const char *pointer,
-                           const struct field *fields);
-
-static int check_at(const struct vctx *x, const cJSON *v, size_t index,
-                    const char *pointer, const struct field *f)
-{
-	_cleanup_free_ char *why = f->check(v, index);
-	/* A map entry's check is mostly about its name: point at the key. */
-	if (why)
-		return where_fail(x->d, pointer, f->type == F_STRING_MAP, x->err,
-		                  "\"%s\" %s", f->key, why);
-	if (f->check == check_url)
-		note_http(x, v, pointer, f);
-	return 0;
-}
-
-static int check_choice(const struct vctx *x, const cJSON *v, const char *pointer,
-                        const struct field *f)
-{
-	for (const char *const *c = f->choices; *c; c++)
-		if (strcmp(*c, v->valuestring) == 0)
-			return 0;
-	_cleanup_free_ char *all = gp_strv_join((char **)f->choices, ", ");
-	_cleanup_free_ char *q = quoted(v->valuestring);
-	const char *near = closest(v->valuestring, f->choices);
-	if (near)
-		return where_fail(
-		    x->d, pointer, false, x->err,
-		    "\"%s\" must be one of %s (got %s; did you mean \"%s\"?)", f->key,
-		    all, q, near);
-	return where_fail(x->d, pointer, false, x->err,
-	                  "\"%s\" must be one of %s (got %s)", f->key, all, q);
-}
-
 /* One override: its keys, then both of them present. */
-static int validate_override_entry(const struct vctx *x, const cJSON *o,
-                                   const char *pointer, const struct field *f)
+static int validate_override_entry(const struct gp_schema_walk *w, const cJSON *o,
+                                   const char *pointer, const struct gp_key *k)
 {
-	if (validate_object(x, o, pointer, f->children) < 0)
+	if (gp_schema_validate(w, o, pointer, k->children) < 0)
 		return -1;
 	if (!cJSON_GetObjectItemCaseSensitive(o, "rule")) {
 		_cleanup_free_ char *all = gp_strv_join((char **)rule_ids, ", ");
-		return where_fail(x->d, pointer, false, x->err,
-		                  "\"override\" needs a \"rule\": one of %s", all);
+		return gp_schema_fail(w->d, pointer, false, w->err,
+		                      "\"override\" needs a \"rule\": one of %s", all);
 	}
 	if (!cJSON_GetObjectItemCaseSensitive(o, "reason"))
-		return where_fail(
-		    x->d, pointer, false, x->err,
+		return gp_schema_fail(
+		    w->d, pointer, false, w->err,
 		    "\"override\" needs a \"reason\": say why the rule does "
 		    "not apply to this profile");
 	return 0;
 }
 
-static int validate_override(const struct vctx *x, const cJSON *v, const char *pointer,
-                             const struct field *f)
+/* An object, or a non-empty array of objects, each rule at most once. */
+static int validate_override(const struct gp_schema_walk *w, const cJSON *v,
+                             const char *pointer, const struct gp_key *k)
 {
 	if (cJSON_IsObject(v))
-		return validate_override_entry(x, v, pointer, f);
+		return validate_override_entry(w, v, pointer, k);
 	if (!cJSON_IsArray(v) || !v->child) {
-		_cleanup_free_ char *got = describe(v);
-		return where_fail(x->d, pointer, false, x->err,
-		                  "\"%s\" must be %s (got %s)", f->key,
-		                  type_name(f->type), got);
+		_cleanup_free_ char *got = gp_schema_describe(v);
+		return gp_schema_fail(w->d, pointer, false, w->err,
+		                      "\"%s\" must be an object {\"rule\": ..., "
+		                      "\"reason\": ...} or a non-empty array of them "
+		                      "(got %s)",
+		                      k->name, got);
 	}
 	size_t i = 0;
 	for (const cJSON *item = v->child; item; item = item->next, i++) {
 		_cleanup_free_ char *p = gp_xasprintf("%s/%zu", pointer, i);
 		if (!cJSON_IsObject(item)) {
-			_cleanup_free_ char *got = describe(item);
-			return where_fail(
-			    x->d, p, false, x->err,
+			_cleanup_free_ char *got = gp_schema_describe(item);
+			return gp_schema_fail(
+			    w->d, p, false, w->err,
 			    "\"%s\" entries must be objects {\"rule\": ..., "
 			    "\"reason\": ...} (got %s)",
-			    f->key, got);
+			    k->name, got);
 		}
-		if (validate_override_entry(x, item, p, f) < 0)
+		if (validate_override_entry(w, item, p, k) < 0)
 			return -1;
 		const char *rule =
 		    cJSON_GetObjectItemCaseSensitive(item, "rule")->valuestring;
@@ -980,105 +341,15 @@ static int validate_override(const struct vctx *x, const cJSON *v, const char *p
 			                                          j);
 			_cleanup_free_ char *again = gp_xasprintf("%s/rule", p);
 			int line, col;
-			gp_json_doc_where(x->d, first, &line, &col);
-			return where_fail(
-			    x->d, again, false, x->err,
+			gp_json_doc_where(w->d, first, &line, &col);
+			return gp_schema_fail(
+			    w->d, again, false, w->err,
 			    "rule \"%s\" is overridden twice (first at %d:%d); "
 			    "keep one override per rule",
 			    rule, line, col);
 		}
 	}
 	return 0;
-}
-
-static int validate_value(const struct vctx *x, const cJSON *v, const char *pointer,
-                          const struct field *f)
-{
-	bool ok = false;
-	switch (f->type) {
-	case F_STRING:
-		ok = cJSON_IsString(v);
-		break;
-	case F_BOOL:
-		ok = cJSON_IsBool(v);
-		break;
-	case F_OBJECT:
-		ok = cJSON_IsObject(v);
-		break;
-	case F_STAGE:
-		ok = cJSON_IsObject(v) || cJSON_IsFalse(v);
-		break;
-	case F_OVERRIDE:
-		return validate_override(x, v, pointer, f);
-	case F_STRING_ARRAY:
-	case F_STRING_MAP:
-		ok = f->type == F_STRING_ARRAY ? cJSON_IsArray(v) : cJSON_IsObject(v);
-		if (!ok)
-			break;
-		size_t i = 0;
-		for (const cJSON *item = v->child; item; item = item->next, i++) {
-			if (cJSON_IsString(item))
-				continue;
-			_cleanup_free_ char *p = f->type == F_STRING_ARRAY
-			                             ? gp_xasprintf("%s/%zu", pointer, i)
-			                             : gp_json_pointer_append(
-			                                   pointer, item->string);
-			_cleanup_free_ char *got = describe(item);
-			return where_fail(x->d, p, false, x->err,
-			                  "\"%s\" must hold only strings (got %s)",
-			                  f->key, got);
-		}
-		break;
-	}
-	if (!ok) {
-		_cleanup_free_ char *got = describe(v);
-		return where_fail(x->d, pointer, false, x->err,
-		                  "\"%s\" must be %s (got %s)", f->key,
-		                  type_name(f->type), got);
-	}
-	if (f->type == F_STRING) {
-		if (f->choices)
-			return check_choice(x, v, pointer, f);
-		return f->check ? check_at(x, v, 0, pointer, f) : 0;
-	}
-	size_t i = 0;
-	for (const cJSON *item = v->child; f->check && item; item = item->next, i++) {
-		_cleanup_free_ char *p = f->type == F_STRING_ARRAY
-		                             ? gp_xasprintf("%s/%zu", pointer, i)
-		                             : gp_json_pointer_append(pointer,
-		                                                      item->string);
-		if (check_at(x, item, i, p, f) < 0)
-			return -1;
-	}
-	if (f->children && cJSON_IsObject(v))
-		return validate_object(x, v, pointer, f->children);
-	return 0;
-}
-
-static int validate_object(const struct vctx *x, const cJSON *obj, const char *pointer,
-                           const struct field *fields)
-{
-	bool failed = false;
-	for (const cJSON *item = obj->child; item; item = item->next) {
-		_cleanup_free_ char *p = gp_json_pointer_append(pointer, item->string);
-		const struct field *f = fields;
-		while (f->key && strcmp(f->key, item->string) != 0)
-			f++;
-		int rc;
-		if (!f->key) {
-			_cleanup_free_ char *hint = known_keys_hint(fields, item->string);
-			_cleanup_free_ char *q = quoted(item->string);
-			rc = where_fail(x->d, p, true, x->err, "unknown key %s; %s", q,
-			                hint);
-		} else {
-			rc = validate_value(x, item, p, f);
-		}
-		if (rc < 0 && !x->err->all)
-			return -1;
-		/* Collecting every problem: go on with the next member. */
-		failed |= rc < 0;
-	}
-	return failed ? -1 : 0;
 }
 
 static bool valid_profile_name(const char *s)
@@ -1276,7 +547,7 @@ static size_t check_escape(const char *file, const struct cursor *t, struct gp_e
 		cp = codes[simple - letters];
 	} else if (p[1] == 'u' && left >= 6) {
 		char hex[5] = { (char)p[2], (char)p[3], (char)p[4], (char)p[5], 0 };
-		if (only(hex, DIGITS "abcdefABCDEF")) {
+		if (gp_schema_only(hex, GP_DIGITS "abcdefABCDEF")) {
 			cp = strtol(hex, NULL, 16);
 			n = 6;
 		}
@@ -1384,12 +655,14 @@ static cJSON *load_chain(const char *path, char *const *search, struct load_stat
 		return NULL;
 	}
 	if (!cJSON_IsObject(d.json)) {
-		where_fail(&d, "", false, err, "a profile must be a JSON object");
+		gp_schema_fail(&d, "", false, err, "a profile must be a JSON object");
 		gp_json_doc_free(&d);
 		return NULL;
 	}
-	struct vctx x = { .d = &d, .err = err, .st = st };
-	if (validate_object(&x, d.json, "", profile_fields) < 0) {
+	struct gp_schema_walk w = {
+		.d = &d, .err = err, .accepted = note_http, .data = st
+	};
+	if (gp_schema_validate(&w, d.json, "", profile_schema()) < 0) {
 		gp_json_doc_free(&d);
 		return NULL;
 	}
@@ -1402,7 +675,7 @@ static cJSON *load_chain(const char *path, char *const *search, struct load_stat
 		_cleanup_free_ char *parent_path = find_profile(ext->valuestring, search,
 		                                                &lookup);
 		if (!parent_path) {
-			where_fail(&d, "/extends", false, err, "%s", lookup.msg);
+			gp_schema_fail(&d, "/extends", false, err, "%s", lookup.msg);
 			cJSON_Delete(doc);
 			gp_json_doc_free(&d);
 			return NULL;
@@ -1412,7 +685,7 @@ static cJSON *load_chain(const char *path, char *const *search, struct load_stat
 		                   depth + 1 > MAX_EXTENDS_DEPTH)) {
 			gp_strv_push(chain, parent_abs);
 			_cleanup_free_ char *names = gp_strv_join(*chain, " -> ");
-			where_fail(
+			gp_schema_fail(
 			    &d, "/extends", false, err,
 			    "\"extends\" forms a cycle (or a chain deeper than %d): "
 			    "%s; remove one of these links",
@@ -1490,7 +763,7 @@ static int check_insecure_http(const cJSON *doc, const struct load_state *st,
 		const cJSON *v = member_at(doc, u->pointer);
 		if (!cJSON_IsString(v) || strcmp(v->valuestring, u->value) != 0)
 			continue;
-		_cleanup_free_ char *q = quoted(u->value);
+		_cleanup_free_ char *q = gp_schema_quoted(u->value);
 		return gp_fail(
 		    err, GP_EINPUT,
 		    "%s: \"%s\" must be an https:// URL (got %s); plain http is "

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "gpuprov/schema.h"
 #include "gpuprov/util.h"
 
 struct gp_profile {
@@ -38,3 +39,9 @@ const char *gp_profile_distro_string(const struct gp_profile *p, const char *key
  * paths of the single-object form ("/override/rule"). For tests that keep
  * docs/profile.schema.json in step. NULL-terminated; free with gp_strv_free. */
 char **gp_profile_schema_keys(void);
+/* Gives the loader the rows of a profile's "stages" object (one
+ * GP_KEY_STAGE row per stage, ending in GP_KEY_END): the stage table's
+ * gp_stages_profile_keys(). Called once before any profile is read (main(),
+ * and each test that reads profiles); reading one before is an internal
+ * error. */
+void gp_profile_use_stage_keys(const struct gp_key *rows);

@@ -9,6 +9,7 @@
 #include "gpuprov/context.h"
 #include "gpuprov/plan.h"
 #include "gpuprov/report.h"
+#include "gpuprov/schema.h"
 
 /* The stage needs the kernel state after a pending reboot (a driver cannot
  * be installed while nouveau still holds the GPU). */
@@ -25,6 +26,14 @@ struct gp_stage {
 	const char *name;
 	const char *summary;
 	unsigned flags;
+	/* The profile keys of stages.<name> (GP_KEY_END terminated), declared
+	 * in the stage file; doc is the stage's line in
+	 * docs/profile.schema.json. */
+	const struct gp_key *keys;
+	const char *doc;
+	/* The other stages whose settings the hooks read (gp_stage_settings),
+	 * NULL-terminated; NULL for none. */
+	const char *const *reads;
 	/* Read-only. Returns 0, or -1 with c->err set when it could not look. */
 	int (*check)(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck);
 	/* Makes the changes through the effect door. 0 or -1 with c->err set. */
@@ -48,6 +57,21 @@ extern const struct gp_stage *const gp_stages[];
 extern const size_t gp_stage_count;
 const struct gp_stage *gp_stage_find(const char *name);
 bool gp_stage_implemented(const struct gp_stage *s);
+/* The settings of stage other as the profile gives them (NULL when absent
+ * or false), for stage self, which must list other in its .reads: reading
+ * an undeclared stage is a programming error, reported as an internal
+ * error before gpuprov aborts. */
+const cJSON *gp_stage_settings(const struct gp_ctx *c, const struct gp_stage *self,
+                               const char *other);
+
+/* Keys one stage reads from another's settings: spelled once, here, and
+ * used by the owner's key table and by the reader. */
+#define GP_CUDA_KEY_VERSION "version"
+#define GP_CUDA_KEY_PATH "path"
+#define GP_ENV_KEY_CUDA_HOME "cuda_home"
+#define GP_ENV_KEY_PATH "path"
+#define GP_PYTORCH_KEY_METHOD "method"
+#define GP_PYTORCH_KEY_PREFIX "prefix"
 
 extern const struct gp_stage gp_stage_nouveau;
 extern const struct gp_stage gp_stage_driver;
@@ -70,3 +94,7 @@ bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key,
                       const char *value);
 void gp_stage_mark_set(struct gp_ctx *c, const char *stage, const char *key,
                        const char *value);
+/* The rows of a profile's "stages" object, one per stage in run order, each
+ * with the stage's key table: what main() hands the profile loader
+ * (gp_profile_use_stage_keys). */
+const struct gp_key *gp_stages_profile_keys(void);

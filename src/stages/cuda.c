@@ -31,6 +31,55 @@
 
 #define CUDA_LINK "/usr/local/cuda"
 
+/* --- profile keys (stages.cuda) ------------------------------------------ */
+
+#define KEY_METHOD "method"
+#define KEY_VERSION GP_CUDA_KEY_VERSION
+#define KEY_PATH GP_CUDA_KEY_PATH
+#define KEY_URL "url"
+#define KEY_SHA256 "sha256"
+#define KEY_LINK "link"
+
+static char *version_check(const cJSON *v, size_t i)
+{
+	if (gp_schema_numeric_parts(v->valuestring, 2, 3))
+		return NULL;
+	return gp_schema_why_got(
+	    v->valuestring, "must be a CUDA version \"X.Y\" or \"X.Y.Z\", e.g. \"12.4\"");
+}
+
+static const struct gp_value_check check_version = {
+	.check = version_check,
+	.schema = "{\"pattern\": \"^[0-9]+(?:\\\\.[0-9]+){1,2}$\"}",
+};
+
+static const char *const methods[] = { "repo", "runfile", NULL };
+
+static const struct gp_key cuda_keys[] = {
+	GP_KEY_ENUM_ROW(KEY_METHOD, methods, .doc = "How the toolkit is installed.",
+	                .example = "\"repo\""),
+	GP_KEY_STRING_ROW(KEY_VERSION, &check_version,
+	                  .doc = "CUDA version \"X.Y\" or \"X.Y.Z\".",
+	                  .example = "\"12.4\""),
+	GP_KEY_STRING_ROW(KEY_PATH, &gp_check_install_dir,
+	                  .doc = "Where the toolkit lives.",
+	                  .example = "\"/usr/local/cuda-12.4\""),
+	GP_KEY_STRING_ROW(
+	    KEY_URL, &gp_check_url, .doc = "The toolkit runfile (method runfile).",
+	    .example = "\"https://developer.download.nvidia.com/compute/cuda/"
+	               "12.9.1/local_installers/"
+	               "cuda_12.9.1_575.57.08_linux.run\""),
+	GP_KEY_STRING_ROW(
+	    KEY_SHA256, &gp_check_sha256, .doc = "sha256 of url.",
+	    .example = "\"0f6d806ddd87230d2adbe8a6006a9d20144fdbda9de2d6acc6"
+	               "77daa5d036417a\""),
+	GP_KEY_BOOL_ROW(KEY_LINK,
+	                .doc = "Point /usr/local/cuda at this toolkit (replaced "
+	                       "atomically).",
+	                .example = "true"),
+	GP_KEY_END,
+};
+
 struct cuda_settings {
 	const char *method;
 	const char *version; /* "X.Y" or "X.Y.Z" */
@@ -55,8 +104,8 @@ static void settings_free(struct cuda_settings *s)
 static void settings(struct gp_ctx *c, const cJSON *cfg, struct cuda_settings *s)
 {
 	*s = (struct cuda_settings){ 0 };
-	s->method = gp_json_string(cfg, "method", "repo");
-	s->version = gp_json_string(cfg, "version", NULL);
+	s->method = gp_json_string(cfg, KEY_METHOD, "repo");
+	s->version = gp_json_string(cfg, KEY_VERSION, NULL);
 	if (s->version) {
 		const char *dot = strchr(s->version, '.');
 		size_t n = dot ? (size_t)(dot - s->version) + 1 + strcspn(dot + 1, ".")
@@ -65,12 +114,12 @@ static void settings(struct gp_ctx *c, const cJSON *cfg, struct cuda_settings *s
 		_cleanup_free_ char *dash = gp_str_replace_char(s->xy, '.', '-');
 		s->package = gp_xasprintf("cuda-toolkit-%s", dash);
 	}
-	const char *path = gp_json_string(cfg, "path", NULL);
+	const char *path = gp_json_string(cfg, KEY_PATH, NULL);
 	if (path)
 		s->path = gp_xstrdup(path);
 	else if (s->xy)
 		s->path = gp_xasprintf("/usr/local/cuda-%s", s->xy);
-	s->link = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "link"));
+	s->link = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, KEY_LINK));
 	if (s->path) {
 		const char *slash = strrchr(s->path, '/');
 		s->link_target = strncmp(s->path, "/usr/local/", 11) == 0 &&
@@ -78,8 +127,8 @@ static void settings(struct gp_ctx *c, const cJSON *cfg, struct cuda_settings *s
 		                     ? gp_xstrdup(slash + 1)
 		                     : gp_xstrdup(s->path);
 	}
-	s->url = gp_json_string(cfg, "url", NULL);
-	s->sha256 = gp_json_string(cfg, "sha256", NULL);
+	s->url = gp_json_string(cfg, KEY_URL, NULL);
+	s->sha256 = gp_json_string(cfg, KEY_SHA256, NULL);
 	gp_pkg_nvidia_repo(c->profile, &s->nv);
 }
 
@@ -275,12 +324,12 @@ static char *driver_cuda(const char *drv)
 /* The first executable nvcc in the env stage's PATH, then the system's. */
 static char *path_nvcc(struct gp_ctx *c)
 {
-	const cJSON *env = gp_profile_stage(c->profile, "env");
-	_cleanup_strv_ char **dirs = env ? gp_json_strv(env, "path") : NULL;
+	const cJSON *env = gp_stage_settings(c, &gp_stage_cuda, "env");
+	_cleanup_strv_ char **dirs = env ? gp_json_strv(env, GP_ENV_KEY_PATH) : NULL;
 	if (env && !dirs) {
 		dirs = gp_xcalloc(1, sizeof(char *));
 		_cleanup_free_ char *d = gp_xasprintf(
-		    "%s/bin", gp_json_string(env, "cuda_home", CUDA_LINK));
+		    "%s/bin", gp_json_string(env, GP_ENV_KEY_CUDA_HOME, CUDA_LINK));
 		gp_strv_push(&dirs, d);
 	}
 	_cleanup_strv_ char **sys = gp_strv_split(GP_RUN_PATH, ':');
@@ -447,6 +496,9 @@ static int cuda_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep
 const struct gp_stage gp_stage_cuda = {
 	.name = "cuda",
 	.summary = "CUDA toolkit",
+	.keys = cuda_keys,
+	.doc = "The CUDA toolkit.",
+	.reads = (const char *const[]){ "env", NULL },
 	.check = cuda_check,
 	.apply = cuda_apply,
 	.verify = cuda_verify,

@@ -69,6 +69,56 @@
 #define LD_CONF "/etc/ld.so.conf.d/gpuprov-cudnn.conf"
 #define MARK_LDCONFIG "ldconfig_ran_for"
 
+/* --- profile keys (stages.cudnn) ----------------------------------------- */
+
+#define KEY_METHOD "method"
+#define KEY_VERSION "version"
+#define KEY_CUDA "cuda"
+#define KEY_URL "url"
+#define KEY_SHA256 "sha256"
+#define KEY_PATH "path"
+
+static char *version_check(const cJSON *v, size_t i)
+{
+	if (gp_schema_numeric_parts(v->valuestring, 3, 4))
+		return NULL;
+	return gp_schema_why_got(v->valuestring,
+	                         "must be a cuDNN version: 3 or 4 numbers "
+	                         "separated by dots, e.g. \"8.9.7.29\"");
+}
+
+static const struct gp_value_check check_version = {
+	.check = version_check,
+	.schema = "{\"pattern\": \"^[0-9]+(?:\\\\.[0-9]+){2,3}$\"}",
+};
+
+static const char *const methods[] = { "tarball", "apt", NULL };
+static const char *const cuda_majors[] = { "11", "12", "13", NULL };
+
+static const struct gp_key cudnn_keys[] = {
+	GP_KEY_ENUM_ROW(KEY_METHOD, methods, .doc = "How cuDNN is installed.",
+	                .example = "\"tarball\""),
+	GP_KEY_STRING_ROW(KEY_VERSION, &check_version,
+	                  .doc = "cuDNN version: 3 or 4 dot-separated numbers.",
+	                  .example = "\"8.9.7.29\""),
+	GP_KEY_ENUM_ROW(KEY_CUDA, cuda_majors,
+	                .doc = "The CUDA major version the build is for.",
+	                .example = "\"12\""),
+	GP_KEY_STRING_ROW(
+	    KEY_URL, &gp_check_url, .doc = "The tarball (method tarball).",
+	    .example = "\"https://developer.download.nvidia.com/compute/cudnn/"
+	               "redist/cudnn/linux-x86_64/"
+	               "cudnn-linux-x86_64-8.9.7.29_cuda12-archive.tar.xz\""),
+	GP_KEY_STRING_ROW(
+	    KEY_SHA256, &gp_check_sha256, .doc = "sha256 of url.",
+	    .example = "\"475333625c7e42a7af3ca0b2f7506a106e30c93b1aa0081cd9"
+	               "c13efb6e21e3bb\""),
+	GP_KEY_STRING_ROW(KEY_PATH, &gp_check_install_dir,
+	                  .doc = "Where the tarball is unpacked.",
+	                  .example = "\"/opt/cudnn-8.9.7.29\""),
+	GP_KEY_END,
+};
+
 struct cudnn_settings {
 	const char *method;
 	const char *version; /* A.B.C.D */
@@ -129,28 +179,28 @@ static void apt_settings(struct gp_ctx *c, struct cudnn_settings *s)
 static void settings(struct gp_ctx *c, const cJSON *cfg, struct cudnn_settings *s)
 {
 	*s = (struct cudnn_settings){ 0 };
-	const cJSON *cuda = gp_profile_stage(c->profile, "cuda");
-	s->method = gp_json_string(cfg, "method", "tarball");
-	s->version = gp_json_string(cfg, "version", NULL);
+	const cJSON *cuda = gp_stage_settings(c, &gp_stage_cudnn, "cuda");
+	s->method = gp_json_string(cfg, KEY_METHOD, "tarball");
+	s->version = gp_json_string(cfg, KEY_VERSION, NULL);
 	if (s->version)
 		s->version3 = first3(s->version);
-	const char *major = gp_json_string(cfg, "cuda", NULL);
-	const char *cv = gp_json_string(cuda, "version", NULL);
+	const char *major = gp_json_string(cfg, KEY_CUDA, NULL);
+	const char *cv = gp_json_string(cuda, GP_CUDA_KEY_VERSION, NULL);
 	if (major)
 		s->cuda_major = gp_xstrdup(major);
 	else if (cv)
 		s->cuda_major = gp_xstrndup(cv, strcspn(cv, "."));
-	const char *url = gp_json_string(cfg, "url", NULL);
+	const char *url = gp_json_string(cfg, KEY_URL, NULL);
 	if (url)
 		s->url = gp_xstrdup(url);
 	else if (s->version && s->cuda_major)
 		s->url = gp_xasprintf(REDIST
 		                      "cudnn-linux-x86_64-%s_cuda%s-archive.tar.xz",
 		                      s->version, s->cuda_major);
-	s->sha256 = gp_json_string(cfg, "sha256", NULL);
-	s->base = gp_json_string(cfg, "path", NULL);
+	s->sha256 = gp_json_string(cfg, KEY_SHA256, NULL);
+	s->base = gp_json_string(cfg, KEY_PATH, NULL);
 	if (!s->base) {
-		s->base = gp_json_string(cuda, "path", NULL);
+		s->base = gp_json_string(cuda, GP_CUDA_KEY_PATH, NULL);
 		s->base_from_cuda = true;
 	}
 	if (s->base && s->version)
@@ -882,9 +932,9 @@ static void verify_cuda_major(struct gp_ctx *c, struct gp_report *rep, const cha
  * /usr/local/cuda-X.Y, else /usr/local/cuda. */
 static char *cuda_stage_dir(struct gp_ctx *c)
 {
-	const cJSON *cuda = gp_profile_stage(c->profile, "cuda");
-	const char *path = gp_json_string(cuda, "path", NULL);
-	const char *v = gp_json_string(cuda, "version", NULL);
+	const cJSON *cuda = gp_stage_settings(c, &gp_stage_cudnn, "cuda");
+	const char *path = gp_json_string(cuda, GP_CUDA_KEY_PATH, NULL);
+	const char *v = gp_json_string(cuda, GP_CUDA_KEY_VERSION, NULL);
 	if (path)
 		return gp_xstrdup(path);
 	if (!v)
@@ -972,6 +1022,9 @@ static int cudnn_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 const struct gp_stage gp_stage_cudnn = {
 	.name = "cudnn",
 	.summary = "cuDNN libraries and headers",
+	.keys = cudnn_keys,
+	.doc = "cuDNN.",
+	.reads = (const char *const[]){ "cuda", NULL },
 	.check = cudnn_check,
 	.apply = cudnn_apply,
 	.verify = cudnn_verify,

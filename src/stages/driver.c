@@ -44,6 +44,103 @@
 #define MOK_CONF "/etc/dkms/framework.conf.d/gpuprov-mok.conf"
 #define PROBE_TIMEOUT_MS 30000
 
+/* --- profile keys (stages.driver) ---------------------------------------- */
+
+#define KEY_METHOD "method"
+#define KEY_BRANCH "branch"
+#define KEY_FLAVOR "flavor"
+#define KEY_MODULES "modules"
+#define KEY_VERSION "version"
+#define KEY_HOLD "hold"
+#define KEY_URL "url"
+#define KEY_SHA256 "sha256"
+#define KEY_SOURCE "source"
+#define KEY_KERNEL_MODULES "kernel_modules"
+#define KEY_MOK_KEY "mok_key"
+#define KEY_MOK_CERT "mok_cert"
+
+static char *branch_check(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	size_t n = strlen(s);
+	if (n >= 2 && n <= 3 && gp_schema_only(s, GP_DIGITS))
+		return NULL;
+	return gp_schema_why_got(s,
+	                         "must be a driver branch: 2 or 3 digits, e.g. \"535\"");
+}
+
+static char *version_check(const cJSON *v, size_t i)
+{
+	if (gp_schema_numeric_parts(v->valuestring, 2, 3))
+		return NULL;
+	return gp_schema_why_got(v->valuestring,
+	                         "must be a driver version: 2 or 3 numbers "
+	                         "separated by dots, e.g. \"535.104.05\"");
+}
+
+static const struct gp_value_check check_branch = {
+	.check = branch_check,
+	.schema = "{\"pattern\": \"^[0-9]{2,3}$\"}",
+};
+static const struct gp_value_check check_version = {
+	.check = version_check,
+	.schema = "{\"pattern\": \"^[0-9]+(?:\\\\.[0-9]+){1,2}$\"}",
+};
+
+static const char *const methods[] = { "apt", "dnf", "runfile", NULL };
+static const char *const flavors[] = { "server", "desktop", NULL };
+static const char *const sources[] = { "canonical", "nvidia", NULL };
+static const char *const kernel_module_kinds[] = { "auto", "prebuilt", "dkms", NULL };
+static const char *const module_kinds[] = { "open", "proprietary", "auto", NULL };
+
+static const struct gp_key driver_keys[] = {
+	GP_KEY_ENUM_ROW(KEY_METHOD, methods, .doc = "How the driver is installed.",
+	                .example = "\"apt\""),
+	GP_KEY_STRING_ROW(KEY_BRANCH, &check_branch,
+	                  .doc = "Driver branch: 2 or 3 digits.", .example = "\"535\""),
+	GP_KEY_ENUM_ROW(KEY_FLAVOR, flavors,
+	                .doc = "Data-center (server) or desktop packages.",
+	                .example = "\"server\""),
+	GP_KEY_ENUM_ROW(KEY_MODULES, module_kinds, .doc = "Kernel module flavor.",
+	                .example = "\"open\""),
+	GP_KEY_STRING_ROW(KEY_VERSION, &check_version,
+	                  .doc = "Exact driver version: 2 or 3 dot-separated numbers.",
+	                  .example = "\"535.104.05\""),
+	GP_KEY_BOOL_ROW(KEY_HOLD,
+	                .doc = "Hold the driver packages at the installed version.",
+	                .example = "true"),
+	GP_KEY_STRING_ROW(KEY_URL, &gp_check_url,
+	                  .doc = "The driver runfile (method runfile).",
+	                  .example = "\"https://us.download.nvidia.com/tesla/535.104.05/"
+	                             "NVIDIA-Linux-x86_64-535.104.05.run\""),
+	GP_KEY_STRING_ROW(
+	    KEY_SHA256, &gp_check_sha256, .doc = "sha256 of url.",
+	    .example = "\"0f6d806ddd87230d2adbe8a6006a9d20144fdbda9de2d6acc6"
+	               "77daa5d036417a\""),
+	GP_KEY_ENUM_ROW(KEY_SOURCE, sources,
+	                .doc = "Package source for method apt: Canonical's archive "
+	                       "(nvidia-driver-<BR>[-server][-open], the default on "
+	                       "Ubuntu) or NVIDIA's CUDA repository (nvidia-open-<BR>, "
+	                       "cuda-drivers-<BR>; the default elsewhere).",
+	                .example = "\"canonical\""),
+	GP_KEY_ENUM_ROW(KEY_KERNEL_MODULES, kernel_module_kinds,
+	                .doc = "Canonical's prebuilt signed linux-modules-nvidia-* or "
+	                       "DKMS; auto: prebuilt when the root's apt lists have them "
+	                       "for every kernel.",
+	                .example = "\"auto\""),
+	GP_KEY_STRING_ROW(KEY_MOK_KEY, &gp_check_file_path,
+	                  .doc = "Machine Owner Key (private) in the root that signs "
+	                         "DKMS/runfile-built modules for Secure Boot.",
+	                  .example = "\"/var/lib/shim-signed/mok/MOK.priv\""),
+	GP_KEY_STRING_ROW(KEY_MOK_CERT, &gp_check_file_path,
+	                  .doc = "The MOK certificate (DER or PEM) enrolled with mokutil "
+	                         "--import; with Secure Boot on, the driver stage blocks "
+	                         "unless the firmware's MokListRT holds it (or it cannot "
+	                         "be read).",
+	                  .example = "\"/var/lib/shim-signed/mok/MOK.der\""),
+	GP_KEY_END,
+};
+
 static const char *const lib_dirs[] = { "/usr/lib/x86_64-linux-gnu", "/usr/lib64",
 	                                "/usr/lib" };
 
@@ -368,30 +465,30 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 	*d = (struct drv){ 0 };
 	const cJSON *distro = cJSON_GetObjectItemCaseSensitive(c->profile->doc, "distro");
 	const char *pmname = gp_json_string(distro, "package_manager", "apt");
-	const char *method = gp_json_string(cfg, "method", pmname);
+	const char *method = gp_json_string(cfg, KEY_METHOD, pmname);
 	d->ch.method = strcmp(method, "runfile") == 0 ? GP_DRV_RUNFILE
 	               : strcmp(method, "dnf") == 0   ? GP_DRV_DNF
 	                                              : GP_DRV_APT;
-	d->ch.version = gp_json_string(cfg, "version", NULL);
-	const char *branch = gp_json_string(cfg, "branch", NULL);
+	d->ch.version = gp_json_string(cfg, KEY_VERSION, NULL);
+	const char *branch = gp_json_string(cfg, KEY_BRANCH, NULL);
 	if (branch)
 		d->branch = gp_xstrdup(branch);
 	else if (d->ch.version)
 		d->branch = gp_xstrndup(d->ch.version, strcspn(d->ch.version, "."));
 	d->ch.branch = d->branch;
-	d->ch.server = gp_streq(gp_json_string(cfg, "flavor", NULL), "server");
-	d->modules = gp_json_string(cfg, "modules", "auto");
-	d->kernel_modules = gp_json_string(cfg, "kernel_modules", "auto");
-	d->mok_key = gp_json_string(cfg, "mok_key", NULL);
-	d->mok_cert = gp_json_string(cfg, "mok_cert", NULL);
-	d->url = gp_json_string(cfg, "url", NULL);
-	d->sha256 = gp_json_string(cfg, "sha256", NULL);
-	d->hold = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "hold"));
+	d->ch.server = gp_streq(gp_json_string(cfg, KEY_FLAVOR, NULL), "server");
+	d->modules = gp_json_string(cfg, KEY_MODULES, "auto");
+	d->kernel_modules = gp_json_string(cfg, KEY_KERNEL_MODULES, "auto");
+	d->mok_key = gp_json_string(cfg, KEY_MOK_KEY, NULL);
+	d->mok_cert = gp_json_string(cfg, KEY_MOK_CERT, NULL);
+	d->url = gp_json_string(cfg, KEY_URL, NULL);
+	d->sha256 = gp_json_string(cfg, KEY_SHA256, NULL);
+	d->hold = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, KEY_HOLD));
 	struct gp_os_release osr = { 0 };
 	bool ubuntu = gp_os_release_read(&c->root, &osr) == 0 &&
 	              gp_streq(osr.id, "ubuntu");
 	gp_os_release_free(&osr);
-	const char *source = gp_json_string(cfg, "source", NULL);
+	const char *source = gp_json_string(cfg, KEY_SOURCE, NULL);
 	d->ch.source = gp_streq(source, "nvidia") || (!source && !ubuntu)
 	                   ? GP_DRV_NVIDIA
 	                   : GP_DRV_CANONICAL;
@@ -938,8 +1035,8 @@ static void verify_cuda(struct gp_ctx *c, const struct drv *d, struct gp_report 
 		gp_report_add(rep, "driver.libcuda.version", GP_PASS, "libcuda version",
 		              NULL, "cuDriverGetVersion: CUDA %d.%d", cu->version / 1000,
 		              cu->version % 1000 / 10);
-	const cJSON *cuda = gp_profile_stage(c->profile, "cuda");
-	const char *tk = gp_json_string(cuda, "version", NULL);
+	const cJSON *cuda = gp_stage_settings(c, &gp_stage_driver, "cuda");
+	const char *tk = gp_json_string(cuda, GP_CUDA_KEY_VERSION, NULL);
 	if (tk && cu->version_rc == 0) {
 		char have[16];
 		snprintf(have, sizeof have, "%d.%d", cu->version / 1000,
@@ -1065,13 +1162,13 @@ static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 /* Announces the runfile download: the profile alone determines it. */
 static int driver_prefetch(struct gp_ctx *c, const cJSON *cfg)
 {
-	const char *method = gp_json_string(cfg, "method", NULL);
-	const char *version = gp_json_string(cfg, "version", NULL);
-	const char *sha = gp_json_string(cfg, "sha256", NULL);
+	const char *method = gp_json_string(cfg, KEY_METHOD, NULL);
+	const char *version = gp_json_string(cfg, KEY_VERSION, NULL);
+	const char *sha = gp_json_string(cfg, KEY_SHA256, NULL);
 	if (!gp_streq(method, "runfile") || !version || !sha)
 		return 0;
 	_cleanup_free_ char *name = gp_drv_runfile_name(version);
-	const char *u = gp_json_string(cfg, "url", NULL);
+	const char *u = gp_json_string(cfg, KEY_URL, NULL);
 	_cleanup_free_ char *url = u ? gp_xstrdup(u) : gp_drv_runfile_url(version);
 	const struct gp_fetch_artifact a = { .name = name, .url = url, .sha256 = sha };
 	gp_prefetch_add(c, &a);
@@ -1082,6 +1179,9 @@ const struct gp_stage gp_stage_driver = {
 	.name = "driver",
 	.summary = "NVIDIA kernel driver and user-space libraries",
 	.flags = GP_STAGE_NEEDS_REBOOTED_KERNEL,
+	.keys = driver_keys,
+	.doc = "The NVIDIA driver.",
+	.reads = (const char *const[]){ "cuda", NULL },
 	.check = driver_check,
 	.apply = driver_apply,
 	.verify = driver_verify,

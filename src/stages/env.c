@@ -21,6 +21,128 @@
 #define MARK_LDCONFIG "ldconfig_ran_for"
 #define CONDA_SCRIPT "/etc/profile.d/gpuprov-conda.sh"
 
+/* --- profile keys (stages.env) ------------------------------------------- */
+
+#define KEY_CUDA_HOME GP_ENV_KEY_CUDA_HOME
+#define KEY_PATH GP_ENV_KEY_PATH
+#define KEY_LD_LIBRARY_PATH "ld_library_path"
+#define KEY_VARS "vars"
+#define KEY_CONDA_INIT "conda_init"
+
+static bool valid_var_name(const char *s)
+{
+	if (!*s || (*s >= '0' && *s <= '9'))
+		return false;
+	return gp_schema_only(s, GP_ALNUM "_");
+}
+
+/* Variables that make every program, or every shell, run code or change
+ * how it reads its input: set system-wide by the env stage, each would be
+ * a way into every login. */
+static const struct {
+	const char *name;
+	const char *why;
+} unsafe_vars[] = {
+	{ "BASH_ENV", "bash runs the file it names in every non-interactive shell" },
+	{ "ENV", "sh and bash run the file it names in every interactive shell" },
+	{ "PROMPT_COMMAND", "bash runs it before every prompt" },
+	{ "PS0", "bash expands it, command substitutions included, at every command" },
+	{ "PS1", "bash expands it, command substitutions included, at every prompt" },
+	{ "PS2", "bash expands it, command substitutions included, at every prompt" },
+	{ "PS4", "bash expands it, command substitutions included, in every traced "
+	         "command" },
+	{ "IFS", "it changes how every shell splits words" },
+	{ "SHELLOPTS", "it turns on shell options in every bash script" },
+	{ "BASHOPTS", "it turns on shell options in every bash script" },
+	{ "GLOBIGNORE", "it changes what every bash glob matches" },
+	{ "CDPATH", "it changes where cd in every script goes" },
+	{ "GCONV_PATH", "glibc loads character-set modules (code) from it" },
+};
+
+/* Why a variable may not be set system-wide, or NULL. */
+static char *unsafe_var(const char *name)
+{
+	if (gp_str_starts_with(name, "LD_"))
+		return gp_xasprintf("must not set %s: the dynamic loader reads LD_* "
+		                    "variables in every program it starts (LD_PRELOAD "
+		                    "and LD_AUDIT load code into each); library "
+		                    "directories go in ld_library_path",
+		                    name);
+	for (size_t k = 0; k < ARRAY_SIZE(unsafe_vars); k++)
+		if (strcmp(name, unsafe_vars[k].name) == 0)
+			return gp_xasprintf("must not set %s: %s, so a system-wide "
+			                    "value reaches every login",
+			                    name, unsafe_vars[k].why);
+	return NULL;
+}
+
+/* Environment variables (one map entry): names a shell accepts; PATH,
+ * LD_LIBRARY_PATH and CUDA_HOME come from their own keys; none that
+ * injects code into every program or shell; values are single lines. */
+static char *env_var_check(const cJSON *item, size_t i)
+{
+	static const char *const own[] = { "PATH", "LD_LIBRARY_PATH", "CUDA_HOME" };
+	for (size_t k = 0; k < ARRAY_SIZE(own); k++)
+		if (strcmp(item->string, own[k]) == 0)
+			return gp_xasprintf(
+			    "must not set %s: it comes from cuda_home, path "
+			    "and ld_library_path",
+			    own[k]);
+	char *unsafe = unsafe_var(item->string);
+	if (unsafe)
+		return unsafe;
+	if (!valid_var_name(item->string)) {
+		_cleanup_free_ char *q = gp_schema_quoted(item->string);
+		return gp_xasprintf("has %s, which is not a variable name (letters, "
+		                    "digits and _, not starting with a digit)",
+		                    q);
+	}
+	if (strpbrk(item->valuestring, "\n\r"))
+		return gp_xasprintf("has a value for %s that spans lines", item->string);
+	return NULL;
+}
+
+static const struct gp_value_check check_env_var = {
+	.check = env_var_check,
+	.schema =
+	    "{\"propertyNames\": {\"pattern\": \"^[A-Za-z_][A-Za-z0-9_]*$\", \"not\": "
+	    "{\"anyOf\": [{\"enum\": [\"PATH\", \"CUDA_HOME\", \"BASH_ENV\", \"ENV\", "
+	    "\"PROMPT_COMMAND\", \"PS0\", \"PS1\", \"PS2\", \"PS4\", \"IFS\", "
+	    "\"SHELLOPTS\", "
+	    "\"BASHOPTS\", \"GLOBIGNORE\", \"CDPATH\", \"GCONV_PATH\"]}, {\"pattern\": "
+	    "\"^LD_\"}]}}, \"additionalProperties\": {\"type\": \"string\", \"pattern\": "
+	    "\"^[^\\\\n\\\\r]*$\"}}",
+	.whole = true,
+};
+
+static const struct gp_key env_keys[] = {
+	GP_KEY_STRING_ROW(KEY_CUDA_HOME, &gp_check_directory,
+	                  .doc = "The value of CUDA_HOME.",
+	                  .default_value = "\"" DEFAULT_CUDA_HOME "\"",
+	                  .example = "\"/usr/local/cuda-12.4\""),
+	GP_KEY_STRINGS_ROW(KEY_PATH, &gp_check_directory,
+	                   .doc = "Directories prepended to PATH (default: "
+	                          "<cuda_home>/bin).",
+	                   .example = "[\"/usr/local/cuda-12.4/bin\"]"),
+	GP_KEY_STRINGS_ROW(
+	    KEY_LD_LIBRARY_PATH, &gp_check_directory,
+	    .doc = "Directories prepended to LD_LIBRARY_PATH and listed in "
+	           "ld.so.conf.d (default: <cuda_home>/lib64).",
+	    .example = "[\"/usr/local/cuda-12.4/lib64\"]"),
+	{ .name = KEY_VARS,
+	  .type = GP_KEY_STRING_MAP,
+	  .check = &check_env_var,
+	  .doc = "More environment variables: shell names, not PATH, LD_LIBRARY_PATH or "
+	         "CUDA_HOME; none that runs code in every program or shell (LD_*, "
+	         "BASH_ENV, ENV, PROMPT_COMMAND, PS0-PS2, PS4, IFS, SHELLOPTS, "
+	         "BASHOPTS, GLOBIGNORE, CDPATH, GCONV_PATH); one-line values.",
+	  .example = "{\"NCCL_DEBUG\": \"WARN\"}" },
+	GP_KEY_BOOL_ROW(KEY_CONDA_INIT,
+	                .doc = "Also make conda available in login shells.",
+	                .example = "true"),
+	GP_KEY_END,
+};
+
 /* Settings resolved from the profile with defaults. */
 struct env_settings {
 	const char *cuda_home;
@@ -40,20 +162,20 @@ static void env_settings_free(struct env_settings *s)
 static void settings(const cJSON *cfg, struct env_settings *s)
 {
 	*s = (struct env_settings){ 0 };
-	s->cuda_home = gp_json_string(cfg, "cuda_home", DEFAULT_CUDA_HOME);
-	s->path = gp_json_strv(cfg, "path");
+	s->cuda_home = gp_json_string(cfg, KEY_CUDA_HOME, DEFAULT_CUDA_HOME);
+	s->path = gp_json_strv(cfg, KEY_PATH);
 	if (!s->path) {
 		s->path = gp_xcalloc(1, sizeof(char *));
 		_cleanup_free_ char *d = gp_xasprintf("%s/bin", s->cuda_home);
 		gp_strv_push(&s->path, d);
 	}
-	s->ld_library_path = gp_json_strv(cfg, "ld_library_path");
+	s->ld_library_path = gp_json_strv(cfg, KEY_LD_LIBRARY_PATH);
 	if (!s->ld_library_path) {
 		s->ld_library_path = gp_xcalloc(1, sizeof(char *));
 		_cleanup_free_ char *d = gp_xasprintf("%s/lib64", s->cuda_home);
 		gp_strv_push(&s->ld_library_path, d);
 	}
-	s->vars = cJSON_GetObjectItemCaseSensitive(cfg, "vars");
+	s->vars = cJSON_GetObjectItemCaseSensitive(cfg, KEY_VARS);
 }
 
 static void append_sh_quoted(struct gp_buf *b, const char *s)
@@ -130,16 +252,17 @@ static void sha_of(const char *s, char out[65])
 
 static bool conda_init(const cJSON *cfg)
 {
-	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "conda_init"));
+	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, KEY_CONDA_INIT));
 }
 
 /* The conda prefix of stages.pytorch (method conda), or NULL. */
 static const char *conda_prefix(const struct gp_ctx *c)
 {
-	const cJSON *py = gp_profile_stage(c->profile, "pytorch");
-	if (!py || strcmp(gp_json_string(py, "method", "conda"), "conda") != 0)
+	const cJSON *py = gp_stage_settings(c, &gp_stage_env, "pytorch");
+	if (!py ||
+	    strcmp(gp_json_string(py, GP_PYTORCH_KEY_METHOD, "conda"), "conda") != 0)
 		return NULL;
-	return gp_json_string(py, "prefix", "/opt/conda");
+	return gp_json_string(py, GP_PYTORCH_KEY_PREFIX, "/opt/conda");
 }
 
 /* The snippet for login shells: conda's own conda.sh makes `conda` a shell
@@ -400,6 +523,10 @@ static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 const struct gp_stage gp_stage_env = {
 	.name = "env",
 	.summary = "CUDA environment for login shells and the dynamic linker",
+	.keys = env_keys,
+	.doc = "CUDA_HOME, PATH and LD_LIBRARY_PATH for login shells and the "
+	       "dynamic linker.",
+	.reads = (const char *const[]){ "pytorch", NULL },
 	.check = env_check,
 	.apply = env_apply,
 	.verify = env_verify,

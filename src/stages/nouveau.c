@@ -19,6 +19,47 @@
 #define DEFAULT_BLACKLIST_FILE "/etc/modprobe.d/blacklist-nouveau.conf"
 #define MARK_INITRAMFS "initramfs_rebuilt_for"
 
+/* --- profile keys (stages.nouveau) --------------------------------------- */
+
+#define KEY_BLACKLIST_FILE "blacklist_file"
+#define KEY_INITRAMFS "initramfs"
+
+static char *modprobe_file(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	/* The directories libkmod reads (it has no /usr/lib/modprobe.d; on
+	 * merged-/usr systems /lib/modprobe.d is that directory). */
+	static const char *const dirs[] = { "/etc/modprobe.d/", "/lib/modprobe.d/" };
+	for (size_t k = 0; k < ARRAY_SIZE(dirs); k++) {
+		const char *base = s + strlen(dirs[k]);
+		if (gp_str_starts_with(s, dirs[k]) && !strchr(base, '/') &&
+		    gp_str_ends_with(base, ".conf") && strcmp(base, ".conf") != 0)
+			return NULL;
+	}
+	return gp_schema_why_got(s,
+	                         "must be a .conf file directly in /etc/modprobe.d (or "
+	                         "/lib/modprobe.d), where modprobe reads it");
+}
+
+static const struct gp_value_check check_modprobe_file = {
+	.check = modprobe_file,
+	.schema = "{\"pattern\": \"^/(?:etc|lib)/modprobe\\\\.d/[^/]+\\\\.conf$\"}",
+};
+
+static const struct gp_key nouveau_keys[] = {
+	GP_KEY_STRING_ROW(KEY_BLACKLIST_FILE, &check_modprobe_file,
+	                  .doc = "The modprobe file written: a .conf file directly in "
+	                         "/etc/modprobe.d or /lib/modprobe.d (libkmod does not "
+	                         "read /usr/lib/modprobe.d).",
+	                  .default_value = "\"" DEFAULT_BLACKLIST_FILE "\"",
+	                  .example = "\"/etc/modprobe.d/blacklist-nouveau.conf\""),
+	GP_KEY_STRINGS_ROW(KEY_INITRAMFS, &gp_check_argv,
+	                   .doc = "The initramfs command for this stage; empty or "
+	                          "absent: distro.initramfs.",
+	                   .example = "[\"dracut\", \"--force\"]"),
+	GP_KEY_END,
+};
+
 static const char blacklist_text[] =
     "# Written by gpuprov (stage nouveau): keeps nouveau and nova_core off NVIDIA\n"
     "# GPUs so the NVIDIA driver can bind them. modeset=0 also stops a nouveau\n"
@@ -44,12 +85,12 @@ static void nouveau_facts_free(struct nouveau_facts *f)
 
 static const char *blacklist_file(const cJSON *cfg)
 {
-	return gp_json_string(cfg, "blacklist_file", DEFAULT_BLACKLIST_FILE);
+	return gp_json_string(cfg, KEY_BLACKLIST_FILE, DEFAULT_BLACKLIST_FILE);
 }
 
 static char **initramfs_command(struct gp_ctx *c, const cJSON *cfg)
 {
-	char **argv = gp_json_strv(cfg, "initramfs");
+	char **argv = gp_json_strv(cfg, KEY_INITRAMFS);
 	if (!argv || !argv[0]) {
 		gp_strv_free(argv);
 		argv = gp_json_strv(
@@ -347,6 +388,8 @@ static int nouveau_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *
 const struct gp_stage gp_stage_nouveau = {
 	.name = "nouveau",
 	.summary = "blacklist nouveau and nova_core, rebuild the initramfs",
+	.keys = nouveau_keys,
+	.doc = "Blacklists nouveau and rebuilds the initramfs.",
 	.check = nouveau_check,
 	.apply = nouveau_apply,
 	.verify = nouveau_verify,

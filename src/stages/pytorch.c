@@ -35,6 +35,173 @@
 	"https://github.com/conda-forge/miniforge/releases/latest/download/"             \
 	"Miniforge3-Linux-x86_64.sh"
 
+/* --- profile keys (stages.pytorch) --------------------------------------- */
+
+#define KEY_METHOD GP_PYTORCH_KEY_METHOD
+#define KEY_PREFIX GP_PYTORCH_KEY_PREFIX
+#define KEY_ENV "env"
+#define KEY_PYTHON "python"
+#define KEY_PACKAGES "packages"
+#define KEY_INDEX_URL "index_url"
+#define KEY_INSTALLER_URL "installer_url"
+#define KEY_INSTALLER_SHA256 "installer_sha256"
+#define KEY_CHANNELS "channels"
+#define KEY_DEFAULTS_TOS_ACCEPTED "defaults_tos_accepted"
+#define KEY_INSTALLER "installer"
+#define KEY_EXTRA_INDEX_URLS "extra_index_urls"
+#define KEY_CA_BUNDLE "ca_bundle"
+#define KEY_PROXY "proxy"
+#define KEY_CHANNEL_ALIAS "channel_alias"
+
+static char *python_version_check(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (gp_str_starts_with(s, "3.") && gp_schema_numeric_parts(s, 2, 3))
+		return NULL;
+	return gp_schema_why_got(s, "must be a Python version \"3.N\" or \"3.N.M\", e.g. "
+	                            "\"3.11\"");
+}
+
+static char *conda_env_check(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (*s && *s != '.' && *s != '-' && gp_schema_only(s, GP_ALNUM "_.-"))
+		return NULL;
+	return gp_schema_why_got(s,
+	                         "must be an environment name: letters, digits, '_', '.' "
+	                         "and '-', not starting with '.' or '-'");
+}
+
+/* "name==version": a PEP 508 name (letters, digits, '.', '_', '-', starting
+ * and ending with a letter or digit) pinned exactly; no other operator, no
+ * wildcard, extras or markers. */
+static char *pin_check(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	const char *eq = strstr(s, "==");
+	if (eq && eq > s) {
+		_cleanup_free_ char *name = gp_xstrndup(s, (size_t)(eq - s));
+		const char *ver = eq + 2;
+		size_t nl = strlen(name);
+		if (gp_schema_only(name, GP_ALNUM "._-") && strchr(GP_ALNUM, name[0]) &&
+		    strchr(GP_ALNUM, name[nl - 1]) && *ver >= '0' && *ver <= '9' &&
+		    gp_schema_only(ver, GP_ALNUM ".+!_-"))
+			return NULL;
+	}
+	return gp_schema_why_got(s, "entries must be exact pins \"name==version\", e.g. "
+	                            "\"torch==2.1.2\"");
+}
+
+/* A conda channel name, with an optional label path
+ * ("nvidia/label/cuda-12.4.1"); not a URL. */
+static char *channel_check(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	bool ok = strchr(GP_ALNUM, s[0]) && gp_schema_only(s, GP_ALNUM "_.-/") &&
+	          !strstr(s, "//") && !gp_str_ends_with(s, "/");
+	if (ok && *s)
+		return NULL;
+	return gp_schema_why_got(
+	    s, "entries must be channel names such as \"conda-forge\" or "
+	       "\"nvidia/label/cuda-12.4.1\", not URLs");
+}
+
+/* A proxy for pip and conda: http:// is normal for a proxy (TLS to the index
+ * goes through it with CONNECT), so allow_insecure_http does not apply. */
+static char *proxy_url_check(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (!gp_str_starts_with(s, "http://") && !gp_str_starts_with(s, "https://"))
+		return gp_schema_why_got(s,
+		                         "must be an http:// or https:// proxy URL, e.g. "
+		                         "\"http://proxy.lan:3128\"");
+	return gp_schema_check_url(v, i);
+}
+
+static const struct gp_value_check check_python_version = {
+	.check = python_version_check,
+	.schema = "{\"pattern\": \"^3(?:\\\\.[0-9]+){1,2}$\"}",
+};
+static const struct gp_value_check check_conda_env = {
+	.check = conda_env_check,
+	.schema = "{\"pattern\": \"^[A-Za-z0-9_][A-Za-z0-9_.-]*$\"}",
+};
+static const struct gp_value_check check_pin = {
+	.check = pin_check,
+	.schema =
+	    "{\"pattern\": "
+	    "\"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?==[0-9][A-Za-z0-9.+!_-]*$\"}",
+};
+static const struct gp_value_check check_channel = {
+	.check = channel_check,
+	.schema = "{\"pattern\": \"^[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_.-]+)*$\"}",
+};
+static const struct gp_value_check check_proxy_url = {
+	.check = proxy_url_check,
+	.schema = "{\"pattern\": "
+	          "\"^https?://[^/?#@\\\\s\\\\x00-\\\\x1f\\\\x7f]+(?:[/"
+	          "?#][^\\\\s\\\\x00-\\\\x1f\\\\x7f]*)?$\"}",
+};
+
+static const char *const methods[] = { "conda", "venv", NULL };
+static const char *const installers[] = { "pip", "conda", NULL };
+
+static const struct gp_key pytorch_keys[] = {
+	GP_KEY_ENUM_ROW(KEY_METHOD, methods, .doc = "conda environment or Python venv.",
+	                .example = "\"conda\""),
+	GP_KEY_STRING_ROW(KEY_PREFIX, &gp_check_prefix_dir,
+	                  .doc = "conda's install prefix, or the venv's directory.",
+	                  .example = "\"/opt/conda\""),
+	GP_KEY_STRING_ROW(KEY_ENV, &check_conda_env, .doc = "conda environment name.",
+	                  .example = "\"torch\""),
+	GP_KEY_STRING_ROW(KEY_PYTHON, &check_python_version,
+	                  .doc = "Python version \"3.N\" or \"3.N.M\".",
+	                  .example = "\"3.11\""),
+	GP_KEY_STRINGS_ROW(KEY_PACKAGES, &check_pin,
+	                   .doc = "pip packages, each pinned exactly: \"name==version\".",
+	                   .example = "[\"torch==2.1.2\", \"torchvision==0.16.2\"]"),
+	GP_KEY_STRING_ROW(KEY_INDEX_URL, &gp_check_url,
+	                  .doc = "pip index for the wheels.",
+	                  .example = "\"https://download.pytorch.org/whl/cu121\""),
+	GP_KEY_STRING_ROW(KEY_INSTALLER_URL, &gp_check_url,
+	                  .doc = "The conda installer (Miniforge or Miniconda).",
+	                  .example = "\"" MINIFORGE "\""),
+	GP_KEY_STRING_ROW(
+	    KEY_INSTALLER_SHA256, &gp_check_sha256, .doc = "sha256 of installer_url.",
+	    .example = "\"81a5d0d0870ba2022efb0a531dcc60adbdc2bbff7b3ef19d6f"
+	               "d6d8105406c775\""),
+	GP_KEY_STRINGS_ROW(KEY_CHANNELS, &check_channel,
+	                   .doc = "conda channels by name (optionally with a label "
+	                          "path), not URLs.",
+	                   .example = "[\"conda-forge\"]"),
+	GP_KEY_BOOL_ROW(KEY_DEFAULTS_TOS_ACCEPTED,
+	                .doc = "The operator accepts the terms of service of Anaconda's "
+	                       "defaults channels.",
+	                .example = "true"),
+	GP_KEY_ENUM_ROW(KEY_INSTALLER, installers,
+	                .doc = "How the packages are installed: pip from index_url, or "
+	                       "conda from the channels (method conda only).",
+	                .default_value = "\"pip\"", .example = "\"pip\""),
+	GP_KEY_STRINGS_ROW(KEY_EXTRA_INDEX_URLS, &gp_check_url,
+	                   .doc = "More pip indexes searched after index_url (pip's "
+	                          "--extra-index-url).",
+	                   .example = "[\"https://pypi.org/simple\"]"),
+	GP_KEY_STRING_ROW(KEY_CA_BUNDLE, &gp_check_root_file,
+	                  .doc = "A PEM CA bundle inside the root that pip (cert) and "
+	                         "conda (ssl_verify) verify a private index or channel "
+	                         "mirror with.",
+	                  .example = "\"/etc/ssl/certs/mirror-ca.pem\""),
+	GP_KEY_STRING_ROW(KEY_PROXY, &check_proxy_url,
+	                  .doc = "Proxy for pip and conda inside the root: http:// or "
+	                         "https://, without credentials.",
+	                  .example = "\"http://proxy.lan:3128\""),
+	GP_KEY_STRING_ROW(KEY_CHANNEL_ALIAS, &gp_check_url,
+	                  .doc = "conda's channel_alias: where channel names resolve (a "
+	                         "conda mirror).",
+	                  .example = "\"https://conda.mirror.lan\""),
+	GP_KEY_END,
+};
+
 struct torch {
 	const char *method, *installer, *prefix, *env, *python;
 	char **pins; /* "name==version" as in the profile */
@@ -125,28 +292,28 @@ static int rewrite_all(struct gp_ctx *c, char **v)
 static int settings(struct gp_ctx *c, const cJSON *cfg, struct torch *t)
 {
 	*t = (struct torch){ 0 };
-	t->method = gp_json_string(cfg, "method", "conda");
-	t->installer = gp_json_string(cfg, "installer", "pip");
-	t->prefix = gp_json_string(cfg, "prefix",
+	t->method = gp_json_string(cfg, KEY_METHOD, "conda");
+	t->installer = gp_json_string(cfg, KEY_INSTALLER, "pip");
+	t->prefix = gp_json_string(cfg, KEY_PREFIX,
 	                           is_conda(t) ? "/opt/conda" : "/opt/venv");
-	t->env = gp_json_string(cfg, "env", "torch");
-	t->python = gp_json_string(cfg, "python", NULL);
-	t->pins = gp_json_strv(cfg, "packages");
+	t->env = gp_json_string(cfg, KEY_ENV, "torch");
+	t->python = gp_json_string(cfg, KEY_PYTHON, NULL);
+	t->pins = gp_json_strv(cfg, KEY_PACKAGES);
 	if (!t->pins)
 		t->pins = gp_xcalloc(1, sizeof(char *));
-	t->index_url = gp_json_string(cfg, "index_url", NULL);
-	t->extra = gp_json_strv(cfg, "extra_index_urls");
-	t->installer_url = gp_json_string(cfg, "installer_url", MINIFORGE);
-	t->installer_sha256 = gp_json_string(cfg, "installer_sha256", NULL);
-	t->channels = gp_json_strv(cfg, "channels");
+	t->index_url = gp_json_string(cfg, KEY_INDEX_URL, NULL);
+	t->extra = gp_json_strv(cfg, KEY_EXTRA_INDEX_URLS);
+	t->installer_url = gp_json_string(cfg, KEY_INSTALLER_URL, MINIFORGE);
+	t->installer_sha256 = gp_json_string(cfg, KEY_INSTALLER_SHA256, NULL);
+	t->channels = gp_json_strv(cfg, KEY_CHANNELS);
 	if (!t->channels) {
 		t->channels = gp_xcalloc(1, sizeof(char *));
 		gp_strv_push(&t->channels, "conda-forge");
 	}
 	t->tos = cJSON_IsTrue(
-	    cJSON_GetObjectItemCaseSensitive(cfg, "defaults_tos_accepted"));
-	t->ca_bundle = gp_json_string(cfg, "ca_bundle", NULL);
-	t->proxy = gp_json_string(cfg, "proxy", NULL);
+	    cJSON_GetObjectItemCaseSensitive(cfg, KEY_DEFAULTS_TOS_ACCEPTED));
+	t->ca_bundle = gp_json_string(cfg, KEY_CA_BUNDLE, NULL);
+	t->proxy = gp_json_string(cfg, KEY_PROXY, NULL);
 	t->tag = pip_installs(t) ? index_tag(t->index_url) : NULL;
 	t->want = gp_xcalloc(1, sizeof(char *));
 	for (size_t i = 0; t->pins[i]; i++) {
@@ -161,7 +328,7 @@ static int settings(struct gp_ctx *c, const cJSON *cfg, struct torch *t)
 	                        : gp_xstrdup(t->prefix);
 	t->python_bin = gp_xasprintf("%s/bin/python", t->envdir);
 	t->conda = gp_xasprintf("%s/bin/conda", t->prefix);
-	const char *alias = gp_json_string(cfg, "channel_alias", NULL);
+	const char *alias = gp_json_string(cfg, KEY_CHANNEL_ALIAS, NULL);
 	if ((t->index_url && gp_ctx_rewrite_url(c, t->index_url, &t->index) < 0) ||
 	    rewrite_all(c, t->extra) < 0 ||
 	    (alias && gp_ctx_rewrite_url(c, alias, &t->channel_alias) < 0)) {
@@ -1048,6 +1215,8 @@ static int torch_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 const struct gp_stage gp_stage_pytorch = {
 	.name = "pytorch",
 	.summary = "conda or venv environment with PyTorch",
+	.keys = pytorch_keys,
+	.doc = "PyTorch in a conda environment or a venv.",
 	.check = torch_check,
 	.apply = torch_apply,
 	.verify = torch_verify,

@@ -1,6 +1,8 @@
 /* The one ordered stage table. Order is run order; a stage without hooks
  * is not implemented yet and is never applied. */
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpuprov/json.h"
@@ -23,6 +25,22 @@ const struct gp_stage *gp_stage_find(const char *name)
 bool gp_stage_implemented(const struct gp_stage *s)
 {
 	return s->check && s->apply && s->verify;
+}
+
+const cJSON *gp_stage_settings(const struct gp_ctx *c, const struct gp_stage *self,
+                               const char *other)
+{
+	for (const char *const *r = self->reads; r && *r; r++)
+		if (strcmp(*r, other) == 0)
+			return gp_profile_stage(c->profile, other);
+	/* A hook reads what its row does not say: `gpuprov stages` and the
+	 * schema would tell a wrong story, so stop before that ships. */
+	fprintf(stderr,
+	        "gpuprov: internal error: stage %s reads the settings of stage %s, "
+	        "which the .reads of its row (gp_stage_%s) does not list; add it "
+	        "there\n",
+	        self->name, other, self->name);
+	abort();
 }
 
 void gp_check_set(struct gp_check *ck, enum gp_stage_state state, const char *fmt, ...)
@@ -79,4 +97,17 @@ void gp_stage_mark_set(struct gp_ctx *c, const char *stage, const char *key,
                        const char *value)
 {
 	gp_json_set_string(gp_journal_stage(&c->journal, stage), key, value);
+}
+
+const struct gp_key *gp_stages_profile_keys(void)
+{
+	static const struct gp_key no_keys[] = { GP_KEY_END };
+	static struct gp_key rows[ARRAY_SIZE(gp_stages) + 1];
+	for (size_t i = 0; i < gp_stage_count; i++)
+		rows[i] = (struct gp_key){
+			.name = gp_stages[i]->name,
+			.type = GP_KEY_STAGE,
+			.children = gp_stages[i]->keys ? gp_stages[i]->keys : no_keys,
+		};
+	return rows;
 }

@@ -66,11 +66,11 @@ assert_tree_unchanged() {
 	gp --root "$R" install --profile "$PROFILE" --only nouveau,gpu
 	assert_status 2
 	assert_stderr_has "'gpu'"
-	assert_stderr_has "nouveau, driver, cuda, cudnn, pytorch, env"
+	assert_stderr_has "$(stage_names ', ')"
 	gp --root "$R" plan --profile "$PROFILE" --skip cudaa
 	assert_status 2
 	assert_stderr_has "'cudaa'"
-	assert_stderr_has "nouveau, driver, cuda, cudnn, pytorch, env"
+	assert_stderr_has "$(stage_names ', ')"
 	gp --root "$R" verify --profile "$PROFILE" --only nvidia
 	assert_status 2
 	assert_stderr_has "'nvidia'"

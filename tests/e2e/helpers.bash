@@ -14,7 +14,6 @@ FIXTURE_PROFILES=$REPO_ROOT/tests/fixtures/profiles
 EXPECTED=$BATS_TEST_DIRNAME/expected
 PROFILE=a100-ubuntu2204
 ONLY=nouveau,env
-STAGES="nouveau driver cuda cudnn pytorch env"
 GPU_DEV=sys/bus/pci/devices/0000:17:00.0
 # The system python (a version-manager shim costs ~0.1 s a call).
 if [ -z "${PYTHON:-}" ]; then
@@ -186,6 +185,19 @@ assert_same_file() {
 # The stub command log of ROOT (empty when none ran).
 stub_log() {
 	cat "$1/var/log/stub-commands.log" 2>/dev/null || true
+}
+
+# stage_names [SEP]: the stage names in run order, joined by SEP (default
+# " "), from the binary's stage table (`gpuprov --json stages`): no test
+# keeps its own list. stage_names_json: the same as a JSON array.
+stage_names() {
+	"$GPUPROV" --json stages | "$PYTHON" -c 'import json, sys
+print(sys.argv[1].join(s["name"] for s in json.load(sys.stdin)["stages"]))' "${1- }"
+}
+
+stage_names_json() {
+	"$GPUPROV" --json stages | "$PYTHON" -c 'import json, sys
+print(json.dumps([s["name"] for s in json.load(sys.stdin)["stages"]]))'
 }
 
 # json_get FILE PYTHON-EXPR: prints the expression evaluated with the parsed

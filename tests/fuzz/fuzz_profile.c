@@ -12,6 +12,7 @@
 #include "fuzz.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/profile.h"
+#include "gpuprov/stages.h"
 
 static char path[4096];
 static char *search[2];
@@ -23,6 +24,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(path, sizeof path, "%s/input.json", fuzz_tmpdir());
 	/* Parents named by "extends" are looked up in the catalogue. */
 	search[0] = GP_SRCDIR "/profiles";
+	gp_profile_use_stage_keys(gp_stages_profile_keys());
 	return 0;
 }
 

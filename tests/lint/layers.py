@@ -21,7 +21,7 @@ import sys
 LAYERS = [
     # Code that touches no path, root or command: memory in, memory out.
     ("pure", ["src/pure/*.c", "src/util.c", "src/strmap.c", "src/json.c", "src/diff.c",
-              "src/error.c", "src/exitcodes.c"]),
+              "src/error.c", "src/exitcodes.c", "src/schema.c"]),
     # Adapters to the target (src/sys) and NVIDIA knowledge (src/nv).
     ("low", ["src/sys/*.c", "src/nv/*.c"]),
     # The run's data and its renderers: profile, journal, plan, report, output.
@@ -32,7 +32,7 @@ LAYERS = [
     ("door", ["src/context.c", "src/download.c", "src/pkg.c", "src/prefetch.c"]),
     ("stages", ["src/stages/*.c"]),
     ("engine", ["src/engine.c"]),
-    ("cli", ["src/catalog.c", "src/detect.c", "src/main.c"]),
+    ("cli", ["src/catalog.c", "src/detect.c", "src/stagelist.c", "src/main.c"]),
 ]
 
 # Headers with no .c of their name (types and constants only), and their layer.

@@ -11,6 +11,7 @@
 #include "gpuprov/catalog.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/profile.h"
+#include "gpuprov/stages.h"
 #include "gpuprov/util.h"
 
 struct fixture {
@@ -1271,6 +1272,7 @@ static void test_catalogue_complete(void **state)
 
 int main(void)
 {
+	gp_profile_use_stage_keys(gp_stages_profile_keys());
 	const struct CMUnitTest tests[] = {
 		FX_TEST(test_load_by_path),
 		FX_TEST(test_load_by_name_first_dir_wins),

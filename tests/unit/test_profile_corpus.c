@@ -16,6 +16,7 @@
 
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/profile.h"
+#include "gpuprov/stages.h"
 #include "gpuprov/util.h"
 
 #define CORPUS GP_SRCDIR "/tests/fixtures/broken-profiles"
@@ -294,6 +295,7 @@ static void test_deep_nesting(void **state)
 
 int main(void)
 {
+	gp_profile_use_stage_keys(gp_stages_profile_keys());
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_json_has_expected),
 		cmocka_unit_test(test_each_fails_as_expected),

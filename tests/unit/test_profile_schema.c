@@ -13,6 +13,7 @@
 
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/profile.h"
+#include "gpuprov/stages.h"
 #include "gpuprov/util.h"
 
 #define SCHEMA GP_SRCDIR "/docs/profile.schema.json"
@@ -264,6 +265,7 @@ static void test_schema_matches_loader(void **state)
 
 int main(void)
 {
+	gp_profile_use_stage_keys(gp_stages_profile_keys());
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_schema_matches_loader),
 	};

@@ -83,8 +83,21 @@ static struct gp_effect *add_effect(struct gp_ctx *c, enum gp_effect_kind k)
 
 /* After SIGTERM/SIGINT/SIGHUP no further change starts; what is done is in
  * the journal, so the same command finishes the job later. */
+int gp_ctx_root_fault(struct gp_ctx *c)
+{
+	const char *path = NULL;
+	int rc = gp_root_fault(&c->root, &path);
+	if (!rc)
+		return 0;
+	_cleanup_free_ char *why = gp_root_read_error(&c->root, path, 0, rc);
+	return gp_fail(c->err, GP_EXIT_INVALID_INPUT, "%s: could not look up %s",
+	               stage_name(c), why);
+}
+
 static int refuse_when_stopping(struct gp_ctx *c)
 {
+	if (gp_ctx_root_fault(c) < 0)
+		return -1;
 	if (!gp_run_stop_signal || c->dry_run)
 		return 0;
 	const char *d = sigdescr_np(gp_run_stop_signal);

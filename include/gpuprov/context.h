@@ -65,6 +65,12 @@ size_t gp_ctx_prefetch_start(struct gp_ctx *c);
 bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
                                  bool *hashed);
 
+/* -1 with c->err set (exit 65) once a lookup in the root could not be made
+ * (gp_root_fault: EAGAIN after every retry), which its caller took for
+ * "absent"; else 0. Every effect checks it first; the engine after each
+ * stage hook. */
+int gp_ctx_root_fault(struct gp_ctx *c);
+
 /* Appends a timestamped line to the run log (when there is one) and shows
  * it on stderr with -v. */
 void gp_log(struct gp_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

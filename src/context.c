@@ -26,7 +26,9 @@ int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len)
 	bool exists;
 	const char *planned;
 	size_t planned_len;
-	if (gp_plan_lookup_file(c->plan, path, &exists, &planned, &planned_len)) {
+	/* A real run's effects are on disk (and a rule's are not in the plan). */
+	if (c->dry_run &&
+	    gp_plan_lookup_file(c->plan, path, &exists, &planned, &planned_len)) {
 		if (!exists)
 			return -ENOENT;
 		*data = gp_xmemdup0(planned, planned_len);
@@ -42,7 +44,8 @@ bool gp_ctx_exists(struct gp_ctx *c, const char *path)
 	bool exists;
 	const char *planned;
 	size_t planned_len;
-	if (gp_plan_lookup_file(c->plan, path, &exists, &planned, &planned_len))
+	if (c->dry_run &&
+	    gp_plan_lookup_file(c->plan, path, &exists, &planned, &planned_len))
 		return exists;
 	return gp_root_exists(&c->root, path);
 }
@@ -389,6 +392,15 @@ int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 		return gp_fail(c->err, GP_EXIT_APPLY_FAILED,
 		               "%s: cannot link %s -> %s: %s", stage_name(c), path,
 		               target, strerror(-rc));
+	/* A link made where this run removed one (a cuDNN version change) is
+	 * no removal any more; a record with a backup keeps it. */
+	const cJSON *rec = gp_journal_file(&c->journal, path);
+	if (rec && !gp_journal_file_sha256(&c->journal, path) &&
+	    !cJSON_GetObjectItemCaseSensitive(rec, "backup")) {
+		gp_journal_forget_file(&c->journal, path);
+		if (save_journal(c) < 0)
+			return -1;
+	}
 	gp_log(c, "symlink %s -> %s", path, target);
 	return 0;
 }
@@ -476,6 +488,24 @@ void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, boo
 	gp_progress_stage(gp_progress_of(c->out), sp->name,
 	                  done ? gp_stage_state_id(sp->state) : NULL,
 	                  (uint64_t)gp_monotonic_ms());
+}
+
+void gp_effect_rule_begin(struct gp_ctx *c, const char *makes, const char *fmt, ...)
+{
+	struct gp_effect *e = add_effect(c, GP_EFFECT_RULE);
+	e->target = gp_xstrdup(makes);
+	va_list ap;
+	va_start(ap, fmt);
+	e->reason = gp_xvasprintf(fmt, ap);
+	va_end(ap);
+	c->rule_from = c->stage->n_effects;
+}
+
+void gp_effect_rule_end(struct gp_ctx *c)
+{
+	if (c->rule_from)
+		gp_stage_plan_truncate(c->stage, c->rule_from);
+	c->rule_from = 0;
 }
 
 int gp_effect_run(struct gp_ctx *c, char *const argv[])

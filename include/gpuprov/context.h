@@ -42,6 +42,9 @@ struct gp_ctx {
 	 * commands hints print (gp_hint_command); NULL: the profile's path. */
 	const char *profile_arg;
 	const char *profile_dir;
+	/* While a rule is open (gp_effect_rule_begin): how many effects the
+	 * stage had with the rule's; 0 when none is. */
+	size_t rule_from;
 };
 
 /* Reads a file as the target will look once the effects planned so far in
@@ -64,6 +67,16 @@ size_t gp_ctx_prefetch_start(struct gp_ctx *c);
  * hashed. *hashed says which. */
 bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
                                  bool *hashed);
+
+/* A rule effect (GP_EFFECT_RULE): the effects made until gp_effect_rule_end
+ * are recorded as this one entry, in a dry run and a real run alike, so a
+ * plan made before the run can know their operands lists what the run
+ * records. makes is the kind of effect ("symlink", "run"), the rule says
+ * which ones in terms known before the run. Each is still made, logged and
+ * journaled as usual. Rules do not nest. */
+void gp_effect_rule_begin(struct gp_ctx *c, const char *makes, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void gp_effect_rule_end(struct gp_ctx *c);
 
 /* -1 with c->err set (exit 65) once a lookup in the root could not be made
  * (gp_root_fault: EAGAIN after every retry), which its caller took for

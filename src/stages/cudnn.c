@@ -22,12 +22,14 @@
  * names the archive holds stay inside it; a link that would replace a file
  * gpuprov did not link there is refused, naming it),
  * /etc/ld.so.conf.d/gpuprov-cudnn.conf lists <base>/lib64, and ldconfig runs
- * chrooted. A version change extracts a new directory, re-points the links
- * both versions have, removes (gp_effect_remove) the links into another
- * cudnn-* directory that the new version lacks, then the old cudnn-<version>
- * directories gpuprov installed (gp_effect_remove_tree, which refuses a tree
- * holding a file gpuprov did not install); nothing of the CUDA tree itself
- * is overwritten by the archive.
+ * chrooted. The links are one rule effect in the plan and the run alike (the
+ * archive's names are known once it is extracted). A version change
+ * extracts a new directory, removes (gp_effect_remove) the links into
+ * another cudnn-* directory (all of them, so the plan lists each), links
+ * the new version, then removes the old cudnn-<version> directories gpuprov
+ * installed (gp_effect_remove_tree, which refuses a tree holding a file
+ * gpuprov did not install); nothing of the CUDA tree itself is overwritten
+ * by the archive.
  * check:  cudnn_version.h under <base>/include has the profile's version
  *         (MAJOR.MINOR.PATCHLEVEL), every file gpuprov recorded under
  *         <base>/cudnn-<version> is unchanged (hashed only when its size,
@@ -685,11 +687,9 @@ static int refuse_shadowing(struct gp_ctx *c, const struct cudnn_settings *s,
 	return 0;
 }
 
-/* After link_dir: the links still pointing into another version (those the
- * new version has no file for) go, before ldconfig reads lib64, and then
- * the old version's directories. In a dry run nothing is extracted yet, so
- * the plan lists every old link. */
-static int remove_old_version(struct gp_ctx *c, const struct cudnn_settings *s)
+/* Before linking: the links into another cudnn-* directory go (the plan
+ * knows them all, from the tree as it is), before ldconfig reads lib64. */
+static int remove_old_links(struct gp_ctx *c, const struct cudnn_settings *s)
 {
 	_cleanup_strv_ char **stale = NULL;
 	stale_links(c, s, "include", &stale);
@@ -697,6 +697,30 @@ static int remove_old_version(struct gp_ctx *c, const struct cudnn_settings *s)
 	for (size_t i = 0; stale && stale[i]; i++)
 		if (gp_effect_remove(c, stale[i]) < 0)
 			return -1;
+	return 0;
+}
+
+/* The links to the extracted archive, one rule effect: which names it holds
+ * is known once it is extracted, so a plan made before the download lists
+ * the same effect as the run. */
+static int link_archive(struct gp_ctx *c, const struct cudnn_settings *s)
+{
+	gp_effect_rule_begin(c, "symlink",
+	                     "each cudnn*.h of %s/include as %s/include/NAME -> "
+	                     "../cudnn-%s/include/NAME, and each libcudnn* of %s/lib "
+	                     "as %s/lib64/NAME -> ../cudnn-%s/lib/NAME (the names the "
+	                     "archive holds)",
+	                     s->dir, s->base, s->version, s->dir, s->base, s->version);
+	int rc = link_dir(c, s, "include", "include");
+	if (rc == 0)
+		rc = link_dir(c, s, "lib", "lib64");
+	gp_effect_rule_end(c);
+	return rc;
+}
+
+/* After linking: the old version's directories. */
+static int remove_old_dirs(struct gp_ctx *c, const struct cudnn_settings *s)
+{
 	_cleanup_strv_ char **old = old_dirs(c, s);
 	for (size_t i = 0; old[i]; i++)
 		if (gp_effect_remove_tree(c, old[i]) < 0)
@@ -740,11 +764,11 @@ static int cudnn_apply(struct gp_ctx *c, const cJSON *cfg)
 	if (rc == 0)
 		rc = refuse_shadowing(c, &s, "lib", "lib64");
 	if (rc == 0)
-		rc = link_dir(c, &s, "include", "include");
+		rc = remove_old_links(c, &s);
 	if (rc == 0)
-		rc = link_dir(c, &s, "lib", "lib64");
+		rc = link_archive(c, &s);
 	if (rc == 0)
-		rc = remove_old_version(c, &s);
+		rc = remove_old_dirs(c, &s);
 	if (rc == 0)
 		rc = gp_effect_write(c, LD_CONF, ld_conf, strlen(ld_conf), 0644);
 	if (rc == 0)

@@ -106,20 +106,31 @@ assert_set_at() {
 	assert_status 5
 	assert_stdout_has "driver: needed - no NVIDIA driver installed; will install nvidia-driver-535-server 535.104.05 (proprietary modules, DKMS)"
 	assert_stdout_line "      run apt-get -q -y update"
-	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=535.104.05 nvidia-dkms-535-server=535.104.05"
-	assert_stdout_line "      run apt-mark hold nvidia-dkms-535-server nvidia-driver-535-server"
+	# The root's apt lists are not refreshed yet: the full versions and the
+	# packages pinned with them are known to the run only, and the plan
+	# says so, in words the run records too.
+	assert_stdout_line "      run, by rule: $APT_INSTALL nvidia-driver-535-server=535.104.05 nvidia-dkms-535-server=535.104.05, each version taken at its newest revision in the lists the refresh fetched, with every package these depend on at exactly that version (the root's apt lists did not offer them before this run's refresh)"
+	assert_stdout_line "      run, by rule: apt-mark hold nvidia-dkms-535-server nvidia-driver-535-server, and every package the install above added as an exact dependency"
+	gp --root "$R" plan --json --profile "$P"
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/plan.json"
+	JSON=$BATS_TEST_TMPDIR/plan.json
+	jeq '[e["makes"] for e in d["stages"][1]["effects"] if e["type"] == "rule"]' '["run", "run"]'
 	assert_unchanged "$R" before
 }
 
-@test "driver apt: installs the exact version, older than the candidate, and holds the set" {
-	gp --root "$R" install --profile "$P"
+@test "driver apt: installs the exact version, older than the candidate, and holds the set; the plan's effects are the run's" {
+	assert_plan_matches_run "$R" --profile "$P"
 	assert_status 5
 	assert_stderr_has "reboot required (driver: the nvidia module is not loaded"
 	# The upstream version was resolved to the archive's full one, and the
 	# packages the named ones depend on at exactly that version are pinned
-	# with them (else apt takes the newest and stops: "held broken packages").
+	# with them (else apt takes the newest and stops: "held broken packages"):
+	# the run's own command lines, in its log.
 	local v=535.104.05-0ubuntu1
-	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=$v nvidia-dkms-535-server=$v nvidia-utils-535-server=$v libnvidia-compute-535-server=$v nvidia-kernel-common-535-server=$v nvidia-kernel-source-535-server=$v"
+	grep -Fq "driver: run $APT_INSTALL nvidia-driver-535-server=$v nvidia-dkms-535-server=$v nvidia-utils-535-server=$v libnvidia-compute-535-server=$v nvidia-kernel-common-535-server=$v nvidia-kernel-source-535-server=$v" "$R/var/log/gpuprov.log" ||
+		fail "the install's command line is not in the run log:" "$(grep 'run apt' "$R/var/log/gpuprov.log")"
+	grep -q "driver: run apt-mark hold libnvidia-compute-535-server nvidia-dkms-535-server nvidia-driver-535-server nvidia-kernel-common-535-server nvidia-kernel-source-535-server nvidia-utils-535-server" "$R/var/log/gpuprov.log" ||
+		fail "the hold's command line is not in the run log:" "$(grep 'run apt' "$R/var/log/gpuprov.log")"
 	[ "$(versions)" = "hold ok installed 535.104.05-0ubuntu1 / hold ok installed 535.104.05-0ubuntu1" ] ||
 		fail "installed: $(versions)"
 	assert_set_at 535.104.05-0ubuntu1

@@ -7,7 +7,9 @@
 # its only apt source (nvidia-driver-535-server and nvidia-dkms-535-server in
 # 535.104.05 and 535.183.01). The tests run in order on that root: plan,
 # install 535.104.05 and hold it, apt-get upgrade leaves it, rerun, reboot,
-# then the profile moves to 535.183.01, then Secure Boot turns on and
+# the operator adds and holds libnvidia-decode-535-server (outside the
+# driver pin's exact closure), then the profile moves to 535.183.01 (the
+# whole held set released and held again), then Secure Boot turns on and
 # kernel_modules auto picks Canonical's signed prebuilt modules.
 
 load helpers
@@ -169,14 +171,33 @@ assert_set_at() {
 	assert_stdout_has "driver: satisfied - driver 535.104.05 (proprietary) installed, held and loaded"
 }
 
+@test "driver apt: an NVIDIA package the operator added and held is part of the held set" {
+	# libnvidia-decode depends on libnvidia-compute (= its version), and no
+	# driver package depends on it: it lies outside the exact closure of
+	# the driver pin, so only releasing the whole held set lets it move.
+	local v=535.104.05-0ubuntu1
+	run chroot "$R" apt-get -y -q install --no-install-recommends "libnvidia-decode-535-server=$v"
+	[ "$status" -eq 0 ] || fail "apt-get install: $output"
+	run chroot "$R" apt-mark hold libnvidia-decode-535-server
+	[ "$status" -eq 0 ] || fail "apt-mark hold: $output"
+	gp --root "$R" install --profile "$P"
+	assert_status 0
+	assert_stdout_has "driver: satisfied - driver 535.104.05 (proprietary) installed, held and loaded"
+	assert_set_at "$v"
+}
+
 @test "driver apt: a version change in the profile unholds, installs and holds again" {
 	profile 535.183.01
 	gp --root "$R" plan --profile "$P"
 	assert_status 5
 	assert_stdout_has "driver: needed - installed driver 535.104.05, the profile wants nvidia-driver-535-server 535.183.01 (proprietary modules, DKMS)"
 	# The whole held set is released for the transaction, not only the
-	# named packages: their held exact dependencies must move with them.
-	local set="nvidia-driver-535-server nvidia-dkms-535-server nvidia-utils-535-server libnvidia-compute-535-server nvidia-kernel-common-535-server nvidia-kernel-source-535-server"
+	# named packages: their held exact dependencies must move with them,
+	# and so must a held NVIDIA package outside the pin's exact closure
+	# (libnvidia-decode, not pinned: apt moves it to its candidate, the
+	# version its own exact dependency on libnvidia-compute needs), which
+	# is held again after.
+	local set="nvidia-driver-535-server nvidia-dkms-535-server nvidia-utils-535-server libnvidia-compute-535-server nvidia-kernel-common-535-server nvidia-kernel-source-535-server libnvidia-decode-535-server"
 	local v=535.183.01-0ubuntu1
 	assert_stdout_line "      run apt-mark unhold $set"
 	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=$v nvidia-dkms-535-server=$v nvidia-utils-535-server=$v libnvidia-compute-535-server=$v nvidia-kernel-common-535-server=$v nvidia-kernel-source-535-server=$v"
@@ -186,6 +207,8 @@ assert_set_at() {
 	assert_stderr_has "the loaded nvidia module is 535.104.05, the installed driver 535.183.01"
 	[ "$(versions)" = "hold ok installed 535.183.01-0ubuntu1 / hold ok installed 535.183.01-0ubuntu1" ] ||
 		fail "installed: $(versions)"
+	[ "$(dpkg_status "$R" libnvidia-decode-535-server)" = "hold ok installed 535.183.01-0ubuntu1" ] ||
+		fail "libnvidia-decode: $(dpkg_status "$R" libnvidia-decode-535-server)"
 	assert_set_at 535.183.01-0ubuntu1
 }
 

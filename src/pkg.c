@@ -738,14 +738,15 @@ int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, boo
 	}
 	const struct gp_pkg_backend *b = gp_pkg_backend_get(pm);
 	struct gp_pkg_state *s = state(c);
-	if (!hold || !s->deferred)
-		return hold_names(c, b, todo, hold);
 	/* After an install recorded as a rule: the packages it added are known
-	 * to the run only, so the hold is a rule too, naming the others. */
+	 * to the run only, so the hold is a rule too, naming the others (the
+	 * ones a plan has). */
 	_cleanup_strv_ char **known = gp_xcalloc(1, sizeof(char *));
-	for (size_t i = 0; todo[i]; i++)
+	for (size_t i = 0; hold && s->deferred && todo[i]; i++)
 		if (!gp_strv_contains(s->deferred_adds, todo[i]))
 			gp_strv_push(&known, todo[i]);
+	if (!known[0])
+		return hold_names(c, b, todo, hold);
 	_cleanup_strv_ char **argv = b->hold(known, true);
 	_cleanup_free_ char *shown = gp_argv_display(argv);
 	gp_effect_rule_begin(c, "run",

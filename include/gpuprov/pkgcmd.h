@@ -1,6 +1,7 @@
 /* The package managers' command lines and repository files, built as argv
  * vectors and text (no shell). One table per backend (pkg_apt.c,
- * pkg_dnf.c); pkg.c runs them through the effect door. Pure functions. */
+ * pkg_dnf.c), what they share in pkgcmd.c; pkg.c runs them through the
+ * effect door. Pure functions. */
 #pragma once
 
 #include <stdbool.h>

@@ -8,12 +8,6 @@
 #include "gpuprov/pkgcmd.h"
 #include "gpuprov/util.h"
 
-char *gp_pkg_want_spec(const struct gp_pkg_want *w, char sep)
-{
-	return w->version ? gp_xasprintf("%s%c%s", w->name, sep, w->version)
-	                  : gp_xstrdup(w->name);
-}
-
 static char **apt_refresh(void)
 {
 	char *const argv[] = { "apt-get", "-q", "-y", "update", NULL };
@@ -88,8 +82,3 @@ const struct gp_pkg_backend gp_pkg_apt = {
 	.repo_text = apt_repo_text,
 	.keyring_path = apt_keyring_path,
 };
-
-const struct gp_pkg_backend *gp_pkg_backend_get(enum gp_pkg_manager pm)
-{
-	return pm == GP_PKG_DNF ? &gp_pkg_dnf : &gp_pkg_apt;
-}

@@ -501,6 +501,16 @@ void gp_effect_rule_begin(struct gp_ctx *c, const char *makes, const char *fmt, 
 	c->rule_from = c->stage->n_effects;
 }
 
+void gp_effect_rule_dir(struct gp_ctx *c, const char *dir)
+{
+	if (!c->rule_from)
+		return;
+	struct gp_effect *e = &c->stage->effects[c->rule_from - 1];
+	if (!e->replaces)
+		e->replaces = gp_xcalloc(1, sizeof(char *));
+	gp_strv_push(&e->replaces, dir);
+}
+
 void gp_effect_rule_end(struct gp_ctx *c)
 {
 	if (c->rule_from)
@@ -1083,8 +1093,17 @@ static void remove_stale_temps(struct gp_ctx *c)
 			add_dirs_of(&dirs, f->string);
 	}
 	for (size_t i = 0; c->plan && i < c->plan->n_stages; i++)
-		for (size_t j = 0; j < c->plan->stages[i].n_effects; j++)
-			add_dirs_of(&dirs, c->plan->stages[i].effects[j].path);
+		for (size_t j = 0; j < c->plan->stages[i].n_effects; j++) {
+			const struct gp_effect *e = &c->plan->stages[i].effects[j];
+			add_dirs_of(&dirs, e->path);
+			for (size_t k = 0;
+			     e->kind == GP_EFFECT_RULE && e->replaces && e->replaces[k];
+			     k++) {
+				_cleanup_free_ char *in = gp_xasprintf("%s/.",
+				                                       e->replaces[k]);
+				add_dirs_of(&dirs, in);
+			}
+		}
 	for (size_t i = 0; dirs[i]; i++) {
 		_cleanup_strv_ char **names = NULL;
 		if (gp_root_list_dir(&c->root, dirs[i], &names) < 0)

@@ -77,6 +77,9 @@ bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
 void gp_effect_rule_begin(struct gp_ctx *c, const char *makes, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void gp_effect_rule_end(struct gp_ctx *c);
+/* A directory the open rule's effects write in: a rerun after a kill looks
+ * there for gpuprov's stale temp files (not shown in the plan). */
+void gp_effect_rule_dir(struct gp_ctx *c, const char *dir);
 
 /* -1 with c->err set (exit 65) once a lookup in the root could not be made
  * (gp_root_fault: EAGAIN after every retry), which its caller took for

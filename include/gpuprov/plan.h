@@ -38,7 +38,8 @@ enum gp_effect_kind {
 	/* Effects whose operands only the run can know (names in an archive
 	 * not extracted yet, package versions in apt lists not refreshed yet),
 	 * recorded as one rule in the plan and the run alike: target is the
-	 * kind of effect it makes ("symlink", "run"), reason the rule. */
+	 * kind of effect it makes ("symlink", "run"), reason the rule,
+	 * replaces the directories it writes in (for stale temp files). */
 	GP_EFFECT_RULE,
 };
 const char *gp_effect_kind_name(enum gp_effect_kind k);

@@ -522,6 +522,10 @@ static int link_archive(struct gp_ctx *c, const struct cudnn_settings *s)
 	                     "as %s/lib64/NAME -> ../cudnn-%s/lib/NAME (the names the "
 	                     "archive holds)",
 	                     s->dir, s->base, s->version, s->dir, s->base, s->version);
+	_cleanup_free_ char *include = gp_xasprintf("%s/include", s->base);
+	_cleanup_free_ char *lib64 = gp_xasprintf("%s/lib64", s->base);
+	gp_effect_rule_dir(c, include);
+	gp_effect_rule_dir(c, lib64);
 	int rc = link_dir(c, s, "include", "include");
 	if (rc == 0)
 		rc = link_dir(c, s, "lib", "lib64");

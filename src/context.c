@@ -24,7 +24,9 @@ int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len)
 	bool exists;
 	const char *planned;
 	size_t planned_len;
-	if (gp_plan_lookup_file(c->plan, path, &exists, &planned, &planned_len)) {
+	/* A real run's effects are on disk (and a rule's are not in the plan). */
+	if (c->mode == GP_MODE_PLAN &&
+	    gp_plan_lookup_file(c->plan, path, &exists, &planned, &planned_len)) {
 		if (!exists)
 			return -ENOENT;
 		*data = gp_xmemdup0(planned, planned_len);
@@ -40,7 +42,8 @@ bool gp_ctx_exists(struct gp_ctx *c, const char *path)
 	bool exists;
 	const char *planned;
 	size_t planned_len;
-	if (gp_plan_lookup_file(c->plan, path, &exists, &planned, &planned_len))
+	if (c->mode == GP_MODE_PLAN &&
+	    gp_plan_lookup_file(c->plan, path, &exists, &planned, &planned_len))
 		return exists;
 	return gp_root_exists(&c->root, path);
 }
@@ -94,6 +97,19 @@ static struct gp_effect *add_effect(struct gp_ctx *c, enum gp_effect_kind k)
 	return gp_stage_plan_add_effect(c->stage, k);
 }
 
+/* A lookup the root layer could not make (EAGAIN after every retry): the
+ * session's answers would rest on a guess, so every effect fails. */
+int gp_ctx_root_fault(struct gp_ctx *c)
+{
+	const char *path = NULL;
+	int rc = gp_root_fault(&c->root, &path);
+	if (!rc)
+		return 0;
+	_cleanup_free_ char *why = gp_root_read_error(&c->root, path, 0, rc);
+	return gp_fail(c->err, GP_EINPUT, "%s: could not look up %s",
+	               gp_ctx_stage_name(c), why);
+}
+
 int gp_ctx_door_open(struct gp_ctx *c, const char *effect)
 {
 	/* Verify runs no stage's apply, so an effect there is gpuprov's own
@@ -106,6 +122,8 @@ int gp_ctx_door_open(struct gp_ctx *c, const char *effect)
 		               c->mode == GP_MODE_VERIFY
 		                   ? "in verify mode, which changes nothing"
 		                   : "outside a stage");
+	if (gp_ctx_root_fault(c) < 0)
+		return -1;
 	/* After SIGTERM/SIGINT/SIGHUP no further change starts; what is done
 	 * is in the journal, so the same command finishes the job later. */
 	if (!gp_run_stop_signal || c->mode == GP_MODE_PLAN)
@@ -400,6 +418,15 @@ int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 		return gp_fail(c->err, GP_EFAILED,
 		               "%s: cannot link %s -> %s: %s", gp_ctx_stage_name(c), path,
 		               target, strerror(-rc));
+	/* A link made where this run removed one (a cuDNN version change) is
+	 * no removal any more; a record with a backup keeps it. */
+	const cJSON *rec = gp_journal_file(&c->journal, path);
+	if (rec && !gp_journal_file_sha256(&c->journal, path) &&
+	    !cJSON_GetObjectItemCaseSensitive(rec, "backup")) {
+		gp_journal_forget_file(&c->journal, path);
+		if (gp_ctx_save_journal(c) < 0)
+			return -1;
+	}
 	gp_log(c, "symlink %s -> %s", path, target);
 	return 0;
 }
@@ -508,6 +535,34 @@ void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, boo
 	              &(struct gp_event){ .kind = GP_EVENT_STAGE_DONE,
 	                                  .stage = sp->name,
 	                                  .state = gp_stage_state_id(sp->state) });
+}
+
+void gp_effect_rule_begin(struct gp_ctx *c, const char *makes, const char *fmt, ...)
+{
+	struct gp_effect *e = add_effect(c, GP_EFFECT_RULE);
+	e->target = gp_xstrdup(makes);
+	va_list ap;
+	va_start(ap, fmt);
+	e->reason = gp_xvasprintf(fmt, ap);
+	va_end(ap);
+	c->rule_from = c->stage->n_effects;
+}
+
+void gp_effect_rule_dir(struct gp_ctx *c, const char *dir)
+{
+	if (!c->rule_from)
+		return;
+	struct gp_effect *e = &c->stage->effects[c->rule_from - 1];
+	if (!e->replaces)
+		e->replaces = gp_xcalloc(1, sizeof(char *));
+	gp_strv_push(&e->replaces, dir);
+}
+
+void gp_effect_rule_end(struct gp_ctx *c)
+{
+	if (c->rule_from)
+		gp_stage_plan_truncate(c->stage, c->rule_from);
+	c->rule_from = 0;
 }
 
 int gp_effect_run(struct gp_ctx *c, char *const argv[])
@@ -758,8 +813,17 @@ static void remove_stale_temps(struct gp_ctx *c)
 			add_dirs_of(&dirs, f->string);
 	}
 	for (size_t i = 0; c->plan && i < c->plan->n_stages; i++)
-		for (size_t j = 0; j < c->plan->stages[i].n_effects; j++)
-			add_dirs_of(&dirs, c->plan->stages[i].effects[j].path);
+		for (size_t j = 0; j < c->plan->stages[i].n_effects; j++) {
+			const struct gp_effect *e = &c->plan->stages[i].effects[j];
+			add_dirs_of(&dirs, e->path);
+			for (size_t k = 0;
+			     e->kind == GP_EFFECT_RULE && e->replaces && e->replaces[k];
+			     k++) {
+				_cleanup_free_ char *in = gp_xasprintf("%s/.",
+				                                       e->replaces[k]);
+				add_dirs_of(&dirs, in);
+			}
+		}
 	for (size_t i = 0; dirs[i]; i++) {
 		_cleanup_strv_ char **names = NULL;
 		if (gp_root_list_dir(&c->root, dirs[i], &names) < 0)

@@ -263,6 +263,8 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 		return wait_for_reboot(s, st, cfg, sp);
 	struct gp_check ck = { 0 };
 	int rc = st->check(c, cfg, &ck);
+	if (rc == 0)
+		rc = gp_ctx_root_fault(c);
 	if (rc < 0) {
 		free(ck.reason);
 		gp_stage_plan_set(sp, GP_STATE_FAILED, "check failed");
@@ -293,7 +295,7 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 		gp_journal_set_stage(&c->journal, st->name, "applying");
 		gp_journal_save(&c->root, &c->journal);
 	}
-	if (st->apply(c, cfg) < 0) {
+	if (st->apply(c, cfg) < 0 || gp_ctx_root_fault(c) < 0) {
 		gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
 		if (c->mode == GP_MODE_APPLY) {
 			gp_journal_set_stage(&c->journal, st->name,
@@ -652,7 +654,8 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 		}
 		if (disp != GP_STATE_NEEDED)
 			continue;
-		if (st->verify(c, gp_profile_stage(s.profile, st->name), &rep) < 0)
+		if (st->verify(c, gp_profile_stage(s.profile, st->name), &rep) < 0 ||
+		    gp_ctx_root_fault(c) < 0)
 			code = report_err(&s);
 	}
 	const char *pending = gp_journal_reboot_reason(&c->journal);

@@ -30,6 +30,7 @@
 #include "gpuprov/openpgp.h"
 #include "gpuprov/pkg.h"
 #include "gpuprov/pkg_apt.h"
+#include "gpuprov/pkgcmd.h"
 #include "gpuprov/pkgdb.h"
 #include "gpuprov/run.h"
 
@@ -48,6 +49,14 @@ struct gp_pkg_state {
 	char *db_stamp; /* ... from files with these stats (db_stamp()); NULL: none */
 	bool refreshed; /* metadata refreshed (or planned) in this run */
 	bool stale; /* a repository was added since */
+	/* apt: the lists as they were before this run's first refresh, what a
+	 * plan of this run had (lists_before). */
+	struct gp_apt_index before;
+	bool before_read;
+	/* An install of this run was recorded as a rule (deferred_install);
+	 * deferred_adds: the exact dependencies it added (a real run). */
+	bool deferred;
+	char **deferred_adds;
 };
 
 static struct gp_pkg_state *state(struct gp_ctx *c)
@@ -60,6 +69,7 @@ static struct gp_pkg_state *state(struct gp_ctx *c)
 		c->pkg->unheld = gp_xcalloc(1, sizeof(char *));
 		c->pkg->repos = gp_xcalloc(1, sizeof(char *));
 		c->pkg->fresh = gp_xcalloc(1, sizeof(char *));
+		c->pkg->deferred_adds = gp_xcalloc(1, sizeof(char *));
 	}
 	return c->pkg;
 }
@@ -77,6 +87,8 @@ void gp_pkg_state_free(struct gp_ctx *c)
 	free(c->pkg->fresh_repo);
 	gp_pkgdb_free(&c->pkg->db);
 	free(c->pkg->db_stamp);
+	gp_apt_index_free(&c->pkg->before);
+	gp_strv_free(c->pkg->deferred_adds);
 	free(c->pkg);
 	c->pkg = NULL;
 }
@@ -424,11 +436,27 @@ static int drop_fresh_repo(struct gp_ctx *c, const struct gp_pkg_backend *b)
 	               who(c), b->name, s->fresh_repo, files, why);
 }
 
+/* The apt lists as this run found them: read before its first refresh
+ * changes them, so a real run decides what a plan could know as the plan
+ * of the same root did. */
+static const struct gp_apt_index *lists_before(struct gp_ctx *c)
+{
+	struct gp_pkg_state *s = state(c);
+	if (!s->before_read && gp_apt_index_read(&c->root, &s->before) < 0) {
+		gp_apt_index_free(&s->before);
+		s->before = (struct gp_apt_index){ 0 };
+	}
+	s->before_read = true;
+	return &s->before;
+}
+
 static int refresh(struct gp_ctx *c, const struct gp_pkg_backend *b)
 {
 	struct gp_pkg_state *s = state(c);
 	if (s->refreshed && !s->stale)
 		return 0;
+	if (strcmp(b->name, "apt") == 0)
+		lists_before(c);
 	if (run_pkg(c, b, b->refresh()) < 0)
 		return s->fresh[0] ? drop_fresh_repo(c, b) : -1;
 	s->refreshed = true;
@@ -574,6 +602,45 @@ static char **held_for(struct gp_ctx *c, const struct txn *t)
 	return held;
 }
 
+/* Did the lists before this run's refresh offer w at its version? When they
+ * did not (never refreshed, a repository this run adds), neither its full
+ * version nor the packages it depends on at exactly that version can be
+ * known before the run refreshes them. */
+static bool pin_known_before(struct gp_ctx *c, const struct gp_pkg_want *w)
+{
+	const struct gp_apt_index *ix = lists_before(c);
+	bool full = strchr(w->version, '-') != NULL;
+	for (size_t i = 0; i < ix->n; i++)
+		if (strcmp(ix->p[i].name, w->name) == 0 &&
+		    (full ? strcmp(ix->p[i].version, w->version) == 0
+		          : gp_pkg_version_matches(ix->p[i].version, w->version)))
+			return true;
+	return false;
+}
+
+/* The install's command as a plan knows it, for the rule it is recorded as
+ * when a pinned want was not in the lists before the refresh (in the plan and
+ * the run alike; the run's own command line is logged and shown as it runs). */
+static void deferred_install(struct gp_ctx *c, const struct gp_pkg_backend *b,
+                             const struct gp_pkg_want *want, const bool *need, size_t n)
+{
+	struct gp_pkg_want *given = gp_xcalloc(n ? n : 1, sizeof *given);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (need[i])
+			given[k++] = want[i];
+	_cleanup_strv_ char **argv = b->install(given, k);
+	free(given);
+	_cleanup_free_ char *shown = gp_argv_display(argv);
+	gp_effect_rule_begin(c, "run",
+	                     "%s, each version taken at its newest revision in the "
+	                     "lists the refresh fetched, with every package these "
+	                     "depend on at exactly that version (the root's apt "
+	                     "lists did not offer them before this run's refresh)",
+	                     shown);
+	state(c)->deferred = true;
+}
+
 int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n)
 {
 	if (gp_ctx_door_open(c, "gp_effect_pkg_install") < 0)
@@ -602,6 +669,9 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 		free(need);
 		return 0;
 	}
+	bool deferred = false;
+	for (size_t i = 0; pm == GP_PKG_APT && i < n; i++)
+		deferred |= need[i] && want[i].version && !pin_known_before(c, &want[i]);
 	int rc = refresh(c, b);
 	struct txn t = { gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)) };
 	for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -610,9 +680,11 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 		_cleanup_free_ char *v = resolve_version(c, pm, &want[i]);
 		txn_add(&t, want[i].name, v ? v : "");
 	}
-	free(need);
+	size_t named = gp_strv_len(t.names);
 	if (rc == 0 && pm == GP_PKG_APT)
 		rc = add_exact_closure(c, &t);
+	for (size_t i = named; deferred && c->mode == GP_MODE_APPLY && t.names[i]; i++)
+		gp_strv_push(&state(c)->deferred_adds, t.names[i]);
 	char **held = rc == 0 ? held_for(c, &t) : gp_xcalloc(1, sizeof(char *));
 	if (rc == 0)
 		rc = hold_names(c, b, held, false);
@@ -622,8 +694,13 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	for (size_t i = 0; i < k; i++)
 		w[i] = (struct gp_pkg_want){ t.names[i],
 			                     *t.versions[i] ? t.versions[i] : NULL };
+	if (rc == 0 && deferred)
+		deferred_install(c, b, want, need, n);
 	if (rc == 0)
 		rc = run_pkg(c, b, b->install(w, k));
+	if (deferred)
+		gp_effect_rule_end(c);
+	free(need);
 	for (size_t i = 0; rc == 0 && i < k; i++)
 		plan_install(c, w[i].name, w[i].version);
 	/* Hold again even when the install failed: a released driver left for
@@ -660,7 +737,26 @@ int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, boo
 		    !gp_strv_contains(todo, names[i]))
 			gp_strv_push(&todo, names[i]);
 	}
-	return hold_names(c, gp_pkg_backend_get(pm), todo, hold);
+	const struct gp_pkg_backend *b = gp_pkg_backend_get(pm);
+	struct gp_pkg_state *s = state(c);
+	/* After an install recorded as a rule: the packages it added are known
+	 * to the run only, so the hold is a rule too, naming the others (the
+	 * ones a plan has). */
+	_cleanup_strv_ char **known = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; hold && s->deferred && todo[i]; i++)
+		if (!gp_strv_contains(s->deferred_adds, todo[i]))
+			gp_strv_push(&known, todo[i]);
+	if (!known[0])
+		return hold_names(c, b, todo, hold);
+	_cleanup_strv_ char **argv = b->hold(known, true);
+	_cleanup_free_ char *shown = gp_argv_display(argv);
+	gp_effect_rule_begin(c, "run",
+	                     "%s, and every package the install above added as an "
+	                     "exact dependency",
+	                     shown);
+	int rc = hold_names(c, b, todo, hold);
+	gp_effect_rule_end(c);
+	return rc;
 }
 
 /* --- repositories ----------------------------------------------------------- */

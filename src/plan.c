@@ -48,6 +48,7 @@ const char *gp_effect_kind_name(enum gp_effect_kind k)
 		[GP_EFFECT_DOWNLOAD] = "download",
 		[GP_EFFECT_EXTRACT] = "extract",
 		[GP_EFFECT_REMOVE_TREE] = "remove_tree",
+		[GP_EFFECT_RULE] = "rule",
 	};
 	return (unsigned)k < ARRAY_SIZE(names) ? names[k] : "?";
 }
@@ -133,6 +134,12 @@ struct gp_effect *gp_stage_plan_add_effect(struct gp_stage_plan *sp,
 	return e;
 }
 
+void gp_stage_plan_truncate(struct gp_stage_plan *sp, size_t n)
+{
+	while (sp->n_effects > n)
+		effect_free(&sp->effects[--sp->n_effects]);
+}
+
 bool gp_plan_stage_needed(const struct gp_plan *p, const char *name)
 {
 	for (size_t i = 0; p && i < p->n_stages; i++)
@@ -172,6 +179,8 @@ bool gp_plan_lookup_file(const struct gp_plan *p, const char *path, bool *exists
 				*exists = false;
 				*data = NULL;
 				*len = 0;
+			} else if (e->kind == GP_EFFECT_SYMLINK) {
+				found = false; /* what the link names, as it is now */
 			}
 		}
 	}
@@ -289,6 +298,9 @@ static void render_effect(const struct gp_effect *e, FILE *f, bool color)
 			fprintf(f, "%s  replaces %s\n", indent, e->replaces[i]);
 		break;
 	}
+	case GP_EFFECT_RULE:
+		fprintf(f, "%s%s, by rule: %s\n", indent, e->target, e->reason);
+		break;
 	case GP_EFFECT_REMOVE_TREE: {
 		size_t n = gp_strv_len(e->replaces);
 		fprintf(f, "%sremove directory %s (%zu entr%s, installed by gpuprov)\n",
@@ -445,6 +457,10 @@ static cJSON *effect_to_json(const struct gp_effect *e)
 			cJSON_AddItemToArray(rep, cJSON_CreateString(e->replaces[i]));
 		break;
 	}
+	case GP_EFFECT_RULE:
+		cJSON_AddStringToObject(o, "makes", e->target);
+		cJSON_AddStringToObject(o, "rule", e->reason);
+		break;
 	case GP_EFFECT_REMOVE_TREE: {
 		cJSON_AddStringToObject(o, "path", e->path);
 		cJSON *rm = cJSON_AddArrayToObject(o, "removes");

@@ -62,6 +62,9 @@ struct gp_ctx {
 	 * commands hints print (gp_hint_command); NULL: the profile's path. */
 	const char *profile_arg;
 	const char *profile_dir;
+	/* While a rule is open (gp_effect_rule_begin): how many effects the
+	 * stage had with the rule's; 0 when none is. */
+	size_t rule_from;
 };
 
 /* Reads a file as the target will look once the effects planned so far in
@@ -76,6 +79,25 @@ bool gp_ctx_exists(struct gp_ctx *c, const char *path);
  * hashed. *hashed says which. */
 bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
                                  bool *hashed);
+
+/* A rule effect (GP_EFFECT_RULE): the effects made until gp_effect_rule_end
+ * are recorded as this one entry, in a dry run and a real run alike, so a
+ * plan made before the run can know their operands lists what the run
+ * records. makes is the kind of effect ("symlink", "run"), the rule says
+ * which ones in terms known before the run. Each is still made, logged and
+ * journaled as usual. Rules do not nest. */
+void gp_effect_rule_begin(struct gp_ctx *c, const char *makes, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void gp_effect_rule_end(struct gp_ctx *c);
+/* A directory the open rule's effects write in: a rerun after a kill looks
+ * there for gpuprov's stale temp files (not shown in the plan). */
+void gp_effect_rule_dir(struct gp_ctx *c, const char *dir);
+
+/* -1 with c->err set (exit 65) once a lookup in the root could not be made
+ * (gp_root_fault: EAGAIN after every retry), which its caller took for
+ * "absent"; else 0. Every effect checks it first; the engine after each
+ * stage hook. */
+int gp_ctx_root_fault(struct gp_ctx *c);
 
 /* Appends a timestamped line to the run log (when there is one) and shows
  * it on stderr with -v. */

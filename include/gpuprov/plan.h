@@ -35,6 +35,12 @@ enum gp_effect_kind {
 	GP_EFFECT_DOWNLOAD, /* fetch an artifact into the download cache */
 	GP_EFFECT_EXTRACT, /* extract a verified tarball into a directory */
 	GP_EFFECT_REMOVE_TREE, /* remove a directory tree gpuprov installed */
+	/* Effects whose operands only the run can know (names in an archive
+	 * not extracted yet, package versions in apt lists not refreshed yet),
+	 * recorded as one rule in the plan and the run alike: target is the
+	 * kind of effect it makes ("symlink", "run"), reason the rule,
+	 * replaces the directories it writes in (for stale temp files). */
+	GP_EFFECT_RULE,
 };
 const char *gp_effect_kind_name(enum gp_effect_kind k);
 
@@ -98,6 +104,8 @@ void gp_stage_plan_set(struct gp_stage_plan *sp, enum gp_stage_state state,
 /* Appends an effect (the plan takes ownership of its fields). */
 struct gp_effect *gp_stage_plan_add_effect(struct gp_stage_plan *sp,
                                            enum gp_effect_kind k);
+/* Drops the effects after the first n (gp_effect_rule_end). */
+void gp_stage_plan_truncate(struct gp_stage_plan *sp, size_t n);
 bool gp_plan_reboot_required(const struct gp_plan *p);
 /* Is stage name in this plan with changes to make (state NEEDED), i.e. will
  * it have applied before a later stage of the same run? */

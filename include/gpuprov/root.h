@@ -11,9 +11,13 @@
 
 #include "gpuprov/sha256.h"
 
+struct gp_root_fault;
 struct gp_root {
 	char *dir; /* absolute, no trailing slash; "/" for the host */
 	int fd; /* O_PATH|O_DIRECTORY fd of dir */
+	/* The first lookup gp_root_exists could not make (gp_root_fault);
+	 * shared by copies of the struct, freed by gp_root_close. */
+	struct gp_root_fault *fault;
 };
 
 /* Opens dir as the root. -ENOENT, -ENOTDIR, ... on failure. */
@@ -70,7 +74,14 @@ char *gp_root_read_error(const struct gp_root *r, const char *path, size_t max, 
 char *gp_host_read_error(const char *path, size_t max, int rc);
 int gp_root_stat(const struct gp_root *r, const char *path, struct stat *st);
 int gp_root_lstat(const struct gp_root *r, const char *path, struct stat *st);
+/* false when absent, and when the lookup failed with -EAGAIN after every
+ * retry: that failure is kept (the first one) for gp_root_fault, so the
+ * caller's "absent" cannot pass for a fact. */
 bool gp_root_exists(const struct gp_root *r, const char *path);
+/* The lookup gp_root_exists could not make: its -errno, *path the in-root
+ * path (borrowed); 0 when every lookup was answered. The engine and the
+ * effect door fail on it (exit 65) rather than act on the wrong answer. */
+int gp_root_fault(const struct gp_root *r, const char **path);
 /* Readlink of the final component (not followed). */
 int gp_root_readlink(const struct gp_root *r, const char *path, char **target);
 

@@ -6,14 +6,9 @@
 #include <string.h>
 
 #include "gpuprov/pkg_apt.h"
+#include "gpuprov/pkgcmd.h"
 #include "gpuprov/pkg_dnf.h"
 #include "gpuprov/util.h"
-
-char *gp_pkg_want_spec(const struct gp_pkg_want *w, char sep)
-{
-	return w->version ? gp_xasprintf("%s%c%s", w->name, sep, w->version)
-	                  : gp_xstrdup(w->name);
-}
 
 static char **apt_refresh(void)
 {
@@ -89,8 +84,3 @@ const struct gp_pkg_backend gp_pkg_apt = {
 	.repo_text = apt_repo_text,
 	.keyring_path = apt_keyring_path,
 };
-
-const struct gp_pkg_backend *gp_pkg_backend_get(enum gp_pkg_manager pm)
-{
-	return pm == GP_PKG_DNF ? &gp_pkg_dnf : &gp_pkg_apt;
-}

@@ -5,6 +5,7 @@
  * key gpuprov checked. "name-version" lets dnf pick the newest release of
  * that version, as pkg.h promises for versions without a revision. */
 #include "gpuprov/pkg_apt.h"
+#include "gpuprov/pkgcmd.h"
 #include "gpuprov/pkg_dnf.h"
 #include "gpuprov/util.h"
 

@@ -1,18 +1,6 @@
 /* Stage cudnn: cuDNN headers and libraries from NVIDIA's redist tarball
- * (method tarball, below), or from NVIDIA's repository (method apt, through
- * the package layer with the distro's apt or dnf): libcudnn<N>-cuda-<M> and
- * libcudnn<N>-dev-cuda-<M> (dnf: -devel-) pinned to the profile's version
- * (the repository's newest without one), cuDNN 9 and later only; the
- * repository is the one the cuda and driver stages add.
- *   check:  both packages installed at the version, and cudnn_version.h
- *           (/usr/include, else the versioned _v<N> header) saying it;
- *           a wrong header with the right packages blocks (reinstalling
- *           changes nothing).
- *   apply:  the repository, then both packages in one transaction; their
- *           ldconfig triggers update the linker cache.
- *   verify: package versions, headers, every libcudnn*.so.<N> of the
- *           packages' library directory resolved by the linker cache, the
- *           toolkit's CUDA major equal to the packages'.
+ * (method tarball, below), or from NVIDIA's repository (method apt,
+ * cudnn_apt.c).
  * Method tarball:
  * Layout: the tarball (top folder stripped) is extracted as a whole into
  * <base>/cudnn-<version>, where <base> is stages.cudnn.path, else
@@ -22,12 +10,14 @@
  * names the archive holds stay inside it; a link that would replace a file
  * gpuprov did not link there is refused, naming it),
  * /etc/ld.so.conf.d/gpuprov-cudnn.conf lists <base>/lib64, and ldconfig runs
- * chrooted. A version change extracts a new directory, re-points the links
- * both versions have, removes (gp_effect_remove) the links into another
- * cudnn-* directory that the new version lacks, then the old cudnn-<version>
- * directories gpuprov installed (gp_effect_remove_tree, which refuses a tree
- * holding a file gpuprov did not install); nothing of the CUDA tree itself
- * is overwritten by the archive.
+ * chrooted. The links are one rule effect in the plan and the run alike (the
+ * archive's names are known once it is extracted). A version change
+ * extracts a new directory, removes (gp_effect_remove) the links into
+ * another cudnn-* directory (all of them, so the plan lists each), links
+ * the new version, then removes the old cudnn-<version> directories gpuprov
+ * installed (gp_effect_remove_tree, which refuses a tree holding a file
+ * gpuprov did not install); nothing of the CUDA tree itself is overwritten
+ * by the archive.
  * check:  cudnn_version.h under <base>/include has the profile's version
  *         (MAJOR.MINOR.PATCHLEVEL), every file gpuprov recorded under
  *         <base>/cudnn-<version> is unchanged (hashed only when its size,
@@ -63,6 +53,8 @@
 #include "gpuprov/pkgdb.h"
 #include "gpuprov/run.h"
 #include "gpuprov/stages.h"
+
+#include "cudnn.h"
 
 #define REDIST                                                                           \
 	"https://developer.download.nvidia.com/compute/cudnn/redist/cudnn/linux-x86_64/"
@@ -119,25 +111,6 @@ static const struct gp_key cudnn_keys[] = {
 	GP_KEY_END,
 };
 
-struct cudnn_settings {
-	const char *method;
-	const char *version; /* A.B.C.D */
-	char *version3; /* A.B.C */
-	char *cuda_major;
-	char *url;
-	const char *sha256;
-	const char *base; /* NULL: no destination known */
-	bool base_from_cuda;
-	char *dir; /* <base>/cudnn-<version> */
-	/* method apt (NVIDIA's repository through the distro's package
-	 * manager, apt or dnf): */
-	bool apt;
-	long major; /* cuDNN's major version: the version's, else 9 */
-	char *pkgs[2]; /* library and development package */
-	const char *libdir; /* where the packages put the libraries */
-	struct gp_pkg_nvidia_repo nv;
-};
-
 static void settings_free(struct cudnn_settings *s)
 {
 	free(s->version3);
@@ -150,30 +123,12 @@ static void settings_free(struct cudnn_settings *s)
 }
 
 /* A.B.C of a version A.B.C[.D...]. */
-static char *first3(const char *v)
+char *cudnn_first3(const char *v)
 {
 	const char *p = v;
 	for (int dots = 0; *p && !(*p == '.' && ++dots == 3); p++)
 		;
 	return gp_xstrndup(v, (size_t)(p - v));
-}
-
-/* NVIDIA's package names: libcudnn9-cuda-12 and libcudnn9-dev-cuda-12
- * (dnf: -devel-). Not the cudnn9-cuda-12 meta package: it only tracks the
- * newest version, and pulls in the static libraries too. */
-static void apt_settings(struct gp_ctx *c, struct cudnn_settings *s)
-{
-	s->apt = true;
-	s->major = s->version ? strtol(s->version, NULL, 10) : 9;
-	bool dnf = gp_streq(gp_profile_distro_string(c->profile, "package_manager"),
-	                    "dnf");
-	s->libdir = dnf ? "/usr/lib64" : "/usr/lib/x86_64-linux-gnu";
-	if (s->cuda_major) {
-		s->pkgs[0] = gp_xasprintf("libcudnn%ld-cuda-%s", s->major, s->cuda_major);
-		s->pkgs[1] = gp_xasprintf("libcudnn%ld-%s-cuda-%s", s->major,
-		                          dnf ? "devel" : "dev", s->cuda_major);
-	}
-	gp_pkg_nvidia_repo(c->profile, &s->nv);
 }
 
 static void settings(struct gp_ctx *c, const cJSON *cfg, struct cudnn_settings *s)
@@ -183,7 +138,7 @@ static void settings(struct gp_ctx *c, const cJSON *cfg, struct cudnn_settings *
 	s->method = gp_json_string(cfg, KEY_METHOD, "tarball");
 	s->version = gp_json_string(cfg, KEY_VERSION, NULL);
 	if (s->version)
-		s->version3 = first3(s->version);
+		s->version3 = cudnn_first3(s->version);
 	const char *major = gp_json_string(cfg, KEY_CUDA, NULL);
 	const char *cv = gp_json_string(cuda, GP_CUDA_KEY_VERSION, NULL);
 	if (major)
@@ -206,11 +161,11 @@ static void settings(struct gp_ctx *c, const cJSON *cfg, struct cudnn_settings *
 	if (s->base && s->version)
 		s->dir = gp_xasprintf("%s/cudnn-%s", s->base, s->version);
 	if (strcmp(s->method, "apt") == 0)
-		apt_settings(c, s);
+		cudnn_apt_settings(c, s);
 }
 
 /* MAJOR.MINOR.PATCHLEVEL from a cudnn_version.h, or NULL. */
-static char *header_version(struct gp_ctx *c, const char *path)
+char *cudnn_header_version(struct gp_ctx *c, const char *path)
 {
 	_cleanup_free_ char *text = NULL;
 	if (gp_ctx_read(c, path, &text, NULL) < 0)
@@ -218,60 +173,11 @@ static char *header_version(struct gp_ctx *c, const char *path)
 	return gp_cudnn_header_parse(text);
 }
 
-/* Is each package installed (at the profile's version, when it has one)?
- * Else *why says which is not; -1 when the database cannot be read. */
-static int apt_installed(struct gp_ctx *c, const struct cudnn_settings *s, char **why)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(s->pkgs); i++) {
-		_cleanup_free_ char *have = NULL;
-		if (gp_pkg_installed(c, s->pkgs[i], &have) < 0)
-			return -1;
-		if (!have)
-			*why = gp_xasprintf("%s is not installed", s->pkgs[i]);
-		else if (s->version && !gp_pkg_version_matches(have, s->version))
-			*why = gp_xasprintf("%s %s is installed; the profile wants %s",
-			                    s->pkgs[i], have, s->version);
-		if (*why)
-			return 0;
-	}
-	return 0;
-}
-
-static char *apt_blocked_reason(struct gp_ctx *c, const struct cudnn_settings *s)
-{
-	if (!gp_profile_distro_string(c->profile, "package_manager"))
-		return gp_xstrdup("stages.cudnn.method apt needs distro.package_manager");
-	if (s->major < 9)
-		return gp_xasprintf(
-		    "stages.cudnn.method apt installs cuDNN 9 and later (NVIDIA's "
-		    "libcudnn9-cuda-<M> packages); cuDNN %ld's libcudnn%ld packages "
-		    "carry "
-		    "the CUDA version in the package revision (8.9.7.29-1+cuda12.2), "
-		    "which gpuprov does not pin: use method tarball for cuDNN %ld",
-		    s->major, s->major, s->major);
-	if (s->version && strcmp(s->version, s->version3) == 0)
-		return gp_xasprintf("stages.cudnn.version %s has three numbers; NVIDIA's "
-		                    "packages are versioned with four (%s.N-1): set the "
-		                    "full version, or leave it out to take the "
-		                    "repository's newest",
-		                    s->version, s->version);
-	if (!s->cuda_major)
-		return gp_xstrdup("NVIDIA's cuDNN packages are built per CUDA major "
-		                  "(libcudnn9-cuda-12): set stages.cudnn.cuda or "
-		                  "stages.cuda.version");
-	_cleanup_free_ char *why = NULL;
-	if (apt_installed(c, s, &why) == 0 && !why)
-		return NULL; /* installed: no repository needed to check it */
-	_cleanup_free_ char *problem = gp_pkg_repo_problem(&s->nv.repo);
-	return problem ? gp_xasprintf("cannot add NVIDIA's repository: %s", problem)
-	               : NULL;
-}
-
 /* Why a blocked stage cannot go on, or NULL. */
 static char *blocked_reason(struct gp_ctx *c, const struct cudnn_settings *s)
 {
 	if (s->apt)
-		return apt_blocked_reason(c, s);
+		return cudnn_apt_blocked_reason(c, s);
 	if (!s->version)
 		return gp_xstrdup("stages.cudnn.version is not set");
 	if (!s->url)
@@ -436,99 +342,6 @@ static char *old_dirs_note(char *const *old)
 	return gp_xasprintf("; the old %s %s", list, old[1] ? "go" : "goes");
 }
 
-/* --- method apt ----------------------------------------------------------- */
-
-/* cudnn_version.h and cudnn.h as NVIDIA's packages install them, in the
- * order looked at: the names compilers find (on Debian links through the
- * alternatives system to the versioned headers), then the versioned headers
- * themselves. The first pair whose cudnn_version.h exists, else the first. */
-static void apt_headers(struct gp_ctx *c, const struct cudnn_settings *s, char **hdr,
-                        char **cudnn_h)
-{
-	static const char *const dirs[] = { "/usr/include",
-		                            "/usr/include/x86_64-linux-gnu",
-		                            "/usr/include" };
-	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-		char v[16] = "";
-		if (i > 0)
-			snprintf(v, sizeof v, "_v%ld", s->major);
-		free(*hdr);
-		free(*cudnn_h);
-		*hdr = gp_xasprintf("%s/cudnn_version%s.h", dirs[i], v);
-		*cudnn_h = gp_xasprintf("%s/cudnn%s.h", dirs[i], v);
-		if (gp_ctx_exists(c, *hdr))
-			return;
-	}
-	free(*hdr);
-	free(*cudnn_h);
-	*hdr = gp_xasprintf("%s/cudnn_version.h", dirs[0]);
-	*cudnn_h = gp_xasprintf("%s/cudnn.h", dirs[0]);
-}
-
-/* The A.B.C the header must say: the profile's, else the installed library
- * package's. NULL when neither is known. */
-static char *apt_want3(struct gp_ctx *c, const struct cudnn_settings *s)
-{
-	if (s->version3)
-		return gp_xstrdup(s->version3);
-	_cleanup_free_ char *have = NULL;
-	if (gp_pkg_installed(c, s->pkgs[0], &have) < 0 || !have || !*have)
-		return NULL;
-	_cleanup_free_ char *up = gp_pkg_upstream_version(have);
-	return first3(up);
-}
-
-static int apt_check(struct gp_ctx *c, const struct cudnn_settings *s,
-                     struct gp_check *ck)
-{
-	_cleanup_free_ char *why = NULL;
-	if (apt_installed(c, s, &why) < 0)
-		return -1;
-	if (why) {
-		gp_check_set(ck, GP_STATE_NEEDED, "%s", why);
-		return 0;
-	}
-	_cleanup_free_ char *hdr = NULL, *cudnn_h = NULL;
-	apt_headers(c, s, &hdr, &cudnn_h);
-	_cleanup_free_ char *have = header_version(c, hdr);
-	_cleanup_free_ char *want = apt_want3(c, s);
-	/* The packages are right, so installing them again changes nothing:
-	 * what is wrong is for the operator to resolve. */
-	if (!have)
-		gp_check_set(ck, GP_STATE_BLOCKED,
-		             "%s and %s are installed, but %s is missing or has no "
-		             "CUDNN_MAJOR/MINOR/PATCHLEVEL: reinstall %s",
-		             s->pkgs[0], s->pkgs[1], hdr, s->pkgs[1]);
-	else if (want && strcmp(have, want) != 0)
-		gp_check_set(ck, GP_STATE_BLOCKED,
-		             "%s says cuDNN %s, but %s is installed for %s: another "
-		             "cuDNN's header shadows the package's; remove it, or "
-		             "reinstall %s",
-		             hdr, have, s->pkgs[1], want, s->pkgs[1]);
-	else
-		gp_check_set(ck, GP_STATE_SATISFIED, "cuDNN %s from %s and %s (%s)", have,
-		             s->pkgs[0], s->pkgs[1], hdr);
-	return 0;
-}
-
-/* Both packages at the profile's version (the repository's candidate
- * without one), in one transaction; the repository is added first when
- * something is to install. The packages' own ldconfig triggers update the
- * linker cache. */
-static int apt_apply(struct gp_ctx *c, const struct cudnn_settings *s)
-{
-	_cleanup_free_ char *why = NULL;
-	if (apt_installed(c, s, &why) < 0)
-		return -1;
-	if (!why)
-		return 0;
-	const struct gp_pkg_want w[] = { { s->pkgs[0], s->version },
-		                         { s->pkgs[1], s->version } };
-	if (gp_effect_pkg_add_repo(c, &s->nv.repo) < 0)
-		return -1;
-	return gp_effect_pkg_install(c, w, ARRAY_SIZE(w));
-}
-
 /* "name => path" pairs of `ldconfig -p`, as "name\tpath" lines. */
 static char **linker_cache(struct gp_ctx *c, char **error)
 {
@@ -629,12 +442,12 @@ static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 		if (blocked)
 			gp_check_set(ck, GP_STATE_BLOCKED, "%s", blocked);
 		else
-			rc = apt_check(c, &s, ck);
+			rc = cudnn_apt_check(c, &s, ck);
 		settings_free(&s);
 		return rc;
 	}
 	_cleanup_free_ char *hdr = gp_xasprintf("%s/include/cudnn_version.h", s.base);
-	_cleanup_free_ char *have = header_version(c, hdr);
+	_cleanup_free_ char *have = cudnn_header_version(c, hdr);
 	size_t n, hashed;
 	_cleanup_free_ char *bad = NULL;
 	bool files_ok = recorded_files_ok(c, s.dir, false, &n, &hashed, &bad);
@@ -734,11 +547,9 @@ static int refuse_shadowing(struct gp_ctx *c, const struct cudnn_settings *s,
 	return 0;
 }
 
-/* After link_dir: the links still pointing into another version (those the
- * new version has no file for) go, before ldconfig reads lib64, and then
- * the old version's directories. In a dry run nothing is extracted yet, so
- * the plan lists every old link. */
-static int remove_old_version(struct gp_ctx *c, const struct cudnn_settings *s)
+/* Before linking: the links into another cudnn-* directory go (the plan
+ * knows them all, from the tree as it is), before ldconfig reads lib64. */
+static int remove_old_links(struct gp_ctx *c, const struct cudnn_settings *s)
 {
 	_cleanup_strv_ char **stale = NULL;
 	stale_links(c, s, "include", &stale);
@@ -746,6 +557,34 @@ static int remove_old_version(struct gp_ctx *c, const struct cudnn_settings *s)
 	for (size_t i = 0; stale && stale[i]; i++)
 		if (gp_effect_remove(c, stale[i]) < 0)
 			return -1;
+	return 0;
+}
+
+/* The links to the extracted archive, one rule effect: which names it holds
+ * is known once it is extracted, so a plan made before the download lists
+ * the same effect as the run. */
+static int link_archive(struct gp_ctx *c, const struct cudnn_settings *s)
+{
+	gp_effect_rule_begin(c, "symlink",
+	                     "each cudnn*.h of %s/include as %s/include/NAME -> "
+	                     "../cudnn-%s/include/NAME, and each libcudnn* of %s/lib "
+	                     "as %s/lib64/NAME -> ../cudnn-%s/lib/NAME (the names the "
+	                     "archive holds)",
+	                     s->dir, s->base, s->version, s->dir, s->base, s->version);
+	_cleanup_free_ char *include = gp_xasprintf("%s/include", s->base);
+	_cleanup_free_ char *lib64 = gp_xasprintf("%s/lib64", s->base);
+	gp_effect_rule_dir(c, include);
+	gp_effect_rule_dir(c, lib64);
+	int rc = link_dir(c, s, "include", "include");
+	if (rc == 0)
+		rc = link_dir(c, s, "lib", "lib64");
+	gp_effect_rule_end(c);
+	return rc;
+}
+
+/* After linking: the old version's directories. */
+static int remove_old_dirs(struct gp_ctx *c, const struct cudnn_settings *s)
+{
 	_cleanup_strv_ char **old = old_dirs(c, s);
 	for (size_t i = 0; old[i]; i++)
 		if (gp_effect_remove_tree(c, old[i]) < 0)
@@ -771,7 +610,7 @@ static int cudnn_apply(struct gp_ctx *c, const cJSON *cfg)
 	struct cudnn_settings s;
 	settings(c, cfg, &s);
 	if (s.apt) {
-		int rc = apt_apply(c, &s);
+		int rc = cudnn_apt_apply(c, &s);
 		settings_free(&s);
 		return rc;
 	}
@@ -789,11 +628,11 @@ static int cudnn_apply(struct gp_ctx *c, const cJSON *cfg)
 	if (rc == 0)
 		rc = refuse_shadowing(c, &s, "lib", "lib64");
 	if (rc == 0)
-		rc = link_dir(c, &s, "include", "include");
+		rc = remove_old_links(c, &s);
 	if (rc == 0)
-		rc = link_dir(c, &s, "lib", "lib64");
+		rc = link_archive(c, &s);
 	if (rc == 0)
-		rc = remove_old_version(c, &s);
+		rc = remove_old_dirs(c, &s);
 	if (rc == 0)
 		rc = gp_effect_write(c, LD_CONF, ld_conf, strlen(ld_conf), 0644);
 	if (rc == 0)
@@ -829,10 +668,10 @@ static char *toolkit_version(struct gp_ctx *c, const char *base)
 }
 
 /* cudnn_version.h and cudnn.h present, the version the profile wants. */
-static void verify_headers(struct gp_ctx *c, struct gp_report *rep, const char *hdr,
-                           const char *cudnn_h, const char *want, const char *install)
+void cudnn_verify_headers(struct gp_ctx *c, struct gp_report *rep, const char *hdr,
+                          const char *cudnn_h, const char *want, const char *install)
 {
-	_cleanup_free_ char *have = header_version(c, hdr);
+	_cleanup_free_ char *have = cudnn_header_version(c, hdr);
 	bool hdr_ok = gp_ctx_exists(c, hdr) && gp_ctx_exists(c, cudnn_h);
 	gp_report_add(rep, "cudnn.headers", hdr_ok ? GP_PASS : GP_FAIL, "headers",
 	              install, "%s and %s %s", hdr, cudnn_h,
@@ -848,8 +687,8 @@ static void verify_headers(struct gp_ctx *c, struct gp_report *rep, const char *
 
 /* Every libcudnn*.so.<major> in listdir is present in linkdir and resolved
  * by the root's linker cache (`ldconfig -p`, chrooted) to a file there. */
-static void verify_sonames(struct gp_ctx *c, struct gp_report *rep, const char *listdir,
-                           const char *linkdir, long major, const char *install)
+void cudnn_verify_sonames(struct gp_ctx *c, struct gp_report *rep, const char *listdir,
+                          const char *linkdir, long major, const char *install)
 {
 	_cleanup_strv_ char **names = NULL;
 	_cleanup_free_ char *err = NULL;
@@ -899,8 +738,8 @@ static void verify_sonames(struct gp_ctx *c, struct gp_report *rep, const char *
 
 /* The toolkit in tkdir has the CUDA major cuDNN (its header hdr) was
  * built for. */
-static void verify_cuda_major(struct gp_ctx *c, struct gp_report *rep, const char *tkdir,
-                              const char *cuda_major, const char *hdr)
+void cudnn_verify_cuda_major(struct gp_ctx *c, struct gp_report *rep, const char *tkdir,
+                             const char *cuda_major, const char *hdr)
 {
 	if (!gp_ctx_exists(c, hdr)) {
 		/* The profile's CUDA major says nothing about a cuDNN not there. */
@@ -928,49 +767,6 @@ static void verify_cuda_major(struct gp_ctx *c, struct gp_report *rep, const cha
 		              cuda_major ? cuda_major : "?");
 }
 
-/* The CUDA toolkit directory the cuda stage installs: its path, else
- * /usr/local/cuda-X.Y, else /usr/local/cuda. */
-static char *cuda_stage_dir(struct gp_ctx *c)
-{
-	const cJSON *cuda = gp_stage_settings(c, &gp_stage_cudnn, "cuda");
-	const char *path = gp_json_string(cuda, GP_CUDA_KEY_PATH, NULL);
-	const char *v = gp_json_string(cuda, GP_CUDA_KEY_VERSION, NULL);
-	if (path)
-		return gp_xstrdup(path);
-	if (!v)
-		return gp_xstrdup("/usr/local/cuda");
-	const char *dot = strchr(v, '.');
-	size_t n = dot ? (size_t)(dot - v) + 1 + strcspn(dot + 1, ".") : strlen(v);
-	return gp_xasprintf("/usr/local/cuda-%.*s", (int)n, v);
-}
-
-static int apt_verify(struct gp_ctx *c, const struct cudnn_settings *s,
-                      struct gp_report *rep)
-{
-	_cleanup_free_ char *install = gp_install_hint(c, "cudnn");
-	for (size_t i = 0; i < ARRAY_SIZE(s->pkgs); i++) {
-		_cleanup_free_ char *have = NULL;
-		if (gp_pkg_installed(c, s->pkgs[i], &have) < 0)
-			return -1;
-		bool ok = have &&
-		          (!s->version || gp_pkg_version_matches(have, s->version));
-		_cleanup_free_ char *check = gp_xasprintf("package %s", s->pkgs[i]);
-		gp_report_add_subject(rep, "cudnn.package", s->pkgs[i],
-		                      ok ? GP_PASS : GP_FAIL, check, install, "%s %s%s%s",
-		                      s->pkgs[i], have ? have : "is not installed",
-		                      ok || !have ? "" : "; the profile wants ",
-		                      ok || !have ? "" : s->version);
-	}
-	_cleanup_free_ char *hdr = NULL, *cudnn_h = NULL;
-	apt_headers(c, s, &hdr, &cudnn_h);
-	_cleanup_free_ char *want = apt_want3(c, s);
-	verify_headers(c, rep, hdr, cudnn_h, want, install);
-	verify_sonames(c, rep, s->libdir, s->libdir, s->major, install);
-	_cleanup_free_ char *tkdir = cuda_stage_dir(c);
-	verify_cuda_major(c, rep, tkdir, s->cuda_major, hdr);
-	return 0;
-}
-
 static int cudnn_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 {
 	struct cudnn_settings s;
@@ -982,7 +778,7 @@ static int cudnn_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 			gp_report_add(rep, "cudnn.packages", GP_FAIL, "packages", NULL,
 			              "%s", blocked);
 		else
-			rc = apt_verify(c, &s, rep);
+			rc = cudnn_apt_verify(c, &s, rep);
 		settings_free(&s);
 		return rc;
 	}
@@ -996,7 +792,7 @@ static int cudnn_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 	_cleanup_free_ char *install = gp_install_hint(c, "cudnn");
 	_cleanup_free_ char *hdr = gp_xasprintf("%s/include/cudnn_version.h", s.base);
 	_cleanup_free_ char *cudnn_h = gp_xasprintf("%s/include/cudnn.h", s.base);
-	verify_headers(c, rep, hdr, cudnn_h, s.version3, install);
+	cudnn_verify_headers(c, rep, hdr, cudnn_h, s.version3, install);
 
 	/* Every file gpuprov installed, hashed (check trusts unchanged
 	 * size, times and inode; verify reads them all). */
@@ -1013,8 +809,8 @@ static int cudnn_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 	/* Sonames: libcudnn*.so.<major> in the extracted library directory. */
 	_cleanup_free_ char *libdir = gp_xasprintf("%s/lib", s.dir);
 	_cleanup_free_ char *lib64 = gp_xasprintf("%s/lib64", s.base);
-	verify_sonames(c, rep, libdir, lib64, strtol(s.version, NULL, 10), install);
-	verify_cuda_major(c, rep, s.base, s.cuda_major, hdr);
+	cudnn_verify_sonames(c, rep, libdir, lib64, strtol(s.version, NULL, 10), install);
+	cudnn_verify_cuda_major(c, rep, s.base, s.cuda_major, hdr);
 	settings_free(&s);
 	return 0;
 }

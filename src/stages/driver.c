@@ -484,9 +484,16 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 	d->url = gp_json_string(cfg, KEY_URL, NULL);
 	d->sha256 = gp_json_string(cfg, KEY_SHA256, NULL);
 	d->hold = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, KEY_HOLD));
+	/* Absent or malformed is a fact (not Ubuntu); unreadable (EAGAIN after
+	 * every retry, a FIFO) is not, or the stage picks another
+	 * distribution's packages. */
 	struct gp_os_release osr = { 0 };
-	bool ubuntu = gp_os_release_read(&c->root, &osr) == 0 &&
-	              gp_streq(osr.id, "ubuntu");
+	int osrc = gp_os_release_read(&c->root, &osr);
+	if (osrc < 0 && osrc != -ENOENT && osrc != -EINVAL) {
+		_cleanup_free_ char *why = gp_os_release_error(&c->root, &osr, osrc);
+		return gp_fail(c->err, GP_EINPUT, "driver: %s", why);
+	}
+	bool ubuntu = osrc == 0 && gp_streq(osr.id, "ubuntu");
 	gp_os_release_free(&osr);
 	const char *source = gp_json_string(cfg, KEY_SOURCE, NULL);
 	d->ch.source = gp_streq(source, "nvidia") || (!source && !ubuntu)

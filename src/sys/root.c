@@ -17,6 +17,11 @@
 #include "gpuprov/root.h"
 #include "gpuprov/util.h"
 
+struct gp_root_fault {
+	int rc;
+	char *path;
+};
+
 int gp_root_open(struct gp_root *r, const char *dir)
 {
 	*r = (struct gp_root){ .fd = -1 };
@@ -31,6 +36,7 @@ int gp_root_open(struct gp_root *r, const char *dir)
 	}
 	r->dir = real;
 	r->fd = fd;
+	r->fault = gp_xcalloc(1, sizeof *r->fault);
 	return 0;
 }
 
@@ -39,6 +45,9 @@ void gp_root_close(struct gp_root *r)
 	if (r->fd >= 0)
 		close(r->fd);
 	free(r->dir);
+	if (r->fault)
+		free(r->fault->path);
+	free(r->fault);
 	*r = (struct gp_root){ .fd = -1 };
 }
 
@@ -244,7 +253,20 @@ int gp_root_lstat(const struct gp_root *r, const char *path, struct stat *st)
 bool gp_root_exists(const struct gp_root *r, const char *path)
 {
 	struct stat st;
-	return gp_root_stat(r, path, &st) == 0;
+	int rc = gp_root_stat(r, path, &st);
+	if (rc == -EAGAIN && r->fault && !r->fault->rc) {
+		r->fault->rc = rc;
+		r->fault->path = gp_xstrdup(path);
+	}
+	return rc == 0;
+}
+
+int gp_root_fault(const struct gp_root *r, const char **path)
+{
+	if (!r->fault || !r->fault->rc)
+		return 0;
+	*path = r->fault->path;
+	return r->fault->rc;
 }
 
 int gp_root_readlink(const struct gp_root *r, const char *path, char **target)

@@ -43,6 +43,27 @@ requests() {
 	jeq 'd["stages"][3]["effects"][0]["sha256"]' "$SHA"
 }
 
+@test "cudnn: the plan's effects are the run's, the links as one rule (their names are in the archive), also for a version change" {
+	gp --root "$R" --ca-file "$CA" plan --profile "$P" --only cudnn
+	assert_stdout_has "symlink, by rule: each cudnn*.h of /$BASE/cudnn-8.9.7.29/include as /$BASE/include/NAME -> ../cudnn-8.9.7.29/include/NAME, and each libcudnn* of /$BASE/cudnn-8.9.7.29/lib as /$BASE/lib64/NAME -> ../cudnn-8.9.7.29/lib/NAME (the names the archive holds)"
+	assert_plan_matches_run "$R" --ca-file "$CA" --profile "$P" --only cudnn
+	assert_status 0
+	[ "$(readlink "$R/$BASE/lib64/libcudnn.so.8")" = ../cudnn-8.9.7.29/lib/libcudnn.so.8 ] ||
+		fail "lib64 link missing"
+	JSON=$BATS_TEST_TMPDIR/plan-vs-run/run.json
+	jeq '[e["makes"] for e in d["stages"][3]["effects"] if e["type"] == "rule"]' '["symlink"]'
+	# A version change: every link into the old version goes first (the
+	# plan lists each), then the new version's are made.
+	VER=8.9.8.15
+	make_tarball "$WWW/cudnn-new.tar.xz"
+	sha=$(sha256sum < "$WWW/cudnn-new.tar.xz" | cut -d' ' -f1)
+	write_profile "$sha" "https://127.0.0.1:$PORT/cudnn-new.tar.xz"
+	assert_plan_matches_run "$R" --ca-file "$CA" --profile "$P" --only cudnn
+	assert_status 0
+	[ "$(readlink "$R/$BASE/lib64/libcudnn.so.8")" = ../cudnn-8.9.8.15/lib/libcudnn.so.8 ] ||
+		fail "libcudnn.so.8 not re-pointed"
+}
+
 @test "cudnn: install downloads, extracts, links, runs ldconfig; rerun satisfied; verify passes" {
 	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
 	assert_status 0

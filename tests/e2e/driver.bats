@@ -109,8 +109,9 @@ APT535='{ "method": "apt", "branch": "535", "flavor": "server", "modules": "prop
 	assert_status 5
 	assert_stdout_has "driver: needed - no NVIDIA driver installed; will install nvidia-driver-535-server 535.183.01 (proprietary modules, DKMS)"
 	assert_stdout_line "      run apt-get -q -y update"
-	assert_stdout_line "      run $APT_INSTALL linux-headers-5.15.0-91-generic nvidia-driver-535-server=535.183.01 nvidia-dkms-535-server=535.183.01"
-	assert_stdout_line "      run apt-mark hold nvidia-dkms-535-server nvidia-driver-535-server"
+	# No apt lists in the root yet: the pinned versions resolve in the run.
+	assert_stdout_line "      run, by rule: $APT_INSTALL linux-headers-5.15.0-91-generic nvidia-driver-535-server=535.183.01 nvidia-dkms-535-server=535.183.01, each version taken at its newest revision in the lists the refresh fetched, with every package these depend on at exactly that version (the root's apt lists did not offer them before this run's refresh)"
+	assert_stdout_line "      run, by rule: apt-mark hold nvidia-dkms-535-server nvidia-driver-535-server, and every package the install above added as an exact dependency"
 	assert_stdout_has "reboot required: the nvidia module is not loaded"
 	assert_unchanged "$R" before
 	assert_untouched_by_gpuprov "$R"

@@ -7,7 +7,9 @@
 # its only apt source (nvidia-driver-535-server and nvidia-dkms-535-server in
 # 535.104.05 and 535.183.01). The tests run in order on that root: plan,
 # install 535.104.05 and hold it, apt-get upgrade leaves it, rerun, reboot,
-# then the profile moves to 535.183.01, then Secure Boot turns on and
+# the operator adds and holds libnvidia-decode-535-server (outside the
+# driver pin's exact closure), then the profile moves to 535.183.01 (the
+# whole held set released and held again), then Secure Boot turns on and
 # kernel_modules auto picks Canonical's signed prebuilt modules.
 
 load helpers
@@ -106,20 +108,31 @@ assert_set_at() {
 	assert_status 5
 	assert_stdout_has "driver: needed - no NVIDIA driver installed; will install nvidia-driver-535-server 535.104.05 (proprietary modules, DKMS)"
 	assert_stdout_line "      run apt-get -q -y update"
-	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=535.104.05 nvidia-dkms-535-server=535.104.05"
-	assert_stdout_line "      run apt-mark hold nvidia-dkms-535-server nvidia-driver-535-server"
+	# The root's apt lists are not refreshed yet: the full versions and the
+	# packages pinned with them are known to the run only, and the plan
+	# says so, in words the run records too.
+	assert_stdout_line "      run, by rule: $APT_INSTALL nvidia-driver-535-server=535.104.05 nvidia-dkms-535-server=535.104.05, each version taken at its newest revision in the lists the refresh fetched, with every package these depend on at exactly that version (the root's apt lists did not offer them before this run's refresh)"
+	assert_stdout_line "      run, by rule: apt-mark hold nvidia-dkms-535-server nvidia-driver-535-server, and every package the install above added as an exact dependency"
+	gp --root "$R" plan --json --profile "$P"
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/plan.json"
+	JSON=$BATS_TEST_TMPDIR/plan.json
+	jeq '[e["makes"] for e in d["stages"][1]["effects"] if e["type"] == "rule"]' '["run", "run"]'
 	assert_unchanged "$R" before
 }
 
-@test "driver apt: installs the exact version, older than the candidate, and holds the set" {
-	gp --root "$R" install --profile "$P"
+@test "driver apt: installs the exact version, older than the candidate, and holds the set; the plan's effects are the run's" {
+	assert_plan_matches_run "$R" --profile "$P"
 	assert_status 5
 	assert_stderr_has "reboot required (driver: the nvidia module is not loaded"
 	# The upstream version was resolved to the archive's full one, and the
 	# packages the named ones depend on at exactly that version are pinned
-	# with them (else apt takes the newest and stops: "held broken packages").
+	# with them (else apt takes the newest and stops: "held broken packages"):
+	# the run's own command lines, in its log.
 	local v=535.104.05-0ubuntu1
-	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=$v nvidia-dkms-535-server=$v nvidia-utils-535-server=$v libnvidia-compute-535-server=$v nvidia-kernel-common-535-server=$v nvidia-kernel-source-535-server=$v"
+	grep -Fq "driver: run $APT_INSTALL nvidia-driver-535-server=$v nvidia-dkms-535-server=$v nvidia-utils-535-server=$v libnvidia-compute-535-server=$v nvidia-kernel-common-535-server=$v nvidia-kernel-source-535-server=$v" "$R/var/log/gpuprov.log" ||
+		fail "the install's command line is not in the run log:" "$(grep 'run apt' "$R/var/log/gpuprov.log")"
+	grep -q "driver: run apt-mark hold libnvidia-compute-535-server nvidia-dkms-535-server nvidia-driver-535-server nvidia-kernel-common-535-server nvidia-kernel-source-535-server nvidia-utils-535-server" "$R/var/log/gpuprov.log" ||
+		fail "the hold's command line is not in the run log:" "$(grep 'run apt' "$R/var/log/gpuprov.log")"
 	[ "$(versions)" = "hold ok installed 535.104.05-0ubuntu1 / hold ok installed 535.104.05-0ubuntu1" ] ||
 		fail "installed: $(versions)"
 	assert_set_at 535.104.05-0ubuntu1
@@ -158,14 +171,33 @@ assert_set_at() {
 	assert_stdout_has "driver: satisfied - driver 535.104.05 (proprietary) installed, held and loaded"
 }
 
+@test "driver apt: an NVIDIA package the operator added and held is part of the held set" {
+	# libnvidia-decode depends on libnvidia-compute (= its version), and no
+	# driver package depends on it: it lies outside the exact closure of
+	# the driver pin, so only releasing the whole held set lets it move.
+	local v=535.104.05-0ubuntu1
+	run chroot "$R" apt-get -y -q install --no-install-recommends "libnvidia-decode-535-server=$v"
+	[ "$status" -eq 0 ] || fail "apt-get install: $output"
+	run chroot "$R" apt-mark hold libnvidia-decode-535-server
+	[ "$status" -eq 0 ] || fail "apt-mark hold: $output"
+	gp --root "$R" install --profile "$P"
+	assert_status 0
+	assert_stdout_has "driver: satisfied - driver 535.104.05 (proprietary) installed, held and loaded"
+	assert_set_at "$v"
+}
+
 @test "driver apt: a version change in the profile unholds, installs and holds again" {
 	profile 535.183.01
 	gp --root "$R" plan --profile "$P"
 	assert_status 5
 	assert_stdout_has "driver: needed - installed driver 535.104.05, the profile wants nvidia-driver-535-server 535.183.01 (proprietary modules, DKMS)"
 	# The whole held set is released for the transaction, not only the
-	# named packages: their held exact dependencies must move with them.
-	local set="nvidia-driver-535-server nvidia-dkms-535-server nvidia-utils-535-server libnvidia-compute-535-server nvidia-kernel-common-535-server nvidia-kernel-source-535-server"
+	# named packages: their held exact dependencies must move with them,
+	# and so must a held NVIDIA package outside the pin's exact closure
+	# (libnvidia-decode, not pinned: apt moves it to its candidate, the
+	# version its own exact dependency on libnvidia-compute needs), which
+	# is held again after.
+	local set="nvidia-driver-535-server nvidia-dkms-535-server nvidia-utils-535-server libnvidia-compute-535-server nvidia-kernel-common-535-server nvidia-kernel-source-535-server libnvidia-decode-535-server"
 	local v=535.183.01-0ubuntu1
 	assert_stdout_line "      run apt-mark unhold $set"
 	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=$v nvidia-dkms-535-server=$v nvidia-utils-535-server=$v libnvidia-compute-535-server=$v nvidia-kernel-common-535-server=$v nvidia-kernel-source-535-server=$v"
@@ -175,6 +207,8 @@ assert_set_at() {
 	assert_stderr_has "the loaded nvidia module is 535.104.05, the installed driver 535.183.01"
 	[ "$(versions)" = "hold ok installed 535.183.01-0ubuntu1 / hold ok installed 535.183.01-0ubuntu1" ] ||
 		fail "installed: $(versions)"
+	[ "$(dpkg_status "$R" libnvidia-decode-535-server)" = "hold ok installed 535.183.01-0ubuntu1" ] ||
+		fail "libnvidia-decode: $(dpkg_status "$R" libnvidia-decode-535-server)"
 	assert_set_at 535.183.01-0ubuntu1
 }
 

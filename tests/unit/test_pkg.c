@@ -493,17 +493,18 @@ static void test_apt_versions_and_hold(void **state)
 	assert_int_equal(gp_effect_pkg_install(&f->c, w, 2), 0);
 	assert_int_equal(gp_effect_pkg_hold(&f->c, set, 2, true), 0);
 	assert_int_equal(f->c.stage->n_effects, before);
-	/* A dry run of a version change plans unhold, install, hold, and later
-	 * queries see the planned version. */
+	/* A dry run of a version change plans refresh, unhold, install, hold,
+	 * and later queries see the planned version. */
 	struct gp_pkg_want up[] = { { set[0], "535.183.01-0ubuntu1" },
 		                    { set[1], "535.183.01-0ubuntu1" } };
+	gp_pkg_state_free(&f->c); /* a new run, which finds the lists refreshed */
 	f->c.mode = GP_MODE_PLAN;
 	assert_int_equal(gp_effect_pkg_install(&f->c, up, 2), 0);
 	v = installed(f, set[0]);
 	assert_string_equal(v, "535.183.01-0ubuntu1");
 	free(v);
-	assert_int_equal(f->c.stage->n_effects, before + 3);
-	char *plan = gp_strv_join(f->c.stage->effects[before + 1].argv, " ");
+	assert_int_equal(f->c.stage->n_effects, before + 4); /* refresh first */
+	char *plan = gp_strv_join(f->c.stage->effects[before + 2].argv, " ");
 	assert_non_null(strstr(plan, "nvidia-driver-535-server=535.183.01-0ubuntu1 "
 	                             "nvidia-dkms-535-server=535.183.01-0ubuntu1"));
 	free(plan);

@@ -5,8 +5,13 @@
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 
+#include "gpuprov/context.h"
+#include "gpuprov/exitcodes.h"
 #include "gpuprov/osrelease.h"
+#include "gpuprov/output.h"
+#include "gpuprov/profile.h"
 #include "gpuprov/root.h"
+#include "gpuprov/stages.h"
 #include "gpuprov/util.h"
 
 static void open_root(struct gp_root *r, const char *dir)
@@ -247,6 +252,88 @@ static void test_openat2_eagain_is_retried(void **state)
 	free(dir);
 }
 
+/* gp_root_exists cannot say "could not look": it answers false, keeps the
+ * failure, and the effect door (and the engine after each hook) fail on it
+ * with exit 65 instead of acting on "absent". */
+static void test_exists_keeps_eagain(void **state)
+{
+	char *dir = tu_tmpdir();
+	tu_write(dir, "usr/lib/os-release", "ID=ubuntu\n");
+	struct gp_root r;
+	open_root(&r, dir);
+	gp_root_openat2 = openat2_flaky; /* put back by restore_openat2 */
+	const char *path = NULL;
+	eagain_left = 3;
+	assert_true(gp_root_exists(&r, "/usr/lib/os-release"));
+	assert_false(gp_root_exists(&r, "/usr/lib/absent"));
+	assert_int_equal(gp_root_fault(&r, &path), 0); /* ENOENT is an answer */
+	eagain_left = INT_MAX;
+	assert_false(gp_root_exists(&r, "/usr/lib/os-release"));
+	assert_int_equal(gp_root_fault(&r, &path), -EAGAIN);
+	assert_string_equal(path, "/usr/lib/os-release");
+	eagain_left = 0;
+
+	struct gp_err err = { 0 };
+	struct gp_ctx c = { .root = r, .err = &err, .mode = GP_MODE_PLAN, .log_fd = -1 };
+	assert_int_equal(gp_ctx_root_fault(&c), -1);
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
+	assert_non_null(
+	    strstr(err.msg, "could not look up /usr/lib/os-release in root "));
+	assert_non_null(strstr(err.msg, "run gpuprov again"));
+	/* No effect goes ahead on the wrong answer, in a plan either. */
+	struct gp_err err2 = { 0 };
+	c.err = &err2;
+	c.plan = gp_plan_new("test", "0000", dir, true);
+	c.stage = gp_plan_add_stage(c.plan, "env", "test stage");
+	assert_int_equal(gp_effect_mkdir(&c, "/opt/x", 0755), -1);
+	assert_int_equal(gp_exit_code(&err2), GP_EXIT_INVALID_INPUT);
+	gp_plan_free(c.plan);
+
+	gp_root_close(&r);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+/* The driver stage reads os-release itself (Ubuntu picks Canonical's
+ * packages): a read that kept racing is exit 65, not "not Ubuntu". */
+static void test_driver_os_release_eagain(void **state)
+{
+	char *dir = tu_tmpdir();
+	tu_write(dir, "usr/lib/os-release", "ID=ubuntu\n");
+	struct gp_root r;
+	open_root(&r, dir);
+	struct gp_err err = { 0 };
+	struct gp_out out;
+	gp_out_init(&out, stdout, stderr);
+	out.verbosity = -1;
+	struct gp_profile prof = { .name = "t" };
+	prof.doc = cJSON_Parse("{\"distro\": {\"package_manager\": \"apt\"},"
+	                       " \"stages\": {\"driver\": {\"branch\": \"535\"}}}");
+	struct gp_ctx c = { .root = r,
+		            .err = &err,
+		            .out = &out,
+		            .mode = GP_MODE_PLAN,
+		            .log_fd = -1,
+		            .profile = &prof };
+	c.plan = gp_plan_new("t", "0000", dir, true);
+	c.stage = gp_plan_add_stage(c.plan, "driver", "test");
+	const cJSON *cfg = gp_profile_stage(&prof, "driver");
+	gp_root_openat2 = openat2_flaky; /* put back by restore_openat2 */
+	eagain_left = INT_MAX;
+	struct gp_check ck = { 0 };
+	assert_int_equal(gp_stage_driver.check(&c, cfg, &ck), -1);
+	eagain_left = 0;
+	assert_int_equal(gp_exit_code(&err), GP_EXIT_INVALID_INPUT);
+	assert_non_null(strstr(err.msg, "driver: "));
+	assert_non_null(strstr(err.msg, "os-release in root "));
+	free(ck.reason);
+	gp_plan_free(c.plan);
+	cJSON_Delete(prof.doc);
+	gp_root_close(&r);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 /* A FIFO would block the open (and the run) forever; a device never ends. */
 static void test_read_refuses_non_regular(void **state)
 {
@@ -358,6 +445,10 @@ int main(void)
 		cmocka_unit_test(test_symlink_and_readlink),
 		cmocka_unit_test(test_sha256),
 		cmocka_unit_test_setup_teardown(test_openat2_eagain_is_retried,
+		                                save_openat2, restore_openat2),
+		cmocka_unit_test_setup_teardown(test_exists_keeps_eagain, save_openat2,
+		                                restore_openat2),
+		cmocka_unit_test_setup_teardown(test_driver_os_release_eagain,
 		                                save_openat2, restore_openat2),
 		cmocka_unit_test(test_read_refuses_non_regular),
 		cmocka_unit_test(test_read_bound),

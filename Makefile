@@ -44,7 +44,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-dev \
 	libcjson-dev libssl-dev liblzma-dev libsqlite3-dev
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
-	python3-jsonschema clang-format cppcheck openssl debootstrap apt-utils dpkg-dev gnupg
+	python3-jsonschema clang-format cppcheck shellcheck openssl debootstrap apt-utils dpkg-dev gnupg
 
 .PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long deps-fuzz lint install uninstall clean deps deps-demo demo schema-json
 
@@ -171,12 +171,18 @@ fuzz-long: deps-fuzz
 bench: $(BUILD)/gpuprov
 	sh tests/bench/bench.sh $(CURDIR)/$(BUILD)/gpuprov
 
+# .ci/run is not edited from here: shellcheck skips its cd without || exit
+# (SC2164) and its unquoted expansions (SC2086) until it is changed.
 lint:
 	clang-format --dry-run --Werror src/*.c src/*/*.c include/gpuprov/*.h tests/unit/*.c tests/unit/*.h \
 		tests/fuzz/*.c tests/fuzz/*.h
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
 		--suppress=missingIncludeSystem --inline-suppr -Iinclude -D_GNU_SOURCE src
 	python3 tests/lint/layers.py
+	sh tests/lint/srccheck.sh src
+	shellcheck -x tests/*.sh tests/fixtures/*.sh tests/bench/*.sh tests/fuzz/run.sh \
+		tests/lint/*.sh
+	shellcheck -e SC2164,SC2086 .ci/run
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/profiles $(DESTDIR)$(MANDIR)/man8 \

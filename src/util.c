@@ -184,6 +184,23 @@ void gp_strv_push(char ***v, const char *s)
 	(*v)[n + 1] = NULL;
 }
 
+/* The room for n items and the NULL: the next power of two. */
+static size_t strv_room(size_t n)
+{
+	size_t room = 1;
+	while (room < n + 1)
+		room *= 2;
+	return room;
+}
+
+void gp_strv_append(char ***v, size_t *n, const char *s)
+{
+	if (!*v || *n + 2 > strv_room(*n))
+		*v = gp_xrealloc(*v, strv_room(*n + 1) * sizeof(char *));
+	(*v)[*n] = gp_xstrdup(s);
+	(*v)[++*n] = NULL;
+}
+
 bool gp_strv_contains(char *const *v, const char *s)
 {
 	for (size_t i = 0; v && v[i]; i++)
@@ -224,12 +241,13 @@ char *gp_strv_join(char *const *v, const char *sep)
 char **gp_strv_split(const char *s, char sep)
 {
 	char **v = gp_xcalloc(1, sizeof(char *));
+	size_t items = 0;
 	while (s && *s) {
 		const char *e = strchr(s, sep);
 		size_t n = e ? (size_t)(e - s) : strlen(s);
 		if (n) {
 			char *item = gp_xstrndup(s, n);
-			gp_strv_push(&v, item);
+			gp_strv_append(&v, &items, item);
 			free(item);
 		}
 		s = e ? e + 1 : s + n;

@@ -78,7 +78,7 @@ struct gp_pkg_nvidia_repo {
 };
 void gp_pkg_nvidia_repo(const struct gp_profile *p, struct gp_pkg_nvidia_repo *r);
 void gp_pkg_nvidia_repo_free(struct gp_pkg_nvidia_repo *r);
-/* The key that signs NVIDIA's apt repositories (reference section 3). */
+/* The key that signs NVIDIA's apt repositories (docs/reference/nvidia.md section 3). */
 #define GP_NVIDIA_APT_KEY "EB693B3035CD5710E231E123A4B469963BF863CC"
 
 /* How long the effects wait for a dpkg/rpm lock another process holds:

@@ -108,6 +108,11 @@ char *gp_output_excerpt(const char *text, const char *from, size_t max_lines,
 size_t gp_strv_len(char *const *v);
 char **gp_strv_copy(char *const *v);
 void gp_strv_push(char ***v, const char *s); /* copies s */
+/* Appends a copy of s to *v, which holds *n items, in amortized constant
+ * time (gp_strv_push counts the items and grows by one: quadratic in a
+ * loop over hostile input). The room doubles, so *v must start empty (NULL
+ * or gp_xcalloc(1, sizeof(char *)), *n = 0) and grow only through here. */
+void gp_strv_append(char ***v, size_t *n, const char *s);
 bool gp_strv_contains(char *const *v, const char *s);
 void gp_strv_free(char **v);
 /* Sorts v in place, strcmp order (byte order). */

@@ -28,12 +28,12 @@ bool gp_compat_rule_known(const char *id)
 	return false;
 }
 
-/* Open kernel modules first shipped with driver branch R515. This floor is
- * not in the reference (sections 1, 2, 5); it comes from the task brief. */
+/* Open kernel modules first shipped with driver branch R515
+ * (docs/reference/nvidia.md section 6). */
 #define OPEN_MODULES_FIRST_BRANCH "515"
 
-/* PyTorch's CUDA wheel indexes (reference section 5), newest first: the
- * candidates a fix may suggest. */
+/* PyTorch's CUDA wheel indexes (docs/reference/nvidia.md section 5), newest
+ * first: the candidates a fix may suggest. */
 static const char *const torch_tags[] = {
 	"cu130", "cu129", "cu128", "cu126", "cu124", "cu121", "cu118",
 };

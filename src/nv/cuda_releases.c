@@ -11,13 +11,13 @@
 
 #define GA (-1)
 
-/* One row per release the reference lists. update is the "U<n>" of the
- * table, GA for the X.Y release itself (rows the reference leaves unlabelled,
- * 13.1, 11.5 and 11.3, are taken as GA). An update n is CUDA X.Y.n: NVIDIA
- * numbers its 12.x/13.x updates that way, and the runfile names of the
- * reference (cuda_12.2.2_535.104.05, 12.4.1_550.54.15, 12.6.3_560.35.05,
- * 12.8.1_570.124.06, 12.9.1_575.57.08, 13.0.2_580.95.05, 12.1.1_530.30.02)
- * agree with the table row for row. */
+/* One row per release NVIDIA's table lists (docs/reference/nvidia.md
+ * section 1). update is the "U<n>" of the table, GA for the X.Y release
+ * itself (rows the table leaves unlabelled, 13.1, 11.5 and 11.3, are taken
+ * as GA). An update n is CUDA X.Y.n: NVIDIA numbers its 12.x/13.x updates
+ * that way, and the runfile names (cuda_12.2.2_535.104.05, 12.4.1_550.54.15,
+ * 12.6.3_560.35.05, 12.8.1_570.124.06, 12.9.1_575.57.08, 13.0.2_580.95.05,
+ * 12.1.1_530.30.02) agree with the table row for row. */
 struct cuda_row {
 	unsigned major, minor;
 	int update;
@@ -94,11 +94,12 @@ const char *gp_cuda_min_driver(const char *cuda_version)
 }
 
 /* Minor-version compatibility lets a toolkit of major X run on any driver of
- * the major's floor. The reference gives 12.x as ">= 525" and 11.x as ">= 450
- * (11.1-11.8 from 450.80.02)"; the floors here are the full versions NVIDIA
- * states (12.0 GA's 525.60.13, and 450.80.02), which is the stricter reading,
- * also for 11.0. The reference's "< 580" for 12.x only says that from 580 on
- * the driver is simply newer, which runs older toolkits anyway. */
+ * the major's floor. Summaries of NVIDIA's guide give 12.x as ">= 525" and
+ * 11.x as ">= 450 (11.1-11.8 from 450.80.02)"; the floors here are the full
+ * versions NVIDIA states (12.0 GA's 525.60.13, and 450.80.02;
+ * docs/reference/nvidia.md section 1), which is the stricter reading, also
+ * for 11.0. The summaries' "< 580" for 12.x only says that from 580 on the
+ * driver is simply newer, which runs older toolkits anyway. */
 const char *gp_cuda_minor_compat_driver(const char *cuda_version)
 {
 	unsigned p[3];

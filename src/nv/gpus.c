@@ -8,11 +8,11 @@
 #include "gpuprov/gpus.h"
 #include "gpuprov/util.h"
 
-/* Where the reference gives no board variant for an id, the name is the bare
+/* Where the sources give no board variant for an id, the name is the bare
  * model: a guessed "SXM2 32GB" would be printed by detect as a fact. */
 static const struct gp_gpu_info gpus[] = {
-	/* Volta. The reference also says R580 is the last branch for V100
-	 * (unconfirmed); no rule uses that yet. */
+	/* Volta. R580 is the last branch for V100 (unconfirmed,
+	 * docs/reference/nvidia.md section 1); no rule uses that yet. */
 	{ 0x1db1, "V100", "Volta", 7, 0, "9.0" },
 	{ 0x1db4, "V100", "Volta", 7, 0, "9.0" },
 	{ 0x1db5, "V100", "Volta", 7, 0, "9.0" },
@@ -43,9 +43,9 @@ static const struct gp_gpu_info gpus[] = {
 	{ 0x2339, "H100", "Hopper", 9, 0, "11.8" },
 	{ 0x2335, "H200 SXM", "Hopper", 9, 0, "11.8" },
 	{ 0x233b, "H200 NVL", "Hopper", 9, 0, "11.8" },
-	/* Blackwell. GB200 shares the B200 row of the reference (its id is
-	 * listed there in parentheses), so it takes B200's CC and first CUDA.
-	 * Grace Hopper (GH200) is absent: the reference gives no device id. */
+	/* Blackwell. GB200 is listed with B200 in the sources (its id beside
+	 * B200's), so it takes B200's CC and first CUDA. Grace Hopper (GH200)
+	 * is absent: the sources this table was written from gave no device id. */
 	{ 0x2901, "B200", "Blackwell", 10, 0, "12.8" },
 	{ 0x2941, "GB200", "Blackwell", 10, 0, "12.8" },
 	{ 0x3182, "B300", "Blackwell", 10, 3, "12.9" },

@@ -116,8 +116,8 @@ static void dnf(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
 	/* An exact version pins the stream's split packages with it, as the
 	 * apt side pins its exact-version closure: their "= version"
 	 * requirements on each other would otherwise meet the stream's newest.
-	 * Names as NVIDIA's RHEL 9 repository has them (not confirmed by
-	 * gpuprov's reference for every branch). */
+	 * Names as NVIDIA's RHEL 9 repository has them (unconfirmed for every
+	 * branch). */
 	static const char *const split[] = { "nvidia-driver-libs", "nvidia-driver-cuda",
 		                             "nvidia-driver-cuda-libs",
 		                             "nvidia-kmod-common" };

@@ -17,9 +17,13 @@
 
 static char *hex_upper(const unsigned char *d, size_t n)
 {
+	static const char digits[] = "0123456789ABCDEF";
 	char *s = gp_xmalloc(2 * n + 1);
-	for (size_t i = 0; i < n; i++)
-		sprintf(s + 2 * i, "%02X", d[i]);
+	for (size_t i = 0; i < n; i++) {
+		s[2 * i] = digits[d[i] >> 4];
+		s[2 * i + 1] = digits[d[i] & 15];
+	}
+	s[2 * n] = '\0';
 	return s;
 }
 

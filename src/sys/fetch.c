@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/file.h>
@@ -153,7 +154,7 @@ static int *open_fds(void)
 	}
 	struct dirent *de;
 	while ((de = readdir(d))) {
-		int fd = atoi(de->d_name);
+		int fd = (int)strtol(de->d_name, NULL, 10); /* names are fd numbers */
 		if (de->d_name[0] == '.' || fd == dfd)
 			continue;
 		int fl = fcntl(fd, F_GETFD);

@@ -25,6 +25,7 @@ int gp_modules_parse(const char *text, struct gp_module_list *ml)
 {
 	*ml = (struct gp_module_list){ .available = true };
 	ml->names = gp_xcalloc(1, sizeof(char *));
+	size_t count = 0;
 
 	/* "name size refcnt deps state addr": only the first field matters. */
 	for (const char *s = text; *s;) {
@@ -32,7 +33,7 @@ int gp_modules_parse(const char *text, struct gp_module_list *ml)
 		size_t n = strcspn(s, " \t\n");
 		if (n > 0) {
 			_cleanup_free_ char *name = gp_xstrndup(s, n);
-			gp_strv_push(&ml->names, name);
+			gp_strv_append(&ml->names, &count, name);
 		}
 		s += strcspn(s, "\n");
 		if (*s)

@@ -5,9 +5,11 @@
 #include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -177,6 +179,15 @@ static int index_of(const char **v)
 	return (int)i;
 }
 
+/* A number the probe printed: one that is not a number reads as 0 and one
+ * out of range as the nearest int (what atoi did, without its undefined
+ * overflow). */
+static int probe_int(const char *v)
+{
+	long n = strtol(v, NULL, 10);
+	return n > INT_MAX ? INT_MAX : n < INT_MIN ? INT_MIN : (int)n;
+}
+
 static void set_str(char **dst, const char *v)
 {
 	free(*dst);
@@ -197,35 +208,35 @@ static void parse_line(struct gp_nvprobe *p, char *line, bool *ended)
 	else if (strcmp(line, "error") == 0)
 		set_str(&p->error, v);
 	else if (strcmp(line, "nvml.loaded") == 0)
-		n->loaded = atoi(v) == 1;
+		n->loaded = probe_int(v) == 1;
 	else if (strcmp(line, "nvml.load_error") == 0)
 		set_str(&n->load_error, v);
 	else if (strcmp(line, "nvml.init_rc") == 0)
-		n->init_rc = atoi(v);
+		n->init_rc = probe_int(v);
 	else if (strcmp(line, "nvml.init_error") == 0)
 		set_str(&n->init_error, v);
 	else if (strcmp(line, "nvml.version") == 0)
 		set_str(&n->driver_version, v);
 	else if (strcmp(line, "nvml.count") == 0)
-		n->count = atoi(v);
+		n->count = probe_int(v);
 	else if (strcmp(line, "nvml.name") == 0 && (i = index_of(&v)) >= 0)
 		set_str(&n->names[i], v);
 	else if (strcmp(line, "nvml.persistence") == 0 && (i = index_of(&v)) >= 0)
-		n->persistence[i] = atoi(v);
+		n->persistence[i] = probe_int(v);
 	else if (strcmp(line, "cuda.loaded") == 0)
-		c->loaded = atoi(v) == 1;
+		c->loaded = probe_int(v) == 1;
 	else if (strcmp(line, "cuda.load_error") == 0)
 		set_str(&c->load_error, v);
 	else if (strcmp(line, "cuda.version_rc") == 0)
-		c->version_rc = atoi(v);
+		c->version_rc = probe_int(v);
 	else if (strcmp(line, "cuda.version") == 0)
-		c->version = atoi(v);
+		c->version = probe_int(v);
 	else if (strcmp(line, "cuda.init_rc") == 0)
-		c->init_rc = atoi(v);
+		c->init_rc = probe_int(v);
 	else if (strcmp(line, "cuda.init_error") == 0)
 		set_str(&c->init_error, v);
 	else if (strcmp(line, "cuda.count") == 0)
-		c->count = atoi(v);
+		c->count = probe_int(v);
 	else if (strcmp(line, "cuda.name") == 0 && (i = index_of(&v)) >= 0)
 		set_str(&c->names[i], v);
 }

@@ -98,6 +98,7 @@ int gp_efi_siglist_parse(const void *data, size_t len, struct gp_efi_certs *out)
 {
 	const unsigned char *p = data;
 	out->sha256 = gp_xcalloc(1, sizeof(char *));
+	size_t count = 0;
 	while (len > 0) {
 		if (len < SIGLIST_HEADER)
 			goto bad;
@@ -115,7 +116,7 @@ int gp_efi_siglist_parse(const void *data, size_t len, struct gp_efi_certs *out)
 				gp_sha256_hex(p + SIGLIST_HEADER + header + off +
 				                  SIG_OWNER,
 				              size - SIG_OWNER, hex);
-				gp_strv_push(&out->sha256, hex);
+				gp_strv_append(&out->sha256, &count, hex);
 			}
 		}
 		p += list;

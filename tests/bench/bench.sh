@@ -139,6 +139,7 @@ timeit() {
 		tail -n 30 "$W/log.$name" >&2
 		exit 1
 	fi
+	# shellcheck disable=SC2034 # t is read by the eval below
 	read -r t r _ < "$W/t.$name"
 	eval "T_$name=\$t; R_$name=\$(awk -v k=$r 'BEGIN { printf \"%.1f\", k / 1024 }')"
 }
@@ -166,9 +167,12 @@ echo "bench: $(nproc) CPUs; tarball $XZSIZE bytes xz ($BLOCKS blocks), $RAWSIZE 
 timeit dl curl -sS --fail --cacert "$CA" -o /dev/null "$URL"
 timeit dl curl -sS --fail --cacert "$CA" -o /dev/null "$URL"
 timeit sha sha256sum "$TARBALL"
+# shellcheck disable=SC2016 # $1... expand in the sh -c child, not here
 timeit xz1 sh -c 'xz -d -T1 -c "$1" > /dev/null' sh "$TARBALL"
+# shellcheck disable=SC2016 # $1... expand in the sh -c child, not here
 timeit xz0 sh -c 'xz -d -T0 -c "$1" > /dev/null' sh "$TARBALL"
 mkdir -p "$W/p"
+# shellcheck disable=SC2016 # $1... expand in the sh -c child, not here
 timeit pipe sh -c 'xz -d -T0 -c "$1" | tar -x -C "$2"' sh "$TARBALL" "$W/p"
 rm -rf "$W/p"
 
@@ -181,11 +185,13 @@ timeit a "$GPUPROV" --root "$R" --ca-file "$CA" install --profile "$P" --only cu
 
 # (b) curl + sha256sum -c + tar -xJf.
 sync
+# shellcheck disable=SC2016 # $1... expand in the sh -c child, not here
 timeit b sh -c 'curl -sS --fail --cacert "$1" -o "$2/cudnn.tar.xz" "$3" &&
 	sha256sum -c --quiet "$4" && tar -xJf "$2/cudnn.tar.xz" -C "$2/out"' \
 	sh "$CA" "$W/b" "$URL" "$W/b.sha256"
 
 # ---- report ----------------------------------------------------------------
+# shellcheck disable=SC2154 # timeit sets T_<name> and R_<name> with eval
 "$PY" - "$T_a" "$T_b" "$R_a" "$R_b" "$T_dl" "$R_dl" "$T_sha" "$T_xz1" "$R_xz1" "$T_xz0" "$R_xz0" "$T_pipe" <<'PYEOF'
 import sys
 a, b, ra, rb, dl, rdl, sha, xz1, rxz1, xz0, rxz0, pipe = map(float, sys.argv[1:])

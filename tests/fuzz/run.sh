@@ -17,6 +17,7 @@ if [ "$1" = --summary ]; then
 		log=$dir/log/$t.log
 		runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1/p' "$log" 2>/dev/null)
 		secs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\2/p' "$log" 2>/dev/null)
+		# shellcheck disable=SC2012 # crash-<target>-<sha1>: plain names
 		crashes=$(ls "$dir"/crash-"$t"-* 2>/dev/null | wc -l)
 		printf '%-24s %12s %8s %s\n' "$t" "${runs:-?}" "${secs:-?}" "$crashes"
 	done

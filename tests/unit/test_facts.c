@@ -180,6 +180,25 @@ static void test_modules_parse(void **state)
 	gp_module_list_free(&ml);
 }
 
+/* A /proc/modules of many lines parses in linear time (the name list grew
+ * by one per line before: minutes for this one; the alarm ends the test). */
+static void test_modules_parse_many_lines_is_linear(void **state)
+{
+	(void)state;
+	enum { lines = 300000 };
+	char *text = gp_xmalloc(2 * lines + 1);
+	for (size_t i = 0; i < lines; i++)
+		memcpy(text + 2 * i, "m\n", 2);
+	text[2 * lines] = '\0';
+	struct gp_module_list ml;
+	alarm(20);
+	assert_int_equal(gp_modules_parse(text, &ml), 0);
+	alarm(0);
+	assert_int_equal(gp_strv_len(ml.names), lines);
+	gp_module_list_free(&ml);
+	free(text);
+}
+
 static void test_modules_read(void **state)
 {
 	struct tu_root_fixture *fx = *state;
@@ -715,6 +734,7 @@ int main(void)
 		FX_TEST(test_module_loaded),
 		FX_TEST(test_module_loaded_sys_module_fallback),
 		cmocka_unit_test(test_tristate_name),
+		cmocka_unit_test(test_modules_parse_many_lines_is_linear),
 		cmocka_unit_test(test_nvidia_module_parse),
 		FX_TEST(test_nvidia_module_read),
 		FX_TEST(test_pci_scan),

@@ -70,7 +70,7 @@ static void test_gpu_lookup(void **state)
 static void test_gpu_unknown(void **state)
 {
 	(void)state;
-	/* Neighbours of known ids, a GPU the reference does not list (GH200
+	/* Neighbours of known ids, a GPU src/nv/gpus.c does not list (GH200
 	 * has no id there), and 0. */
 	static const unsigned unknown[] = { 0x0000, 0x20b4, 0x1db0, 0x2332,
 		                            0x2342, 0x2902, 0xffff };

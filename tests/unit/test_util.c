@@ -1,4 +1,5 @@
-/* Tests for util.c helpers that shape untrusted text for messages. */
+/* Tests for util.c helpers that shape untrusted text for messages, and the
+ * string vectors that parsers of such text build. */
 #include "testutil.h"
 
 #include "gpuprov/util.h"
@@ -49,12 +50,60 @@ static void test_excerpt_bounded_at_utf8_boundary(void **state)
 	free(got);
 }
 
+static void test_strv_append_keeps_items_across_growth(void **state)
+{
+	(void)state;
+	char **v = gp_xcalloc(1, sizeof(char *));
+	size_t n = 0;
+	char item[16];
+	for (int i = 0; i < 1000; i++) {
+		snprintf(item, sizeof item, "%d", i);
+		gp_strv_append(&v, &n, item);
+		assert_int_equal(n, (size_t)i + 1);
+		assert_null(v[n]);
+	}
+	assert_int_equal(gp_strv_len(v), 1000);
+	assert_string_equal(v[0], "0");
+	assert_string_equal(v[511], "511");
+	assert_string_equal(v[999], "999");
+	gp_strv_free(v);
+
+	char **w = NULL; /* a vector may also start as NULL */
+	n = 0;
+	gp_strv_append(&w, &n, "a");
+	assert_string_equal(w[0], "a");
+	assert_null(w[1]);
+	gp_strv_free(w);
+}
+
+/* A text of many short lines is split in linear time: growing the vector by
+ * one item per line, as gp_strv_push does, took minutes for this one (the
+ * alarm ends the test instead). */
+static void test_strv_split_many_items_is_linear(void **state)
+{
+	(void)state;
+	enum { items = 300000 };
+	char *text = gp_xmalloc(2 * items + 1);
+	for (size_t i = 0; i < items; i++)
+		memcpy(text + 2 * i, "a\n", 2);
+	text[2 * items] = '\0';
+	alarm(20);
+	char **v = gp_strv_split(text, '\n');
+	alarm(0);
+	assert_int_equal(gp_strv_len(v), items);
+	assert_string_equal(v[items - 1], "a");
+	gp_strv_free(v);
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_excerpt_from_first_error),
 		cmocka_unit_test(test_excerpt_drops_control_characters),
 		cmocka_unit_test(test_excerpt_bounded_at_utf8_boundary),
+		cmocka_unit_test(test_strv_append_keeps_items_across_growth),
+		cmocka_unit_test(test_strv_split_many_items_is_linear),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

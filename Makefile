@@ -174,7 +174,7 @@ bench: $(BUILD)/gpuprov
 # .ci/run is not edited from here: shellcheck skips its cd without || exit
 # (SC2164) and its unquoted expansions (SC2086) until it is changed.
 lint:
-	clang-format --dry-run --Werror src/*.c src/*/*.c include/gpuprov/*.h tests/unit/*.c tests/unit/*.h \
+	clang-format --dry-run --Werror src/*.c src/*/*.c src/*/*.h include/gpuprov/*.h tests/unit/*.c tests/unit/*.h \
 		tests/fuzz/*.c tests/fuzz/*.h
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
 		--suppress=missingIncludeSystem --inline-suppr -Iinclude -D_GNU_SOURCE src

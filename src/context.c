@@ -229,9 +229,8 @@ int gp_ctx_save_journal(struct gp_ctx *c)
 {
 	int rc = gp_journal_save(&c->root, &c->journal);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EFAILED,
-		               "cannot write the journal %s: %s", GP_STATE_FILE,
-		               strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED, "cannot write the journal %s: %s",
+		               GP_STATE_FILE, strerror(-rc));
 	return 0;
 }
 
@@ -242,9 +241,8 @@ int gp_ctx_make_parent(struct gp_ctx *c, const char *path)
 		return 0;
 	int rc = gp_root_mkdir_p(&c->root, dir, 0755);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EFAILED,
-		               "%s: cannot create directory %s: %s", gp_ctx_stage_name(c),
-		               dir, strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot create directory %s: %s",
+		               gp_ctx_stage_name(c), dir, strerror(-rc));
 	return 0;
 }
 
@@ -323,9 +321,8 @@ static int remove_symlink(struct gp_ctx *c, const char *path)
 	_cleanup_free_ char *target = NULL;
 	int rc = gp_root_readlink(&c->root, path, &target);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EFAILED,
-		               "%s: cannot read link %s: %s", gp_ctx_stage_name(c), path,
-		               strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot read link %s: %s",
+		               gp_ctx_stage_name(c), path, strerror(-rc));
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REMOVE);
 	e->path = gp_xstrdup(path);
 	e->target = gp_xstrdup(target);
@@ -415,9 +412,8 @@ int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 		return -1;
 	int rc = gp_root_symlink(&c->root, target, path);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EFAILED,
-		               "%s: cannot link %s -> %s: %s", gp_ctx_stage_name(c), path,
-		               target, strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot link %s -> %s: %s",
+		               gp_ctx_stage_name(c), path, target, strerror(-rc));
 	/* A link made where this run removed one (a cuDNN version change) is
 	 * no removal any more; a record with a backup keeps it. */
 	const cJSON *rec = gp_journal_file(&c->journal, path);
@@ -586,16 +582,15 @@ int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
 	struct gp_run_result res = { 0 };
 	int rc = run_announced(c, argv, &res);
 	if (rc < 0)
-		return gp_fail(c->err, GP_EFAILED,
-		               "%s: cannot run %s in %s: %s", gp_ctx_stage_name(c),
-		               argv[0], c->root.dir, strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot run %s in %s: %s",
+		               gp_ctx_stage_name(c), argv[0], c->root.dir, strerror(-rc));
 	if (!gp_run_succeeded(&res)) {
 		_cleanup_free_ char *cmd = gp_strv_join(argv, " ");
 		_cleanup_free_ char *how = gp_run_describe(&res, c->cmd_timeout_ms);
 		_cleanup_free_ char *tail = output_tail(res.output ? res.output : "", 3);
-		gp_fail(c->err, GP_EFAILED,
-		        "%s: '%s' %s%s%s; full output in %s", gp_ctx_stage_name(c), cmd,
-		        how, *tail ? ": " : "", tail, GP_LOG_FILE);
+		gp_fail(c->err, GP_EFAILED, "%s: '%s' %s%s%s; full output in %s",
+		        gp_ctx_stage_name(c), cmd, how, *tail ? ": " : "", tail,
+		        GP_LOG_FILE);
 		*failed = res;
 		return -1;
 	}

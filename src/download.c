@@ -74,8 +74,8 @@ static struct gp_effect *plan_download(struct gp_ctx *c,
 static int download_failed(struct gp_ctx *c, struct gp_fetch_result *res)
 {
 	gp_log(c, "download failed: %s", res->msg);
-	gp_fail(c->err, c->err->code ? c->err->code : GP_EFAILED,
-	        "%s: %s", gp_ctx_stage_name(c), res->msg);
+	gp_fail(c->err, c->err->code ? c->err->code : GP_EFAILED, "%s: %s",
+	        gp_ctx_stage_name(c), res->msg);
 	gp_fetch_result_clear(res);
 	return -1;
 }

@@ -338,8 +338,7 @@ int gp_schema_fail(const struct gp_json_doc *d, const char *pointer, bool at_key
 	va_start(ap, fmt);
 	_cleanup_free_ char *msg = gp_xvasprintf(fmt, ap);
 	va_end(ap);
-	return gp_fail(err, GP_EINPUT, "%s:%d:%d: %s", d->file, line, col,
-	               msg);
+	return gp_fail(err, GP_EINPUT, "%s:%d:%d: %s", d->file, line, col, msg);
 }
 
 /* What a value must be, to follow "must be". */

@@ -99,7 +99,7 @@ static void test_dry_run_records_only(void **state)
 	do {                                                                             \
 		(f)->err = (struct gp_err){ 0 };                                         \
 		assert_int_equal((call), -1);                                            \
-		assert_int_equal((f)->err.code, GP_EFAILED);                              \
+		assert_int_equal((f)->err.code, GP_EFAILED);                             \
 		assert_non_null(strstr((f)->err.msg, "internal error: " effect           \
 		                                     " called in verify mode"));         \
 	} while (0)

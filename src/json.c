@@ -251,7 +251,13 @@ static void scan_array(struct scanner *sc, const char *pointer)
 			continue;
 		}
 		_cleanup_free_ char *child = gp_xasprintf("%s/%zu", pointer, index++);
+		size_t at = sc->i;
 		scan_value(sc, child);
+		/* A byte no value starts with (a '}' where the scanner's reading
+		 * of a string left it out of step with cJSON's): step over it,
+		 * or the scan never ends. */
+		if (sc->i == at)
+			sc->i++;
 	}
 	sc->i++;
 }

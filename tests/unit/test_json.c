@@ -2,6 +2,8 @@
  * positions, FILE:LINE:COL for syntax errors, end of file, duplicate keys
  * and NUL bytes, garbage and deep nesting that must never crash, value
  * positions by pointer, and the small member helpers. */
+#include <unistd.h>
+
 #include "testutil.h"
 
 #include "gpuprov/exitcodes.h"
@@ -399,6 +401,32 @@ static int fuzz_json_alphabet(void)
 	return 0;
 }
 
+/* A document whose strings the position scanner reads differently from
+ * cJSON (broken \\u escapes, 0xff bytes) ends the scan, whatever byte it
+ * meets: an array holding a '}' once made it spin forever (fuzz_journal
+ * found it). SIGALRM ends the test if it spins. */
+static void test_scanner_always_advances(void **state)
+{
+	(void)state;
+	static const char text[] =
+		"\x7b\x22\x67\x70\x75\x70\x72\x6f\x76\x5f\x73\x74\x61\x74\x65\x22"
+		"\x3a\x20\x30\x2c\x20\x22\x70\x72\x6f\x66\x69\x6c\x65\xff\x65\x3a"
+		"\x5c\x5c\x5c\x75\x2d\xff\xff\x5c\x5c\x5c\x22\x3a\xff\xff\x65\x73"
+		"\x22\x3a\x20\x5b\x5d\x2c\x20\x22\x22\x3a\x20\x5b\x5d\x2c\x20\x22"
+		"\x66\x69\x6c\x65\x6b\x6b\x4b\x6b\x6b\x6b\x6b\x2b\x6b\x6b\x6b\x22"
+		"\x3a\x20\x7b\x22\x72\x5b\x61\x73\x6f\x6e\x22\x3a\x20\x37\x7d\x7d"
+		"\x0a";
+	struct gp_json_doc d = { 0 };
+	struct gp_err err;
+	alarm(20);
+	(void)parse_exact(&d, text, sizeof text - 1, &err);
+	alarm(0);
+	gp_json_doc_free(&d);
+	/* The same shape, small: an array closed by a brace. */
+	assert_int_equal(parse(&d, "{\"a\": \"\\u-\", \"b\": [}]}", &err) <= 0, 1);
+	gp_json_doc_free(&d);
+}
+
 static void test_binary_garbage(void **state)
 {
 	(void)state;
@@ -693,6 +721,7 @@ int main(void)
 		cmocka_unit_test(test_control_whitespace_in_bounds),
 		cmocka_unit_test(test_nul_byte),
 		cmocka_unit_test(test_binary_garbage),
+		cmocka_unit_test(test_scanner_always_advances),
 		cmocka_unit_test(test_json_alphabet_garbage),
 		cmocka_unit_test(test_deep_nesting),
 		cmocka_unit_test(test_where_nested),

@@ -393,9 +393,10 @@ static bool cudnn_soname(const char *name, long major)
 /* What the ld.so.conf.d file says: the toolkit's lib64, where the links are. */
 static char *ld_conf_text(const struct gp_ctx *c, const struct cudnn_settings *s)
 {
-	return gp_xasprintf(
-	    "# Written by gpuprov (stage cudnn) from profile %s.\n%s/lib64\n",
-	    c->profile->name, s->base);
+	struct gp_buf b = { 0 };
+	gp_buf_written_by(&b, " (stage cudnn) from profile %s.", c->profile->name);
+	gp_buf_printf(&b, "%s/lib64\n", s->base);
+	return gp_buf_steal(&b);
 }
 
 /* What verify looks at, for check: the ld.so.conf.d file as apply writes it,

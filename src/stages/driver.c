@@ -770,11 +770,13 @@ static int mok_config(struct gp_ctx *c, const struct drv *d)
 	if (!d->mok_key || !d->mok_cert || d->ch.method == GP_DRV_RUNFILE ||
 	    d->ch.prebuilt)
 		return 0;
-	_cleanup_free_ char *text = gp_xasprintf(
-	    "# Written by gpuprov (stage driver): DKMS signs the NVIDIA modules with\n"
-	    "# this Machine Owner Key so that Secure Boot loads them.\n"
-	    "mok_signing_key=%s\nmok_certificate=%s\n",
-	    d->mok_key, d->mok_cert);
+	struct gp_buf b = { 0 };
+	gp_buf_written_by(&b, " (stage driver): DKMS signs the NVIDIA modules with");
+	gp_buf_printf(&b,
+	              "# this Machine Owner Key so that Secure Boot loads them.\n"
+	              "mok_signing_key=%s\nmok_certificate=%s\n",
+	              d->mok_key, d->mok_cert);
+	_cleanup_free_ char *text = gp_buf_steal(&b);
 	return gp_effect_write(c, MOK_CONF, text, strlen(text), 0644);
 }
 

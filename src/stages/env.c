@@ -208,12 +208,11 @@ static void append_prepend(struct gp_buf *b, const char *var, char *const *dirs)
 static char *render_script(const struct gp_ctx *c, const struct env_settings *s)
 {
 	struct gp_buf b = { 0 };
-	gp_buf_printf(
-	    &b,
-	    "# Written by gpuprov (stage env) from profile %s; gpuprov replaces\n"
-	    "# this file, so change the profile instead. POSIX sh, safe to source\n"
-	    "# more than once.\n",
-	    c->profile->name);
+	gp_buf_written_by(&b, " (stage env) from profile %s; gpuprov replaces",
+	                  c->profile->name);
+	gp_buf_puts(
+	    &b, "# this file, so change the profile instead. POSIX sh, safe to source\n"
+	        "# more than once.\n");
 	gp_buf_puts(&b, "CUDA_HOME=");
 	append_sh_quoted(&b, s->cuda_home);
 	gp_buf_puts(&b, "\nexport CUDA_HOME\n");
@@ -230,8 +229,7 @@ static char *render_script(const struct gp_ctx *c, const struct env_settings *s)
 static char *render_ld_conf(const struct gp_ctx *c, const struct env_settings *s)
 {
 	struct gp_buf b = { 0 };
-	gp_buf_printf(&b, "# Written by gpuprov (stage env) from profile %s.\n",
-	              c->profile->name);
+	gp_buf_written_by(&b, " (stage env) from profile %s.", c->profile->name);
 	for (size_t i = 0; s->ld_library_path[i]; i++)
 		gp_buf_printf(&b, "%s\n", s->ld_library_path[i]);
 	return gp_buf_steal(&b);
@@ -270,13 +268,12 @@ static const char *conda_prefix(const struct gp_ctx *c)
 static char *render_conda(const struct gp_ctx *c, const char *prefix)
 {
 	struct gp_buf b = { 0 };
-	gp_buf_printf(
-	    &b,
-	    "# Written by gpuprov (stage env) from profile %s; gpuprov replaces\n"
-	    "# this file, so change the profile instead. Makes `conda` a shell\n"
-	    "# function in login shells, as `conda init` would, without ~/.bashrc.\n"
-	    "if [ -f ",
-	    c->profile->name);
+	gp_buf_written_by(&b, " (stage env) from profile %s; gpuprov replaces",
+	                  c->profile->name);
+	gp_buf_puts(
+	    &b, "# this file, so change the profile instead. Makes `conda` a shell\n"
+	        "# function in login shells, as `conda init` would, without ~/.bashrc.\n"
+	        "if [ -f ");
 	_cleanup_free_ char *sh = gp_xasprintf("%s/etc/profile.d/conda.sh", prefix);
 	append_sh_quoted(&b, sh);
 	gp_buf_puts(&b, " ]; then\n\t. ");

@@ -497,11 +497,10 @@ static void append_yaml_quoted(struct gp_buf *b, const char *s)
 static char *render_condarc(const struct gp_ctx *c, const struct torch *t)
 {
 	struct gp_buf b = { 0 };
-	gp_buf_printf(&b,
-	              "# Written by gpuprov (stage pytorch) from profile %s; gpuprov\n"
-	              "# replaces this file, so change the profile instead.\n"
-	              "channels:\n",
-	              c->profile->name);
+	gp_buf_written_by(&b, " (stage pytorch) from profile %s; gpuprov",
+	                  c->profile->name);
+	gp_buf_puts(&b, "# replaces this file, so change the profile instead.\n"
+	                "channels:\n");
 	for (size_t i = 0; t->channels[i]; i++) {
 		gp_buf_puts(&b, "  - ");
 		append_yaml_quoted(&b, t->channels[i]);
@@ -566,11 +565,10 @@ static void append_trusted_hosts(struct gp_buf *b, const struct torch *t)
 static char *render_pip_conf(const struct gp_ctx *c, const struct torch *t)
 {
 	struct gp_buf b = { 0 };
-	gp_buf_printf(&b,
-	              "# Written by gpuprov (stage pytorch) from profile %s; gpuprov\n"
-	              "# replaces this file, so change the profile instead.\n"
-	              "[global]\n",
-	              c->profile->name);
+	gp_buf_written_by(&b, " (stage pytorch) from profile %s; gpuprov",
+	                  c->profile->name);
+	gp_buf_puts(&b, "# replaces this file, so change the profile instead.\n"
+	                "[global]\n");
 	if (t->index)
 		gp_buf_printf(&b, "index-url = %s\n", t->index);
 	for (size_t i = 0; t->extra && t->extra[i]; i++)

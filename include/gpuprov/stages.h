@@ -87,6 +87,9 @@ extern const struct gp_stage gp_stage_pytorch;
 char *gp_hint_command(const struct gp_ctx *c, const char *command, const char *stage);
 char *gp_install_hint(const struct gp_ctx *c, const char *stage);
 
+/* Whether path reads (gp_ctx_read: as planned so far) exactly as want. */
+bool gp_stage_file_is(struct gp_ctx *c, const char *path, const char *want);
+
 /* Marks in the journal that tie a follow-up command to the input it ran
  * for (the initramfs rebuilt for this blacklist, ldconfig run for this
  * ld.so.conf.d file), so an interrupted run redoes exactly what is missing. */

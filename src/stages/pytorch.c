@@ -583,14 +583,6 @@ static char *render_pip_conf(const struct gp_ctx *c, const struct torch *t)
 	return gp_buf_steal(&b);
 }
 
-static bool file_is(struct gp_ctx *c, const char *path, const char *want)
-{
-	_cleanup_free_ char *have = NULL;
-	size_t len = 0;
-	return gp_ctx_read(c, path, &have, &len) == 0 && len == strlen(want) &&
-	       memcmp(have, want, len) == 0;
-}
-
 /* What is there, against the profile. */
 struct survey {
 	bool conda_ok; /* <prefix>/bin/conda (method conda) */
@@ -627,7 +619,7 @@ static void survey(struct gp_ctx *c, const struct torch *t, struct survey *s)
 	s->conda_ok = !is_conda(t) || gp_ctx_exists(c, t->conda);
 	s->condarc = render_condarc(c, t);
 	s->condarc_path = gp_xasprintf("%s/.condarc", t->prefix);
-	s->condarc_ok = !is_conda(t) || file_is(c, s->condarc_path, s->condarc);
+	s->condarc_ok = !is_conda(t) || gp_stage_file_is(c, s->condarc_path, s->condarc);
 	s->pyver = env_python(c, t);
 	s->python_ok = s->pyver && (!t->python || python_matches(t->python, s->pyver));
 	if (s->python_ok && !is_conda(t)) {
@@ -639,7 +631,8 @@ static void survey(struct gp_ctx *c, const struct torch *t, struct survey *s)
 	}
 	s->pip_conf = render_pip_conf(c, t);
 	s->pip_conf_path = gp_xasprintf("%s/pip.conf", t->envdir);
-	s->pip_conf_ok = !pip_installs(t) || file_is(c, s->pip_conf_path, s->pip_conf);
+	s->pip_conf_ok = !pip_installs(t) ||
+	                 gp_stage_file_is(c, s->pip_conf_path, s->pip_conf);
 	s->missing = gp_xcalloc(1, sizeof(char *));
 	s->missing_want = gp_xcalloc(1, sizeof(char *));
 	for (size_t i = 0; t->want[i]; i++) {

@@ -85,6 +85,14 @@ char *gp_install_hint(const struct gp_ctx *c, const char *stage)
 	return gp_xasprintf("run '%s'", cmd);
 }
 
+bool gp_stage_file_is(struct gp_ctx *c, const char *path, const char *want)
+{
+	_cleanup_free_ char *have = NULL;
+	size_t len = 0;
+	return gp_ctx_read(c, path, &have, &len) == 0 && len == strlen(want) &&
+	       memcmp(have, want, len) == 0;
+}
+
 bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key,
                       const char *value)
 {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gpuprov/json.h"
+#include "gpuprov/plan.h"
 #include "gpuprov/stages.h"
 
 const struct gp_stage *const gp_stages[] = {
@@ -47,11 +48,8 @@ void gp_check_set(struct gp_check *ck, enum gp_stage_state state, const char *fm
 {
 	va_list ap;
 	va_start(ap, fmt);
-	/* Format before freeing: the old reason may be one of the arguments. */
-	char *reason = gp_xvasprintf(fmt, ap);
+	gp_reason_vset(&ck->reason, fmt, ap);
 	va_end(ap);
-	free(ck->reason);
-	ck->reason = reason;
 	ck->state = state;
 }
 

@@ -97,6 +97,11 @@ bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key,
                       const char *value);
 void gp_stage_mark_set(struct gp_ctx *c, const char *stage, const char *key,
                        const char *value);
+/* Runs argv (gp_effect_run) unless the mark key says it already ran for
+ * value (a digest of the input it acts on), and sets the mark when it
+ * succeeds: update-initramfs for a blacklist, ldconfig for a file. 0 or -1. */
+int gp_stage_run_once(struct gp_ctx *c, const char *stage, const char *key,
+                      const char *value, char *const argv[]);
 /* The rows of a profile's "stages" object, one per stage in run order, each
  * with the stage's key table: what main() hands the profile loader
  * (gp_profile_use_stage_keys). */

@@ -356,12 +356,9 @@ static int env_apply(struct gp_ctx *c, const cJSON *cfg)
 		rc = apply_conda(c, cfg);
 	if (rc == 0)
 		rc = gp_effect_write(c, LD_CONF, ld_conf, strlen(ld_conf), 0644);
-	if (rc == 0 && !gp_stage_mark_is(c, "env", MARK_LDCONFIG, sha)) {
-		char *const ldconfig[] = { "ldconfig", NULL };
-		rc = gp_effect_run(c, ldconfig);
-		if (rc == 0)
-			gp_stage_mark_set(c, "env", MARK_LDCONFIG, sha);
-	}
+	char *const ldconfig[] = { "ldconfig", NULL };
+	if (rc == 0)
+		rc = gp_stage_run_once(c, "env", MARK_LDCONFIG, sha, ldconfig);
 	env_settings_free(&s);
 	return rc;
 }

@@ -308,15 +308,10 @@ static int nouveau_apply(struct gp_ctx *c, const cJSON *cfg)
 		if (rc < 0)
 			goto out;
 		config_fingerprint(c, blacklist_file(cfg), f.fingerprint);
-		f.initramfs_current = gp_stage_mark_is(c, "nouveau", MARK_INITRAMFS,
-		                                       f.fingerprint);
 	}
-	if (!f.initramfs_current) {
-		rc = gp_effect_run(c, initramfs);
-		if (rc < 0)
-			goto out;
-		gp_stage_mark_set(c, "nouveau", MARK_INITRAMFS, f.fingerprint);
-	}
+	rc = gp_stage_run_once(c, "nouveau", MARK_INITRAMFS, f.fingerprint, initramfs);
+	if (rc < 0)
+		goto out;
 	if (in_use(&f)) {
 		_cleanup_free_ char *use = in_use_text(&f);
 		_cleanup_free_ char *why = gp_xasprintf(

@@ -105,6 +105,17 @@ void gp_stage_mark_set(struct gp_ctx *c, const char *stage, const char *key,
 	gp_json_set_string(gp_journal_stage(&c->journal, stage), key, value);
 }
 
+int gp_stage_run_once(struct gp_ctx *c, const char *stage, const char *key,
+                      const char *value, char *const argv[])
+{
+	if (gp_stage_mark_is(c, stage, key, value))
+		return 0;
+	if (gp_effect_run(c, argv) < 0)
+		return -1;
+	gp_stage_mark_set(c, stage, key, value);
+	return 0;
+}
+
 const struct gp_key *gp_stages_profile_keys(void)
 {
 	static const struct gp_key no_keys[] = { GP_KEY_END };

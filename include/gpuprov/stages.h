@@ -22,6 +22,16 @@ struct gp_check {
 void gp_check_set(struct gp_check *ck, enum gp_stage_state state, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A download a stage makes with one method and the key of its settings that
+ * pins it: `profiles lint` and `detect` call a profile without that key
+ * blocked (src/catalog.c). */
+struct gp_stage_pin {
+	const char *method; /* the "method" that downloads */
+	const char *fallback; /* the method when the profile names none, or NULL */
+	const char *key; /* the pinning key, e.g. "sha256" */
+	const char *what; /* the download in a message: "the driver runfile" */
+};
+
 struct gp_stage {
 	const char *name;
 	const char *summary;
@@ -49,6 +59,12 @@ struct gp_stage {
 	 * (sets ck BLOCKED, or leaves it alone), so that an install is blocked
 	 * before an earlier stage changes anything. 0, or -1 with c->err set. */
 	int (*preflight)(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck);
+	/* Optional: the download that must be pinned (see struct gp_stage_pin). */
+	const struct gp_stage_pin *pin;
+	/* Optional, read-only: whether the stage adds NVIDIA's package
+	 * repository on a fresh host with these settings, so that `profiles
+	 * lint` and `detect` hold it to that repository's pins. */
+	bool (*uses_nvidia_repo)(const struct gp_profile *p, const cJSON *cfg);
 };
 
 /* gp_stages[0..gp_stage_count), in run order. A stage whose hooks

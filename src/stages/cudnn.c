@@ -816,6 +816,11 @@ static int cudnn_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 	return 0;
 }
 
+static bool cudnn_uses_nvidia_repo(const struct gp_profile *p, const cJSON *cfg)
+{
+	return gp_streq(gp_json_string(cfg, KEY_METHOD, "tarball"), "apt");
+}
+
 const struct gp_stage gp_stage_cudnn = {
 	.name = "cudnn",
 	.summary = "cuDNN libraries and headers",
@@ -826,4 +831,9 @@ const struct gp_stage gp_stage_cudnn = {
 	.apply = cudnn_apply,
 	.verify = cudnn_verify,
 	.prefetch = cudnn_prefetch,
+	.pin = &(const struct gp_stage_pin){ .method = "tarball",
+	                                     .fallback = "tarball",
+	                                     .key = KEY_SHA256,
+	                                     .what = "the cuDNN tarball" },
+	.uses_nvidia_repo = cudnn_uses_nvidia_repo,
 };

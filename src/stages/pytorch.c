@@ -1212,4 +1212,8 @@ const struct gp_stage gp_stage_pytorch = {
 	.apply = torch_apply,
 	.verify = torch_verify,
 	.prefetch = torch_prefetch,
+	.pin = &(const struct gp_stage_pin){ .method = "conda",
+	                                     .fallback = "conda",
+	                                     .key = KEY_INSTALLER_SHA256,
+	                                     .what = "the Miniforge installer" },
 };

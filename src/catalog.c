@@ -16,6 +16,7 @@
 #include "gpuprov/pkg.h"
 #include "gpuprov/profile.h"
 #include "gpuprov/root.h"
+#include "gpuprov/stages.h"
 
 /* Adds the NAME.json profiles in dir (as prefix + NAME) to names, and those
  * one directory level down when prefix is empty (distro/ubuntu2204). */
@@ -62,69 +63,39 @@ bool gp_catalog_enables_stage(const struct gp_profile *p)
 	return false;
 }
 
-/* The downloads a stage makes with a method, and the key that pins each
- * (the stages block without it: cuda.c, cudnn.c, driver.c, pytorch.c). */
-static const struct {
-	const char *stage, *method, *fallback, *key, *what;
-} artifact_pins[] = {
-	{ "driver", "runfile", NULL, "sha256", "the driver runfile" },
-	{ "cuda", "runfile", "repo", "sha256", "the CUDA runfile" },
-	{ "cudnn", "tarball", "tarball", "sha256", "the cuDNN tarball" },
-	{ "pytorch", "conda", "conda", "installer_sha256", "the Miniforge installer" },
-};
-
-/* Does the stage add NVIDIA's package repository on a fresh host? The
- * driver does unless it comes from Ubuntu's archive (source canonical, the
- * default on Ubuntu) or a runfile; a profile that names no distro leaves
- * that to the host, and is not judged here. */
-static bool uses_nvidia_repo(const struct gp_profile *p, const char *stage,
-                             const cJSON *cfg)
-{
-	if (strcmp(stage, "cuda") == 0)
-		return gp_streq(gp_json_string(cfg, "method", "repo"), "repo");
-	if (strcmp(stage, "cudnn") == 0)
-		return gp_streq(gp_json_string(cfg, "method", "tarball"), "apt");
-	if (strcmp(stage, "driver") != 0 ||
-	    gp_streq(gp_json_string(cfg, "method", NULL), "runfile"))
-		return false;
-	const char *source = gp_json_string(cfg, "source", NULL);
-	if (source)
-		return strcmp(source, "nvidia") == 0;
-	const cJSON *match = cJSON_GetObjectItemCaseSensitive(p->doc, "match");
-	const char *os = gp_json_string(match, "os_id", NULL);
-	return os && strcmp(os, "ubuntu") != 0;
-}
-
+/* The stages say what they download and whether they add NVIDIA's
+ * repository (.pin, .uses_nvidia_repo in their gp_stage rows); the downloads
+ * come first, then the repository, each in run order. */
 char **gp_catalog_missing_pins(const struct gp_profile *p)
 {
 	char **v = gp_xcalloc(1, sizeof(char *));
-	for (size_t i = 0; i < ARRAY_SIZE(artifact_pins); i++) {
-		const cJSON *cfg = gp_profile_stage(p, artifact_pins[i].stage);
-		const char *method = gp_json_string(cfg, "method",
-		                                    artifact_pins[i].fallback);
-		if (!cfg || !gp_streq(method, artifact_pins[i].method) ||
-		    gp_json_string(cfg, artifact_pins[i].key, NULL))
+	for (size_t i = 0; i < gp_stage_count; i++) {
+		const struct gp_stage *s = gp_stages[i];
+		const cJSON *cfg = s->pin ? gp_profile_stage(p, s->name) : NULL;
+		if (!cfg ||
+		    !gp_streq(gp_json_string(cfg, "method", s->pin->fallback),
+		              s->pin->method) ||
+		    gp_json_string(cfg, s->pin->key, NULL))
 			continue;
 		_cleanup_free_ char *why = gp_xasprintf(
 		    "stage %s: stages.%s.%s is not set: gpuprov downloads nothing "
 		    "without a pinned sha256 (%s)",
-		    artifact_pins[i].stage, artifact_pins[i].stage, artifact_pins[i].key,
-		    artifact_pins[i].what);
+		    s->name, s->name, s->pin->key, s->pin->what);
 		gp_strv_push(&v, why);
 	}
-	static const char *const repo_stages[] = { "driver", "cuda", "cudnn" };
 	struct gp_pkg_nvidia_repo nv;
 	gp_pkg_nvidia_repo(p, &nv);
 	/* No repository at all is the stage's own error, not a pin. */
 	_cleanup_free_ char *problem = nv.repo.url ? gp_pkg_repo_problem(&nv.repo) : NULL;
 	gp_pkg_nvidia_repo_free(&nv);
-	for (size_t i = 0; problem && i < ARRAY_SIZE(repo_stages); i++) {
-		const cJSON *cfg = gp_profile_stage(p, repo_stages[i]);
-		if (!cfg || !uses_nvidia_repo(p, repo_stages[i], cfg))
+	for (size_t i = 0; problem && i < gp_stage_count; i++) {
+		const struct gp_stage *s = gp_stages[i];
+		const cJSON *cfg = s->uses_nvidia_repo ? gp_profile_stage(p, s->name)
+		                                       : NULL;
+		if (!cfg || !s->uses_nvidia_repo(p, cfg))
 			continue;
 		_cleanup_free_ char *why = gp_xasprintf(
-		    "stage %s: cannot add NVIDIA's repository: %s", repo_stages[i],
-		    problem);
+		    "stage %s: cannot add NVIDIA's repository: %s", s->name, problem);
 		gp_strv_push(&v, why);
 	}
 	return v;

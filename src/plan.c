@@ -112,16 +112,21 @@ struct gp_stage_plan *gp_plan_add_stage(struct gp_plan *p, const char *name,
 	return sp;
 }
 
+void gp_reason_vset(char **reason, const char *fmt, va_list ap)
+{
+	/* Format before freeing: the old reason may be one of the arguments. */
+	char *text = gp_xvasprintf(fmt, ap);
+	free(*reason);
+	*reason = text;
+}
+
 void gp_stage_plan_set(struct gp_stage_plan *sp, enum gp_stage_state state,
                        const char *reason_fmt, ...)
 {
 	va_list ap;
 	va_start(ap, reason_fmt);
-	/* Format before freeing: the old reason may be one of the arguments. */
-	char *reason = gp_xvasprintf(reason_fmt, ap);
+	gp_reason_vset(&sp->reason, reason_fmt, ap);
 	va_end(ap);
-	free(sp->reason);
-	sp->reason = reason;
 	sp->state = state;
 }
 

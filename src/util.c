@@ -146,6 +146,17 @@ void gp_buf_printf(struct gp_buf *b, const char *fmt, ...)
 	free(s);
 }
 
+void gp_buf_written_by(struct gp_buf *b, const char *fmt, ...)
+{
+	gp_buf_puts(b, "# Written by gpuprov");
+	va_list ap;
+	va_start(ap, fmt);
+	_cleanup_free_ char *s = gp_xvasprintf(fmt, ap);
+	va_end(ap);
+	gp_buf_puts(b, s);
+	gp_buf_puts(b, "\n");
+}
+
 char *gp_buf_steal(struct gp_buf *b)
 {
 	char *s = b->data ? b->data : gp_xstrdup("");

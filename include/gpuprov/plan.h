@@ -3,6 +3,7 @@
  * render it as text (with unified diffs) or JSON. */
 #pragma once
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -99,6 +100,10 @@ struct gp_plan *gp_plan_new(const char *profile_name, const char *digest,
 void gp_plan_free(struct gp_plan *p);
 struct gp_stage_plan *gp_plan_add_stage(struct gp_plan *p, const char *name,
                                         const char *summary);
+/* Replaces *reason (freed) with the formatted text, which may use the old
+ * reason as an argument; shared by gp_stage_plan_set and gp_check_set. */
+void gp_reason_vset(char **reason, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 void gp_stage_plan_set(struct gp_stage_plan *sp, enum gp_stage_state state,
                        const char *reason_fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Appends an effect (the plan takes ownership of its fields). */

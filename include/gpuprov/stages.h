@@ -22,6 +22,16 @@ struct gp_check {
 void gp_check_set(struct gp_check *ck, enum gp_stage_state state, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A download a stage makes with one method and the key of its settings that
+ * pins it: `profiles lint` and `detect` call a profile without that key
+ * blocked (src/catalog.c). */
+struct gp_stage_pin {
+	const char *method; /* the "method" that downloads */
+	const char *fallback; /* the method when the profile names none, or NULL */
+	const char *key; /* the pinning key, e.g. "sha256" */
+	const char *what; /* the download in a message: "the driver runfile" */
+};
+
 struct gp_stage {
 	const char *name;
 	const char *summary;
@@ -49,6 +59,12 @@ struct gp_stage {
 	 * (sets ck BLOCKED, or leaves it alone), so that an install is blocked
 	 * before an earlier stage changes anything. 0, or -1 with c->err set. */
 	int (*preflight)(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck);
+	/* Optional: the download that must be pinned (see struct gp_stage_pin). */
+	const struct gp_stage_pin *pin;
+	/* Optional, read-only: whether the stage adds NVIDIA's package
+	 * repository on a fresh host with these settings, so that `profiles
+	 * lint` and `detect` hold it to that repository's pins. */
+	bool (*uses_nvidia_repo)(const struct gp_profile *p, const cJSON *cfg);
 };
 
 /* gp_stages[0..gp_stage_count), in run order. A stage whose hooks
@@ -87,6 +103,9 @@ extern const struct gp_stage gp_stage_pytorch;
 char *gp_hint_command(const struct gp_ctx *c, const char *command, const char *stage);
 char *gp_install_hint(const struct gp_ctx *c, const char *stage);
 
+/* Whether path reads (gp_ctx_read: as planned so far) exactly as want. */
+bool gp_stage_file_is(struct gp_ctx *c, const char *path, const char *want);
+
 /* Marks in the journal that tie a follow-up command to the input it ran
  * for (the initramfs rebuilt for this blacklist, ldconfig run for this
  * ld.so.conf.d file), so an interrupted run redoes exactly what is missing. */
@@ -94,6 +113,11 @@ bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key,
                       const char *value);
 void gp_stage_mark_set(struct gp_ctx *c, const char *stage, const char *key,
                        const char *value);
+/* Runs argv (gp_effect_run) unless the mark key says it already ran for
+ * value (a digest of the input it acts on), and sets the mark when it
+ * succeeds: update-initramfs for a blacklist, ldconfig for a file. 0 or -1. */
+int gp_stage_run_once(struct gp_ctx *c, const char *stage, const char *key,
+                      const char *value, char *const argv[]);
 /* The rows of a profile's "stages" object, one per stage in run order, each
  * with the stage's key table: what main() hands the profile loader
  * (gp_profile_use_stage_keys). */

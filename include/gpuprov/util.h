@@ -95,6 +95,10 @@ void gp_buf_puts(struct gp_buf *b, const char *s);
 void gp_buf_printf(struct gp_buf *b, const char *fmt, ...) _printf_(2, 3);
 char *gp_buf_steal(struct gp_buf *b); /* returns data ("" if empty), resets b */
 void gp_buf_free(struct gp_buf *b);
+/* The first line of the comment that opens a file gpuprov writes: "# Written by
+ * gpuprov", fmt's text (one line) and a newline. Further comment lines, "# "
+ * each, are the caller's. */
+void gp_buf_written_by(struct gp_buf *b, const char *fmt, ...) _printf_(2, 3);
 
 /* A command's output quoted in one line for an error message: from the
  * first line that starts with from (NULL or absent: the whole text), its

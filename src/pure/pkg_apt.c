@@ -61,11 +61,12 @@ static char *apt_repo_text(const struct gp_pkg_repo *repo, const char *keyring,
                            const char *fpr)
 {
 	const char *suite = repo->suite ? repo->suite : "/";
-	return gp_xasprintf("# Written by gpuprov: repository %s, signed by key %s\n"
-	                    "deb [signed-by=%s] %s %s%s%s\n",
-	                    repo->id, fpr, keyring, repo->url, suite,
-	                    repo->components ? " " : "",
-	                    repo->components ? repo->components : "");
+	struct gp_buf b = { 0 };
+	gp_buf_written_by(&b, ": repository %s, signed by key %s", repo->id, fpr);
+	gp_buf_printf(&b, "deb [signed-by=%s] %s %s%s%s\n", keyring, repo->url, suite,
+	              repo->components ? " " : "",
+	              repo->components ? repo->components : "");
+	return gp_buf_steal(&b);
 }
 
 static char *apt_keyring_path(const struct gp_pkg_repo *repo, bool armored)

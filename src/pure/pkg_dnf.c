@@ -44,10 +44,13 @@ static char *dnf_repo_path(const struct gp_pkg_repo *repo)
 static char *dnf_repo_text(const struct gp_pkg_repo *repo, const char *keyring,
                            const char *fpr)
 {
-	return gp_xasprintf("# Written by gpuprov: signed by key %s\n"
-	                    "[%s]\nname=%s\nbaseurl=%s\nenabled=1\ngpgcheck=1\n"
-	                    "gpgkey=file://%s\n",
-	                    fpr, repo->id, repo->id, repo->url, keyring);
+	struct gp_buf b = { 0 };
+	gp_buf_written_by(&b, ": signed by key %s", fpr);
+	gp_buf_printf(&b,
+	              "[%s]\nname=%s\nbaseurl=%s\nenabled=1\ngpgcheck=1\n"
+	              "gpgkey=file://%s\n",
+	              repo->id, repo->id, repo->url, keyring);
+	return gp_buf_steal(&b);
 }
 
 static char *dnf_keyring_path(const struct gp_pkg_repo *repo, bool armored)

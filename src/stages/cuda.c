@@ -493,6 +493,11 @@ static int cuda_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep
 	return 0;
 }
 
+static bool cuda_uses_nvidia_repo(const struct gp_profile *p, const cJSON *cfg)
+{
+	return gp_streq(gp_json_string(cfg, KEY_METHOD, "repo"), "repo");
+}
+
 const struct gp_stage gp_stage_cuda = {
 	.name = "cuda",
 	.summary = "CUDA toolkit",
@@ -502,4 +507,9 @@ const struct gp_stage gp_stage_cuda = {
 	.check = cuda_check,
 	.apply = cuda_apply,
 	.verify = cuda_verify,
+	.pin = &(const struct gp_stage_pin){ .method = "runfile",
+	                                     .fallback = "repo",
+	                                     .key = KEY_SHA256,
+	                                     .what = "the CUDA runfile" },
+	.uses_nvidia_repo = cuda_uses_nvidia_repo,
 };

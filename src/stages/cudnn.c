@@ -393,9 +393,10 @@ static bool cudnn_soname(const char *name, long major)
 /* What the ld.so.conf.d file says: the toolkit's lib64, where the links are. */
 static char *ld_conf_text(const struct gp_ctx *c, const struct cudnn_settings *s)
 {
-	return gp_xasprintf(
-	    "# Written by gpuprov (stage cudnn) from profile %s.\n%s/lib64\n",
-	    c->profile->name, s->base);
+	struct gp_buf b = { 0 };
+	gp_buf_written_by(&b, " (stage cudnn) from profile %s.", c->profile->name);
+	gp_buf_printf(&b, "%s/lib64\n", s->base);
+	return gp_buf_steal(&b);
 }
 
 /* What verify looks at, for check: the ld.so.conf.d file as apply writes it,
@@ -815,6 +816,11 @@ static int cudnn_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *re
 	return 0;
 }
 
+static bool cudnn_uses_nvidia_repo(const struct gp_profile *p, const cJSON *cfg)
+{
+	return gp_streq(gp_json_string(cfg, KEY_METHOD, "tarball"), "apt");
+}
+
 const struct gp_stage gp_stage_cudnn = {
 	.name = "cudnn",
 	.summary = "cuDNN libraries and headers",
@@ -825,4 +831,9 @@ const struct gp_stage gp_stage_cudnn = {
 	.apply = cudnn_apply,
 	.verify = cudnn_verify,
 	.prefetch = cudnn_prefetch,
+	.pin = &(const struct gp_stage_pin){ .method = "tarball",
+	                                     .fallback = "tarball",
+	                                     .key = KEY_SHA256,
+	                                     .what = "the cuDNN tarball" },
+	.uses_nvidia_repo = cudnn_uses_nvidia_repo,
 };

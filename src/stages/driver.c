@@ -770,11 +770,13 @@ static int mok_config(struct gp_ctx *c, const struct drv *d)
 	if (!d->mok_key || !d->mok_cert || d->ch.method == GP_DRV_RUNFILE ||
 	    d->ch.prebuilt)
 		return 0;
-	_cleanup_free_ char *text = gp_xasprintf(
-	    "# Written by gpuprov (stage driver): DKMS signs the NVIDIA modules with\n"
-	    "# this Machine Owner Key so that Secure Boot loads them.\n"
-	    "mok_signing_key=%s\nmok_certificate=%s\n",
-	    d->mok_key, d->mok_cert);
+	struct gp_buf b = { 0 };
+	gp_buf_written_by(&b, " (stage driver): DKMS signs the NVIDIA modules with");
+	gp_buf_printf(&b,
+	              "# this Machine Owner Key so that Secure Boot loads them.\n"
+	              "mok_signing_key=%s\nmok_certificate=%s\n",
+	              d->mok_key, d->mok_cert);
+	_cleanup_free_ char *text = gp_buf_steal(&b);
 	return gp_effect_write(c, MOK_CONF, text, strlen(text), 0644);
 }
 
@@ -1182,6 +1184,21 @@ static int driver_prefetch(struct gp_ctx *c, const cJSON *cfg)
 	return 0;
 }
 
+/* Adds NVIDIA's package repository unless the driver comes from Ubuntu's
+ * archive (source canonical, the default on Ubuntu) or a runfile; a profile
+ * that names no distro leaves that to the host, and is not judged. */
+static bool driver_uses_nvidia_repo(const struct gp_profile *p, const cJSON *cfg)
+{
+	if (gp_streq(gp_json_string(cfg, KEY_METHOD, NULL), "runfile"))
+		return false;
+	const char *source = gp_json_string(cfg, KEY_SOURCE, NULL);
+	if (source)
+		return strcmp(source, "nvidia") == 0;
+	const cJSON *match = cJSON_GetObjectItemCaseSensitive(p->doc, "match");
+	const char *os = gp_json_string(match, "os_id", NULL);
+	return os && strcmp(os, "ubuntu") != 0;
+}
+
 const struct gp_stage gp_stage_driver = {
 	.name = "driver",
 	.summary = "NVIDIA kernel driver and user-space libraries",
@@ -1194,4 +1211,8 @@ const struct gp_stage gp_stage_driver = {
 	.verify = driver_verify,
 	.prefetch = driver_prefetch,
 	.preflight = driver_preflight,
+	.pin = &(const struct gp_stage_pin){ .method = "runfile",
+	                                     .key = KEY_SHA256,
+	                                     .what = "the driver runfile" },
+	.uses_nvidia_repo = driver_uses_nvidia_repo,
 };

@@ -208,12 +208,11 @@ static void append_prepend(struct gp_buf *b, const char *var, char *const *dirs)
 static char *render_script(const struct gp_ctx *c, const struct env_settings *s)
 {
 	struct gp_buf b = { 0 };
-	gp_buf_printf(
-	    &b,
-	    "# Written by gpuprov (stage env) from profile %s; gpuprov replaces\n"
-	    "# this file, so change the profile instead. POSIX sh, safe to source\n"
-	    "# more than once.\n",
-	    c->profile->name);
+	gp_buf_written_by(&b, " (stage env) from profile %s; gpuprov replaces",
+	                  c->profile->name);
+	gp_buf_puts(
+	    &b, "# this file, so change the profile instead. POSIX sh, safe to source\n"
+	        "# more than once.\n");
 	gp_buf_puts(&b, "CUDA_HOME=");
 	append_sh_quoted(&b, s->cuda_home);
 	gp_buf_puts(&b, "\nexport CUDA_HOME\n");
@@ -230,19 +229,10 @@ static char *render_script(const struct gp_ctx *c, const struct env_settings *s)
 static char *render_ld_conf(const struct gp_ctx *c, const struct env_settings *s)
 {
 	struct gp_buf b = { 0 };
-	gp_buf_printf(&b, "# Written by gpuprov (stage env) from profile %s.\n",
-	              c->profile->name);
+	gp_buf_written_by(&b, " (stage env) from profile %s.", c->profile->name);
 	for (size_t i = 0; s->ld_library_path[i]; i++)
 		gp_buf_printf(&b, "%s\n", s->ld_library_path[i]);
 	return gp_buf_steal(&b);
-}
-
-static bool file_is(struct gp_ctx *c, const char *path, const char *want)
-{
-	_cleanup_free_ char *have = NULL;
-	size_t len = 0;
-	return gp_ctx_read(c, path, &have, &len) == 0 && len == strlen(want) &&
-	       memcmp(have, want, len) == 0;
 }
 
 static void sha_of(const char *s, char out[65])
@@ -270,13 +260,12 @@ static const char *conda_prefix(const struct gp_ctx *c)
 static char *render_conda(const struct gp_ctx *c, const char *prefix)
 {
 	struct gp_buf b = { 0 };
-	gp_buf_printf(
-	    &b,
-	    "# Written by gpuprov (stage env) from profile %s; gpuprov replaces\n"
-	    "# this file, so change the profile instead. Makes `conda` a shell\n"
-	    "# function in login shells, as `conda init` would, without ~/.bashrc.\n"
-	    "if [ -f ",
-	    c->profile->name);
+	gp_buf_written_by(&b, " (stage env) from profile %s; gpuprov replaces",
+	                  c->profile->name);
+	gp_buf_puts(
+	    &b, "# this file, so change the profile instead. Makes `conda` a shell\n"
+	        "# function in login shells, as `conda init` would, without ~/.bashrc.\n"
+	        "if [ -f ");
 	_cleanup_free_ char *sh = gp_xasprintf("%s/etc/profile.d/conda.sh", prefix);
 	append_sh_quoted(&b, sh);
 	gp_buf_puts(&b, " ]; then\n\t. ");
@@ -297,8 +286,8 @@ static char *conda_state(struct gp_ctx *c, const cJSON *cfg)
 	if (!prefix)
 		return NULL;
 	_cleanup_free_ char *want = render_conda(c, prefix);
-	return gp_xstrdup(file_is(c, CONDA_SCRIPT, want) ? ""
-	                                                 : CONDA_SCRIPT
+	return gp_xstrdup(gp_stage_file_is(c, CONDA_SCRIPT, want) ? ""
+	                                                          : CONDA_SCRIPT
 	                      " differs from the profile");
 }
 
@@ -327,8 +316,8 @@ static int env_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	_cleanup_free_ char *ld_conf = render_ld_conf(c, &s);
 	char sha[65];
 	sha_of(ld_conf, sha);
-	bool script_ok = file_is(c, PROFILE_SCRIPT, script);
-	bool ld_ok = file_is(c, LD_CONF, ld_conf);
+	bool script_ok = gp_stage_file_is(c, PROFILE_SCRIPT, script);
+	bool ld_ok = gp_stage_file_is(c, LD_CONF, ld_conf);
 	bool ldconfig_ok = gp_stage_mark_is(c, "env", MARK_LDCONFIG, sha);
 	if (script_ok && ld_ok && ldconfig_ok && !*conda)
 		gp_check_set(ck, GP_STATE_SATISFIED, "%s and %s up to date%s",
@@ -367,12 +356,9 @@ static int env_apply(struct gp_ctx *c, const cJSON *cfg)
 		rc = apply_conda(c, cfg);
 	if (rc == 0)
 		rc = gp_effect_write(c, LD_CONF, ld_conf, strlen(ld_conf), 0644);
-	if (rc == 0 && !gp_stage_mark_is(c, "env", MARK_LDCONFIG, sha)) {
-		char *const ldconfig[] = { "ldconfig", NULL };
-		rc = gp_effect_run(c, ldconfig);
-		if (rc == 0)
-			gp_stage_mark_set(c, "env", MARK_LDCONFIG, sha);
-	}
+	char *const ldconfig[] = { "ldconfig", NULL };
+	if (rc == 0)
+		rc = gp_stage_run_once(c, "env", MARK_LDCONFIG, sha, ldconfig);
 	env_settings_free(&s);
 	return rc;
 }
@@ -445,7 +431,7 @@ static void verify_conda(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 	}
 	_cleanup_free_ char *want = render_conda(c, prefix);
 	_cleanup_free_ char *sh = gp_xasprintf("%s/etc/profile.d/conda.sh", prefix);
-	bool ok = file_is(c, CONDA_SCRIPT, want);
+	bool ok = gp_stage_file_is(c, CONDA_SCRIPT, want);
 	_cleanup_free_ char *install = gp_install_hint(c, "env");
 	gp_report_add(rep, "env.conda_init", ok ? GP_PASS : GP_FAIL, "conda_init",
 	              install, "%s %s", CONDA_SCRIPT,
@@ -465,10 +451,10 @@ static int env_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 	_cleanup_free_ char *install = gp_install_hint(c, "env");
 	_cleanup_free_ char *ld_conf = render_ld_conf(c, &s);
 	gp_report_add(rep, "env.ld_conf",
-	              file_is(c, LD_CONF, ld_conf) ? GP_PASS : GP_FAIL,
+	              gp_stage_file_is(c, LD_CONF, ld_conf) ? GP_PASS : GP_FAIL,
 	              "linker configuration", install, "%s %s", LD_CONF,
-	              file_is(c, LD_CONF, ld_conf) ? "matches the profile"
-	                                           : "is missing or differs");
+	              gp_stage_file_is(c, LD_CONF, ld_conf) ? "matches the profile"
+	                                                    : "is missing or differs");
 	/* The script path is an argument, not part of the (fixed) shell program. */
 	char *const argv[] = { "sh", "-c",           ". \"$1\" && . \"$1\" && env",
 		               "sh", PROFILE_SCRIPT, NULL };

@@ -60,13 +60,19 @@ static const struct gp_key nouveau_keys[] = {
 	GP_KEY_END,
 };
 
-static const char blacklist_text[] =
-    "# Written by gpuprov (stage nouveau): keeps nouveau and nova_core off NVIDIA\n"
-    "# GPUs so the NVIDIA driver can bind them. modeset=0 also stops a nouveau\n"
-    "# that is loaded anyway (blacklist only stops loading by alias).\n"
-    "blacklist nouveau\n"
-    "options nouveau modeset=0\n"
-    "blacklist nova_core\n";
+static char *blacklist_text(void)
+{
+	struct gp_buf b = { 0 };
+	gp_buf_written_by(&b, " (stage nouveau): keeps nouveau and nova_core off NVIDIA");
+	gp_buf_puts(
+	    &b,
+	    "# GPUs so the NVIDIA driver can bind them. modeset=0 also stops a nouveau\n"
+	    "# that is loaded anyway (blacklist only stops loading by alias).\n"
+	    "blacklist nouveau\n"
+	    "options nouveau modeset=0\n"
+	    "blacklist nova_core\n");
+	return gp_buf_steal(&b);
+}
 
 struct nouveau_facts {
 	bool blacklisted; /* blacklist nouveau + modeset=0 */
@@ -297,20 +303,15 @@ static int nouveau_apply(struct gp_ctx *c, const cJSON *cfg)
 	if (rc < 0)
 		goto out;
 	if (!config_done(&f)) {
-		rc = gp_effect_write(c, blacklist_file(cfg), blacklist_text,
-		                     sizeof blacklist_text - 1, 0644);
+		_cleanup_free_ char *text = blacklist_text();
+		rc = gp_effect_write(c, blacklist_file(cfg), text, strlen(text), 0644);
 		if (rc < 0)
 			goto out;
 		config_fingerprint(c, blacklist_file(cfg), f.fingerprint);
-		f.initramfs_current = gp_stage_mark_is(c, "nouveau", MARK_INITRAMFS,
-		                                       f.fingerprint);
 	}
-	if (!f.initramfs_current) {
-		rc = gp_effect_run(c, initramfs);
-		if (rc < 0)
-			goto out;
-		gp_stage_mark_set(c, "nouveau", MARK_INITRAMFS, f.fingerprint);
-	}
+	rc = gp_stage_run_once(c, "nouveau", MARK_INITRAMFS, f.fingerprint, initramfs);
+	if (rc < 0)
+		goto out;
 	if (in_use(&f)) {
 		_cleanup_free_ char *use = in_use_text(&f);
 		_cleanup_free_ char *why = gp_xasprintf(

@@ -497,11 +497,10 @@ static void append_yaml_quoted(struct gp_buf *b, const char *s)
 static char *render_condarc(const struct gp_ctx *c, const struct torch *t)
 {
 	struct gp_buf b = { 0 };
-	gp_buf_printf(&b,
-	              "# Written by gpuprov (stage pytorch) from profile %s; gpuprov\n"
-	              "# replaces this file, so change the profile instead.\n"
-	              "channels:\n",
-	              c->profile->name);
+	gp_buf_written_by(&b, " (stage pytorch) from profile %s; gpuprov",
+	                  c->profile->name);
+	gp_buf_puts(&b, "# replaces this file, so change the profile instead.\n"
+	                "channels:\n");
 	for (size_t i = 0; t->channels[i]; i++) {
 		gp_buf_puts(&b, "  - ");
 		append_yaml_quoted(&b, t->channels[i]);
@@ -566,11 +565,10 @@ static void append_trusted_hosts(struct gp_buf *b, const struct torch *t)
 static char *render_pip_conf(const struct gp_ctx *c, const struct torch *t)
 {
 	struct gp_buf b = { 0 };
-	gp_buf_printf(&b,
-	              "# Written by gpuprov (stage pytorch) from profile %s; gpuprov\n"
-	              "# replaces this file, so change the profile instead.\n"
-	              "[global]\n",
-	              c->profile->name);
+	gp_buf_written_by(&b, " (stage pytorch) from profile %s; gpuprov",
+	                  c->profile->name);
+	gp_buf_puts(&b, "# replaces this file, so change the profile instead.\n"
+	                "[global]\n");
 	if (t->index)
 		gp_buf_printf(&b, "index-url = %s\n", t->index);
 	for (size_t i = 0; t->extra && t->extra[i]; i++)
@@ -583,14 +581,6 @@ static char *render_pip_conf(const struct gp_ctx *c, const struct torch *t)
 		gp_buf_printf(&b, "proxy = %s\n", t->proxy);
 	gp_buf_puts(&b, "disable-pip-version-check = true\nno-input = true\n");
 	return gp_buf_steal(&b);
-}
-
-static bool file_is(struct gp_ctx *c, const char *path, const char *want)
-{
-	_cleanup_free_ char *have = NULL;
-	size_t len = 0;
-	return gp_ctx_read(c, path, &have, &len) == 0 && len == strlen(want) &&
-	       memcmp(have, want, len) == 0;
 }
 
 /* What is there, against the profile. */
@@ -629,7 +619,7 @@ static void survey(struct gp_ctx *c, const struct torch *t, struct survey *s)
 	s->conda_ok = !is_conda(t) || gp_ctx_exists(c, t->conda);
 	s->condarc = render_condarc(c, t);
 	s->condarc_path = gp_xasprintf("%s/.condarc", t->prefix);
-	s->condarc_ok = !is_conda(t) || file_is(c, s->condarc_path, s->condarc);
+	s->condarc_ok = !is_conda(t) || gp_stage_file_is(c, s->condarc_path, s->condarc);
 	s->pyver = env_python(c, t);
 	s->python_ok = s->pyver && (!t->python || python_matches(t->python, s->pyver));
 	if (s->python_ok && !is_conda(t)) {
@@ -641,7 +631,8 @@ static void survey(struct gp_ctx *c, const struct torch *t, struct survey *s)
 	}
 	s->pip_conf = render_pip_conf(c, t);
 	s->pip_conf_path = gp_xasprintf("%s/pip.conf", t->envdir);
-	s->pip_conf_ok = !pip_installs(t) || file_is(c, s->pip_conf_path, s->pip_conf);
+	s->pip_conf_ok = !pip_installs(t) ||
+	                 gp_stage_file_is(c, s->pip_conf_path, s->pip_conf);
 	s->missing = gp_xcalloc(1, sizeof(char *));
 	s->missing_want = gp_xcalloc(1, sizeof(char *));
 	for (size_t i = 0; t->want[i]; i++) {
@@ -1221,4 +1212,8 @@ const struct gp_stage gp_stage_pytorch = {
 	.apply = torch_apply,
 	.verify = torch_verify,
 	.prefetch = torch_prefetch,
+	.pin = &(const struct gp_stage_pin){ .method = "conda",
+	                                     .fallback = "conda",
+	                                     .key = KEY_INSTALLER_SHA256,
+	                                     .what = "the Miniforge installer" },
 };

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gpuprov/json.h"
+#include "gpuprov/plan.h"
 #include "gpuprov/stages.h"
 
 const struct gp_stage *const gp_stages[] = {
@@ -47,11 +48,8 @@ void gp_check_set(struct gp_check *ck, enum gp_stage_state state, const char *fm
 {
 	va_list ap;
 	va_start(ap, fmt);
-	/* Format before freeing: the old reason may be one of the arguments. */
-	char *reason = gp_xvasprintf(fmt, ap);
+	gp_reason_vset(&ck->reason, fmt, ap);
 	va_end(ap);
-	free(ck->reason);
-	ck->reason = reason;
 	ck->state = state;
 }
 
@@ -85,6 +83,14 @@ char *gp_install_hint(const struct gp_ctx *c, const char *stage)
 	return gp_xasprintf("run '%s'", cmd);
 }
 
+bool gp_stage_file_is(struct gp_ctx *c, const char *path, const char *want)
+{
+	_cleanup_free_ char *have = NULL;
+	size_t len = 0;
+	return gp_ctx_read(c, path, &have, &len) == 0 && len == strlen(want) &&
+	       memcmp(have, want, len) == 0;
+}
+
 bool gp_stage_mark_is(struct gp_ctx *c, const char *stage, const char *key,
                       const char *value)
 {
@@ -97,6 +103,17 @@ void gp_stage_mark_set(struct gp_ctx *c, const char *stage, const char *key,
                        const char *value)
 {
 	gp_json_set_string(gp_journal_stage(&c->journal, stage), key, value);
+}
+
+int gp_stage_run_once(struct gp_ctx *c, const char *stage, const char *key,
+                      const char *value, char *const argv[])
+{
+	if (gp_stage_mark_is(c, stage, key, value))
+		return 0;
+	if (gp_effect_run(c, argv) < 0)
+		return -1;
+	gp_stage_mark_set(c, stage, key, value);
+	return 0;
 }
 
 const struct gp_key *gp_stages_profile_keys(void)

@@ -79,3 +79,49 @@ EOF
 	run sh "$check" "$tree"
 	[ "$status" -eq 0 ]
 }
+
+@test "srccheck: GP_EXIT_ outside the CLI fails, in the CLI files it does not" {
+	cat > "$tree/sys/e.c" <<'EOF2'
+/* GP_EXIT_USAGE in a comment is fine */
+static int e(struct gp_err *err)
+{
+	return gp_fail(err, GP_EXIT_BLOCKED, "blocked");
+}
+EOF2
+	cat > "$tree/stages/s.h" <<'EOF2'
+#define S_FAILED (GP_EXIT_APPLY_FAILED)
+EOF2
+	printf 'int main(void)\n{\n\treturn GP_EXIT_OK;\n}\n' > "$tree/main.c"
+	printf 'static int x = GP_EXIT_USAGE;\n' > "$tree/detect.c"
+	run sh "$check" "$tree"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"$tree/sys/e.c:4: GP_EXIT_BLOCKED outside the CLI: below it code returns error codes"* ]]
+	[[ "$output" == *"$tree/stages/s.h:1: GP_EXIT_APPLY_FAILED outside the CLI: "* ]]
+	[ "$(printf '%s\n' "$output" | wc -l)" -eq 2 ]
+}
+
+@test "srccheck: a stage that uses the door's own helpers fails" {
+	cat > "$tree/stages/d.c" <<'EOF2'
+static int apply(struct gp_ctx *c, char ***v)
+{
+	/* gp_ctx_save_journal(c) in a comment is fine */
+	gp_ctx_walk(c, "/opt/x",
+	            gp_ctx_collect_path, v);
+	gp_ctx_record_fingerprint(c, "/etc/x");
+	if (gp_ctx_make_parent(c, "/etc/x") < 0)
+		return -1;
+	gp_log(c, "%s", gp_ctx_stage_name(c));
+	return gp_ctx_save_journal(c);
+}
+EOF2
+	cp "$tree/stages/d.c" "$tree/sys/d.c"
+	run sh "$check" "$tree"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"$tree/stages/d.c:4: a stage uses gp_ctx_walk: it is the effect door's own helper, not for stages"* ]]
+	[[ "$output" == *"$tree/stages/d.c:5: a stage uses gp_ctx_collect_path: "* ]]
+	[[ "$output" == *"$tree/stages/d.c:6: a stage uses gp_ctx_record_fingerprint: "* ]]
+	[[ "$output" == *"$tree/stages/d.c:7: a stage uses gp_ctx_make_parent: "* ]]
+	[[ "$output" == *"$tree/stages/d.c:9: a stage uses gp_ctx_stage_name: "* ]]
+	[[ "$output" == *"$tree/stages/d.c:10: a stage uses gp_ctx_save_journal: "* ]]
+	[ "$(printf '%s\n' "$output" | wc -l)" -eq 6 ]
+}

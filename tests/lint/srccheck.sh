@@ -5,12 +5,18 @@
 # each breach and exits 1 when there is one.
 #  - Anywhere: no sprintf, vsprintf, strcpy, strcat, atoi, atol, atoll,
 #    system, popen, gets (unbounded writes, unchecked numbers, shell strings).
+#  - GP_EXIT_* only in the CLI (DIR/main.c, engine.c, catalog.c, detect.c,
+#    stagelist.c, exitcodes.c): below it code returns error codes
+#    (docs/architecture.md, "Errors").
 #  - In DIR/stages/*.c: no root writes (gp_root_write_atomic, gp_root_mkdir_p,
 #    gp_root_unlink, gp_root_symlink, gp_root_remove_tree, gp_rm_tree_at, the
 #    raw gp_root_openat/gp_root_open_parent, or their libc twins), no command
 #    runner (gp_run, fork, exec*, posix_spawn*), no fopen, and no reading of
 #    dry_run: a stage changes the target only through the effect door
-#    (include/gpuprov/context.h), which also knows the mode.
+#    (include/gpuprov/context.h), which also knows the mode. Nor the door's
+#    own helpers that context.h marks "not for stages" (gp_ctx_stage_name,
+#    gp_ctx_save_journal, gp_ctx_make_parent, gp_ctx_record_fingerprint,
+#    gp_ctx_walk, gp_ctx_collect_path), called or passed.
 set -u
 dir=${1:-src}
 if [ ! -d "$dir" ]; then
@@ -20,7 +26,7 @@ fi
 files=$(find "$dir" -name '*.c' -o -name '*.h' | LC_ALL=C sort)
 [ -n "$files" ] || exit 0
 # shellcheck disable=SC2086 # files is a list of paths without blanks
-awk -v stagedir="$dir/stages/" '
+awk -v stagedir="$dir/stages/" -v dir="$dir/" '
 # Blanks out comments, string and character literals (keeping the line
 # numbers), so that only code is matched.
 function strip(line,    out, i, c, n) {
@@ -77,6 +83,8 @@ FNR == 1 {
 	incomment = 0
 	quote = ""
 	stage = index(FILENAME, stagedir) == 1 && FILENAME ~ /\.c$/
+	rel = index(FILENAME, dir) == 1 ? substr(FILENAME, length(dir) + 1) : FILENAME
+	cli = rel ~ /^(main|engine|catalog|detect|stagelist|exitcodes)\.c$/
 }
 {
 	quote = ""
@@ -90,8 +98,19 @@ FNR == 1 {
 	f = called(code, "system|popen")
 	if (f != "")
 		report(f " is banned: it runs a shell string (build an argv and use gp_run, src/sys/run.c)")
+	if (!cli && match(code, /(^|[^A-Za-z0-9_])GP_EXIT_[A-Za-z0-9_]*/)) {
+		f = substr(code, RSTART, RLENGTH)
+		sub(/^[^A-Za-z0-9_]/, "", f)
+		report(f " outside the CLI: below it code returns error codes and main() chooses the exit status (docs/architecture.md, \"Errors\")")
+	}
 	if (!stage)
 		next
+	if (match(code, /(^|[^A-Za-z0-9_])(gp_ctx_stage_name|gp_ctx_save_journal|gp_ctx_make_parent|gp_ctx_record_fingerprint|gp_ctx_walk|gp_ctx_collect_path)([^A-Za-z0-9_]|$)/)) {
+		f = substr(code, RSTART, RLENGTH)
+		sub(/^[^A-Za-z0-9_]/, "", f)
+		sub(/[^A-Za-z0-9_]$/, "", f)
+		report("a stage uses " f ": it is the effect door\047s own helper, not for stages (include/gpuprov/context.h)")
+	}
 	f = called(code, "gp_root_write_atomic|gp_root_mkdir_p|gp_root_unlink|gp_root_symlink|gp_root_remove_tree|gp_rm_tree_at|gp_root_openat|gp_root_open_parent")
 	if (f != "")
 		report("a stage calls " f ": stages change the target only through the effect door (gp_effect_* in include/gpuprov/context.h)")

@@ -96,6 +96,18 @@ static void test_strv_split_many_items_is_linear(void **state)
 	free(text);
 }
 
+static void test_buf_written_by_opens_one_comment_line(void **state)
+{
+	(void)state;
+	struct gp_buf b = { 0 };
+	gp_buf_written_by(&b, " (stage %s) from profile %s.", "env", "p1");
+	gp_buf_puts(&b, "body\n");
+	char *s = gp_buf_steal(&b);
+	assert_string_equal(s,
+	                    "# Written by gpuprov (stage env) from profile p1.\nbody\n");
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -104,6 +116,7 @@ int main(void)
 		cmocka_unit_test(test_excerpt_bounded_at_utf8_boundary),
 		cmocka_unit_test(test_strv_append_keeps_items_across_growth),
 		cmocka_unit_test(test_strv_split_many_items_is_linear),
+		cmocka_unit_test(test_buf_written_by_opens_one_comment_line),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,12 +26,21 @@ static bool allow_http(const struct gp_ctx *c)
 	                         c->profile->doc, "allow_insecure_http"));
 }
 
+/* The options of every fetcher of the run, the main one and the background
+ * thread's: the context's (their progress callback, which the engine
+ * installed, is thread-safe), with the profile's allow_insecure_http. */
+static struct gp_fetch_opts fetch_opts(struct gp_ctx *c)
+{
+	struct gp_fetch_opts o = c->fetch_opts;
+	o.allow_http = allow_http(c);
+	return o;
+}
+
 static int get_fetcher(struct gp_ctx *c)
 {
 	if (c->fetcher)
 		return 0;
-	struct gp_fetch_opts o = c->fetch_opts;
-	o.allow_http = allow_http(c);
+	struct gp_fetch_opts o = fetch_opts(c);
 	if (gp_fetcher_new(&c->root, &o, &c->fetcher, c->err) < 0)
 		return -1;
 	return 0;
@@ -211,15 +220,6 @@ static int extract_cached(struct gp_ctx *c, const char *archive_path, const char
 	return rc;
 }
 
-/* The options of a background download: the context's (their progress
- * callback, which the engine installed, is thread-safe). */
-static struct gp_fetch_opts background_opts(struct gp_ctx *c)
-{
-	struct gp_fetch_opts o = c->fetch_opts;
-	o.allow_http = allow_http(c);
-	return o;
-}
-
 /* Extracts while pf downloads: the archive layer hashes what it reads and
  * renames into place only once it matched; the reader ends only after the
  * download's own check. When the stream breaks (the download started over,
@@ -282,7 +282,7 @@ int gp_effect_download_extract(struct gp_ctx *c, const struct gp_fetch_artifact 
 	struct gp_prefetch *pf = c->prefetch;
 	if (!cached && !gp_prefetch_has(pf, a->sha256)) {
 		gp_prefetch_list_add(&own, a);
-		struct gp_fetch_opts o = background_opts(c);
+		struct gp_fetch_opts o = fetch_opts(c);
 		struct gp_err err = { 0 };
 		if (gp_prefetch_start(own, &c->root, &o, &err) < 0)
 			gp_log(c, "cannot download in the background: %s", err.msg);
@@ -331,7 +331,7 @@ size_t gp_ctx_prefetch_start(struct gp_ctx *c)
 		gp_log(c, "no background downloads: %s", c->err->msg);
 		return 0;
 	}
-	struct gp_fetch_opts o = background_opts(c);
+	struct gp_fetch_opts o = fetch_opts(c);
 	struct gp_err err = { 0 };
 	if (gp_prefetch_start(c->prefetch, &c->root, &o, &err) < 0) {
 		gp_log(c, "no background downloads: %s", err.msg);

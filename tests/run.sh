@@ -11,7 +11,8 @@ export GPUPROV GPUPROV_TEST_CACHE
 mkdir -p "$GPUPROV_TEST_CACHE"
 
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+failures=$(mktemp)
+trap 'rm -f "$out" "$failures"' EXIT
 passed=0 failed=0 skipped=0
 
 # Counts TAP lines from a file: "ok", "not ok", and "# skip" directives.
@@ -34,8 +35,16 @@ run_tap() {
 	rc=$?
 	sed "s/^/[$label] /" "$out"
 	count_tap "$out"
+	# Each failure with the diagnostics that follow it, kept for the end.
+	awk -v label="$label" '
+		/^not ok / && !/# [Ss][Kk][Ii][Pp]/ { keep = 1; n = 0; print "[" label "] " $0; next }
+		/^(ok|not ok) / { keep = 0 }
+		keep && /^#/ && n < 60 { n++; print "[" label "] " $0 }
+	' "$out" >> "$failures"
 	if [ "$rc" -ne 0 ] && ! grep -q '^not ok ' "$out"; then
 		echo "[$label] exited with status $rc"
+		echo "[$label] exited with status $rc" >> "$failures"
+		tail -n 20 "$out" | sed "s/^/[$label] /" >> "$failures"
 		failed=$((failed + 1))
 	fi
 }
@@ -48,5 +57,11 @@ if ls "$here"/e2e/*.bats > /dev/null 2>&1; then
 	run_tap e2e bats --tap "$here"/e2e
 fi
 
+# The failures again at the end, where a truncated log still shows them.
+if [ -s "$failures" ]; then
+	echo "=== failed tests"
+	cat "$failures"
+	echo "=== end of failed tests"
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -421,14 +421,17 @@ make_tarball() {
 # tests/fixtures/httpd.py on 127.0.0.1; sets PORT and CA. The server's
 # stdin and stdout are fifos: its first line is read (bounded wait, no
 # polling), and it exits when HTTPD_FD closes (stop_https_server) or after
-# 60 s. HTTPD_ARGS, when set, adds options (split on spaces: --tree,
+# 20 minutes, a backstop for a server whose fd a child kept open: a setup
+# that installs twice with pip under ASan on a loaded machine outlived the
+# 60 s this used to be, and the server was gone for its second install.
+# HTTPD_ARGS, when set, adds options (split on spaces: --tree,
 # --notify FIFO, --release FIFO); HTTPD_TLS= (empty) serves plain HTTP.
 start_https_server() {
 	WWW=$BATS_TEST_TMPDIR/www
 	mkdir -p "$WWW"
 	mkfifo "$BATS_TEST_TMPDIR/httpd.in" "$BATS_TEST_TMPDIR/httpd.out"
 	"$PYTHON" "$REPO_ROOT/tests/fixtures/httpd.py" --dir "$WWW" \
-		--log "$BATS_TEST_TMPDIR/httpd.log" --tls "${HTTPD_TLS-cudnn-test}" --max-seconds 60 ${HTTPD_ARGS-} \
+		--log "$BATS_TEST_TMPDIR/httpd.log" --tls "${HTTPD_TLS-cudnn-test}" --max-seconds 1200 ${HTTPD_ARGS-} \
 		< "$BATS_TEST_TMPDIR/httpd.in" > "$BATS_TEST_TMPDIR/httpd.out" 3>&- &
 	exec {HTTPD_FD}> "$BATS_TEST_TMPDIR/httpd.in"
 	exec {HTTPD_OUT}< "$BATS_TEST_TMPDIR/httpd.out"

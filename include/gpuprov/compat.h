@@ -15,6 +15,7 @@
 #define GP_RULE_CUDNN_CUDA "cudnn-cuda" /* cuDNN built for the toolkit's major */
 #define GP_RULE_TORCH_DRIVER "torch-driver" /* wheel's CUDA tag runs on the driver */
 #define GP_RULE_MODULE_FLAVOR "module-flavor" /* open/proprietary vs GPU generation */
+#define GP_RULE_DRIVER_GPU "driver-gpu" /* the branch still supports every matched GPU */
 
 struct gp_compat_issue {
 	const char *rule; /* one of the ids above */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gpuprov/branches.h"
 #include "gpuprov/compat.h"
 #include "gpuprov/cuda_releases.h"
 #include "gpuprov/nvdriver.h"
@@ -17,7 +18,7 @@
 /* Also the order rules run and issues are reported in. */
 static const char *const rule_ids[] = {
 	GP_RULE_DRIVER_CUDA,  GP_RULE_GPU_CUDA,      GP_RULE_CUDNN_CUDA,
-	GP_RULE_TORCH_DRIVER, GP_RULE_MODULE_FLAVOR,
+	GP_RULE_TORCH_DRIVER, GP_RULE_MODULE_FLAVOR, GP_RULE_DRIVER_GPU,
 };
 
 bool gp_compat_rule_known(const char *id)
@@ -35,7 +36,7 @@ bool gp_compat_rule_known(const char *id)
 /* PyTorch's CUDA wheel indexes (docs/reference/nvidia.md section 5), newest
  * first: the candidates a fix may suggest. */
 static const char *const torch_tags[] = {
-	"cu130", "cu129", "cu128", "cu126", "cu124", "cu121", "cu118",
+	"cu132", "cu130", "cu129", "cu128", "cu126", "cu124", "cu121", "cu118",
 };
 
 /* The profile's driver: an exact version, or only a branch, for which the
@@ -367,12 +368,21 @@ static void rule_torch_driver(struct check *c)
 	    alt ? ", or the wheel index " : "", alt ? alt : "");
 }
 
+/* Does the pinned driver still ship the proprietary modules (none pinned:
+ * nothing says otherwise)? */
+static bool drv_has_proprietary(const struct check *c)
+{
+	if (!c->have_drv)
+		return true;
+	return gp_branch_has_proprietary(c->drv.version ? c->drv.version : c->drv.branch);
+}
+
 /* g cannot run the chosen flavor ("open"), it needs the other one. other is
  * a matched GPU that does need the chosen flavor, or NULL. */
 static void flavor_issue(struct check *c, const struct gp_gpu_info *g, const char *chosen,
                          const char *needed, const struct gp_gpu_info *other)
 {
-	char fix[160];
+	char fix[320];
 	/* With a GPU that needs the chosen flavor too, switching the flavor
 	 * only moves the problem. */
 	if (other)
@@ -380,6 +390,11 @@ static void flavor_issue(struct check *c, const struct gp_gpu_info *g, const cha
 		         "no single flavor drives both it and %s (10de:%04x), which "
 		         "needs the %s ones, so give them separate profiles",
 		         other->name, other->device, chosen);
+	else if (strcmp(needed, "proprietary") == 0 && !drv_has_proprietary(c))
+		snprintf(fix, sizeof fix,
+		         "use \"modules\": \"proprietary\" with driver branch %s, "
+		         "the last for it (%s ships no proprietary modules)",
+		         gp_gpu_last_branch(g), c->drv.desc);
 	else
 		snprintf(fix, sizeof fix, "use \"modules\": \"%s\"", needed);
 	add_issue(c, GP_RULE_MODULE_FLAVOR,
@@ -413,6 +428,14 @@ static void rule_module_flavor(struct check *c)
 				flavor_issue(c, c->gpus[i], "open", "proprietary",
 				             needs_open);
 	} else if (strcmp(modules, "proprietary") == 0) {
+		if (!drv_has_proprietary(c))
+			add_issue(
+			    c, GP_RULE_MODULE_FLAVOR,
+			    "%s ships no proprietary kernel modules (NVIDIA removed "
+			    "them from branch %s on); use \"modules\": \"open\" "
+			    "(Turing or later GPUs), or driver branch 580, the "
+			    "last long-term branch with them",
+			    c->drv.desc, GP_BRANCH_NO_PROPRIETARY);
 		for (size_t i = 0; i < c->n_gpus; i++)
 			if (gp_gpu_needs_open_modules(c->gpus[i]))
 				flavor_issue(c, c->gpus[i], "proprietary", "open",
@@ -425,6 +448,30 @@ static void rule_module_flavor(struct check *c)
 		          "flavor drives both; give them separate profiles",
 		          needs_prop->name, needs_prop->device, needs_prop->arch,
 		          needs_open->name, needs_open->device, needs_open->arch);
+	}
+}
+
+/* A GPU generation's last branch (Volta and older: R580) against the
+ * pinned driver. */
+static void rule_driver_gpu(struct check *c)
+{
+	if (!c->have_drv)
+		return;
+	for (size_t i = 0; i < c->n_gpus; i++) {
+		const struct gp_gpu_info *g = c->gpus[i];
+		const char *last = gp_gpu_last_branch(g);
+		char br[32];
+		const char *have = c->drv.version
+		                       ? first_part(c->drv.version, br, sizeof br)
+		                       : c->drv.branch;
+		if (!last || gp_version_compare(have, last) <= 0)
+			continue;
+		add_issue(c, GP_RULE_DRIVER_GPU,
+		          "%s no longer supports %s (10de:%04x, %s, compute capability "
+		          "%u.%u): branch %s is the last for Maxwell, Pascal and Volta; "
+		          "use driver branch %s, or drop 10de:%04x from match.gpus",
+		          c->drv.desc, g->name, g->device, g->arch, g->cc_major,
+		          g->cc_minor, last, last, g->device);
 	}
 }
 
@@ -519,6 +566,7 @@ void gp_compat_check(const cJSON *profile, struct gp_compat_report *rep)
 	rule_cudnn_cuda(&c);
 	rule_torch_driver(&c);
 	rule_module_flavor(&c);
+	rule_driver_gpu(&c);
 	free(c.gpus);
 
 	const cJSON *ov = cJSON_GetObjectItemCaseSensitive(profile, "override");

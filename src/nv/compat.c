@@ -577,6 +577,51 @@ void gp_compat_check(const cJSON *profile, struct gp_compat_report *rep)
 	}
 }
 
+char *gp_compat_branch_eol(const cJSON *profile, const struct gp_date *today)
+{
+	if (!profile)
+		return NULL;
+	struct check c = { .driver = stage(profile, "driver") };
+	read_driver(&c);
+	const struct gp_branch_info *b = c.have_drv ? gp_branch_lookup(c.drv.version
+	                                                                   ? c.drv.version
+	                                                                   : c.drv.branch)
+	                                            : NULL;
+	if (!gp_branch_past_eol(b, today))
+		return NULL;
+	read_gpus(&c, profile);
+	const struct gp_gpu_info *needs_prop = NULL;
+	gp_gpus_flavor_need(c.gpus, c.n_gpus, NULL, &needs_prop);
+	bool proprietary = needs_prop ||
+	                   gp_streq(str_member(c.driver, "modules"), "proprietary");
+	const struct gp_branch_info *to = gp_branch_successor(today, proprietary, c.gpus,
+	                                                      (unsigned)c.n_gpus);
+	free(c.gpus);
+	char ended[24], until[24], move[160];
+	if (to)
+		snprintf(move, sizeof move,
+		         "move to driver branch %s (%s, supported until %s)%s",
+		         to->branch, to->type,
+		         gp_branch_eol_text(to, until, sizeof until),
+		         proprietary ? ", the longest-supported branch with the "
+		                       "proprietary modules"
+		                     : "");
+	else
+		snprintf(move, sizeof move,
+		         "no supported long-term branch drives the matched GPUs: "
+		         "replace them, or accept an unsupported driver");
+	const char *type = b->type ? b->type : "type unknown";
+	_cleanup_free_ char *what = c.drv.version
+	                                ? gp_xasprintf("driver %s (branch %s, %s)",
+	                                               c.drv.version, b->branch, type)
+	                                : gp_xasprintf("driver branch %s (%s)", b->branch,
+	                                               type);
+	return gp_xasprintf("%s reached its end of life at the end of %s (today is "
+	                    "%04d-%02d-%02d) and gets no more fixes; %s",
+	                    what, gp_branch_eol_text(b, ended, sizeof ended), today->year,
+	                    today->month, today->day, move);
+}
+
 const char *gp_compat_override(const cJSON *profile, const char *rule)
 {
 	return override_reason(cJSON_GetObjectItemCaseSensitive(profile, "override"),

@@ -18,7 +18,8 @@
  *         with its sha256 and run chrooted), missing kernel headers, the
  *         hold, and a reboot request while the loaded module is not the
  *         installed one.
- * verify: module loaded with the expected version and flavor, user space
+ * verify: the branch is not past its end of life (a warning), module
+ *         loaded with the expected version and flavor, user space
  *         equal to it, NVML and libcuda (dlopen in a chrooted child,
  *         nvprobe.h) agreeing with it and with PCI, every NVIDIA GPU bound
  *         to nvidia; each failure with its likely cause. */
@@ -26,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpuprov/branches.h"
 #include "gpuprov/compat.h"
 #include "gpuprov/driver_hints.h"
 #include "gpuprov/json.h"
@@ -1112,6 +1114,23 @@ static void verify_binding(struct gp_ctx *c, const struct drv *d, struct gp_repo
 	}
 }
 
+/* A warning only while it holds: an unsupported branch still drives the
+ * GPUs, it just gets no more fixes. */
+static void verify_branch_eol(struct gp_ctx *c, struct gp_report *rep)
+{
+	struct gp_date today;
+	if (gp_today(&today) < 0) {
+		gp_report_add(rep, "driver.branch_eol", GP_WARN, "branch end of life",
+		              "unset GPUPROV_TODAY, or set it to YYYY-MM-DD",
+		              "not checked: GPUPROV_TODAY is not a date");
+		return;
+	}
+	_cleanup_free_ char *eol = gp_compat_branch_eol(c->profile->doc, &today);
+	if (eol)
+		gp_report_add(rep, "driver.branch_eol", GP_WARN, "branch end of life",
+		              "raise stages.driver.branch in the profile", "%s", eol);
+}
+
 static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 {
 	struct drv d;
@@ -1127,6 +1146,7 @@ static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 	if (d.note)
 		gp_report_add(rep, "driver.mok_enrolment", GP_WARN, "MOK enrolment", NULL,
 		              "%s", d.note);
+	verify_branch_eol(c, rep);
 	if (!gp_driver_version_matches(have, d.branch, d.ch.version)) {
 		_cleanup_free_ char *target = d.blocked ? NULL : describe_target(&d);
 		_cleanup_free_ char *hint = gp_install_hint(c, STAGE);

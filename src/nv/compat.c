@@ -33,12 +33,6 @@ bool gp_compat_rule_known(const char *id)
  * (docs/reference/nvidia.md section 6). */
 #define OPEN_MODULES_FIRST_BRANCH "515"
 
-/* PyTorch's CUDA wheel indexes (docs/reference/nvidia.md section 5), newest
- * first: the candidates a fix may suggest. */
-static const char *const torch_tags[] = {
-	"cu132", "cu130", "cu129", "cu128", "cu126", "cu124", "cu121", "cu118",
-};
-
 /* The profile's driver: an exact version, or only a branch, for which the
  * latest driver of that branch is assumed (that is what a package manager
  * installs for "nvidia-driver-550"). */
@@ -200,19 +194,20 @@ static char *torch_index_for(const struct check *c, const char *url)
 {
 	const char *pick = NULL;
 	for (int pass = 0; pass < 2 && !pick; pass++) {
-		for (size_t i = 0; i < ARRAY_SIZE(torch_tags) && !pick; i++) {
+		for (size_t i = 0; gp_torch_cuda_tags[i] && !pick; i++) {
+			const char *tag = gp_torch_cuda_tags[i];
 			char buf[16];
 			bool cpu;
-			const char *wc = gp_torch_tag_cuda(torch_tags[i], &cpu, buf);
+			const char *wc = gp_torch_tag_cuda(tag, &cpu, buf);
 			const char *need = pass == 0 ? gp_cuda_min_driver(wc)
 			                             : gp_cuda_minor_compat_driver(wc);
 			if (!need || !driver_meets(&c->drv, need))
 				continue;
 			bool ok = true;
 			for (size_t g = 0; g < c->n_gpus; g++)
-				ok = ok && gp_cuda_supports_cc(wc, c->gpus[g]);
+				ok = ok && gp_torch_tag_targets(tag, c->gpus[g]);
 			if (ok)
-				pick = torch_tags[i];
+				pick = tag;
 		}
 	}
 	if (!pick)

@@ -181,3 +181,19 @@ const char *gp_torch_tag_cuda(const char *tag_or_url, bool *cpu, char buf[16])
 	snprintf(buf, 16, "%.*s.%c", (int)(nd - 1), d, d[nd - 1]);
 	return buf;
 }
+
+/* PyTorch's CUDA wheel indexes (docs/reference/nvidia.md section 5,
+ * docs/reference/stack-2026.md section 5), newest first. */
+const char *const gp_torch_cuda_tags[] = {
+	"cu132", "cu130", "cu129", "cu128", "cu126", "cu124", "cu121", "cu118", NULL,
+};
+
+/* A wheel carries the kernels its CUDA can build (cu126 stops at sm_90,
+ * cu13x starts at sm_75), so the wheel's CUDA decides, as for a toolkit. */
+bool gp_torch_tag_targets(const char *tag, const struct gp_gpu_info *g)
+{
+	char buf[16];
+	bool cpu;
+	const char *cuda = gp_torch_tag_cuda(tag, &cpu, buf);
+	return cuda && gp_cuda_supports_cc(cuda, g);
+}

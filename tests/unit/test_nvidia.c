@@ -392,6 +392,48 @@ static void test_torch_tags(void **state)
 	assert_null(gp_torch_tag_cuda("cpu", NULL, buf)); /* cpu may be NULL */
 }
 
+/* Which wheel tags a GPU can use, per tag, newest first (cu132 cu130 cu129
+ * cu128 cu126 cu124 cu121 cu118): 1 targets it, 0 not. */
+static void expect_tags(unsigned device, const char *want)
+{
+	const struct gp_gpu_info *g = gp_gpu_lookup(device);
+	assert_non_null(g);
+	char got[16] = "";
+	for (size_t i = 0; gp_torch_cuda_tags[i]; i++)
+		strcat(got, gp_torch_tag_targets(gp_torch_cuda_tags[i], g) ? "1" : "0");
+	if (strcmp(got, want) != 0)
+		fail_msg("10de:%04x (%s): tags %s, want %s", device, g->name, got, want);
+}
+
+static void test_torch_tags_for_gpu(void **state)
+{
+	(void)state;
+	/* The tags, in order, each with its CUDA. */
+	static const char *const want[] = { "cu132", "cu130", "cu129", "cu128",
+		                            "cu126", "cu124", "cu121", "cu118" };
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+		assert_string_equal(gp_torch_cuda_tags[i], want[i]);
+	assert_null(gp_torch_cuda_tags[sizeof want / sizeof want[0]]);
+	/* V100: no cu13x. T4 and H100: every tag (Hopper from 11.8). */
+	expect_tags(0x1db1, "00111111");
+	expect_tags(0x1eb8, "11111111");
+	expect_tags(0x2330, "11111111");
+	expect_tags(0x2342, "11111111");
+	/* Blackwell from cu128; B300 and GB300 (sm_103) from cu129. */
+	expect_tags(0x2901, "11110000");
+	expect_tags(0x2bb5, "11110000");
+	expect_tags(0x3182, "11100000");
+	expect_tags(0x31c2, "11100000");
+	/* An index URL works as the tag; cpu and NULL target nothing. */
+	const struct gp_gpu_info *v100 = gp_gpu_lookup(0x1db1);
+	assert_true(
+	    gp_torch_tag_targets("https://download.pytorch.org/whl/cu126/", v100));
+	assert_false(
+	    gp_torch_tag_targets("https://download.pytorch.org/whl/cu132", v100));
+	assert_false(gp_torch_tag_targets("cpu", v100));
+	assert_false(gp_torch_tag_targets("cu130", NULL));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -404,6 +446,7 @@ int main(void)
 		cmocka_unit_test(test_minor_compat),
 		cmocka_unit_test(test_supports_cc),
 		cmocka_unit_test(test_torch_tags),
+		cmocka_unit_test(test_torch_tags_for_gpu),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

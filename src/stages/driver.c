@@ -365,6 +365,29 @@ static void resolve_flavor(struct gp_ctx *c, struct drv *d)
 	      flavor_name(!d->ch.open), flavor_name(!d->ch.open));
 }
 
+/* The branch against the GPUs present, as the driver-gpu rule checks it
+ * against match.gpus: Volta and older end at R580. */
+static void branch_drives_gpus(struct gp_ctx *c, struct drv *d)
+{
+	if (!d->branch || gp_compat_override(c->profile->doc, GP_RULE_DRIVER_GPU))
+		return;
+	for (size_t i = 0; i < d->pci.n && !d->blocked; i++) {
+		const struct gp_pci_device *p = &d->pci.devs[i];
+		const struct gp_gpu_info *g = gp_pci_is_nvidia_gpu(p)
+		                                  ? gp_gpu_lookup(p->device)
+		                                  : NULL;
+		const char *last = gp_gpu_last_branch(g);
+		if (last && gp_version_compare(d->branch, last) > 0)
+			block(d,
+			      "driver branch %s no longer supports the %s at %s "
+			      "(10de:%04x, "
+			      "%s): branch %s is the last for Maxwell, Pascal and Volta; "
+			      "use \"branch\": \"%s\"",
+			      d->branch, g->name, p->address, g->device, g->arch, last,
+			      last);
+	}
+}
+
 /* With Secure Boot on, modules signed with the profile's MOK load only when
  * shim has the certificate enrolled (and not revoked): otherwise the next
  * boot rejects them, so that is found out before anything changes. */
@@ -541,6 +564,8 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 		      "/sys/bus/pci/devices");
 	if (!d->blocked)
 		resolve_flavor(c, d);
+	if (!d->blocked)
+		branch_drives_gpus(c, d);
 	if (d->blocked)
 		return 0;
 

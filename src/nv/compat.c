@@ -601,10 +601,13 @@ char *gp_compat_branch_eol(const cJSON *profile, const struct gp_date *today)
 		         proprietary ? ", the longest-supported branch with the "
 		                       "proprietary modules"
 		                     : "");
+	else if (proprietary)
+		snprintf(move, sizeof move,
+		         "no supported long-term branch has the proprietary modules "
+		         "the profile needs: use open modules where the GPUs allow");
 	else
 		snprintf(move, sizeof move,
-		         "no supported long-term branch drives the matched GPUs: "
-		         "replace them, or accept an unsupported driver");
+		         "no supported long-term branch drives the matched GPUs");
 	const char *type = b->type ? b->type : "type unknown";
 	_cleanup_free_ char *what = c.drv.version
 	                                ? gp_xasprintf("driver %s (branch %s, %s)",

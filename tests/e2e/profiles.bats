@@ -346,6 +346,10 @@ EOF
 	assert_status 0
 	assert_stdout_has "warning: driver 610.57.04 (branch 610, new feature) reached its end of life at the end of August 2026"
 	assert_stdout_has "move to driver branch 620 (long-term support, supported until September 2029)"
+	# Once R580 has ended too, no long-term branch has proprietary modules.
+	GPUPROV_TODAY=2028-07-01 gp profiles lint "$f"
+	assert_status 0
+	assert_stdout_has "no supported long-term branch has the proprietary modules the profile needs"
 	GPUPROV_TODAY=someday gp profiles lint "$f"
 	assert_status 2
 	assert_stderr_has "GPUPROV_TODAY must be a date, YYYY-MM-DD"

@@ -5,8 +5,10 @@
  * install would before touching a host (format, then compatibility). */
 #include <dirent.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "gpuprov/branches.h"
 #include "gpuprov/catalog.h"
 #include "gpuprov/compat.h"
 #include "gpuprov/engine.h"
@@ -311,8 +313,8 @@ static char *lint_path(const char *file)
 
 /* Lints one file: prints its lines (or adds its JSON entry) and returns
  * its exit code. */
-static int lint_one(const char *file, char *const *search, struct gp_out *out,
-                    cJSON *files_json)
+static int lint_one(const char *file, char *const *search, const struct gp_date *today,
+                    struct gp_out *out, cJSON *files_json)
 {
 	_cleanup_free_ char *path = lint_path(file);
 	struct gp_profile *p = NULL;
@@ -344,6 +346,7 @@ static int lint_one(const char *file, char *const *search, struct gp_out *out,
 			cJSON_AddStringToObject(e, "error", err.msg);
 			cJSON_AddItemToObject(e, "errors", errors);
 			cJSON_AddItemToObject(e, "issues", cJSON_CreateArray());
+			cJSON_AddItemToObject(e, "warnings", cJSON_CreateArray());
 		}
 		return GP_EXIT_INVALID_INPUT;
 	}
@@ -378,6 +381,17 @@ static int lint_one(const char *file, char *const *search, struct gp_out *out,
 			        is->message);
 		}
 	}
+	/* A warning, not a refusal: an unsupported branch still works. */
+	_cleanup_free_ char *eol = gp_compat_branch_eol(p->doc, today);
+	cJSON *warnings = e ? cJSON_CreateArray() : NULL;
+	if (eol && warnings) {
+		cJSON *w = cJSON_CreateObject();
+		cJSON_AddStringToObject(w, "id", "driver.branch_eol");
+		cJSON_AddStringToObject(w, "message", eol);
+		cJSON_AddItemToArray(warnings, w);
+	} else if (eol) {
+		fprintf(out->out, "%s: warning: %s\n", file, eol);
+	}
 	if (e) {
 		cJSON_AddStringToObject(e, "status",
 		                        blocking  ? "incompatible"
@@ -386,6 +400,7 @@ static int lint_one(const char *file, char *const *search, struct gp_out *out,
 		cJSON_AddNullToObject(e, "error");
 		cJSON_AddItemToObject(e, "issues", issues);
 		cJSON_AddItemToObject(e, "blocked", blocked);
+		cJSON_AddItemToObject(e, "warnings", warnings);
 	} else if (!blocking && !pins[0] && out->verbosity >= 0) {
 		fprintf(out->out, "%s: ok\n", file);
 	}
@@ -397,12 +412,20 @@ static int lint_one(const char *file, char *const *search, struct gp_out *out,
 int gp_engine_profiles_lint(const struct gp_options *o, char *const *files,
                             struct gp_out *out)
 {
+	struct gp_date today;
+	if (gp_today(&today) < 0) {
+		gp_error(out,
+		         "GPUPROV_TODAY must be a date, YYYY-MM-DD (got \"%s\"); "
+		         "unset it to use today's",
+		         getenv("GPUPROV_TODAY"));
+		return GP_EXIT_USAGE;
+	}
 	_cleanup_strv_ char **search = gp_profile_search_path(o->profile_dir);
 	cJSON *doc = out->format == GP_FORMAT_JSON ? cJSON_CreateObject() : NULL;
 	cJSON *files_json = doc ? cJSON_AddArrayToObject(doc, "files") : NULL;
 	bool invalid = false, blocked = false;
 	for (size_t i = 0; files[i]; i++) {
-		int rc = lint_one(files[i], search, out, files_json);
+		int rc = lint_one(files[i], search, &today, out, files_json);
 		invalid |= rc == GP_EXIT_INVALID_INPUT;
 		blocked |= rc == GP_EXIT_BLOCKED;
 	}

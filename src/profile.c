@@ -96,8 +96,13 @@ static char *check_headers_pattern(const cJSON *v, size_t i)
 
 /* The rule ids, for the did-you-mean; gp_compat_rule_known() decides. */
 static const char *const rule_ids[] = {
-	GP_RULE_DRIVER_CUDA,  GP_RULE_GPU_CUDA,      GP_RULE_CUDNN_CUDA,
-	GP_RULE_TORCH_DRIVER, GP_RULE_MODULE_FLAVOR, NULL,
+	GP_RULE_DRIVER_CUDA,
+	GP_RULE_GPU_CUDA,
+	GP_RULE_CUDNN_CUDA,
+	GP_RULE_TORCH_DRIVER,
+	GP_RULE_MODULE_FLAVOR,
+	GP_RULE_DRIVER_GPU,
+	NULL,
 };
 
 static char *check_rule(const cJSON *v, size_t i)

@@ -15,6 +15,7 @@
 #define GP_RULE_CUDNN_CUDA "cudnn-cuda" /* cuDNN built for the toolkit's major */
 #define GP_RULE_TORCH_DRIVER "torch-driver" /* wheel's CUDA tag runs on the driver */
 #define GP_RULE_MODULE_FLAVOR "module-flavor" /* open/proprietary vs GPU generation */
+#define GP_RULE_DRIVER_GPU "driver-gpu" /* the branch still supports every matched GPU */
 
 struct gp_compat_issue {
 	const char *rule; /* one of the ids above */
@@ -40,5 +41,13 @@ const char *gp_compat_override(const cJSON *profile, const char *rule);
 /* Issues not overridden. */
 size_t gp_compat_blocking(const struct gp_compat_report *rep);
 void gp_compat_report_free(struct gp_compat_report *rep);
+/* The warning for a profile whose driver branch is past its end of life on
+ * today (docs/reference/stack-2026.md section 3): the branch, its end, and
+ * the supported long-term branch to move to (one that ships the module
+ * flavor the profile or its GPUs need and drives every matched GPU). NULL
+ * when the branch is supported, unknown, or no driver is pinned. Lint prints
+ * it, verify reports it as the warning driver.branch_eol. */
+struct gp_date;
+char *gp_compat_branch_eol(const cJSON *profile, const struct gp_date *today);
 /* Is id one of the rule ids (for validating "override")? */
 bool gp_compat_rule_known(const char *id);

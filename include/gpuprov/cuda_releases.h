@@ -22,3 +22,8 @@ bool gp_cuda_supports_cc(const char *cuda_version, const struct gp_gpu_info *g);
  * ".../whl/cu118/" -> "11.8", written into buf; "cpu" -> NULL with *cpu set;
  * anything else -> NULL with *cpu cleared). */
 const char *gp_torch_tag_cuda(const char *tag_or_url, bool *cpu, char buf[16]);
+/* The CUDA wheel tags gpuprov knows, newest first, NULL-terminated. */
+extern const char *const gp_torch_cuda_tags[];
+/* Can the wheels of tag (or index URL) run on g: does their CUDA target its
+ * compute capability? (cu126 cannot target Blackwell, cu13x not Volta.) */
+bool gp_torch_tag_targets(const char *tag, const struct gp_gpu_info *g);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gpuprov/branches.h"
 #include "gpuprov/compat.h"
 #include "gpuprov/cuda_releases.h"
 #include "gpuprov/nvdriver.h"
@@ -17,7 +18,7 @@
 /* Also the order rules run and issues are reported in. */
 static const char *const rule_ids[] = {
 	GP_RULE_DRIVER_CUDA,  GP_RULE_GPU_CUDA,      GP_RULE_CUDNN_CUDA,
-	GP_RULE_TORCH_DRIVER, GP_RULE_MODULE_FLAVOR,
+	GP_RULE_TORCH_DRIVER, GP_RULE_MODULE_FLAVOR, GP_RULE_DRIVER_GPU,
 };
 
 bool gp_compat_rule_known(const char *id)
@@ -31,12 +32,6 @@ bool gp_compat_rule_known(const char *id)
 /* Open kernel modules first shipped with driver branch R515
  * (docs/reference/nvidia.md section 6). */
 #define OPEN_MODULES_FIRST_BRANCH "515"
-
-/* PyTorch's CUDA wheel indexes (docs/reference/nvidia.md section 5), newest
- * first: the candidates a fix may suggest. */
-static const char *const torch_tags[] = {
-	"cu130", "cu129", "cu128", "cu126", "cu124", "cu121", "cu118",
-};
 
 /* The profile's driver: an exact version, or only a branch, for which the
  * latest driver of that branch is assumed (that is what a package manager
@@ -199,19 +194,20 @@ static char *torch_index_for(const struct check *c, const char *url)
 {
 	const char *pick = NULL;
 	for (int pass = 0; pass < 2 && !pick; pass++) {
-		for (size_t i = 0; i < ARRAY_SIZE(torch_tags) && !pick; i++) {
+		for (size_t i = 0; gp_torch_cuda_tags[i] && !pick; i++) {
+			const char *tag = gp_torch_cuda_tags[i];
 			char buf[16];
 			bool cpu;
-			const char *wc = gp_torch_tag_cuda(torch_tags[i], &cpu, buf);
+			const char *wc = gp_torch_tag_cuda(tag, &cpu, buf);
 			const char *need = pass == 0 ? gp_cuda_min_driver(wc)
 			                             : gp_cuda_minor_compat_driver(wc);
 			if (!need || !driver_meets(&c->drv, need))
 				continue;
 			bool ok = true;
 			for (size_t g = 0; g < c->n_gpus; g++)
-				ok = ok && gp_cuda_supports_cc(wc, c->gpus[g]);
+				ok = ok && gp_torch_tag_targets(tag, c->gpus[g]);
 			if (ok)
-				pick = torch_tags[i];
+				pick = tag;
 		}
 	}
 	if (!pick)
@@ -367,12 +363,21 @@ static void rule_torch_driver(struct check *c)
 	    alt ? ", or the wheel index " : "", alt ? alt : "");
 }
 
+/* Does the pinned driver still ship the proprietary modules (none pinned:
+ * nothing says otherwise)? */
+static bool drv_has_proprietary(const struct check *c)
+{
+	if (!c->have_drv)
+		return true;
+	return gp_branch_has_proprietary(c->drv.version ? c->drv.version : c->drv.branch);
+}
+
 /* g cannot run the chosen flavor ("open"), it needs the other one. other is
  * a matched GPU that does need the chosen flavor, or NULL. */
 static void flavor_issue(struct check *c, const struct gp_gpu_info *g, const char *chosen,
                          const char *needed, const struct gp_gpu_info *other)
 {
-	char fix[160];
+	char fix[320];
 	/* With a GPU that needs the chosen flavor too, switching the flavor
 	 * only moves the problem. */
 	if (other)
@@ -380,6 +385,11 @@ static void flavor_issue(struct check *c, const struct gp_gpu_info *g, const cha
 		         "no single flavor drives both it and %s (10de:%04x), which "
 		         "needs the %s ones, so give them separate profiles",
 		         other->name, other->device, chosen);
+	else if (strcmp(needed, "proprietary") == 0 && !drv_has_proprietary(c))
+		snprintf(fix, sizeof fix,
+		         "use \"modules\": \"proprietary\" with driver branch %s, "
+		         "the last for it (%s ships no proprietary modules)",
+		         gp_gpu_last_branch(g), c->drv.desc);
 	else
 		snprintf(fix, sizeof fix, "use \"modules\": \"%s\"", needed);
 	add_issue(c, GP_RULE_MODULE_FLAVOR,
@@ -413,6 +423,14 @@ static void rule_module_flavor(struct check *c)
 				flavor_issue(c, c->gpus[i], "open", "proprietary",
 				             needs_open);
 	} else if (strcmp(modules, "proprietary") == 0) {
+		if (!drv_has_proprietary(c))
+			add_issue(
+			    c, GP_RULE_MODULE_FLAVOR,
+			    "%s ships no proprietary kernel modules (NVIDIA removed "
+			    "them from branch %s on); use \"modules\": \"open\" "
+			    "(Turing or later GPUs), or driver branch 580, the "
+			    "last long-term branch with them",
+			    c->drv.desc, GP_BRANCH_NO_PROPRIETARY);
 		for (size_t i = 0; i < c->n_gpus; i++)
 			if (gp_gpu_needs_open_modules(c->gpus[i]))
 				flavor_issue(c, c->gpus[i], "proprietary", "open",
@@ -425,6 +443,30 @@ static void rule_module_flavor(struct check *c)
 		          "flavor drives both; give them separate profiles",
 		          needs_prop->name, needs_prop->device, needs_prop->arch,
 		          needs_open->name, needs_open->device, needs_open->arch);
+	}
+}
+
+/* A GPU generation's last branch (Volta and older: R580) against the
+ * pinned driver. */
+static void rule_driver_gpu(struct check *c)
+{
+	if (!c->have_drv)
+		return;
+	for (size_t i = 0; i < c->n_gpus; i++) {
+		const struct gp_gpu_info *g = c->gpus[i];
+		const char *last = gp_gpu_last_branch(g);
+		char br[32];
+		const char *have = c->drv.version
+		                       ? first_part(c->drv.version, br, sizeof br)
+		                       : c->drv.branch;
+		if (!last || gp_version_compare(have, last) <= 0)
+			continue;
+		add_issue(c, GP_RULE_DRIVER_GPU,
+		          "%s no longer supports %s (10de:%04x, %s, compute capability "
+		          "%u.%u): branch %s is the last for Maxwell, Pascal and Volta; "
+		          "use driver branch %s, or drop 10de:%04x from match.gpus",
+		          c->drv.desc, g->name, g->device, g->arch, g->cc_major,
+		          g->cc_minor, last, last, g->device);
 	}
 }
 
@@ -519,6 +561,7 @@ void gp_compat_check(const cJSON *profile, struct gp_compat_report *rep)
 	rule_cudnn_cuda(&c);
 	rule_torch_driver(&c);
 	rule_module_flavor(&c);
+	rule_driver_gpu(&c);
 	free(c.gpus);
 
 	const cJSON *ov = cJSON_GetObjectItemCaseSensitive(profile, "override");
@@ -527,6 +570,54 @@ void gp_compat_check(const cJSON *profile, struct gp_compat_report *rep)
 		if (why)
 			rep->issues[i].override = gp_xstrdup(why);
 	}
+}
+
+char *gp_compat_branch_eol(const cJSON *profile, const struct gp_date *today)
+{
+	if (!profile)
+		return NULL;
+	struct check c = { .driver = stage(profile, "driver") };
+	read_driver(&c);
+	const struct gp_branch_info *b = c.have_drv ? gp_branch_lookup(c.drv.version
+	                                                                   ? c.drv.version
+	                                                                   : c.drv.branch)
+	                                            : NULL;
+	if (!gp_branch_past_eol(b, today))
+		return NULL;
+	read_gpus(&c, profile);
+	const struct gp_gpu_info *needs_prop = NULL;
+	gp_gpus_flavor_need(c.gpus, c.n_gpus, NULL, &needs_prop);
+	bool proprietary = needs_prop ||
+	                   gp_streq(str_member(c.driver, "modules"), "proprietary");
+	const struct gp_branch_info *to = gp_branch_successor(today, proprietary, c.gpus,
+	                                                      (unsigned)c.n_gpus);
+	free(c.gpus);
+	char ended[24], until[24], move[160];
+	if (to)
+		snprintf(move, sizeof move,
+		         "move to driver branch %s (%s, supported until %s)%s",
+		         to->branch, to->type,
+		         gp_branch_eol_text(to, until, sizeof until),
+		         proprietary ? ", the longest-supported branch with the "
+		                       "proprietary modules"
+		                     : "");
+	else if (proprietary)
+		snprintf(move, sizeof move,
+		         "no supported long-term branch has the proprietary modules "
+		         "the profile needs: use open modules where the GPUs allow");
+	else
+		snprintf(move, sizeof move,
+		         "no supported long-term branch drives the matched GPUs");
+	const char *type = b->type ? b->type : "type unknown";
+	_cleanup_free_ char *what = c.drv.version
+	                                ? gp_xasprintf("driver %s (branch %s, %s)",
+	                                               c.drv.version, b->branch, type)
+	                                : gp_xasprintf("driver branch %s (%s)", b->branch,
+	                                               type);
+	return gp_xasprintf("%s reached its end of life at the end of %s (today is "
+	                    "%04d-%02d-%02d) and gets no more fixes; %s",
+	                    what, gp_branch_eol_text(b, ended, sizeof ended), today->year,
+	                    today->month, today->day, move);
 }
 
 const char *gp_compat_override(const cJSON *profile, const char *rule)

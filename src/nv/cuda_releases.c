@@ -24,24 +24,40 @@ struct cuda_row {
 	const char *driver;
 };
 
+/* The rows up to 13.0.3 are the bundled driver only
+ * (docs/reference/stack-2026.md section 2): NVIDIA's release-note table was
+ * not read for them; they are the drivers the runfiles and redist manifests
+ * carry, which NVIDIA's pattern makes the minimum (unconfirmed from 13.2
+ * on). 13.4.0 was a preview, so 13.4 GA is 13.4.1, whose runfile names no
+ * driver: 615.71.09 is the one third-party copies pair with it
+ * (unconfirmed). 13.5's is the R620 driver whose cuda_compat package says
+ * "cuda13.5" (unconfirmed as the minimum). The rows from 13.1 GA down are
+ * NVIDIA's table (docs/reference/nvidia.md section 1). Every 13.x also runs
+ * on R580 through minor-version compatibility
+ * (gp_cuda_minor_compat_driver). */
 static const struct cuda_row cuda_rows[] = {
-	{ 13, 1, GA, "590.44.01" }, { 13, 0, 2, "580.95.05" },
-	{ 13, 0, 1, "580.82.07" },  { 13, 0, GA, "580.65.06" },
-	{ 12, 9, 1, "575.57.08" },  { 12, 9, GA, "575.51.03" },
-	{ 12, 8, 1, "570.124.06" }, { 12, 8, GA, "570.26" },
-	{ 12, 6, 3, "560.35.05" },  { 12, 6, 2, "560.35.03" },
-	{ 12, 6, 1, "560.35.03" },  { 12, 6, GA, "560.28.03" },
-	{ 12, 5, 1, "555.42.06" },  { 12, 5, GA, "555.42.02" },
-	{ 12, 4, 1, "550.54.15" },  { 12, 4, GA, "550.54.14" },
-	{ 12, 3, 1, "545.23.08" },  { 12, 3, GA, "545.23.06" },
-	{ 12, 2, 2, "535.104.05" }, { 12, 2, 1, "535.86.09" },
-	{ 12, 2, GA, "535.54.03" }, { 12, 1, 1, "530.30.02" },
-	{ 12, 1, GA, "530.30.02" }, { 12, 0, 1, "525.85.12" },
-	{ 12, 0, GA, "525.60.13" }, { 11, 8, GA, "520.61.05" },
-	{ 11, 7, 1, "515.48.07" },  { 11, 7, GA, "515.43.04" },
-	{ 11, 6, GA, "510.39.01" }, { 11, 5, GA, "495.29.05" },
-	{ 11, 4, GA, "470.42.01" }, { 11, 3, GA, "465.19.01" },
-	{ 11, 2, GA, "460.27.03" }, { 11, 1, GA, "455.23" },
+	{ 13, 5, GA, "620.70.06" }, { 13, 4, GA, "615.71.09" },
+	{ 13, 3, GA, "610.43.02" }, { 13, 2, 2, "595.71.05" },
+	{ 13, 2, 1, "595.58.03" },  { 13, 2, GA, "595.45.04" },
+	{ 13, 1, 2, "590.48.01" },  { 13, 1, 1, "590.48.01" },
+	{ 13, 0, 3, "580.126.20" }, { 13, 1, GA, "590.44.01" },
+	{ 13, 0, 2, "580.95.05" },  { 13, 0, 1, "580.82.07" },
+	{ 13, 0, GA, "580.65.06" }, { 12, 9, 1, "575.57.08" },
+	{ 12, 9, GA, "575.51.03" }, { 12, 8, 1, "570.124.06" },
+	{ 12, 8, GA, "570.26" },    { 12, 6, 3, "560.35.05" },
+	{ 12, 6, 2, "560.35.03" },  { 12, 6, 1, "560.35.03" },
+	{ 12, 6, GA, "560.28.03" }, { 12, 5, 1, "555.42.06" },
+	{ 12, 5, GA, "555.42.02" }, { 12, 4, 1, "550.54.15" },
+	{ 12, 4, GA, "550.54.14" }, { 12, 3, 1, "545.23.08" },
+	{ 12, 3, GA, "545.23.06" }, { 12, 2, 2, "535.104.05" },
+	{ 12, 2, 1, "535.86.09" },  { 12, 2, GA, "535.54.03" },
+	{ 12, 1, 1, "530.30.02" },  { 12, 1, GA, "530.30.02" },
+	{ 12, 0, 1, "525.85.12" },  { 12, 0, GA, "525.60.13" },
+	{ 11, 8, GA, "520.61.05" }, { 11, 7, 1, "515.48.07" },
+	{ 11, 7, GA, "515.43.04" }, { 11, 6, GA, "510.39.01" },
+	{ 11, 5, GA, "495.29.05" }, { 11, 4, GA, "470.42.01" },
+	{ 11, 3, GA, "465.19.01" }, { 11, 2, GA, "460.27.03" },
+	{ 11, 1, GA, "455.23" },
 };
 
 /* Parses "X", "X.Y" or "X.Y.Z" (digits only, at most max_parts parts) into
@@ -164,4 +180,20 @@ const char *gp_torch_tag_cuda(const char *tag_or_url, bool *cpu, char buf[16])
 		return NULL;
 	snprintf(buf, 16, "%.*s.%c", (int)(nd - 1), d, d[nd - 1]);
 	return buf;
+}
+
+/* PyTorch's CUDA wheel indexes (docs/reference/nvidia.md section 5,
+ * docs/reference/stack-2026.md section 5), newest first. */
+const char *const gp_torch_cuda_tags[] = {
+	"cu132", "cu130", "cu129", "cu128", "cu126", "cu124", "cu121", "cu118", NULL,
+};
+
+/* A wheel carries the kernels its CUDA can build (cu126 stops at sm_90,
+ * cu13x starts at sm_75), so the wheel's CUDA decides, as for a toolkit. */
+bool gp_torch_tag_targets(const char *tag, const struct gp_gpu_info *g)
+{
+	char buf[16];
+	bool cpu;
+	const char *cuda = gp_torch_tag_cuda(tag, &cpu, buf);
+	return cuda && gp_cuda_supports_cc(cuda, g);
 }

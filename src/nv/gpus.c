@@ -12,7 +12,7 @@
  * model: a guessed "SXM2 32GB" would be printed by detect as a fact. */
 static const struct gp_gpu_info gpus[] = {
 	/* Volta. R580 is the last branch for V100 (unconfirmed,
-	 * docs/reference/nvidia.md section 1); no rule uses that yet. */
+	 * docs/reference/nvidia.md section 1): gp_gpu_last_branch. */
 	{ 0x1db1, "V100", "Volta", 7, 0, "9.0" },
 	{ 0x1db4, "V100", "Volta", 7, 0, "9.0" },
 	{ 0x1db5, "V100", "Volta", 7, 0, "9.0" },
@@ -43,13 +43,33 @@ static const struct gp_gpu_info gpus[] = {
 	{ 0x2339, "H100", "Hopper", 9, 0, "11.8" },
 	{ 0x2335, "H200 SXM", "Hopper", 9, 0, "11.8" },
 	{ 0x233b, "H200 NVL", "Hopper", 9, 0, "11.8" },
+	/* H20 (China market Hopper; ids and names from pci.ids,
+	 * docs/reference/stack-2026.md section 7). */
+	{ 0x2329, "H20", "Hopper", 9, 0, "11.8" },
+	{ 0x232c, "H20 HBM3e", "Hopper", 9, 0, "11.8" },
+	{ 0x2328, "H20B", "Hopper", 9, 0, "11.8" },
+	{ 0x230c, "H20 NVL16", "Hopper", 9, 0, "11.8" },
+	{ 0x230e, "H20 NVL16", "Hopper", 9, 0, "11.8" },
+	/* Grace Hopper: Hopper's CC 9.0, but open modules only, which is why
+	 * its arch is its own (gp_gpu_needs_open_modules). First CUDA taken
+	 * from Hopper's 11.8 (unconfirmed for GH200 itself). */
+	{ 0x2342, "GH200", "Grace Hopper", 9, 0, "11.8" },
+	{ 0x2348, "GH200 144G HBM3e", "Grace Hopper", 9, 0, "11.8" },
 	/* Blackwell. GB200 is listed with B200 in the sources (its id beside
-	 * B200's), so it takes B200's CC and first CUDA. Grace Hopper (GH200)
-	 * is absent: the sources this table was written from gave no device id. */
+	 * B200's), so it takes B200's CC and first CUDA; GB300 (CC 10.3, like
+	 * B300) from pci.ids and NVIDIA's CUDA GPUs page. */
 	{ 0x2901, "B200", "Blackwell", 10, 0, "12.8" },
 	{ 0x2941, "GB200", "Blackwell", 10, 0, "12.8" },
 	{ 0x3182, "B300", "Blackwell", 10, 3, "12.9" },
+	{ 0x31c2, "GB300", "Blackwell", 10, 3, "12.9" },
+	{ 0x31c3, "GB300", "Blackwell", 10, 3, "12.9" },
+	{ 0x31a1, "GB300 Max-Q", "Blackwell", 10, 3, "12.9" },
 	{ 0x2b85, "RTX 5090", "Blackwell", 12, 0, "12.8" },
+	/* RTX PRO 6000 Blackwell (CC 12.0, sm_120 from CUDA 12.8). */
+	{ 0x2bb5, "RTX PRO 6000 Blackwell Server Edition", "Blackwell", 12, 0, "12.8" },
+	{ 0x2bb1, "RTX PRO 6000 Blackwell Workstation Edition", "Blackwell", 12, 0,
+	  "12.8" },
+	{ 0x2bb4, "RTX PRO 6000 Blackwell Max-Q", "Blackwell", 12, 0, "12.8" },
 };
 
 const struct gp_gpu_info *gp_gpu_lookup(unsigned device)

@@ -18,7 +18,8 @@
  *         with its sha256 and run chrooted), missing kernel headers, the
  *         hold, and a reboot request while the loaded module is not the
  *         installed one.
- * verify: module loaded with the expected version and flavor, user space
+ * verify: the branch is not past its end of life (a warning), module
+ *         loaded with the expected version and flavor, user space
  *         equal to it, NVML and libcuda (dlopen in a chrooted child,
  *         nvprobe.h) agreeing with it and with PCI, every NVIDIA GPU bound
  *         to nvidia; each failure with its likely cause. */
@@ -26,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpuprov/branches.h"
 #include "gpuprov/compat.h"
 #include "gpuprov/driver_hints.h"
 #include "gpuprov/json.h"
@@ -363,6 +365,29 @@ static void resolve_flavor(struct gp_ctx *c, struct drv *d)
 	      flavor_name(!d->ch.open), flavor_name(!d->ch.open));
 }
 
+/* The branch against the GPUs present, as the driver-gpu rule checks it
+ * against match.gpus: Volta and older end at R580. */
+static void branch_drives_gpus(struct gp_ctx *c, struct drv *d)
+{
+	if (!d->branch || gp_compat_override(c->profile->doc, GP_RULE_DRIVER_GPU))
+		return;
+	for (size_t i = 0; i < d->pci.n && !d->blocked; i++) {
+		const struct gp_pci_device *p = &d->pci.devs[i];
+		const struct gp_gpu_info *g = gp_pci_is_nvidia_gpu(p)
+		                                  ? gp_gpu_lookup(p->device)
+		                                  : NULL;
+		const char *last = gp_gpu_last_branch(g);
+		if (last && gp_version_compare(d->branch, last) > 0)
+			block(d,
+			      "driver branch %s no longer supports the %s at %s "
+			      "(10de:%04x, "
+			      "%s): branch %s is the last for Maxwell, Pascal and Volta; "
+			      "use \"branch\": \"%s\"",
+			      d->branch, g->name, p->address, g->device, g->arch, last,
+			      last);
+	}
+}
+
 /* With Secure Boot on, modules signed with the profile's MOK load only when
  * shim has the certificate enrolled (and not revoked): otherwise the next
  * boot rejects them, so that is found out before anything changes. */
@@ -539,6 +564,8 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 		      "/sys/bus/pci/devices");
 	if (!d->blocked)
 		resolve_flavor(c, d);
+	if (!d->blocked)
+		branch_drives_gpus(c, d);
 	if (d->blocked)
 		return 0;
 
@@ -1112,6 +1139,23 @@ static void verify_binding(struct gp_ctx *c, const struct drv *d, struct gp_repo
 	}
 }
 
+/* A warning only while it holds: an unsupported branch still drives the
+ * GPUs, it just gets no more fixes. */
+static void verify_branch_eol(struct gp_ctx *c, struct gp_report *rep)
+{
+	struct gp_date today;
+	if (gp_today(&today) < 0) {
+		gp_report_add(rep, "driver.branch_eol", GP_WARN, "branch end of life",
+		              "unset GPUPROV_TODAY, or set it to YYYY-MM-DD",
+		              "not checked: GPUPROV_TODAY is not a date");
+		return;
+	}
+	_cleanup_free_ char *eol = gp_compat_branch_eol(c->profile->doc, &today);
+	if (eol)
+		gp_report_add(rep, "driver.branch_eol", GP_WARN, "branch end of life",
+		              "raise stages.driver.branch in the profile", "%s", eol);
+}
+
 static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 {
 	struct drv d;
@@ -1127,6 +1171,7 @@ static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 	if (d.note)
 		gp_report_add(rep, "driver.mok_enrolment", GP_WARN, "MOK enrolment", NULL,
 		              "%s", d.note);
+	verify_branch_eol(c, rep);
 	if (!gp_driver_version_matches(have, d.branch, d.ch.version)) {
 		_cleanup_free_ char *target = d.blocked ? NULL : describe_target(&d);
 		_cleanup_free_ char *hint = gp_install_hint(c, STAGE);

@@ -417,6 +417,16 @@ assert_blocked() {
 	assert_stderr_has "which needs the proprietary modules; use \"modules\": \"proprietary\""
 }
 
+@test "driver preflight: a V100 past its last branch (R580), and on R580" {
+	drv_root --gpu 1db1
+	drv_profile '{ "method": "apt", "branch": "595", "modules": "proprietary" }'
+	assert_blocked "driver branch 595 no longer supports the V100 at 0000:17:00.0 (10de:1db1, Volta): branch 580 is the last for Maxwell, Pascal and Volta; use \"branch\": \"580\""
+	drv_profile '{ "method": "apt", "branch": "580", "modules": "proprietary" }'
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	refute_stderr_has "no longer supports"
+}
+
 @test "driver preflight: modules auto with Volta and Blackwell together" {
 	drv_root --gpu 1db1 --gpu 2901
 	drv_profile '{ "method": "apt", "branch": "580", "modules": "auto" }'

@@ -55,6 +55,23 @@ check_reports() {
 	assert_has_id installed gpuprov.pending_reboot
 }
 
+@test "findings: driver.branch_eol warns about the classic R535 profile after June 2026, not before" {
+	setup_ubuntu_root
+	gp --root "$R" --json verify --profile "$PROFILE"
+	assert_documented_status
+	"$PYTHON" -c 'import json, sys
+f = [f for f in json.loads(sys.argv[1])["findings"] if f["id"] == "driver.branch_eol"]
+assert len(f) == 1 and f[0]["level"] == "warn", f
+assert "June 2026" in f[0]["evidence"] and "move to driver branch 580" in f[0]["evidence"], f' \
+		"$output" || fail "no driver.branch_eol warning:" "$output"
+	GPUPROV_TODAY=2026-06-30 gp --root "$R" --json verify --profile "$PROFILE"
+	assert_documented_status
+	refute_stdout_has driver.branch_eol
+	GPUPROV_TODAY=06/30/2026 gp --root "$R" --json verify --profile "$PROFILE"
+	assert_documented_status
+	assert_stdout_has "not checked: GPUPROV_TODAY is not a date"
+}
+
 @test "findings: the ids of an installed cuDNN, its sonames named by library" {
 	setup_cudnn_root
 	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn

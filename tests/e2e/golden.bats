@@ -30,7 +30,10 @@ declare -gA FIXTURE=(
 	[ubuntu2404-b200]="--cuda --distro ubuntu2404 --gpu 2901"
 	[ubuntu2404-h100]="--cuda --distro ubuntu2404 --gpu 2330"
 	[ubuntu2404-h200]="--cuda --distro ubuntu2404 --gpu 2335"
+	[ubuntu2404-b300]="--cuda --distro ubuntu2404 --gpu 3182"
+	[ubuntu2404-rtxpro6000]="--cuda --distro ubuntu2404 --gpu 2bb5"
 	[debian12-l4]="--cuda --distro debian12 --gpu 27b8"
+	[debian12-l40s]="--cuda --distro debian12 --gpu 26b9"
 	[rocky9]="--cuda --distro rocky9"
 )
 
@@ -163,6 +166,10 @@ golden_plans() {
 	golden_plans b200-ubuntu2404 ubuntu2404-b200
 }
 
+@test "golden plan: b300-ubuntu2404" {
+	golden_plans b300-ubuntu2404 ubuntu2404-b300
+}
+
 @test "golden plan: h100-ubuntu2204" {
 	golden_plans h100-ubuntu2204 ubuntu2204-h100
 }
@@ -179,8 +186,16 @@ golden_plans() {
 	golden_plans l4-debian12 debian12-l4
 }
 
+@test "golden plan: l40s-debian12" {
+	golden_plans l40s-debian12 debian12-l40s
+}
+
 @test "golden plan: rtx4090-ubuntu2204" {
 	golden_plans rtx4090-ubuntu2204 ubuntu2204-rtx4090
+}
+
+@test "golden plan: rtxpro6000-ubuntu2404" {
+	golden_plans rtxpro6000-ubuntu2404 ubuntu2404-rtxpro6000
 }
 
 @test "golden plan: t4-ubuntu2204" {

@@ -15,6 +15,9 @@ EXPECTED=$BATS_TEST_DIRNAME/expected
 PROFILE=a100-ubuntu2204
 ONLY=nouveau,env
 GPU_DEV=sys/bus/pci/devices/0000:17:00.0
+# The day branch end of life is judged on (src/nv/branches.c): fixed, so
+# that outputs do not change with the calendar (R535 ended in June 2026).
+export GPUPROV_TODAY=2026-12-01
 # The system python (a version-manager shim costs ~0.1 s a call).
 if [ -z "${PYTHON:-}" ]; then
 	PYTHON=python3

@@ -308,8 +308,51 @@ PY
 	gp profiles lint $files
 	assert_status 0
 	refute_stdout_has "rule "
-	[ "${#lines[@]}" -eq "$(printf '%s\n' "$files" | wc -l)" ] ||
-		fail "one line per file:" "$output"
+	# One "ok" line per file, and a warning line for each profile on a
+	# branch past its end of life (R535: a100-ubuntu2204, t4-ubuntu2204).
+	local oks warned
+	oks=$(printf '%s\n' "$output" | grep -c ': ok$')
+	[ "$oks" -eq "$(printf '%s\n' "$files" | wc -l)" ] || fail "one ok per file:" "$output"
+	warned=$(printf '%s\n' "$output" | grep ': warning: ' | sed 's|^.*/profiles/||; s|: warning: .*||' | tr '\n' ' ')
+	[ "$warned" = "a100-ubuntu2204.json t4-ubuntu2204.json " ] ||
+		fail "end-of-life warnings for: $warned" "$output"
+	[ "${#lines[@]}" -eq $((oks + 2)) ] || fail "nothing else:" "$output"
+}
+
+@test "profiles lint: a branch past its end of life warns with the date and the branch to move to, exit 0" {
+	local f=$REPO_ROOT/profiles/a100-ubuntu2204.json
+	gp profiles lint "$f"
+	assert_status 0
+	assert_stdout_has "$f: warning: driver branch 535 (long-term support) reached its end of life at the end of June 2026 (today is 2026-12-01) and gets no more fixes; move to driver branch 580 (long-term support, supported until June 2028), the longest-supported branch with the proprietary modules"
+	assert_stdout_has "$f: ok"
+	gp --json profiles lint "$f"
+	assert_status 0
+	save_json
+	jeq 'd["files"][0]["status"]' ok
+	jeq 'd["files"][0]["warnings"][0]["id"]' driver.branch_eol
+	[[ $(json_get "$JSON" 'd["files"][0]["warnings"][0]["message"]') == *"move to driver branch 580"* ]] ||
+		fail "no branch to move to:" "$output"
+	# The last day of June 2026 is still supported.
+	GPUPROV_TODAY=2026-06-30 gp profiles lint "$f"
+	assert_status 0
+	refute_stdout_has "warning"
+	# Open modules on a V100-free box move to R620, supported longest.
+	cat > "$P/t-eol-open.json" <<'EOF'
+{ "name": "t-eol-open", "description": "R610 (new feature), open",
+  "match": { "gpus": ["10de:2330"] },
+  "stages": { "driver": { "method": "apt", "version": "610.57.04", "modules": "open" } } }
+EOF
+	gp profiles lint "$P/t-eol-open.json"
+	assert_status 0
+	assert_stdout_has "warning: driver 610.57.04 (branch 610, new feature) reached its end of life at the end of August 2026"
+	assert_stdout_has "move to driver branch 620 (long-term support, supported until September 2029)"
+	# Once R580 has ended too, no long-term branch has proprietary modules.
+	GPUPROV_TODAY=2028-07-01 gp profiles lint "$f"
+	assert_status 0
+	assert_stdout_has "no supported long-term branch has the proprietary modules the profile needs"
+	GPUPROV_TODAY=someday gp profiles lint "$f"
+	assert_status 2
+	assert_stderr_has "GPUPROV_TODAY must be a date, YYYY-MM-DD"
 }
 
 @test "profiles lint: every problem of an invalid file, not just the first" {

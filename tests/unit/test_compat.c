@@ -212,7 +212,7 @@ static void test_driver_cuda_unknown(void **state)
 	expect_contains(&(struct parts){ .driver = "{\"branch\": \"550\"}",
 	                                 .cuda = "{\"version\": \"12.7\"}" },
 	                GP_RULE_DRIVER_CUDA,
-	                NEEDLES("CUDA 12.7 is not in gpuprov's", "11.1 to 13.1",
+	                NEEDLES("CUDA 12.7 is not in gpuprov's", "11.1 to 13.5",
 	                        "driver branch 550"));
 	expect_contains(&(struct parts){ .driver = "{\"version\": \"580.65.06\"}",
 	                                 .cuda = "{\"version\": \"1.28\"}" },
@@ -677,8 +677,170 @@ static void test_rule_known(void **state)
 	assert_true(gp_compat_rule_known("cudnn-cuda"));
 	assert_true(gp_compat_rule_known("torch-driver"));
 	assert_true(gp_compat_rule_known("module-flavor"));
+	assert_true(gp_compat_rule_known("driver-gpu"));
 	assert_false(gp_compat_rule_known("driver"));
 	assert_false(gp_compat_rule_known(""));
+}
+
+/* The 2026 stack: a refusal and its allowed neighbour for each new fact. */
+
+static void test_r620_no_proprietary(void **state)
+{
+	(void)state;
+	/* R620 removed the proprietary modules; R580 still has them. */
+	expect_message(&(struct parts){ .gpus = "[\"10de:2330\"]",
+	                                .driver = "{\"branch\": \"620\", \"modules\": "
+	                                          "\"proprietary\"}" },
+	               GP_RULE_MODULE_FLAVOR,
+	               "driver branch 620 ships no proprietary kernel modules (NVIDIA "
+	               "removed them from branch 620 on); use \"modules\": \"open\" "
+	               "(Turing or later GPUs), or driver branch 580, the last "
+	               "long-term branch with them");
+	expect_ok(
+	    &(struct parts){ .gpus = "[\"10de:2330\"]",
+	                     .driver = "{\"branch\": \"620\", \"modules\": \"open\"}" });
+	expect_ok(&(struct parts){
+	    .gpus = "[\"10de:2330\"]",
+	    .driver = "{\"branch\": \"580\", \"modules\": \"proprietary\"}" });
+	/* An exact version of the branch, and one just before it. */
+	expect_contains(&(struct parts){ .driver = "{\"version\": \"620.70.06\", "
+	                                           "\"modules\": \"proprietary\"}" },
+	                GP_RULE_MODULE_FLAVOR,
+	                NEEDLES("driver 620.70.06 ships no proprietary"));
+	expect_ok(&(struct parts){ .driver = "{\"version\": \"615.71.10\", "
+	                                     "\"modules\": \"proprietary\"}" });
+}
+
+static void test_pre_turing_last_branch(void **state)
+{
+	(void)state;
+	/* R580 is the last branch for V100. */
+	expect_ok(&(struct parts){
+	    .gpus = "[\"10de:1db1\"]",
+	    .driver = "{\"branch\": \"580\", \"modules\": \"proprietary\"}" });
+	expect_ok(&(struct parts){
+	    .gpus = "[\"10de:1db1\"]",
+	    .driver = "{\"version\": \"580.173.02\", \"modules\": \"proprietary\"}" });
+	expect_message(&(struct parts){ .gpus = "[\"10de:1db1\"]",
+	                                .driver = "{\"branch\": \"595\", \"modules\": "
+	                                          "\"proprietary\"}" },
+	               GP_RULE_DRIVER_GPU,
+	               "driver branch 595 no longer supports V100 (10de:1db1, Volta, "
+	               "compute capability 7.0): branch 580 is the last for Maxwell, "
+	               "Pascal and Volta; use driver branch 580, or drop 10de:1db1 "
+	               "from match.gpus");
+	/* A pre-Turing GPU with R620: no proprietary modules, and past its
+	 * last branch; with "auto" the branch alone. */
+	expect_rules(&(struct parts){ .gpus = "[\"10de:1db1\"]",
+	                              .driver = "{\"branch\": \"620\", \"modules\": "
+	                                        "\"proprietary\"}" },
+	             "module-flavor driver-gpu");
+	expect_rules(&(struct parts){ .gpus = "[\"10de:1db1\"]",
+	                              .driver = "{\"version\": \"620.70.06\", "
+	                                        "\"modules\": \"auto\"}" },
+	             "driver-gpu");
+	/* open on a V100 with R620: the fix cannot be "proprietary" alone. */
+	struct gp_compat_report rep;
+	run(&(struct parts){ .gpus = "[\"10de:1db1\"]",
+	                     .driver = "{\"branch\": \"620\", \"modules\": \"open\"}" },
+	    &rep);
+	assert_int_equal(rep.n, 2);
+	assert_string_equal(rep.issues[0].rule, GP_RULE_MODULE_FLAVOR);
+	assert_non_null(strstr(rep.issues[0].message,
+	                       "with driver branch 580, the last for it (driver branch "
+	                       "620 ships no proprietary modules)"));
+	gp_compat_report_free(&rep);
+	/* Turing is not affected. */
+	expect_ok(
+	    &(struct parts){ .gpus = "[\"10de:1eb8\"]",
+	                     .driver = "{\"branch\": \"620\", \"modules\": \"open\"}" });
+}
+
+static void test_gh200_open_only(void **state)
+{
+	(void)state;
+	expect_message(&(struct parts){ .gpus = "[\"10de:2342\"]",
+	                                .driver = "{\"branch\": \"580\", \"modules\": "
+	                                          "\"proprietary\"}" },
+	               GP_RULE_MODULE_FLAVOR,
+	               "proprietary kernel modules cannot drive GH200 (10de:2342, Grace "
+	               "Hopper, compute capability 9.0), which needs the open modules; "
+	               "use \"modules\": \"open\"");
+	expect_ok(
+	    &(struct parts){ .gpus = "[\"10de:2348\"]",
+	                     .driver = "{\"branch\": \"580\", \"modules\": \"open\"}" });
+	/* H100, the same CC, takes either. */
+	expect_ok(&(struct parts){
+	    .gpus = "[\"10de:2330\"]",
+	    .driver = "{\"branch\": \"580\", \"modules\": \"proprietary\"}" });
+}
+
+static void test_cu132_wheels(void **state)
+{
+	(void)state;
+	/* cu132 (CUDA 13.2) runs on R580 through minor-version compatibility. */
+	expect_ok(&(struct parts){
+	    .gpus = "[\"10de:2335\"]",
+	    .driver = "{\"branch\": \"580\"}",
+	    .pytorch = "{\"index_url\": \"https://download.pytorch.org/whl/cu132\"}" });
+	expect_message(&(struct parts){ .gpus = "[\"10de:2335\"]",
+	                                .driver = "{\"branch\": \"575\"}",
+	                                .pytorch = "{\"index_url\": "
+	                                           "\"https://download.pytorch.org/whl/"
+	                                           "cu132\"}" },
+	               GP_RULE_TORCH_DRIVER,
+	               "driver branch 575 is older than driver 580, which the CUDA 13.2 "
+	               "wheels of PyTorch index https://download.pytorch.org/whl/cu132 "
+	               "need; use driver branch 580 or newer, or the wheel index "
+	               "https://download.pytorch.org/whl/cu129");
+	/* cu13x wheels cannot target a V100; cu126 can. */
+	expect_contains(&(struct parts){ .gpus = "[\"10de:1db1\"]",
+	                                 .driver = "{\"branch\": \"580\"}",
+	                                 .pytorch = "{\"index_url\": "
+	                                            "\"https://download.pytorch.org/whl/"
+	                                            "cu132\"}" },
+	                GP_RULE_GPU_CUDA,
+	                NEEDLES("CUDA 13.2 wheels", "V100", "CUDA 13 dropped"));
+	expect_ok(&(struct parts){
+	    .gpus = "[\"10de:1db1\"]",
+	    .driver = "{\"branch\": \"580\"}",
+	    .pytorch = "{\"index_url\": \"https://download.pytorch.org/whl/cu126\"}" });
+	/* The newest tag a driver runs in full is suggested first: cu132 on
+	 * R595. */
+	expect_contains(&(struct parts){ .driver = "{\"branch\": \"595\"}",
+	                                 .pytorch = "{\"index_url\": "
+	                                            "\"https://download.pytorch.org/whl/"
+	                                            "cpu\"}" },
+	                GP_RULE_TORCH_DRIVER,
+	                NEEDLES("such as https://download.pytorch.org/whl/cu132"));
+}
+
+static void test_b300_cuda(void **state)
+{
+	(void)state;
+	/* sm_103 arrived with CUDA 12.9. */
+	expect_contains(&(struct parts){ .gpus = "[\"10de:3182\"]",
+	                                 .driver = "{\"branch\": \"580\", \"modules\": "
+	                                           "\"open\"}",
+	                                 .cuda = "{\"version\": \"12.8\"}" },
+	                GP_RULE_GPU_CUDA,
+	                NEEDLES("CUDA 12.8 cannot target B300 (10de:3182",
+	                        "first supported by CUDA 12.9"));
+	expect_ok(
+	    &(struct parts){ .gpus = "[\"10de:3182\"]",
+	                     .driver = "{\"branch\": \"580\", \"modules\": \"open\"}",
+	                     .cuda = "{\"version\": \"12.9\"}" });
+	expect_ok(
+	    &(struct parts){ .gpus = "[\"10de:31c2\"]",
+	                     .driver = "{\"branch\": \"580\", \"modules\": \"open\"}",
+	                     .cuda = "{\"version\": \"13.0\"}" });
+	/* CUDA 13.2 needs R595 in full (its bundled driver). */
+	expect_contains(
+	    &(struct parts){ .gpus = "[\"10de:3182\"]",
+	                     .driver = "{\"branch\": \"580\"}",
+	                     .cuda = "{\"version\": \"13.2\"}" },
+	    GP_RULE_DRIVER_CUDA,
+	    NEEDLES("older than CUDA 13.2's minimum driver 595.45.04", "or CUDA 13.0"));
 }
 
 int main(void)
@@ -708,6 +870,11 @@ int main(void)
 		cmocka_unit_test(test_order),
 		cmocka_unit_test(test_classic_stack),
 		cmocka_unit_test(test_rule_known),
+		cmocka_unit_test(test_r620_no_proprietary),
+		cmocka_unit_test(test_pre_turing_last_branch),
+		cmocka_unit_test(test_gh200_open_only),
+		cmocka_unit_test(test_cu132_wheels),
+		cmocka_unit_test(test_b300_cuda),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,10 +44,24 @@ static const struct gpu_case gpu_cases[] = {
 	{ 0x2339, "H100", "Hopper", 9, 0, "11.8" },
 	{ 0x2335, "H200 SXM", "Hopper", 9, 0, "11.8" },
 	{ 0x233b, "H200 NVL", "Hopper", 9, 0, "11.8" },
+	{ 0x2329, "H20", "Hopper", 9, 0, "11.8" },
+	{ 0x232c, "H20 HBM3e", "Hopper", 9, 0, "11.8" },
+	{ 0x2328, "H20B", "Hopper", 9, 0, "11.8" },
+	{ 0x230c, "H20 NVL16", "Hopper", 9, 0, "11.8" },
+	{ 0x230e, "H20 NVL16", "Hopper", 9, 0, "11.8" },
+	{ 0x2342, "GH200", "Grace Hopper", 9, 0, "11.8" },
+	{ 0x2348, "GH200 144G HBM3e", "Grace Hopper", 9, 0, "11.8" },
 	{ 0x2901, "B200", "Blackwell", 10, 0, "12.8" },
 	{ 0x2941, "GB200", "Blackwell", 10, 0, "12.8" },
 	{ 0x3182, "B300", "Blackwell", 10, 3, "12.9" },
+	{ 0x31c2, "GB300", "Blackwell", 10, 3, "12.9" },
+	{ 0x31c3, "GB300", "Blackwell", 10, 3, "12.9" },
+	{ 0x31a1, "GB300 Max-Q", "Blackwell", 10, 3, "12.9" },
 	{ 0x2b85, "RTX 5090", "Blackwell", 12, 0, "12.8" },
+	{ 0x2bb5, "RTX PRO 6000 Blackwell Server Edition", "Blackwell", 12, 0, "12.8" },
+	{ 0x2bb1, "RTX PRO 6000 Blackwell Workstation Edition", "Blackwell", 12, 0,
+	  "12.8" },
+	{ 0x2bb4, "RTX PRO 6000 Blackwell Max-Q", "Blackwell", 12, 0, "12.8" },
 };
 
 static void test_gpu_lookup(void **state)
@@ -70,10 +84,10 @@ static void test_gpu_lookup(void **state)
 static void test_gpu_unknown(void **state)
 {
 	(void)state;
-	/* Neighbours of known ids, a GPU src/nv/gpus.c does not list (GH200
-	 * has no id there), and 0. */
+	/* Neighbours of known ids, a GPU src/nv/gpus.c does not list (GB10,
+	 * 10de:2e12), and 0. */
 	static const unsigned unknown[] = { 0x0000, 0x20b4, 0x1db0, 0x2332,
-		                            0x2342, 0x2902, 0xffff };
+		                            0x2343, 0x2902, 0x2e12, 0xffff };
 	for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
 		if (gp_gpu_lookup(unknown[i]))
 			fail_msg("10de:%04x should be unknown", unknown[i]);
@@ -93,6 +107,9 @@ static void test_gpu_sanity(void **state)
 		                   : cc < 90  ? "Ada Lovelace"
 		                   : cc < 100 ? "Hopper"
 		                              : "Blackwell";
+		/* Grace Hopper is Hopper's CC on a Grace board. */
+		if (strcmp(g->arch, "Grace Hopper") == 0 && cc == 90)
+			want = "Grace Hopper";
 		if (strcmp(g->arch, want) != 0)
 			fail_msg("10de:%04x: CC %u.%u is %s, table says %s", g->device,
 			         g->cc_major, g->cc_minor, want, g->arch);
@@ -112,7 +129,8 @@ static void test_module_flavors(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof gpu_cases / sizeof gpu_cases[0]; i++) {
 		const struct gp_gpu_info *g = gp_gpu_lookup(gpu_cases[i].device);
-		bool blackwell = strcmp(g->arch, "Blackwell") == 0;
+		bool blackwell = strcmp(g->arch, "Blackwell") == 0 ||
+		                 strcmp(g->arch, "Grace Hopper") == 0;
 		bool volta = strcmp(g->arch, "Volta") == 0;
 		if (gp_gpu_needs_open_modules(g) != blackwell)
 			fail_msg("%s: needs open modules should be %d", g->name,
@@ -138,7 +156,12 @@ struct drv_case {
 };
 
 static const struct drv_case drv_cases[] = {
-	/* GA rows, keyed X.Y. */
+	/* GA rows, keyed X.Y. From 13.2 on the bundled driver only
+	 * (docs/reference/stack-2026.md section 2). */
+	{ "13.5", "620.70.06" },
+	{ "13.4", "615.71.09" },
+	{ "13.3", "610.43.02" },
+	{ "13.2", "595.45.04" },
 	{ "13.1", "590.44.01" },
 	{ "13.0", "580.65.06" },
 	{ "12.9", "575.51.03" },
@@ -162,6 +185,11 @@ static const struct drv_case drv_cases[] = {
 	{ "12.4.0", "550.54.14" },
 	{ "11.8.0", "520.61.05" },
 	/* Update releases. */
+	{ "13.2.2", "595.71.05" },
+	{ "13.2.1", "595.58.03" },
+	{ "13.1.2", "590.48.01" },
+	{ "13.1.1", "590.48.01" },
+	{ "13.0.3", "580.126.20" },
 	{ "13.0.1", "580.82.07" },
 	{ "13.0.2", "580.95.05" },
 	{ "12.9.1", "575.57.08" },
@@ -182,7 +210,8 @@ static const struct drv_case drv_cases[] = {
 	{ "12.2.3", "535.104.05" },
 	{ "12.3.2", "545.23.08" },
 	{ "11.8.89", "520.61.05" },
-	{ "13.1.1", "590.44.01" },
+	{ "13.3.1", "610.43.02" },
+	{ "13.4.2", "615.71.09" },
 	/* Leading zeros are numbers, as everywhere in version compare. */
 	{ "12.04", "550.54.14" },
 	/* Unknown releases and malformed input. */
@@ -224,7 +253,9 @@ static void test_min_driver_monotonic(void **state)
 		"11.7.1", "11.8",   "12.0",   "12.0.1", "12.1",   "12.1.1", "12.2",
 		"12.2.1", "12.2.2", "12.3",   "12.3.1", "12.4",   "12.4.1", "12.5",
 		"12.5.1", "12.6",   "12.6.1", "12.6.2", "12.6.3", "12.8",   "12.8.1",
-		"12.9",   "12.9.1", "13.0",   "13.0.1", "13.0.2", "13.1",
+		"12.9",   "12.9.1", "13.0",   "13.0.1", "13.0.2", "13.0.3", "13.1",
+		"13.1.1", "13.1.2", "13.2",   "13.2.1", "13.2.2", "13.3",   "13.4",
+		"13.5",
 	};
 	for (size_t i = 0; i < sizeof releases / sizeof releases[0]; i++) {
 		const char *d = gp_cuda_min_driver(releases[i]);
@@ -250,12 +281,15 @@ static void test_minor_compat(void **state)
 	assert_string_equal(gp_cuda_minor_compat_driver("12.9.1"), "525.60.13");
 	assert_string_equal(gp_cuda_minor_compat_driver("13.0"), "580");
 	assert_string_equal(gp_cuda_minor_compat_driver("13.1"), "580");
+	/* Every 13.x runs on R580 through minor-version compatibility. */
+	assert_string_equal(gp_cuda_minor_compat_driver("13.5"), "580");
 	assert_null(gp_cuda_minor_compat_driver("10.2"));
 	assert_null(gp_cuda_minor_compat_driver("14.0"));
 	assert_null(gp_cuda_minor_compat_driver("twelve"));
 	assert_null(gp_cuda_minor_compat_driver(NULL));
 	/* The floor is never above the GA minimum of any release of the major. */
-	static const char *const v[] = { "11.8", "12.0", "12.4", "12.8", "13.0", "13.1" };
+	static const char *const v[] = { "11.8", "12.0", "12.4", "12.8",
+		                         "13.0", "13.1", "13.3", "13.5" };
 	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
 		assert_true(gp_version_compare(gp_cuda_minor_compat_driver(v[i]),
 		                               gp_cuda_min_driver(v[i])) <= 0);
@@ -310,6 +344,7 @@ static const struct tag_case tag_cases[] = {
 	{ "cu128", "12.8", false },
 	{ "cu129", "12.9", false },
 	{ "cu130", "13.0", false },
+	{ "cu132", "13.2", false },
 	{ "cu92", "9.2", false },
 	{ "https://download.pytorch.org/whl/cu118", "11.8", false },
 	{ "https://download.pytorch.org/whl/cu130/", "13.0", false },
@@ -357,6 +392,48 @@ static void test_torch_tags(void **state)
 	assert_null(gp_torch_tag_cuda("cpu", NULL, buf)); /* cpu may be NULL */
 }
 
+/* Which wheel tags a GPU can use, per tag, newest first (cu132 cu130 cu129
+ * cu128 cu126 cu124 cu121 cu118): 1 targets it, 0 not. */
+static void expect_tags(unsigned device, const char *want)
+{
+	const struct gp_gpu_info *g = gp_gpu_lookup(device);
+	assert_non_null(g);
+	char got[16] = "";
+	for (size_t i = 0; gp_torch_cuda_tags[i]; i++)
+		strcat(got, gp_torch_tag_targets(gp_torch_cuda_tags[i], g) ? "1" : "0");
+	if (strcmp(got, want) != 0)
+		fail_msg("10de:%04x (%s): tags %s, want %s", device, g->name, got, want);
+}
+
+static void test_torch_tags_for_gpu(void **state)
+{
+	(void)state;
+	/* The tags, in order, each with its CUDA. */
+	static const char *const want[] = { "cu132", "cu130", "cu129", "cu128",
+		                            "cu126", "cu124", "cu121", "cu118" };
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+		assert_string_equal(gp_torch_cuda_tags[i], want[i]);
+	assert_null(gp_torch_cuda_tags[sizeof want / sizeof want[0]]);
+	/* V100: no cu13x. T4 and H100: every tag (Hopper from 11.8). */
+	expect_tags(0x1db1, "00111111");
+	expect_tags(0x1eb8, "11111111");
+	expect_tags(0x2330, "11111111");
+	expect_tags(0x2342, "11111111");
+	/* Blackwell from cu128; B300 and GB300 (sm_103) from cu129. */
+	expect_tags(0x2901, "11110000");
+	expect_tags(0x2bb5, "11110000");
+	expect_tags(0x3182, "11100000");
+	expect_tags(0x31c2, "11100000");
+	/* An index URL works as the tag; cpu and NULL target nothing. */
+	const struct gp_gpu_info *v100 = gp_gpu_lookup(0x1db1);
+	assert_true(
+	    gp_torch_tag_targets("https://download.pytorch.org/whl/cu126/", v100));
+	assert_false(
+	    gp_torch_tag_targets("https://download.pytorch.org/whl/cu132", v100));
+	assert_false(gp_torch_tag_targets("cpu", v100));
+	assert_false(gp_torch_tag_targets("cu130", NULL));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -369,6 +446,7 @@ int main(void)
 		cmocka_unit_test(test_minor_compat),
 		cmocka_unit_test(test_supports_cc),
 		cmocka_unit_test(test_torch_tags),
+		cmocka_unit_test(test_torch_tags_for_gpu),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

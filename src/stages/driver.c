@@ -562,6 +562,14 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 	if (d->ch.method != GP_DRV_RUNFILE)
 		gp_drv_packages(&d->ch, &d->pkgs);
 	repo_preflight(c, d);
+	if (!d->blocked && d->ch.method != GP_DRV_RUNFILE) {
+		/* A held package of the release the driver leaves that the lists
+		 * do not offer at the new one: blocked before any change. */
+		_cleanup_free_ char *held = gp_pkg_install_problem(c, d->pkgs.want,
+		                                                   d->pkgs.n_want);
+		if (held)
+			block(d, "%s", held);
+	}
 	return 0;
 }
 

@@ -133,17 +133,20 @@ static size_t rpm_blob(unsigned char *b, const char *name, const char *ver,
 	return 8 + 16 * il + off;
 }
 
-static void test_rpmdb(void **state)
+struct rpm_pkg {
+	const char *n, *v, *r;
+	int e; /* -1: none */
+};
+
+/* DIR/var/lib/rpm/rpmdb.sqlite with pk (as rpm's sqlite backend stores
+ * them, in WAL mode); its path in path. */
+static void rpmdb_write(const char *dir, const struct rpm_pkg *pk, size_t n,
+                        char path[PATH_MAX])
 {
-	char *dir = tu_tmpdir();
 	tu_mkdir(dir, "var/lib/rpm");
-	tu_write(dir, "etc/dnf/plugins/versionlock.list",
-	         "# added by dnf\nnvidia-driver-3:560.35.03-1.el9.*\n!excluded-1-1.*\n");
-	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/var/lib/rpm/rpmdb.sqlite", dir);
+	snprintf(path, PATH_MAX, "%s/var/lib/rpm/rpmdb.sqlite", dir);
 	sqlite3 *h;
 	assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
-	/* rpm's sqlite backend runs in WAL mode. */
 	assert_int_equal(sqlite3_exec(h, "PRAGMA journal_mode=WAL", NULL, NULL, NULL),
 	                 SQLITE_OK);
 	assert_int_equal(sqlite3_exec(h,
@@ -152,21 +155,28 @@ static void test_rpmdb(void **state)
 	                              NULL, NULL, NULL),
 	                 SQLITE_OK);
 	unsigned char blob[1024];
-	struct {
-		const char *n, *v, *r;
-		int e;
-	} pk[] = { { "nvidia-driver", "560.35.03", "1.el9", 3 },
-		   { "cuda-toolkit-12-4", "12.4.1", "1", -1 } };
-	for (size_t i = 0; i < 2; i++) {
-		size_t n = rpm_blob(blob, pk[i].n, pk[i].v, pk[i].r, pk[i].e);
+	for (size_t i = 0; i < n; i++) {
+		size_t len = rpm_blob(blob, pk[i].n, pk[i].v, pk[i].r, pk[i].e);
 		sqlite3_stmt *st;
 		sqlite3_prepare_v2(h, "INSERT INTO Packages (blob) VALUES (?)", -1, &st,
 		                   NULL);
-		sqlite3_bind_blob(st, 1, blob, (int)n, SQLITE_STATIC);
+		sqlite3_bind_blob(st, 1, blob, (int)len, SQLITE_STATIC);
 		assert_int_equal(sqlite3_step(st), SQLITE_DONE);
 		sqlite3_finalize(st);
 	}
 	sqlite3_close(h);
+}
+
+static void test_rpmdb(void **state)
+{
+	char *dir = tu_tmpdir();
+	tu_write(dir, "etc/dnf/plugins/versionlock.list",
+	         "# added by dnf\nnvidia-driver-3:560.35.03-1.el9.*\n!excluded-1-1.*\n");
+	char path[PATH_MAX];
+	const struct rpm_pkg pk[] = { { "nvidia-driver", "560.35.03", "1.el9", 3 },
+		                      { "cuda-toolkit-12-4", "12.4.1", "1", -1 } };
+	rpmdb_write(dir, pk, ARRAY_SIZE(pk), path);
+	unsigned char blob[1024] = { 0 };
 	struct gp_root r;
 	assert_int_equal(gp_root_open(&r, dir), 0);
 	struct gp_pkgdb db;
@@ -356,6 +366,64 @@ static void test_available_and_nvidia_repo(void **state)
 	free(dir);
 }
 
+/* dnf: a version change releases every held NVIDIA package and pins the
+ * held ones of the release that moves at the new version too (dnf would
+ * otherwise take their newest); a held package of another release
+ * (nvidia-container-toolkit) is released and held again, not pinned. */
+static void test_dnf_held_set_pinned(void **state)
+{
+	char *dir = tu_tmpdir();
+	char path[PATH_MAX];
+	const struct rpm_pkg pk[] = {
+		{ "nvidia-driver", "535.104.05", "1.el9", 3 },
+		{ "nvidia-driver-libs", "535.104.05", "1.el9", 3 },
+		{ "nvidia-driver-devel", "535.104.05", "1.el9", 3 },
+		{ "nvidia-container-toolkit", "1.14.0", "1", -1 },
+		{ "nvidia-settings", "535.104.05", "1.el9", 3 }, /* not held */
+	};
+	rpmdb_write(dir, pk, ARRAY_SIZE(pk), path);
+	tu_write(dir, "etc/dnf/plugins/versionlock.list",
+	         "nvidia-driver-3:535.104.05-1.el9.*\n"
+	         "nvidia-driver-libs-3:535.104.05-1.el9.*\n"
+	         "nvidia-driver-devel-3:535.104.05-1.el9.*\n"
+	         "nvidia-container-toolkit-0:1.14.0-1.*\n");
+	struct gp_ctx c = { 0 };
+	struct gp_err err = { 0 };
+	struct gp_out out;
+	gp_out_init(&out, stdout, stderr);
+	out.verbosity = -1;
+	struct gp_profile prof = { .name = "t" };
+	prof.doc = cJSON_Parse("{\"distro\": {\"package_manager\": \"dnf\"}}");
+	c.profile = &prof;
+	c.out = &out;
+	c.err = &err;
+	c.log_fd = -1;
+	c.mode = GP_MODE_PLAN;
+	assert_int_equal(gp_root_open(&c.root, dir), 0);
+	assert_int_equal(gp_journal_load(&c.root, &c.journal, &err), 0);
+	c.plan = gp_plan_new("t", "0000", dir, false);
+	c.stage = gp_plan_add_stage(c.plan, "driver", "test");
+	const struct gp_pkg_want w[] = { { "nvidia-driver", "535.183.01" },
+		                         { "nvidia-driver-libs", "535.183.01" } };
+	assert_int_equal(gp_effect_pkg_install(&c, w, 2), 0);
+	assert_int_equal(c.stage->n_effects, 4); /* makecache, delete, install, add */
+	_cleanup_free_ char *unhold = gp_strv_join(c.stage->effects[1].argv, " ");
+	assert_string_equal(unhold, "dnf -y -q versionlock delete nvidia-driver "
+	                            "nvidia-driver-libs nvidia-driver-devel "
+	                            "nvidia-container-toolkit");
+	_cleanup_free_ char *install = gp_strv_join(c.stage->effects[2].argv, " ");
+	assert_string_equal(install, "dnf -y -q install nvidia-driver-535.183.01 "
+	                             "nvidia-driver-libs-535.183.01 "
+	                             "nvidia-driver-devel-535.183.01");
+	gp_pkg_state_free(&c);
+	gp_plan_free(c.plan);
+	gp_journal_free(&c.journal);
+	gp_root_close(&c.root);
+	cJSON_Delete(prof.doc);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 /* --- real apt and dpkg --------------------------------------------------- */
 
 struct aptfx {
@@ -532,6 +600,7 @@ int main(void)
 		cmocka_unit_test(test_commands),
 		cmocka_unit_test(test_openpgp),
 		cmocka_unit_test(test_available_and_nvidia_repo),
+		cmocka_unit_test(test_dnf_held_set_pinned),
 		cmocka_unit_test_setup_teardown(test_apt_versions_and_hold, apt_setup,
 		                                apt_teardown),
 	};

@@ -697,17 +697,24 @@ static int build_txn(struct gp_ctx *c, enum gp_pkg_manager pm,
 	const struct gp_pkg_backend *b = gp_pkg_backend_get(pm);
 	if (pm != GP_PKG_APT)
 		return pin_held_release(c, b, NULL, t, problem);
-	struct gp_apt_index ix;
-	if (gp_apt_index_read(&c->root, &ix) <= 0)
+	/* The lists as they are now: those before the refresh while no real
+	 * one ran (a check, a plan), else read again. */
+	struct gp_apt_index fresh = { 0 };
+	const struct gp_apt_index *ix = &fresh;
+	if (c->mode == GP_MODE_PLAN || !state(c)->refreshed)
+		ix = lists_before(c);
+	else if (gp_apt_index_read(&c->root, &fresh) < 0)
+		gp_apt_index_free(&fresh);
+	if (!ix->n)
 		return 0; /* no lists: apt resolves, the plan names what it knows */
-	int rc = add_exact_closure(c, &ix, t);
+	int rc = add_exact_closure(c, ix, t);
 	size_t closed = gp_strv_len(t->names);
 	if (rc == 0)
-		rc = pin_held_release(c, b, &ix, t, problem);
+		rc = pin_held_release(c, b, ix, t, problem);
 	/* What the held packages depend on at exactly their version. */
 	if (rc == 0 && !*problem && gp_strv_len(t->names) > closed)
-		rc = add_exact_closure(c, &ix, t);
-	gp_apt_index_free(&ix);
+		rc = add_exact_closure(c, ix, t);
+	gp_apt_index_free(&fresh);
 	return rc;
 }
 
@@ -752,10 +759,10 @@ static bool pin_known_before(struct gp_ctx *c, const struct gp_pkg_want *w)
  * when a pinned want was not in the lists before the refresh (in the plan and
  * the run alike; the run's own command line is logged and shown as it runs).
  * The held packages of the release it leaves are known from the package
- * database, the versions they can be pinned at only from the refreshed
- * lists. */
-static int deferred_install(struct gp_ctx *c, const struct gp_pkg_backend *b,
-                            const struct gp_pkg_want *want, const bool *need, size_t n)
+ * database (so this is asked before they are released), the versions they
+ * can be pinned at only from the refreshed lists. NULL with c->err set. */
+static char *deferred_install(struct gp_ctx *c, const struct gp_pkg_backend *b,
+                              const struct gp_pkg_want *want, const bool *need, size_t n)
 {
 	struct gp_pkg_want *given = gp_xcalloc(n ? n : 1, sizeof *given);
 	struct txn t = { gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)) };
@@ -767,32 +774,27 @@ static int deferred_install(struct gp_ctx *c, const struct gp_pkg_backend *b,
 			given[k++] = want[i];
 			txn_add(&t, want[i].name, want[i].version ? want[i].version : "");
 		}
-	int rc = held_of_release(c, NULL, &t, &held);
-	_cleanup_strv_ char **argv = b->install(given, k);
+	char *rule = NULL;
+	if (held_of_release(c, NULL, &t, &held) == 0) {
+		_cleanup_strv_ char **argv = b->install(given, k);
+		_cleanup_free_ char *shown = gp_argv_display(argv);
+		_cleanup_free_ char *names = gp_strv_join(held.names, " ");
+		rule = gp_xasprintf(
+		    "%s, each version taken at its newest revision in the lists the "
+		    "refresh fetched, with every package these depend on at exactly "
+		    "that version%s%s%s (the root's apt lists did not offer them before "
+		    "this run's refresh)",
+		    shown, held.names[0] ? ", and the held " : "", names,
+		    held.names[0] ? " of the release these replace at that version "
+		                    "too (refused when those lists do not offer it)"
+		                  : "");
+	}
 	free(given);
-	_cleanup_free_ char *shown = gp_argv_display(argv);
-	_cleanup_free_ char *names = gp_strv_join(held.names, " ");
-	_cleanup_free_ char *also = held.names[0]
-	                                ? gp_xasprintf(
-	                                      ", and the held %s of the release these "
-	                                      "replace at that version too (refused when "
-	                                      "those lists do not offer it)",
-	                                      names)
-	                                : gp_xstrdup("");
 	gp_strv_free(t.names);
 	gp_strv_free(t.versions);
 	gp_strv_free(held.names);
 	gp_strv_free(held.versions);
-	if (rc < 0)
-		return -1;
-	gp_effect_rule_begin(c, "run",
-	                     "%s, each version taken at its newest revision in the "
-	                     "lists the refresh fetched, with every package these "
-	                     "depend on at exactly that version%s (the root's apt "
-	                     "lists did not offer them before this run's refresh)",
-	                     shown, also);
-	state(c)->deferred = true;
-	return 0;
+	return rule;
 }
 
 /* need[i]: want[i] is not installed, or not at its version. How many are
@@ -873,6 +875,11 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 		             problem);
 	for (size_t i = named; deferred && c->mode == GP_MODE_APPLY && t.names[i]; i++)
 		gp_strv_push(&state(c)->deferred_adds, t.names[i]);
+	_cleanup_free_ char *rule = rc == 0 && deferred
+	                                ? deferred_install(c, b, want, need, n)
+	                                : NULL;
+	if (rc == 0 && deferred && !rule)
+		rc = -1;
 	char **held = rc == 0 ? held_for(c, &t) : gp_xcalloc(1, sizeof(char *));
 	if (rc == 0)
 		rc = hold_names(c, b, held, false);
@@ -882,13 +889,14 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	for (size_t i = 0; i < k; i++)
 		w[i] = (struct gp_pkg_want){ t.names[i],
 			                     *t.versions[i] ? t.versions[i] : NULL };
-	bool rule = false;
-	if (rc == 0 && deferred)
-		rc = deferred_install(c, b, want, need, n);
-	rule = rc == 0 && deferred;
+	bool in_rule = rc == 0 && rule;
+	if (in_rule) {
+		gp_effect_rule_begin(c, "run", "%s", rule);
+		state(c)->deferred = true;
+	}
 	if (rc == 0)
 		rc = run_pkg(c, b, b->install(w, k));
-	if (rule)
+	if (in_rule)
 		gp_effect_rule_end(c);
 	free(need);
 	for (size_t i = 0; rc == 0 && i < k; i++)

@@ -7,7 +7,9 @@
  *         running kernel and every newer installed kernel, and Secure Boot
  *         on is met by signed modules (Canonical's prebuilt ones, or MOK
  *         keys from the profile for DKMS/runfile whose certificate shim's
- *         MokListRT holds and MokListXRT does not). Then: the installed
+ *         MokListRT holds and MokListXRT does not), and every held NVIDIA
+ *         package of the release an exact version replaces is offered at
+ *         the new one (pkg.h, gp_pkg_install_problem). Then: the installed
  *         user-space version (package database, or libnvidia-ml.so.<ver>
  *         for the runfile) against the profile's branch/version, the
  *         driver's packages present, the set held; the loaded module

@@ -27,6 +27,7 @@
 #include "gpuprov/context.h"
 #include "gpuprov/debfile.h"
 #include "gpuprov/json.h"
+#include "gpuprov/nvdriver.h"
 #include "gpuprov/openpgp.h"
 #include "gpuprov/pkg.h"
 #include "gpuprov/pkg_apt.h"
@@ -549,15 +550,18 @@ static void txn_add(struct txn *t, const char *name, const char *version)
 	gp_strv_push(&t->versions, version);
 }
 
+static bool txn_has(const struct txn *t, const char *name)
+{
+	return gp_strv_contains(t->names, name);
+}
+
 /* apt: adds the exact-version dependencies of the pinned members (see
  * gp_apt_exact_closure), as the metadata just refreshed (or, in a dry run,
  * the lists the root has) describes them; those installed at that version
- * already stay out. */
-static int add_exact_closure(struct gp_ctx *c, struct txn *t)
+ * already, and members, stay out. */
+static int add_exact_closure(struct gp_ctx *c, const struct gp_apt_index *ix,
+                             struct txn *t)
 {
-	struct gp_apt_index ix;
-	if (gp_apt_index_read(&c->root, &ix) <= 0)
-		return 0; /* no lists: apt resolves, the plan names what it knows */
 	_cleanup_strv_ char **names = gp_xcalloc(1, sizeof(char *));
 	_cleanup_strv_ char **versions = gp_xcalloc(1, sizeof(char *));
 	for (size_t i = 0; t->names[i]; i++)
@@ -566,19 +570,152 @@ static int add_exact_closure(struct gp_ctx *c, struct txn *t)
 			gp_strv_push(&versions, t->versions[i]);
 		}
 	size_t pinned = gp_strv_len(names);
-	gp_apt_exact_closure(&ix, &names, &versions);
-	gp_apt_index_free(&ix);
+	gp_apt_exact_closure(ix, &names, &versions);
 	for (size_t i = pinned; names[i]; i++) {
 		_cleanup_free_ char *have = NULL;
 		if (gp_pkg_installed(c, names[i], &have) < 0)
 			return -1;
-		if (gp_streq(have, versions[i]))
+		if (gp_streq(have, versions[i]) || txn_has(t, names[i]))
 			continue;
 		gp_log(c, "%s=%s is an exact dependency of the pinned set", names[i],
 		       versions[i]);
 		txn_add(t, names[i], versions[i]);
 	}
 	return 0;
+}
+
+/* The held packages of the NVIDIA driver set outside t that are installed
+ * at a release t's pinned NVIDIA members leave (the same upstream version
+ * as one of them is installed at), each in *out with the version of the
+ * member it belongs with. Released with the whole held set (held_for) and
+ * not pinned, apt or dnf would move such a package to its own newest
+ * version, not the driver's (or stop, or remove it). With ix (apt), only
+ * members the index offers at their version count: of another, the release
+ * they move to is not known yet (a plan before the refresh). */
+static int held_of_release(struct gp_ctx *c, const struct gp_apt_index *ix,
+                           const struct txn *t, struct txn *out)
+{
+	_cleanup_strv_ char **from = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **to = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; t->names[i]; i++) {
+		const char *v = t->versions[i];
+		if (!*v || !is_nvidia_driver_pkg(t->names[i]) ||
+		    (ix && !gp_apt_index_find(ix, t->names[i], v)))
+			continue;
+		_cleanup_free_ char *have = NULL;
+		if (gp_pkg_installed(c, t->names[i], &have) < 0)
+			return -1;
+		if (!have || gp_streq(have, v) || gp_pkg_version_matches(have, v))
+			continue;
+		_cleanup_free_ char *up = gp_pkg_upstream_version(have);
+		if (!gp_strv_contains(from, up)) {
+			gp_strv_push(&from, up);
+			gp_strv_push(&to, v);
+		}
+	}
+	if (!from[0])
+		return 0;
+	_cleanup_strv_ char **set = gp_pkg_nvidia_set(c);
+	for (size_t i = 0; set[i]; i++) {
+		if (txn_has(t, set[i]) || !gp_pkg_is_held(c, set[i]))
+			continue;
+		_cleanup_free_ char *have = NULL;
+		if (gp_pkg_installed(c, set[i], &have) < 0)
+			return -1;
+		_cleanup_free_ char *up = have ? gp_pkg_upstream_version(have) : NULL;
+		for (size_t j = 0; up && from[j]; j++)
+			if (strcmp(from[j], up) == 0) {
+				txn_add(out, set[i], to[j]);
+				break;
+			}
+	}
+	return 0;
+}
+
+/* Why a held package of the release cannot be pinned at version: what the
+ * lists offer, and the operator's two ways out. */
+static char *held_not_offered(struct gp_ctx *c, const struct gp_pkg_backend *b,
+                              const char *name, const char *version)
+{
+	_cleanup_free_ char *have = NULL;
+	gp_pkg_installed(c, name, &have);
+	_cleanup_strv_ char **offered = NULL;
+	gp_apt_candidates(&c->root, name, &offered);
+	_cleanup_free_ char *list = offered && offered[0] ? gp_strv_join(offered, ", ")
+	                                                  : NULL;
+	char *const one[] = { (char *)name, NULL };
+	_cleanup_strv_ char **release = b->hold(one, false);
+	_cleanup_free_ char *cmd = gp_argv_display(release);
+	return gp_xasprintf("%s is held at %s, of the NVIDIA driver release that moves "
+	                    "to %s, but the root's apt lists %s%s; set "
+	                    "stages.driver.version to a release it is offered at, or "
+	                    "release it yourself (%s) to let %s move or remove it with "
+	                    "the driver",
+	                    name, have ? have : "?", version,
+	                    list ? "offer it only at " : "do not offer it at all",
+	                    list ? list : "", cmd, b->name);
+}
+
+/* Pins the held packages of the release the transaction leaves (see
+ * held_of_release) at the version they belong with; apt: only at a version
+ * the index offers, else *problem (free it) says why, and nothing is added. */
+static int pin_held_release(struct gp_ctx *c, const struct gp_pkg_backend *b,
+                            const struct gp_apt_index *ix, struct txn *t, char **problem)
+{
+	struct txn h = { gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)) };
+	int rc = held_of_release(c, ix, t, &h);
+	for (size_t i = 0; rc == 0 && h.names[i] && ix && !*problem; i++)
+		if (!gp_apt_index_find(ix, h.names[i], h.versions[i]))
+			*problem = held_not_offered(c, b, h.names[i], h.versions[i]);
+	for (size_t i = 0; rc == 0 && !*problem && h.names[i]; i++) {
+		gp_log(c, "%s is held at a release the driver leaves: pinned at %s",
+		       h.names[i], h.versions[i]);
+		txn_add(t, h.names[i], h.versions[i]);
+	}
+	gp_strv_free(h.names);
+	gp_strv_free(h.versions);
+	return rc;
+}
+
+/* The transaction for the needed wants: each at its full version (the
+ * first *named members), with the held packages of the driver release it
+ * leaves and (apt) the exact-version closure of the pinned members. 0 with
+ * *problem (free it) when one of those cannot be pinned; -1 with c->err
+ * set. */
+static int build_txn(struct gp_ctx *c, enum gp_pkg_manager pm,
+                     const struct gp_pkg_want *want, const bool *need, size_t n,
+                     struct txn *t, size_t *named, char **problem)
+{
+	*problem = NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (!need[i])
+			continue;
+		_cleanup_free_ char *v = resolve_version(c, pm, &want[i]);
+		txn_add(t, want[i].name, v ? v : "");
+	}
+	*named = gp_strv_len(t->names);
+	const struct gp_pkg_backend *b = gp_pkg_backend_get(pm);
+	if (pm != GP_PKG_APT)
+		return pin_held_release(c, b, NULL, t, problem);
+	/* The lists as they are now: those before the refresh while no real
+	 * one ran (a check, a plan), else read again. */
+	struct gp_apt_index fresh = { 0 };
+	const struct gp_apt_index *ix = &fresh;
+	if (c->mode == GP_MODE_PLAN || !state(c)->refreshed)
+		ix = lists_before(c);
+	else if (gp_apt_index_read(&c->root, &fresh) < 0)
+		gp_apt_index_free(&fresh);
+	if (!ix->n)
+		return 0; /* no lists: apt resolves, the plan names what it knows */
+	int rc = add_exact_closure(c, ix, t);
+	size_t closed = gp_strv_len(t->names);
+	if (rc == 0)
+		rc = pin_held_release(c, b, ix, t, problem);
+	/* What the held packages depend on at exactly their version. */
+	if (rc == 0 && !*problem && gp_strv_len(t->names) > closed)
+		rc = add_exact_closure(c, ix, t);
+	gp_apt_index_free(&fresh);
+	return rc;
 }
 
 /* The held packages the transaction must release: its own members, and
@@ -620,25 +757,93 @@ static bool pin_known_before(struct gp_ctx *c, const struct gp_pkg_want *w)
 
 /* The install's command as a plan knows it, for the rule it is recorded as
  * when a pinned want was not in the lists before the refresh (in the plan and
- * the run alike; the run's own command line is logged and shown as it runs). */
-static void deferred_install(struct gp_ctx *c, const struct gp_pkg_backend *b,
-                             const struct gp_pkg_want *want, const bool *need, size_t n)
+ * the run alike; the run's own command line is logged and shown as it runs).
+ * The held packages of the release it leaves are known from the package
+ * database (so this is asked before they are released), the versions they
+ * can be pinned at only from the refreshed lists. NULL with c->err set. */
+static char *deferred_install(struct gp_ctx *c, const struct gp_pkg_backend *b,
+                              const struct gp_pkg_want *want, const bool *need, size_t n)
 {
 	struct gp_pkg_want *given = gp_xcalloc(n ? n : 1, sizeof *given);
+	struct txn t = { gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)) };
+	struct txn held = { gp_xcalloc(1, sizeof(char *)),
+		            gp_xcalloc(1, sizeof(char *)) };
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
-		if (need[i])
+		if (need[i]) {
 			given[k++] = want[i];
-	_cleanup_strv_ char **argv = b->install(given, k);
+			txn_add(&t, want[i].name, want[i].version ? want[i].version : "");
+		}
+	char *rule = NULL;
+	if (held_of_release(c, NULL, &t, &held) == 0) {
+		_cleanup_strv_ char **argv = b->install(given, k);
+		_cleanup_free_ char *shown = gp_argv_display(argv);
+		_cleanup_free_ char *names = gp_strv_join(held.names, " ");
+		rule = gp_xasprintf(
+		    "%s, each version taken at its newest revision in the lists the "
+		    "refresh fetched, with every package these depend on at exactly "
+		    "that version%s%s%s (the root's apt lists did not offer them before "
+		    "this run's refresh)",
+		    shown, held.names[0] ? ", and the held " : "", names,
+		    held.names[0] ? " of the release these replace at that version "
+		                    "too (refused when those lists do not offer it)"
+		                  : "");
+	}
 	free(given);
-	_cleanup_free_ char *shown = gp_argv_display(argv);
-	gp_effect_rule_begin(c, "run",
-	                     "%s, each version taken at its newest revision in the "
-	                     "lists the refresh fetched, with every package these "
-	                     "depend on at exactly that version (the root's apt "
-	                     "lists did not offer them before this run's refresh)",
-	                     shown);
-	state(c)->deferred = true;
+	gp_strv_free(t.names);
+	gp_strv_free(t.versions);
+	gp_strv_free(held.names);
+	gp_strv_free(held.versions);
+	return rule;
+}
+
+/* need[i]: want[i] is not installed, or not at its version. How many are
+ * not, or -1 with c->err set. log: say which are (an effect's record). */
+static ssize_t wants_needed(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n,
+                            bool *need, bool log)
+{
+	ssize_t todo = 0;
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *have = NULL;
+		if (gp_pkg_installed(c, want[i].name, &have) < 0)
+			return -1;
+		need[i] = !have || (want[i].version && *have &&
+		                    !gp_pkg_version_matches(have, want[i].version));
+		if (need[i])
+			todo++;
+		else if (log)
+			gp_log(c, "%s %s is installed", want[i].name, have);
+	}
+	return todo;
+}
+
+/* apt: is a needed pin one the lists before this run's refresh did not
+ * offer (so the install is recorded as a rule)? */
+static bool pins_deferred(struct gp_ctx *c, enum gp_pkg_manager pm,
+                          const struct gp_pkg_want *want, const bool *need, size_t n)
+{
+	bool deferred = false;
+	for (size_t i = 0; pm == GP_PKG_APT && i < n; i++)
+		deferred |= need[i] && want[i].version && !pin_known_before(c, &want[i]);
+	return deferred;
+}
+
+char *gp_pkg_install_problem(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n)
+{
+	enum gp_pkg_manager pm;
+	if (gp_pkg_manager(c, &pm) < 0 || pm != GP_PKG_APT || !n)
+		return NULL;
+	bool *need = gp_xcalloc(n, sizeof(bool));
+	char *problem = NULL;
+	size_t named;
+	struct txn t = { gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)) };
+	if (wants_needed(c, want, n, need, false) > 0 &&
+	    !pins_deferred(c, pm, want, need, n))
+		build_txn(c, pm, want, need, n, &t, &named, &problem);
+	free(need);
+	gp_strv_free(t.names);
+	gp_strv_free(t.versions);
+	return problem;
 }
 
 int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n)
@@ -650,41 +855,31 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 		return -1;
 	const struct gp_pkg_backend *b = gp_pkg_backend_get(pm);
 	/* What is not there yet. */
-	size_t todo = 0;
 	bool *need = gp_xcalloc(n ? n : 1, sizeof(bool));
-	for (size_t i = 0; i < n; i++) {
-		_cleanup_free_ char *have = NULL;
-		if (gp_pkg_installed(c, want[i].name, &have) < 0) {
-			free(need);
-			return -1;
-		}
-		need[i] = !have || (want[i].version && *have &&
-		                    !gp_pkg_version_matches(have, want[i].version));
-		if (need[i])
-			todo++;
-		else
-			gp_log(c, "%s %s is installed", want[i].name, have);
-	}
-	if (!todo) {
+	ssize_t todo = wants_needed(c, want, n, need, true);
+	if (todo <= 0) {
 		free(need);
-		return 0;
+		return (int)todo;
 	}
-	bool deferred = false;
-	for (size_t i = 0; pm == GP_PKG_APT && i < n; i++)
-		deferred |= need[i] && want[i].version && !pin_known_before(c, &want[i]);
+	bool deferred = pins_deferred(c, pm, want, need, n);
 	int rc = refresh(c, b);
 	struct txn t = { gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)) };
-	for (size_t i = 0; rc == 0 && i < n; i++) {
-		if (!need[i])
-			continue;
-		_cleanup_free_ char *v = resolve_version(c, pm, &want[i]);
-		txn_add(&t, want[i].name, v ? v : "");
-	}
-	size_t named = gp_strv_len(t.names);
-	if (rc == 0 && pm == GP_PKG_APT)
-		rc = add_exact_closure(c, &t);
+	size_t named = 0;
+	_cleanup_free_ char *problem = NULL;
+	if (rc == 0)
+		rc = build_txn(c, pm, want, need, n, &t, &named, &problem);
+	/* Refused before anything is released: after the refresh, the lists
+	 * may no longer offer what the check saw. */
+	if (rc == 0 && problem)
+		rc = gp_fail(c->err, GP_EBLOCKED, "%s: %s; nothing was installed", who(c),
+		             problem);
 	for (size_t i = named; deferred && c->mode == GP_MODE_APPLY && t.names[i]; i++)
 		gp_strv_push(&state(c)->deferred_adds, t.names[i]);
+	_cleanup_free_ char *rule = rc == 0 && deferred
+	                                ? deferred_install(c, b, want, need, n)
+	                                : NULL;
+	if (rc == 0 && deferred && !rule)
+		rc = -1;
 	char **held = rc == 0 ? held_for(c, &t) : gp_xcalloc(1, sizeof(char *));
 	if (rc == 0)
 		rc = hold_names(c, b, held, false);
@@ -694,11 +889,14 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	for (size_t i = 0; i < k; i++)
 		w[i] = (struct gp_pkg_want){ t.names[i],
 			                     *t.versions[i] ? t.versions[i] : NULL };
-	if (rc == 0 && deferred)
-		deferred_install(c, b, want, need, n);
+	bool in_rule = rc == 0 && rule;
+	if (in_rule) {
+		gp_effect_rule_begin(c, "run", "%s", rule);
+		state(c)->deferred = true;
+	}
 	if (rc == 0)
 		rc = run_pkg(c, b, b->install(w, k));
-	if (deferred)
+	if (in_rule)
 		gp_effect_rule_end(c);
 	free(need);
 	for (size_t i = 0; rc == 0 && i < k; i++)

@@ -33,9 +33,18 @@ bool gp_pkg_is_held(struct gp_ctx *c, const char *name);
 int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo);
 /* Installs (or up/downgrades to) the wanted versions in one transaction,
  * refreshing metadata at most once per run. Already-satisfied wants are not
- * effects. Held packages among them are unheld for the transaction and held
- * again after it. */
+ * effects. Held packages among them (and, when it touches the NVIDIA driver
+ * set, every held member of that set) are unheld for the transaction and
+ * held again after it; the held ones of the driver release it leaves are
+ * pinned at the new release's version (see gp_pkg_install_problem). */
 int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n);
+/* Why gp_effect_pkg_install of these wants would refuse, as the root's apt
+ * lists tell now, or NULL (nothing to refuse, dnf, or not known before the
+ * refresh): a held package of the NVIDIA driver release the install leaves
+ * (installed at the upstream version a pinned member is installed at) is
+ * pinned at that member's version, and refused when the lists do not offer
+ * it there. For a stage's check to block on before any change. Free it. */
+char *gp_pkg_install_problem(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n);
 /* Holds (hold=true) or releases the named packages as a set. */
 int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, bool hold);
 

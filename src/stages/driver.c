@@ -7,7 +7,9 @@
  *         running kernel and every newer installed kernel, and Secure Boot
  *         on is met by signed modules (Canonical's prebuilt ones, or MOK
  *         keys from the profile for DKMS/runfile whose certificate shim's
- *         MokListRT holds and MokListXRT does not). Then: the installed
+ *         MokListRT holds and MokListXRT does not), and every held NVIDIA
+ *         package of the release an exact version replaces is offered at
+ *         the new one (pkg.h, gp_pkg_install_problem). Then: the installed
  *         user-space version (package database, or libnvidia-ml.so.<ver>
  *         for the runfile) against the profile's branch/version, the
  *         driver's packages present, the set held; the loaded module
@@ -589,6 +591,14 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 	if (d->ch.method != GP_DRV_RUNFILE)
 		gp_drv_packages(&d->ch, &d->pkgs);
 	repo_preflight(c, d);
+	if (!d->blocked && d->ch.method != GP_DRV_RUNFILE) {
+		/* A held package of the release the driver leaves that the lists
+		 * do not offer at the new one: blocked before any change. */
+		_cleanup_free_ char *held = gp_pkg_install_problem(c, d->pkgs.want,
+		                                                   d->pkgs.n_want);
+		if (held)
+			block(d, "%s", held);
+	}
 	return 0;
 }
 

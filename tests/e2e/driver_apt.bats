@@ -8,9 +8,12 @@
 # 535.104.05 and 535.183.01). The tests run in order on that root: plan,
 # install 535.104.05 and hold it, apt-get upgrade leaves it, rerun, reboot,
 # the operator adds and holds libnvidia-decode-535-server (outside the
-# driver pin's exact closure), then the profile moves to 535.183.01 (the
-# whole held set released and held again), then Secure Boot turns on and
-# kernel_modules auto picks Canonical's signed prebuilt modules.
+# driver pin's exact closure), a held libnvidia-fbc1-535-server that the
+# archive has in 535.104.05 only blocks the move to 535.183.01 before any
+# change, then the profile moves to 535.183.01 (the whole held set released,
+# libnvidia-decode pinned at the driver's version, not its newer candidate,
+# and held again), then Secure Boot turns on and kernel_modules auto picks
+# Canonical's signed prebuilt modules.
 
 load helpers
 
@@ -186,21 +189,51 @@ assert_set_at() {
 	assert_set_at "$v"
 }
 
+@test "driver apt: a held NVIDIA package the archive lacks at the new version blocks before any change" {
+	# libnvidia-fbc1 depends on libnvidia-compute at exactly its version
+	# and the archive has it in 535.104.05 only: held, it would have to
+	# move with the set, and no version of it can.
+	local v=535.104.05-0ubuntu1 fbc=libnvidia-fbc1-535-server
+	run chroot "$R" apt-get -y -q install --no-install-recommends "$fbc=$v"
+	[ "$status" -eq 0 ] || fail "apt-get install: $output"
+	run chroot "$R" apt-mark hold "$fbc"
+	[ "$status" -eq 0 ] || fail "apt-mark hold: $output"
+	profile 535.183.01
+	local why="$fbc is held at $v, of the NVIDIA driver release that moves to 535.183.01-0ubuntu1, but the root's apt lists offer it only at $v; set stages.driver.version to a release it is offered at, or release it yourself (apt-mark unhold $fbc) to let apt move or remove it with the driver"
+	gp --root "$R" plan --profile "$P"
+	assert_status 4
+	assert_stdout_has "driver: blocked - $why"
+	snapshot "$R" before var/log/gpuprov.log var/lib/gpuprov/state.json var/lib/gpuprov/lock
+	gp --root "$R" install --profile "$P"
+	assert_status 4
+	assert_stderr_has "install: nothing was changed: driver: $why"
+	refute_stdout_has "apt-get"
+	assert_unchanged "$R" before var/log/gpuprov.log var/lib/gpuprov/state.json var/lib/gpuprov/lock
+	# The operator's way out, here: remove it.
+	run chroot "$R" apt-mark unhold "$fbc"
+	[ "$status" -eq 0 ] || fail "apt-mark unhold: $output"
+	run chroot "$R" apt-get -y -q purge "$fbc"
+	[ "$status" -eq 0 ] || fail "apt-get purge: $output"
+}
+
 @test "driver apt: a version change in the profile unholds, installs and holds again" {
 	profile 535.183.01
+	run chroot "$R" apt-cache policy libnvidia-decode-535-server
+	[[ "$output" == *"Candidate: 535.183.01-0ubuntu2"* ]] ||
+		fail "the archive should offer a newer libnvidia-decode: $output"
 	gp --root "$R" plan --profile "$P"
 	assert_status 5
 	assert_stdout_has "driver: needed - installed driver 535.104.05, the profile wants nvidia-driver-535-server 535.183.01 (proprietary modules, DKMS)"
 	# The whole held set is released for the transaction, not only the
 	# named packages: their held exact dependencies must move with them,
 	# and so must a held NVIDIA package outside the pin's exact closure
-	# (libnvidia-decode, not pinned: apt moves it to its candidate, the
-	# version its own exact dependency on libnvidia-compute needs), which
-	# is held again after.
+	# (libnvidia-decode, of the same release: it moves with the set),
+	# pinned at the driver's version too (its candidate is the newer
+	# 535.183.01-0ubuntu2), and held again after.
 	local set="nvidia-driver-535-server nvidia-dkms-535-server nvidia-utils-535-server libnvidia-compute-535-server nvidia-kernel-common-535-server nvidia-kernel-source-535-server libnvidia-decode-535-server"
 	local v=535.183.01-0ubuntu1
 	assert_stdout_line "      run apt-mark unhold $set"
-	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=$v nvidia-dkms-535-server=$v nvidia-utils-535-server=$v libnvidia-compute-535-server=$v nvidia-kernel-common-535-server=$v nvidia-kernel-source-535-server=$v"
+	assert_stdout_line "      run $APT_INSTALL nvidia-driver-535-server=$v nvidia-dkms-535-server=$v nvidia-utils-535-server=$v libnvidia-compute-535-server=$v nvidia-kernel-common-535-server=$v nvidia-kernel-source-535-server=$v libnvidia-decode-535-server=$v"
 	assert_stdout_line "      run apt-mark hold $set"
 	assert_plan_matches_run "$R" --profile "$P"
 	assert_status 5

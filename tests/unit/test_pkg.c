@@ -133,17 +133,20 @@ static size_t rpm_blob(unsigned char *b, const char *name, const char *ver,
 	return 8 + 16 * il + off;
 }
 
-static void test_rpmdb(void **state)
+struct rpm_pkg {
+	const char *n, *v, *r;
+	int e; /* -1: none */
+};
+
+/* DIR/var/lib/rpm/rpmdb.sqlite with pk (as rpm's sqlite backend stores
+ * them, in WAL mode); its path in path. */
+static void rpmdb_write(const char *dir, const struct rpm_pkg *pk, size_t n,
+                        char path[PATH_MAX])
 {
-	char *dir = tu_tmpdir();
 	tu_mkdir(dir, "var/lib/rpm");
-	tu_write(dir, "etc/dnf/plugins/versionlock.list",
-	         "# added by dnf\nnvidia-driver-3:560.35.03-1.el9.*\n!excluded-1-1.*\n");
-	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/var/lib/rpm/rpmdb.sqlite", dir);
+	snprintf(path, PATH_MAX, "%s/var/lib/rpm/rpmdb.sqlite", dir);
 	sqlite3 *h;
 	assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
-	/* rpm's sqlite backend runs in WAL mode. */
 	assert_int_equal(sqlite3_exec(h, "PRAGMA journal_mode=WAL", NULL, NULL, NULL),
 	                 SQLITE_OK);
 	assert_int_equal(sqlite3_exec(h,
@@ -152,21 +155,28 @@ static void test_rpmdb(void **state)
 	                              NULL, NULL, NULL),
 	                 SQLITE_OK);
 	unsigned char blob[1024];
-	struct {
-		const char *n, *v, *r;
-		int e;
-	} pk[] = { { "nvidia-driver", "560.35.03", "1.el9", 3 },
-		   { "cuda-toolkit-12-4", "12.4.1", "1", -1 } };
-	for (size_t i = 0; i < 2; i++) {
-		size_t n = rpm_blob(blob, pk[i].n, pk[i].v, pk[i].r, pk[i].e);
+	for (size_t i = 0; i < n; i++) {
+		size_t len = rpm_blob(blob, pk[i].n, pk[i].v, pk[i].r, pk[i].e);
 		sqlite3_stmt *st;
 		sqlite3_prepare_v2(h, "INSERT INTO Packages (blob) VALUES (?)", -1, &st,
 		                   NULL);
-		sqlite3_bind_blob(st, 1, blob, (int)n, SQLITE_STATIC);
+		sqlite3_bind_blob(st, 1, blob, (int)len, SQLITE_STATIC);
 		assert_int_equal(sqlite3_step(st), SQLITE_DONE);
 		sqlite3_finalize(st);
 	}
 	sqlite3_close(h);
+}
+
+static void test_rpmdb(void **state)
+{
+	char *dir = tu_tmpdir();
+	tu_write(dir, "etc/dnf/plugins/versionlock.list",
+	         "# added by dnf\nnvidia-driver-3:560.35.03-1.el9.*\n!excluded-1-1.*\n");
+	char path[PATH_MAX];
+	const struct rpm_pkg pk[] = { { "nvidia-driver", "560.35.03", "1.el9", 3 },
+		                      { "cuda-toolkit-12-4", "12.4.1", "1", -1 } };
+	rpmdb_write(dir, pk, ARRAY_SIZE(pk), path);
+	unsigned char blob[1024] = { 0 };
 	struct gp_root r;
 	assert_int_equal(gp_root_open(&r, dir), 0);
 	struct gp_pkgdb db;
@@ -356,8 +366,8 @@ static void test_available_and_nvidia_repo(void **state)
 	free(dir);
 }
 
-/* --- real apt and dpkg --------------------------------------------------- */
-
+/* A package layer context on a root: f->dir the test's directory (removed
+ * by fx_free), root the root, pm the package manager, one driver stage. */
 struct aptfx {
 	char *dir;
 	struct gp_ctx c;
@@ -365,6 +375,180 @@ struct aptfx {
 	struct gp_out out;
 	struct gp_profile prof;
 };
+
+static void fx_open(struct aptfx *f, const char *root, const char *pm, enum gp_mode mode)
+{
+	assert_int_equal(gp_root_open(&f->c.root, root), 0);
+	gp_out_init(&f->out, stdout, stderr);
+	f->out.verbosity = -1;
+	f->c.out = &f->out;
+	f->c.err = &f->err;
+	f->c.log_fd = -1;
+	f->c.mode = mode;
+	f->c.cmd_timeout_ms = 300000;
+	f->prof.name = "t";
+	char *doc = gp_xasprintf("{\"distro\": {\"package_manager\": \"%s\"}}", pm);
+	f->prof.doc = cJSON_Parse(doc);
+	free(doc);
+	f->c.profile = &f->prof;
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_journal_load(&f->c.root, &f->c.journal, &err), 0);
+	f->c.plan = gp_plan_new("t", "0000", f->dir, false);
+	f->c.stage = gp_plan_add_stage(f->c.plan, "driver", "test");
+}
+
+static void fx_free(struct aptfx *f)
+{
+	gp_pkg_state_free(&f->c);
+	gp_plan_free(f->c.plan);
+	gp_journal_free(&f->c.journal);
+	gp_root_close(&f->c.root);
+	cJSON_Delete(f->prof.doc);
+	tu_rmrf(f->dir);
+	free(f->dir);
+	free(f);
+}
+
+/* The argv of the stage's effect i, joined; free it. */
+static char *effect_argv(const struct aptfx *f, size_t i)
+{
+	assert_true(i < f->c.stage->n_effects);
+	return gp_strv_join(f->c.stage->effects[i].argv, " ");
+}
+
+/* dnf: a version change releases every held NVIDIA package and pins the
+ * held ones of the release that moves at the new version too (dnf would
+ * otherwise take their newest); a held package of another release
+ * (nvidia-container-toolkit) is released and held again, not pinned. */
+static void test_dnf_held_set_pinned(void **state)
+{
+	struct aptfx *f = gp_xcalloc(1, sizeof *f);
+	f->dir = tu_tmpdir();
+	char path[PATH_MAX];
+	const struct rpm_pkg pk[] = {
+		{ "nvidia-driver", "535.104.05", "1.el9", 3 },
+		{ "nvidia-driver-libs", "535.104.05", "1.el9", 3 },
+		{ "nvidia-driver-devel", "535.104.05", "1.el9", 3 },
+		{ "nvidia-container-toolkit", "1.14.0", "1", -1 },
+		{ "nvidia-settings", "535.104.05", "1.el9", 3 }, /* not held */
+	};
+	rpmdb_write(f->dir, pk, ARRAY_SIZE(pk), path);
+	tu_write(f->dir, "etc/dnf/plugins/versionlock.list",
+	         "nvidia-driver-3:535.104.05-1.el9.*\n"
+	         "nvidia-driver-libs-3:535.104.05-1.el9.*\n"
+	         "nvidia-driver-devel-3:535.104.05-1.el9.*\n"
+	         "nvidia-container-toolkit-0:1.14.0-1.*\n");
+	fx_open(f, f->dir, "dnf", GP_MODE_PLAN);
+	const struct gp_pkg_want w[] = { { "nvidia-driver", "535.183.01" },
+		                         { "nvidia-driver-libs", "535.183.01" } };
+	/* Without dnf's metadata there is nothing to check before. */
+	assert_null(gp_pkg_install_problem(&f->c, w, 2));
+	assert_int_equal(gp_effect_pkg_install(&f->c, w, 2), 0);
+	assert_int_equal(f->c.stage->n_effects, 4); /* makecache, delete, install, add */
+	_cleanup_free_ char *unhold = effect_argv(f, 1);
+	assert_string_equal(unhold, "dnf -y -q versionlock delete nvidia-driver "
+	                            "nvidia-driver-libs nvidia-driver-devel "
+	                            "nvidia-container-toolkit");
+	_cleanup_free_ char *install = effect_argv(f, 2);
+	assert_string_equal(install, "dnf -y -q install nvidia-driver-535.183.01 "
+	                             "nvidia-driver-libs-535.183.01 "
+	                             "nvidia-driver-devel-535.183.01");
+	fx_free(f);
+}
+
+/* dpkg status stanzas for test_apt_held_release: "name version" lines,
+ * each held. */
+static void held_status(const char *dir, const char *const *pkgs)
+{
+	struct gp_buf b = { 0 };
+	for (size_t i = 0; pkgs[i]; i++) {
+		const char *sp = strchr(pkgs[i], ' ');
+		gp_buf_printf(&b,
+		              "Package: %.*s\nStatus: hold ok installed\nVersion: %s\n"
+		              "Architecture: amd64\n\n",
+		              (int)(sp - pkgs[i]), pkgs[i], sp + 1);
+	}
+	char *text = gp_buf_steal(&b);
+	tu_write(dir, "var/lib/dpkg/status", text);
+	free(text);
+}
+
+/* apt, as a plan sees it from the root's files: a held package of the
+ * release the driver leaves (libnvidia-decode) is pinned at the driver's
+ * version, not its newer candidate; one the lists do not offer there
+ * (libnvidia-fbc1) is refused before anything is released; a held package
+ * of another release (nvidia-container-toolkit) is released, not pinned.
+ * Before the lists offer the pin the install is a rule that names them. */
+static void test_apt_held_release(void **state)
+{
+	struct aptfx *f = gp_xcalloc(1, sizeof *f);
+	f->dir = tu_tmpdir();
+	const char *const both[] = { "nvidia-driver-535-server 535.104.05-0ubuntu1",
+		                     "libnvidia-decode-535-server 535.104.05-0ubuntu1",
+		                     "libnvidia-fbc1-535-server 535.104.05-0ubuntu1",
+		                     "nvidia-container-toolkit 1.14.0-1", NULL };
+	held_status(f->dir, both);
+	fx_open(f, f->dir, "apt", GP_MODE_PLAN);
+	const struct gp_pkg_want w[] = { { "nvidia-driver-535-server", "535.183.01" } };
+	/* No lists yet: a rule, naming the held packages of the release. */
+	assert_null(gp_pkg_install_problem(&f->c, w, 1));
+	assert_int_equal(gp_effect_pkg_install(&f->c, w, 1), 0);
+	assert_int_equal(f->c.stage->n_effects, 4); /* update, unhold, rule, hold */
+	assert_int_equal(f->c.stage->effects[2].kind, GP_EFFECT_RULE);
+	assert_non_null(strstr(f->c.stage->effects[2].reason,
+	                       "exactly that version, and the held "
+	                       "libnvidia-decode-535-server libnvidia-fbc1-535-server of "
+	                       "the release these replace at that version too (refused "
+	                       "when those lists do not offer it)"));
+	gp_pkg_state_free(&f->c);
+	gp_stage_plan_truncate(f->c.stage, 0);
+
+	tu_write(f->dir, "var/lib/apt/lists/x_Packages",
+	         "Package: nvidia-driver-535-server\nVersion: 535.104.05-0ubuntu1\n\n"
+	         "Package: nvidia-driver-535-server\nVersion: 535.183.01-0ubuntu1\n\n"
+	         "Package: libnvidia-decode-535-server\nVersion: 535.104.05-0ubuntu1\n\n"
+	         "Package: libnvidia-decode-535-server\nVersion: 535.183.01-0ubuntu1\n\n"
+	         "Package: libnvidia-decode-535-server\nVersion: 535.183.01-0ubuntu2\n\n"
+	         "Package: libnvidia-fbc1-535-server\nVersion: 535.104.05-0ubuntu1\n\n"
+	         "Package: nvidia-container-toolkit\nVersion: 1.15.0-1\n\n");
+	_cleanup_free_ char *why = gp_pkg_install_problem(&f->c, w, 1);
+	assert_string_equal(
+	    why, "libnvidia-fbc1-535-server is held at 535.104.05-0ubuntu1, of "
+	         "the NVIDIA driver release that moves to 535.183.01-0ubuntu1, "
+	         "but the root's apt lists offer it only at "
+	         "535.104.05-0ubuntu1; set stages.driver.version to a release "
+	         "it is offered at, or release it yourself (apt-mark unhold "
+	         "libnvidia-fbc1-535-server) to let apt move or remove it with "
+	         "the driver");
+	/* The install refuses too (the run's lists, after its refresh), before
+	 * releasing anything. */
+	gp_pkg_state_free(&f->c);
+	assert_int_equal(gp_effect_pkg_install(&f->c, w, 1), -1);
+	assert_int_equal(f->err.code, GP_EBLOCKED);
+	assert_non_null(strstr(f->err.msg, "driver: libnvidia-fbc1-535-server is held"));
+	assert_int_equal(f->c.stage->n_effects, 1); /* the refresh only */
+	gp_pkg_state_free(&f->c);
+	gp_stage_plan_truncate(f->c.stage, 0);
+
+	/* Without it: decode pinned with the driver, the toolkit only released. */
+	const char *const decode[] = { both[0], both[1], both[3], NULL };
+	held_status(f->dir, decode);
+	assert_null(gp_pkg_install_problem(&f->c, w, 1));
+	assert_int_equal(gp_effect_pkg_install(&f->c, w, 1), 0);
+	_cleanup_free_ char *unhold = effect_argv(f, 1);
+	assert_string_equal(unhold,
+	                    "apt-mark unhold nvidia-driver-535-server "
+	                    "libnvidia-decode-535-server nvidia-container-toolkit");
+	_cleanup_free_ char *install = effect_argv(f, 2);
+	assert_non_null(strstr(install,
+	                       "--allow-downgrades "
+	                       "nvidia-driver-535-server=535.183.01-0ubuntu1 "
+	                       "libnvidia-decode-535-server=535.183.01-0ubuntu1"));
+	assert_null(strstr(install, "toolkit"));
+	fx_free(f);
+}
+
+/* --- real apt and dpkg --------------------------------------------------- */
 
 /* Runs a shell command line of the test itself (building fixtures). */
 static int sh(const char *cmd)
@@ -415,22 +599,8 @@ static int apt_setup(void **state)
 		return rc == 77 ? 0 : -1;
 	}
 	char *root = gp_xasprintf("%s/root", f->dir);
-	assert_int_equal(gp_root_open(&f->c.root, root), 0);
+	fx_open(f, root, "apt", GP_MODE_APPLY);
 	free(root);
-	gp_out_init(&f->out, stdout, stderr);
-	f->out.verbosity = -1;
-	f->c.out = &f->out;
-	f->c.err = &f->err;
-	f->c.log_fd = -1;
-	f->c.mode = GP_MODE_APPLY;
-	f->c.cmd_timeout_ms = 300000;
-	f->prof.name = "t";
-	f->prof.doc = cJSON_Parse("{\"distro\": {\"package_manager\": \"apt\"}}");
-	f->c.profile = &f->prof;
-	struct gp_err err = { 0 };
-	assert_int_equal(gp_journal_load(&f->c.root, &f->c.journal, &err), 0);
-	f->c.plan = gp_plan_new("t", "0000", f->dir, false);
-	f->c.stage = gp_plan_add_stage(f->c.plan, "driver", "test");
 	*state = f;
 	return 0;
 }
@@ -438,16 +608,8 @@ static int apt_setup(void **state)
 static int apt_teardown(void **state)
 {
 	struct aptfx *f = *state;
-	if (!f)
-		return 0;
-	gp_pkg_state_free(&f->c);
-	gp_plan_free(f->c.plan);
-	gp_journal_free(&f->c.journal);
-	gp_root_close(&f->c.root);
-	cJSON_Delete(f->prof.doc);
-	tu_rmrf(f->dir);
-	free(f->dir);
-	free(f);
+	if (f)
+		fx_free(f);
 	return 0;
 }
 
@@ -532,6 +694,8 @@ int main(void)
 		cmocka_unit_test(test_commands),
 		cmocka_unit_test(test_openpgp),
 		cmocka_unit_test(test_available_and_nvidia_repo),
+		cmocka_unit_test(test_dnf_held_set_pinned),
+		cmocka_unit_test(test_apt_held_release),
 		cmocka_unit_test_setup_teardown(test_apt_versions_and_hold, apt_setup,
 		                                apt_teardown),
 	};

@@ -103,7 +103,7 @@ static void check_success(struct gp_buf *b, const struct gp_report *r)
 			if (strcmp(r->findings[k].id, f->id) != 0 ||
 			    r->findings[k].level == GP_SKIP)
 				continue;
-			first = k == i;
+			first = k >= i;
 			failed |= r->findings[k].level == GP_FAIL;
 		}
 		if (!first)

@@ -44,7 +44,8 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-dev \
 	libcjson-dev libssl-dev liblzma-dev libsqlite3-dev
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
-	python3-jsonschema clang-format cppcheck shellcheck openssl debootstrap apt-utils dpkg-dev gnupg
+	python3-jsonschema clang-format cppcheck shellcheck openssl debootstrap apt-utils dpkg-dev gnupg \
+	python3-prometheus-client
 
 .PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long deps-fuzz lint install uninstall clean deps deps-demo demo schema-json
 

@@ -4,6 +4,7 @@ PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share/gpuprov
 MANDIR ?= $(PREFIX)/share/man
+UNITDIR ?= /lib/systemd/system
 DESTDIR ?=
 
 CC ?= cc
@@ -45,9 +46,10 @@ BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-de
 	libcjson-dev libssl-dev liblzma-dev libsqlite3-dev
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
 	python3-jsonschema clang-format cppcheck shellcheck openssl debootstrap apt-utils dpkg-dev gnupg \
-	python3-prometheus-client
+	python3-prometheus-client python3-yaml systemd
 
 .PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long deps-fuzz lint install uninstall clean deps deps-demo demo schema-json
+.PHONY: install-units
 
 all: gpuprov
 
@@ -185,7 +187,7 @@ lint:
 		tests/lint/*.sh
 	shellcheck .ci/run
 
-install: all
+install: all install-units
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/profiles $(DESTDIR)$(MANDIR)/man8 \
 		$(DESTDIR)$(MANDIR)/man5
 	install -m 0755 gpuprov $(DESTDIR)$(BINDIR)/gpuprov
@@ -193,9 +195,19 @@ install: all
 	install -m 0644 docs/gpuprov.8 $(DESTDIR)$(MANDIR)/man8/gpuprov.8
 	install -m 0644 docs/gpuprov-profile.5 $(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5
 
+# The systemd units of dist/systemd/ (docs/operations.md), ExecStart in
+# BINDIR; tests/e2e/dist.bats checks them with systemd-analyze verify.
+install-units:
+	install -d $(DESTDIR)$(UNITDIR)
+	sed 's|@BINDIR@|$(BINDIR)|g' dist/systemd/gpuprov-verify.service.in \
+		> $(DESTDIR)$(UNITDIR)/gpuprov-verify.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/gpuprov-verify.service
+	install -m 0644 dist/systemd/gpuprov-verify.timer $(DESTDIR)$(UNITDIR)/gpuprov-verify.timer
+
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/gpuprov $(DESTDIR)$(MANDIR)/man8/gpuprov.8 \
-		$(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5
+		$(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5 \
+		$(DESTDIR)$(UNITDIR)/gpuprov-verify.service $(DESTDIR)$(UNITDIR)/gpuprov-verify.timer
 	rm -rf $(DESTDIR)$(DATADIR)
 
 clean:

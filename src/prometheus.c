@@ -201,11 +201,11 @@ void gp_prometheus_render(const struct gp_metrics *m, struct gp_buf *b)
 	       "the NVIDIA driver seen: installed user-space version, loaded module "
 	       "version and its flavor (open, proprietary); empty when none (value 1; "
 	       "no sample when the driver stage was not verified)");
-	const char *installed = gp_report_fact(r, "driver.installed");
+	const char *installed = gp_report_fact(r, "driver/installed");
 	if (installed) {
 		const char *labels[] = { "installed", installed,
-			                 "loaded",    gp_report_fact(r, "driver.loaded"),
-			                 "flavor",    gp_report_fact(r, "driver.flavor"),
+			                 "loaded",    gp_report_fact(r, "driver/loaded"),
+			                 "flavor",    gp_report_fact(r, "driver/flavor"),
 			                 NULL };
 		sample(b, "gpuprov_driver_info", labels, "1");
 	}

@@ -24,7 +24,7 @@ struct gp_report {
 	char *profile_name;
 	struct gp_finding *findings;
 	size_t n;
-	/* What the checks saw, as "<stage>.<name>" -> value pairs (key, value,
+	/* What the checks saw, as "<stage>/<name>" -> value pairs (key, value,
 	 * key, ...; NULL-terminated), for the metrics (prometheus.h). */
 	char **facts;
 };
@@ -52,7 +52,7 @@ void gp_report_add_subject(struct gp_report *r, const char *base, const char *su
  * Allocated. */
 char *gp_finding_subject(const char *name);
 /* Records a fact a check saw (the loaded module's version, ...): key
- * "<stage>.<name>", value NULL for none; a second call replaces it. */
+ * "<stage>/<name>", value NULL for none; a second call replaces it. */
 void gp_report_set_fact(struct gp_report *r, const char *key, const char *value);
 /* The fact's value: NULL when it was not recorded, "" when recorded as none. */
 const char *gp_report_fact(const struct gp_report *r, const char *key);

@@ -28,8 +28,8 @@ static void test_textfile(void **state)
 	gp_report_add(&r, "driver.probe", GP_WARN, "probe", "h", "x");
 	gp_report_add(&r, "driver.probe", GP_FAIL, "probe", "h", "x");
 	gp_report_add(&r, "cuda.implemented", GP_SKIP, "stage", "h", "x");
-	gp_report_set_fact(&r, "driver.installed", "535.183.01");
-	gp_report_set_fact(&r, "driver.loaded", NULL);
+	gp_report_set_fact(&r, "driver/installed", "535.183.01");
+	gp_report_set_fact(&r, "driver/loaded", NULL);
 	const struct gp_metrics_stage stages[] = { { "nouveau", "done" },
 		                                   { "driver", "never_run" } };
 	const struct gp_metrics m = {
@@ -157,13 +157,13 @@ static void test_facts(void **state)
 	(void)state;
 	struct gp_report r;
 	gp_report_init(&r, "p");
-	assert_null(gp_report_fact(&r, "driver.loaded"));
-	gp_report_set_fact(&r, "driver.loaded", NULL);
-	assert_string_equal(gp_report_fact(&r, "driver.loaded"), "");
-	gp_report_set_fact(&r, "driver.loaded", "550.1");
-	gp_report_set_fact(&r, "driver.flavor", "open");
-	assert_string_equal(gp_report_fact(&r, "driver.loaded"), "550.1");
-	assert_string_equal(gp_report_fact(&r, "driver.flavor"), "open");
+	assert_null(gp_report_fact(&r, "driver/loaded"));
+	gp_report_set_fact(&r, "driver/loaded", NULL);
+	assert_string_equal(gp_report_fact(&r, "driver/loaded"), "");
+	gp_report_set_fact(&r, "driver/loaded", "550.1");
+	gp_report_set_fact(&r, "driver/flavor", "open");
+	assert_string_equal(gp_report_fact(&r, "driver/loaded"), "550.1");
+	assert_string_equal(gp_report_fact(&r, "driver/flavor"), "open");
 	gp_report_free(&r);
 }
 

@@ -36,7 +36,7 @@ install_units() {
 	install_units BINDIR="$t/bin" UNITDIR="$t/lib"
 	mkdir -p "$t/bin"
 	cp "$GPUPROV" "$t/bin/gpuprov"
-	run systemd-analyze verify --man=no "$t/lib/gpuprov-verify.service" "$t/lib/gpuprov-verify.timer"
+	run systemd-analyze verify --man=no --recursive-errors=no "$t/lib/gpuprov-verify.service" "$t/lib/gpuprov-verify.timer"
 	[ "$status" -eq 0 ] && [ -z "$output" ] || fail "systemd-analyze verify (exit $status):" "$output"
 	# The timer's settings, as the issue asks: every boot, every quarter hour,
 	# spread over a fleet.
@@ -46,10 +46,10 @@ install_units() {
 	grep -qx 'Type=oneshot' "$t/lib/gpuprov-verify.service" || fail "not oneshot"
 	# The same check sees a misspelt key and a missing binary.
 	sed 's/^Nice=/Nicee=/' "$t/lib/gpuprov-verify.service" > "$t/lib/broken.service"
-	run systemd-analyze verify --man=no "$t/lib/broken.service"
+	run systemd-analyze verify --man=no --recursive-errors=no "$t/lib/broken.service"
 	[[ "$output" == *"Unknown key 'Nicee'"* ]] || fail "a misspelt key went unnoticed:" "$output"
 	rm "$t/bin/gpuprov"
-	run systemd-analyze verify --man=no "$t/lib/gpuprov-verify.service"
+	run systemd-analyze verify --man=no --recursive-errors=no "$t/lib/gpuprov-verify.service"
 	[ "$status" -ne 0 ] || fail "a missing ExecStart binary went unnoticed:" "$output"
 }
 

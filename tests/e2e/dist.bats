@@ -53,13 +53,34 @@ install_units() {
 	[ "$status" -ne 0 ] || fail "a missing ExecStart binary went unnoticed:" "$output"
 }
 
+@test "dist: the service's ExecStart, run on a fixture root, writes the textfile and exits 3 on a failed check" {
+	require_root
+	local t=$BATS_TEST_TMPDIR/units r=$BATS_TEST_TMPDIR/root
+	install_units BINDIR="$t/bin" UNITDIR="$t/lib"
+	mkdir -p "$t/bin"
+	cp "$GPUPROV" "$t/bin/gpuprov"
+	mkroot "$r" --cuda --nouveau unloaded
+	run "$GPUPROV" --root "$r" install --profile "$PROFILE" --only "$ONLY"
+	[ "$status" -eq 0 ] || fail "install: exit $status" "$output"
+	mkdir -p "$r/var/lib/prometheus/node-exporter"
+	local exec
+	exec=$(sed -n 's/^ExecStart=//p' "$t/lib/gpuprov-verify.service")
+	# The unit's words, as systemd splits them (no quotes in them), on the root.
+	# shellcheck disable=SC2086
+	run --separate-stderr $exec --root "$r"
+	[ "$status" -eq 3 ] || fail "ExecStart $exec: exit $status, not 3 (a check fails on this root)" "$output"
+	[[ "$output" == *"gpuprov verify: profile $PROFILE"* ]] || fail "no text report for the journal:" "$output"
+	grep -qx 'gpuprov_verify_success 0' "$r/var/lib/prometheus/node-exporter/gpuprov.prom" ||
+		fail "the textfile was not written"
+}
+
 @test "dist: the example alerting rules are YAML of Prometheus' rule-file shape, on gpuprov's metrics" {
 	require_root
 	local r=$BATS_TEST_TMPDIR/root
 	mkroot "$r" --cuda
 	# The metric names gpuprov writes: the families of a real verify.
 	run --separate-stderr "$GPUPROV" --root "$r" verify --profile "$PROFILE" --format prometheus
-	[ -n "$output" ] || fail "no metrics:" "$stderr"
+	[ -n "$output" ] || fail "no metrics:" "${stderr-}"
 	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/metrics"
 	"$PYTHON" - "$REPO_ROOT/dist/prometheus/gpuprov-alerts.yml" "$BATS_TEST_TMPDIR/metrics" <<'PY'
 import re, sys, yaml

@@ -44,6 +44,13 @@ install_units() {
 	grep -qx 'OnBootSec=2min' "$timer" && grep -qx 'OnUnitActiveSec=15min' "$timer" &&
 		grep -q '^RandomizedDelaySec=' "$timer" || fail "timer settings:" "$(cat "$timer")"
 	grep -qx 'Type=oneshot' "$t/lib/gpuprov-verify.service" || fail "not oneshot"
+	grep -qx 'PrivateNetwork=yes' "$t/lib/gpuprov-verify.service" || fail "verify gets a network"
+	# No hardening that hides what verify reads: /dev/nvidia* (PrivateDevices,
+	# DeviceAllow, ProtectClock's implied DeviceAllow), /usr/lib/modules
+	# (ProtectKernelModules), the mount namespace of its read-only commands
+	# (RestrictNamespaces), W+X memory for CUDA's JIT (MemoryDenyWriteExecute).
+	! grep -E '^(PrivateDevices|DeviceAllow|DevicePolicy|ProtectClock|ProtectKernelModules|RestrictNamespaces|MemoryDenyWriteExecute|SystemCallFilter)=' \
+		"$t/lib/gpuprov-verify.service" || fail "an option that breaks verify"
 	# The same check sees a misspelt key and a missing binary.
 	sed 's/^Nice=/Nicee=/' "$t/lib/gpuprov-verify.service" > "$t/lib/broken.service"
 	run systemd-analyze verify --man=no --recursive-errors=no "$t/lib/broken.service"

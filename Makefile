@@ -4,7 +4,6 @@ PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share/gpuprov
 MANDIR ?= $(PREFIX)/share/man
-UNITDIR ?= /lib/systemd/system
 DESTDIR ?=
 
 CC ?= cc
@@ -45,11 +44,10 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-dev \
 	libcjson-dev libssl-dev liblzma-dev libsqlite3-dev
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
-	python3-jsonschema clang-format cppcheck shellcheck openssl debootstrap apt-utils dpkg-dev gnupg \
-	python3-prometheus-client python3-yaml systemd
+	python3-jsonschema clang-format cppcheck shellcheck openssl debootstrap apt-utils dpkg-dev gnupg
 
 .PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long deps-fuzz lint install uninstall clean deps deps-demo demo schema-json
-.PHONY: install-units
+.PHONY: install-units uninstall-units
 
 all: gpuprov
 
@@ -196,7 +194,11 @@ install: all install-units
 	install -m 0644 docs/gpuprov-profile.5 $(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5
 
 # The systemd units of dist/systemd/ (docs/operations.md), ExecStart in
-# BINDIR; tests/e2e/dist.bats checks them with systemd-analyze verify.
+# BINDIR; tests/e2e/dist.bats checks them with systemd-analyze verify
+# (systemd), the rule file as YAML, and prometheus.bats parses the metrics
+# with prometheus_client.
+UNITDIR ?= /lib/systemd/system
+TEST_DEPS += python3-prometheus-client python3-yaml systemd
 install-units:
 	install -d $(DESTDIR)$(UNITDIR)
 	sed 's|@BINDIR@|$(BINDIR)|g' dist/systemd/gpuprov-verify.service.in \
@@ -204,10 +206,12 @@ install-units:
 	chmod 0644 $(DESTDIR)$(UNITDIR)/gpuprov-verify.service
 	install -m 0644 dist/systemd/gpuprov-verify.timer $(DESTDIR)$(UNITDIR)/gpuprov-verify.timer
 
-uninstall:
+uninstall-units:
+	rm -f $(DESTDIR)$(UNITDIR)/gpuprov-verify.service $(DESTDIR)$(UNITDIR)/gpuprov-verify.timer
+
+uninstall: uninstall-units
 	rm -f $(DESTDIR)$(BINDIR)/gpuprov $(DESTDIR)$(MANDIR)/man8/gpuprov.8 \
-		$(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5 \
-		$(DESTDIR)$(UNITDIR)/gpuprov-verify.service $(DESTDIR)$(UNITDIR)/gpuprov-verify.timer
+		$(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5
 	rm -rf $(DESTDIR)$(DATADIR)
 
 clean:

@@ -105,8 +105,8 @@ enum {
 	OPT_FORCE = 1u << 3,
 	OPT_RESOLVED = 1u << 4, /* profiles show */
 	OPT_FETCH = 1u << 5, /* --cache-dir, --ca-file, --mirror, --offline */
-	OPT_TEXTFILE = 1u << 6, /* verify --textfile, --textfile-dir */
-	OPT_PROMETHEUS = 1u << 7, /* --format prometheus: verify's only */
+	OPT_TEXTFILE = 1u << 8, /* verify --textfile, --textfile-dir */
+	OPT_PROMETHEUS = 1u << 9, /* --format prometheus: verify's only */
 };
 
 static int run_install(const struct command *cmd, struct cli *cli)

@@ -47,6 +47,7 @@ TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
 	python3-jsonschema clang-format cppcheck shellcheck openssl debootstrap apt-utils dpkg-dev gnupg
 
 .PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long deps-fuzz lint install uninstall clean deps deps-demo demo schema-json
+.PHONY: install-units uninstall-units
 
 all: gpuprov
 
@@ -184,7 +185,7 @@ lint:
 		tests/lint/*.sh
 	shellcheck .ci/run
 
-install: all
+install: all install-units
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/profiles $(DESTDIR)$(MANDIR)/man8 \
 		$(DESTDIR)$(MANDIR)/man5
 	install -m 0755 gpuprov $(DESTDIR)$(BINDIR)/gpuprov
@@ -192,7 +193,23 @@ install: all
 	install -m 0644 docs/gpuprov.8 $(DESTDIR)$(MANDIR)/man8/gpuprov.8
 	install -m 0644 docs/gpuprov-profile.5 $(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5
 
-uninstall:
+# The systemd units of dist/systemd/ (docs/operations.md), ExecStart in
+# BINDIR; tests/e2e/dist.bats checks them with systemd-analyze verify
+# (systemd), the rule file as YAML, and prometheus.bats parses the metrics
+# with prometheus_client.
+UNITDIR ?= /lib/systemd/system
+TEST_DEPS += python3-prometheus-client python3-yaml systemd
+install-units:
+	install -d $(DESTDIR)$(UNITDIR)
+	sed 's|@BINDIR@|$(BINDIR)|g' dist/systemd/gpuprov-verify.service.in \
+		> $(DESTDIR)$(UNITDIR)/gpuprov-verify.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/gpuprov-verify.service
+	install -m 0644 dist/systemd/gpuprov-verify.timer $(DESTDIR)$(UNITDIR)/gpuprov-verify.timer
+
+uninstall-units:
+	rm -f $(DESTDIR)$(UNITDIR)/gpuprov-verify.service $(DESTDIR)$(UNITDIR)/gpuprov-verify.timer
+
+uninstall: uninstall-units
 	rm -f $(DESTDIR)$(BINDIR)/gpuprov $(DESTDIR)$(MANDIR)/man8/gpuprov.8 \
 		$(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5
 	rm -rf $(DESTDIR)$(DATADIR)

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpuprov/compat.h"
@@ -18,10 +19,12 @@
 #include "gpuprov/pci.h"
 #include "gpuprov/journal.h"
 #include "gpuprov/pkg.h"
+#include "gpuprov/prometheus.h"
 #include "gpuprov/run.h"
 #include "gpuprov/json.h"
 #include "gpuprov/stages.h"
 #include "gpuprov/status.h"
+#include "gpuprov/textfile.h"
 
 #define DEFAULT_CMD_TIMEOUT_MS (30 * 60 * 1000)
 
@@ -625,10 +628,48 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 	return code;
 }
 
+/* The report as metrics, with the journal's view of every stage (as
+ * status shows it) and the run's time. */
+static void render_metrics(const struct session *s, const struct gp_report *rep,
+                           int64_t started_ms, struct gp_buf *b)
+{
+	const struct gp_journal *j = &s->c.journal;
+	_cleanup_free_ struct gp_metrics_stage *stages = gp_xcalloc(gp_stage_count,
+	                                                            sizeof *stages);
+	for (size_t i = 0; i < gp_stage_count; i++) {
+		const cJSON *rec = gp_journal_stage_get(j, gp_stages[i]->name);
+		const char *never = gp_stage_implemented(gp_stages[i])
+		                        ? "never_run"
+		                        : "not_implemented";
+		stages[i] = (struct gp_metrics_stage){
+			gp_stages[i]->name, gp_json_string(rec, "state", never)
+		};
+	}
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	const struct gp_metrics m = {
+		.report = rep,
+		.profile_sha256 = s->profile->digest,
+		.stages = stages,
+		.n_stages = gp_stage_count,
+		.reboot_pending = gp_journal_reboot_reason(j) != NULL,
+		.timestamp_seconds = (double)now.tv_sec + (double)now.tv_nsec / 1e9,
+		.duration_seconds = (double)(gp_monotonic_ms() - started_ms) / 1000,
+	};
+	gp_prometheus_render(&m, b);
+}
+
 int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 {
+	int64_t started_ms = gp_monotonic_ms();
 	struct session s;
 	int code = session_start(&s, o, out, "verify");
+	/* Where the textfile goes is settled before the checks, which take a
+	 * while, so a wrong directory fails at once. */
+	_cleanup_free_ char *textfile = NULL;
+	if (!code && o->textfile &&
+	    gp_textfile_path(&s.c.root, o->textfile_dir, &textfile, &s.err) < 0)
+		code = report_err(&s);
 	if (code) {
 		session_close(&s);
 		return code;
@@ -667,10 +708,21 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 		              hint, "%s", pending);
 	}
 	if (!code) {
-		gp_report_render(&rep, out);
+		struct gp_buf metrics = { 0 };
+		if (textfile || out->format == GP_FORMAT_PROMETHEUS)
+			render_metrics(&s, &rep, started_ms, &metrics);
+		if (out->format == GP_FORMAT_PROMETHEUS)
+			fputs(metrics.data, out->out);
+		else
+			gp_report_render(&rep, out);
 		code = gp_report_count(&rep, GP_FAIL) ? GP_EXIT_VERIFY_FAILED
 		       : unimplemented                ? GP_EXIT_BLOCKED
 		                                      : GP_EXIT_OK;
+		/* Also after a failed check: the metrics say which. */
+		if (textfile && gp_textfile_write(&s.c.root, textfile, metrics.data,
+		                                  metrics.len, &s.err) < 0)
+			code = report_err(&s);
+		gp_buf_free(&metrics);
 	}
 	gp_report_free(&rep);
 	session_close(&s);

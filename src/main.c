@@ -42,7 +42,8 @@ static const char usage_tail[] =
     "  --root DIR            operate on the system mounted at DIR (default /)\n"
     "  --profile-dir DIR     search DIR for profiles first\n"
     "  --json                print results as one JSON document\n"
-    "  --format FORMAT       print results as text (the default) or json\n"
+    "  --format FORMAT       print results as text (the default) or json;\n"
+    "                        verify also as prometheus (the textfile format)\n"
     "  -q, --quiet           no install report (errors, plans, reports, JSON stay)\n"
     "  -v, --verbose         print more detail\n"
     "  --no-color            never colour the output\n"
@@ -104,6 +105,8 @@ enum {
 	OPT_FORCE = 1u << 3,
 	OPT_RESOLVED = 1u << 4, /* profiles show */
 	OPT_FETCH = 1u << 5, /* --cache-dir, --ca-file, --mirror, --offline */
+	OPT_TEXTFILE = 1u << 8, /* verify --textfile, --textfile-dir */
+	OPT_PROMETHEUS = 1u << 9, /* --format prometheus: verify's only */
 };
 
 static int run_install(const struct command *cmd, struct cli *cli)
@@ -204,13 +207,22 @@ static const struct command commands[] = {
 	  false,
 	  run_plan },
 	{ "verify",
-	  { { "verify [--profile NAME|PATH] [--only S,..] [--skip S,..]",
+	  { { "verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
+	      "         [--textfile | --textfile-dir DIR]",
 	      "check that the installed stack works" } },
 	  "usage: gpuprov verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
+	  "                      [--textfile | --textfile-dir DIR]\n"
 	  "\n"
 	  "Checks, read-only, that every stage's result works. The profile defaults\n"
-	  "to the one the last install recorded. Exits 3 when a check fails.\n",
-	  OPT_PROFILE | OPT_SELECT,
+	  "to the one the last install recorded. Exits 3 when a check fails.\n"
+	  "\n"
+	  "--format prometheus prints the results as Prometheus metrics, in the\n"
+	  "text format of node_exporter's textfile collector. --textfile also writes\n"
+	  "them, atomically, to DIR/gpuprov.prom, DIR being textfile_dir in\n"
+	  "/etc/gpuprov/gpuprov.conf or /var/lib/prometheus/node-exporter;\n"
+	  "--textfile-dir DIR (a path inside the root) gives DIR. The file is\n"
+	  "written after a failed check too; stdout keeps the chosen format.\n",
+	  OPT_PROFILE | OPT_SELECT | OPT_TEXTFILE | OPT_PROMETHEUS,
 	  false,
 	  run_verify },
 	{ "status",
@@ -285,6 +297,8 @@ static const struct {
 	{ OPT_FORCE, "--force" },
 	{ OPT_RESOLVED, "--resolved" },
 	{ OPT_FETCH, "--cache-dir/--ca-file/--mirror/--offline" },
+	{ OPT_TEXTFILE, "--textfile/--textfile-dir" },
+	{ OPT_PROMETHEUS, "--format prometheus" },
 };
 
 static const struct command *find_command(const char *name)
@@ -414,6 +428,9 @@ enum long_only {
 	L_MIRROR,
 	L_OFFLINE,
 	L_FORMAT,
+	L_TEXTFILE,
+	L_TEXTFILE_DIR,
+	L_END, /* one past the last */
 };
 
 /* Options that take one value: given twice, which one was meant is a
@@ -429,6 +446,7 @@ static bool single_valued(int opt)
 	case L_CACHE_DIR:
 	case L_CA_FILE:
 	case L_FORMAT:
+	case L_TEXTFILE_DIR:
 		return true;
 	default:
 		return false;
@@ -457,6 +475,8 @@ int main(int argc, char **argv)
 		{ "mirror", required_argument, NULL, L_MIRROR },
 		{ "offline", no_argument, NULL, L_OFFLINE },
 		{ "format", required_argument, NULL, L_FORMAT },
+		{ "textfile", no_argument, NULL, L_TEXTFILE },
+		{ "textfile-dir", required_argument, NULL, L_TEXTFILE_DIR },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct cli cli = { .o = { .root = "/" } };
@@ -466,7 +486,7 @@ int main(int argc, char **argv)
 	bool help = false, no_color = false;
 	unsigned used = 0;
 	int rc = GP_EXIT_OK;
-	const char *first_value[L_FORMAT - L_ROOT + 1] = { 0 };
+	const char *first_value[L_END - L_ROOT] = { 0 };
 	bool json = false;
 	enum gp_format format = GP_FORMAT_TEXT;
 	_cleanup_free_ char *problem = NULL;
@@ -600,6 +620,24 @@ int main(int argc, char **argv)
 				                 optarg, names);
 				goto out;
 			}
+			if (format == GP_FORMAT_PROMETHEUS)
+				used |= OPT_PROMETHEUS;
+			break;
+		case L_TEXTFILE_DIR:
+			if (optarg[0] != '/') {
+				rc = usage_error(
+				    NULL,
+				    "--textfile-dir %s: give an absolute path "
+				    "inside the root",
+				    optarg);
+				goto out;
+			}
+			o->textfile_dir = optarg;
+			/* The directory implies the file. */
+			__attribute__((fallthrough));
+		case L_TEXTFILE:
+			o->textfile = true;
+			used |= OPT_TEXTFILE;
 			break;
 		case ':':
 			rc = usage_error(NULL, "option '%s' needs an argument",

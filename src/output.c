@@ -10,6 +10,7 @@
 static const char *const format_names[] = {
 	[GP_FORMAT_TEXT] = "text",
 	[GP_FORMAT_JSON] = "json",
+	[GP_FORMAT_PROMETHEUS] = "prometheus",
 };
 
 const char *gp_format_name(enum gp_format f)

@@ -523,6 +523,7 @@ void gp_plan_render(const struct gp_plan *p, const struct gp_out *out)
 	case GP_FORMAT_JSON:
 		gp_print_json(out, gp_plan_to_json(p));
 		return;
+	case GP_FORMAT_PROMETHEUS: /* verify's only: the CLI refuses it here */
 	case GP_FORMAT_TEXT:
 		gp_plan_render_text(p, out->out, out->color);
 		return;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "gpuprov/output.h"
+#include "gpuprov/prometheus.h"
 #include "gpuprov/report.h"
 #include "gpuprov/util.h"
 
@@ -38,6 +39,7 @@ void gp_report_free(struct gp_report *r)
 	}
 	free(r->findings);
 	free(r->profile_name);
+	gp_strv_free(r->facts);
 	*r = (struct gp_report){ 0 };
 }
 
@@ -134,6 +136,34 @@ char *gp_finding_subject(const char *name)
 	return out;
 }
 
+/* The slot of key in r->facts, or the terminating NULL's. */
+static size_t fact_slot(const struct gp_report *r, const char *key)
+{
+	size_t i = 0;
+	while (r->facts && r->facts[i] && strcmp(r->facts[i], key) != 0)
+		i += 2;
+	return i;
+}
+
+void gp_report_set_fact(struct gp_report *r, const char *key, const char *value)
+{
+	size_t i = fact_slot(r, key);
+	if (r->facts && r->facts[i]) {
+		free(r->facts[i + 1]);
+		r->facts[i + 1] = gp_xstrdup(value ? value : "");
+		return;
+	}
+	/* A few facts per run: two pushes each is fine. */
+	gp_strv_push(&r->facts, key);
+	gp_strv_push(&r->facts, value ? value : "");
+}
+
+const char *gp_report_fact(const struct gp_report *r, const char *key)
+{
+	size_t i = fact_slot(r, key);
+	return r->facts && r->facts[i] ? r->facts[i + 1] : NULL;
+}
+
 size_t gp_report_count(const struct gp_report *r, enum gp_level level)
 {
 	size_t n = 0;
@@ -216,5 +246,14 @@ void gp_report_render(const struct gp_report *r, const struct gp_out *out)
 	case GP_FORMAT_TEXT:
 		gp_report_render_text(r, out->out, out->color);
 		return;
+	case GP_FORMAT_PROMETHEUS: {
+		/* The report's own metrics; verify renders them with the journal's
+		 * and the run's (gp_prometheus_render) instead. */
+		struct gp_buf b = { 0 };
+		gp_prometheus_render(&(struct gp_metrics){ .report = r }, &b);
+		fputs(b.data ? b.data : "", out->out);
+		gp_buf_free(&b);
+		return;
+	}
 	}
 }

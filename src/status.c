@@ -84,6 +84,7 @@ void gp_status_render(const struct gp_status *s, const struct gp_out *out)
 	case GP_FORMAT_JSON:
 		gp_print_json(out, gp_status_to_json(s));
 		return;
+	case GP_FORMAT_PROMETHEUS: /* verify's only: the CLI refuses it here */
 	case GP_FORMAT_TEXT:
 		gp_status_render_text(s, out->out);
 		return;

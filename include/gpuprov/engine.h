@@ -23,6 +23,8 @@ struct gp_options {
 	struct gp_fetch_mirror *mirrors; /* --mirror FROM=TO, n_mirrors of them */
 	size_t n_mirrors;
 	bool offline; /* --offline */
+	bool textfile; /* verify --textfile (or --textfile-dir): write the metrics file */
+	const char *textfile_dir; /* --textfile-dir, in the root; NULL: configured */
 	struct gp_events events; /* where a real run's events go (event.h) */
 };
 

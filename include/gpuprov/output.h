@@ -15,6 +15,7 @@
 enum gp_format {
 	GP_FORMAT_TEXT, /* for people */
 	GP_FORMAT_JSON, /* one JSON document (--json); events as JSON lines */
+	GP_FORMAT_PROMETHEUS, /* verify only: the textfile format (prometheus.h) */
 };
 
 struct gp_out {

@@ -24,6 +24,9 @@ struct gp_report {
 	char *profile_name;
 	struct gp_finding *findings;
 	size_t n;
+	/* What the checks saw, as "<stage>/<name>" -> value pairs (key, value,
+	 * key, ...; NULL-terminated), for the metrics (prometheus.h). */
+	char **facts;
 };
 
 void gp_report_init(struct gp_report *r, const char *profile_name);
@@ -48,6 +51,11 @@ void gp_report_add_subject(struct gp_report *r, const char *base, const char *su
  * "0000:17:00.0" -> "0000_17_00_0", "LD_LIBRARY_PATH" -> "ld_library_path".
  * Allocated. */
 char *gp_finding_subject(const char *name);
+/* Records a fact a check saw (the loaded module's version, ...): key
+ * "<stage>/<name>", value NULL for none; a second call replaces it. */
+void gp_report_set_fact(struct gp_report *r, const char *key, const char *value);
+/* The fact's value: NULL when it was not recorded, "" when recorded as none. */
+const char *gp_report_fact(const struct gp_report *r, const char *key);
 size_t gp_report_count(const struct gp_report *r, enum gp_level level);
 struct gp_out;
 /* Prints the report on out->out in out->format. */

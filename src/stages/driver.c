@@ -1196,6 +1196,10 @@ static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 	}
 	struct module_state m;
 	module_state(c, &m);
+	/* For gpuprov_driver_info (prometheus.c): what is, whatever was wanted. */
+	gp_report_set_fact(rep, "driver/installed", have);
+	gp_report_set_fact(rep, "driver/loaded", m.rc == 0 ? m.version : NULL);
+	gp_report_set_fact(rep, "driver/flavor", m.rc == 0 ? flavor_name(m.open) : NULL);
 	verify_module(c, &d, rep, &m, have);
 	if (!gp_root_is_host(&c->root) && geteuid() != 0) {
 		gp_report_add(rep, "driver.probe", GP_WARN, "NVML and libcuda",

@@ -4,6 +4,7 @@ PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share/gpuprov
 MANDIR ?= $(PREFIX)/share/man
+COMPLETIONSDIR ?= /usr/share/bash-completion/completions
 DESTDIR ?=
 
 CC ?= cc
@@ -45,6 +46,7 @@ BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-de
 	libcjson-dev libssl-dev liblzma-dev libsqlite3-dev
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
 	python3-jsonschema clang-format cppcheck shellcheck openssl debootstrap apt-utils dpkg-dev gnupg
+TEST_DEPS += bash-completion
 
 .PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long deps-fuzz lint install uninstall clean deps deps-demo demo schema-json
 
@@ -183,18 +185,20 @@ lint:
 	shellcheck -x tests/*.sh tests/fixtures/*.sh tests/bench/*.sh tests/fuzz/run.sh \
 		tests/lint/*.sh
 	shellcheck .ci/run
+	shellcheck -s bash dist/bash-completion/gpuprov
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/profiles $(DESTDIR)$(MANDIR)/man8 \
-		$(DESTDIR)$(MANDIR)/man5
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(COMPLETIONSDIR)
 	install -m 0755 gpuprov $(DESTDIR)$(BINDIR)/gpuprov
 	cp -R profiles/. $(DESTDIR)$(DATADIR)/profiles/
 	install -m 0644 docs/gpuprov.8 $(DESTDIR)$(MANDIR)/man8/gpuprov.8
 	install -m 0644 docs/gpuprov-profile.5 $(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5
+	install -m 0644 dist/bash-completion/gpuprov $(DESTDIR)$(COMPLETIONSDIR)/gpuprov
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/gpuprov $(DESTDIR)$(MANDIR)/man8/gpuprov.8 \
-		$(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5
+		$(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5 $(DESTDIR)$(COMPLETIONSDIR)/gpuprov
 	rm -rf $(DESTDIR)$(DATADIR)
 
 clean:

@@ -48,6 +48,8 @@ static const char usage_tail[] =
     "  --no-color            never colour the output\n"
     "  -h, --help            show help (also after a command)\n"
     "  --version             print the version\n"
+    "  --list-commands       print the commands, one a line (for shell completion)\n"
+    "  --list-options [CMD]  print the options (that CMD accepts), one a line\n"
     "\n"
     "download options (install, plan):\n"
     "  --cache-dir DIR       download cache, a path inside the root\n"

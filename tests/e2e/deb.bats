@@ -104,7 +104,12 @@ install_deb() {
 		[ -e "$f" ] || continue
 		[[ $f == "$x/lib/systemd/system/"* ]] ||
 			fail "$f: dh_installsystemd of Debian 12 handles /lib/systemd/system only"
-		local unit=${f##*/}
+		local unit=${f##*/} exe
+		# The gpuprov a unit runs is the package's (in /usr/sbin).
+		for exe in $(sed -n 's/^Exec[A-Za-z]*=[-+!@:]*\([^ ]*\).*/\1/p' "$f"); do
+			[[ $exe != */gpuprov || -x $x$exe ]] ||
+				fail "$unit runs $exe, which is not in the package (/usr/sbin/gpuprov)"
+		done
 		if [ "$unit" = gpuprov-verify.timer ]; then
 			grep -qF "deb-systemd-helper enable '$unit'" "$x/DEBIAN/postinst" &&
 				grep -qF "deb-systemd-invoke \$_dh_action '$unit'" "$x/DEBIAN/postinst" ||

@@ -39,7 +39,7 @@ else
 			tar --null --no-recursion --ignore-failed-read -T - -cf -) |
 			tar -C "$src" -xf -
 	else
-		(cd "$top" && tar --exclude=./build --exclude='./build-*' \
+		(cd "$top" && tar --exclude=./.git --exclude=./build --exclude='./build-*' \
 			--exclude=./gpuprov -cf - .) | tar -C "$src" -xf -
 	fi
 	cp -R "$src/dist/debian" "$src/debian"

@@ -4,6 +4,10 @@ PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share/gpuprov
 MANDIR ?= $(PREFIX)/share/man
+COMPLETIONSDIR ?= /usr/share/bash-completion/completions
+# The source tree whose profiles/ the binary searches last; empty for none
+# (the Debian package: dist/debian/rules).
+SRCDIR ?= $(CURDIR)
 DESTDIR ?=
 
 CC ?= cc
@@ -23,7 +27,7 @@ endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 ALL_CPPFLAGS = -Iinclude -D_GNU_SOURCE -DGP_VERSION='"$(VERSION)"' \
-	-DGP_DATADIR='"$(DATADIR)"' -DGP_SRCDIR='"$(CURDIR)"' $(PKG_CFLAGS) $(CPPFLAGS)
+	-DGP_DATADIR='"$(DATADIR)"' -DGP_SRCDIR='"$(SRCDIR)"' $(PKG_CFLAGS) $(CPPFLAGS)
 ALL_CFLAGS = -std=gnu11 $(WARNINGS) $(CFLAGS)
 VERSION := 0.1.0
 
@@ -45,6 +49,7 @@ BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-de
 	libcjson-dev libssl-dev liblzma-dev libsqlite3-dev
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
 	python3-jsonschema clang-format cppcheck shellcheck openssl debootstrap apt-utils dpkg-dev gnupg
+TEST_DEPS += bash-completion debhelper lintian
 
 .PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long deps-fuzz lint install uninstall clean deps deps-demo demo schema-json
 .PHONY: install-units uninstall-units
@@ -182,16 +187,30 @@ lint:
 	python3 tests/lint/layers.py
 	sh tests/lint/srccheck.sh src
 	shellcheck -x tests/*.sh tests/fixtures/*.sh tests/bench/*.sh tests/fuzz/run.sh \
-		tests/lint/*.sh
+		tests/lint/*.sh dist/*.sh
 	shellcheck .ci/run
+	shellcheck -s bash dist/bash-completion/gpuprov
 
 install: all install-units
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/profiles $(DESTDIR)$(MANDIR)/man8 \
-		$(DESTDIR)$(MANDIR)/man5
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(COMPLETIONSDIR)
 	install -m 0755 gpuprov $(DESTDIR)$(BINDIR)/gpuprov
 	cp -R profiles/. $(DESTDIR)$(DATADIR)/profiles/
 	install -m 0644 docs/gpuprov.8 $(DESTDIR)$(MANDIR)/man8/gpuprov.8
 	install -m 0644 docs/gpuprov-profile.5 $(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5
+	install -m 0644 dist/bash-completion/gpuprov $(DESTDIR)$(COMPLETIONSDIR)/gpuprov
+
+# The Debian package: DEB_BUILD/gpuprov_<version>_<arch>.deb, built by
+# dpkg-buildpackage in a copy of the tree (dist/mkdeb.sh, dist/debian/).
+# DEB_VERSION=0.1.0+site1 builds a local revision, reusing the last copy.
+DEB_BUILD ?= build-deb
+DEB_DEPS := debhelper dpkg-dev lintian
+.PHONY: deb deps-deb
+deb: deps-deb
+	sh dist/mkdeb.sh $(DEB_BUILD) $(VERSION) $(DEB_VERSION)
+
+deps-deb:
+	@sh tests/deps.sh $(BUILD_DEPS) $(DEB_DEPS)
 
 # The systemd units of dist/systemd/ (docs/operations.md), ExecStart in
 # BINDIR; tests/e2e/dist.bats checks them with systemd-analyze verify
@@ -211,7 +230,7 @@ uninstall-units:
 
 uninstall: uninstall-units
 	rm -f $(DESTDIR)$(BINDIR)/gpuprov $(DESTDIR)$(MANDIR)/man8/gpuprov.8 \
-		$(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5
+		$(DESTDIR)$(MANDIR)/man5/gpuprov-profile.5 $(DESTDIR)$(COMPLETIONSDIR)/gpuprov
 	rm -rf $(DESTDIR)$(DATADIR)
 
 clean:

@@ -255,6 +255,22 @@ int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out)
 	return code;
 }
 
+/* The names only, without loading the files: quick enough for shell
+ * completion, and a broken profile still completes. */
+int gp_engine_profiles_names(const struct gp_options *o, struct gp_out *out)
+{
+	_cleanup_strv_ char **search = gp_profile_search_path(o->profile_dir);
+	_cleanup_strv_ char **names = gp_catalog_names(search);
+	if (out->format == GP_FORMAT_JSON) {
+		gp_print_json(out, cJSON_CreateStringArray((const char *const *)names,
+		                                           (int)gp_strv_len(names)));
+		return GP_EXIT_OK;
+	}
+	for (size_t i = 0; names[i]; i++)
+		fprintf(out->out, "%s\n", names[i]);
+	return GP_EXIT_OK;
+}
+
 /* --- show --------------------------------------------------------------- */
 
 int gp_engine_profiles_show(const struct gp_options *o, const char *name, bool resolved,

@@ -49,6 +49,8 @@ static const char usage_tail[] =
     "  --no-color            never colour the output\n"
     "  -h, --help            show help (also after a command)\n"
     "  --version             print the version\n"
+    "  --list-commands       print the commands, one a line (for shell completion)\n"
+    "  --list-options [CMD]  print the options (that CMD accepts), one a line\n"
     "\n"
     "download options (install, plan):\n"
     "  --cache-dir DIR       download cache, a path inside the root\n"
@@ -76,6 +78,7 @@ struct cli {
 	char **args;
 	int nargs;
 	bool resolved; /* profiles show --resolved */
+	bool names; /* profiles list --names */
 	const char *rerun; /* the command line, for the reboot message */
 };
 
@@ -105,6 +108,7 @@ enum {
 	OPT_FORCE = 1u << 3,
 	OPT_RESOLVED = 1u << 4, /* profiles show */
 	OPT_FETCH = 1u << 5, /* --cache-dir, --ca-file, --mirror, --offline */
+	OPT_NAMES = 1u << 6, /* profiles list */
 	OPT_TEXTFILE = 1u << 8, /* verify --textfile, --textfile-dir */
 	OPT_PROMETHEUS = 1u << 9, /* --format prometheus: verify's only */
 };
@@ -150,7 +154,12 @@ static int run_profiles(const struct command *cmd, struct cli *cli)
 	if (cli->resolved && !(nargs >= 1 && strcmp(args[0], "show") == 0))
 		return usage_error(cmd,
 		                   "option --resolved applies to 'profiles show' only");
-	if (nargs == 1 && strcmp(args[0], "list") == 0)
+	bool list = nargs == 1 && strcmp(args[0], "list") == 0;
+	if (cli->names && !list)
+		return usage_error(cmd, "option --names applies to 'profiles list' only");
+	if (list && cli->names)
+		return gp_engine_profiles_names(&cli->o, &cli->out);
+	if (list)
 		return gp_engine_profiles_list(&cli->o, &cli->out);
 	if (nargs == 2 && strcmp(args[0], "show") == 0)
 		return gp_engine_profiles_show(&cli->o, args[1], cli->resolved,
@@ -251,16 +260,18 @@ static const struct command commands[] = {
 	  false,
 	  run_detect },
 	{ "profiles",
-	  { { "profiles list", "list the profiles: name, distro, GPUs, description" },
+	  { { "profiles list [--names]",
+	      "list the profiles: name, distro, GPUs, description" },
 	    { "profiles show NAME [--resolved]",
 	      "print a profile as written, or after inheritance" },
 	    { "profiles lint FILE...",
 	      "check profile files: format and compatibility" } },
-	  "usage: gpuprov profiles list\n"
+	  "usage: gpuprov profiles list [--names]\n"
 	  "       gpuprov profiles show NAME [--resolved]\n"
 	  "       gpuprov profiles lint FILE...\n"
 	  "\n"
-	  "list shows each profile's name, distro, GPU models and description. show\n"
+	  "list shows each profile's name, distro, GPU models and description;\n"
+	  "--names only the names, one a line (for scripts and completion). show\n"
 	  "prints the profile file as written, or with --resolved the profile after\n"
 	  "inheritance as JSON. lint checks each file's format, then the\n"
 	  "compatibility of the versions it pins and that every download it needs\n"
@@ -269,7 +280,7 @@ static const struct command commands[] = {
 	  "\n"
 	  "Profile search path: --profile-dir, /etc/gpuprov/profiles, the installed\n"
 	  "share directory, then the source tree's profiles/.\n",
-	  OPT_RESOLVED,
+	  OPT_RESOLVED | OPT_NAMES,
 	  true,
 	  run_profiles },
 	{ "stages",
@@ -299,6 +310,7 @@ static const struct {
 	{ OPT_FETCH, "--cache-dir/--ca-file/--mirror/--offline" },
 	{ OPT_TEXTFILE, "--textfile/--textfile-dir" },
 	{ OPT_PROMETHEUS, "--format prometheus" },
+	{ OPT_NAMES, "--names" },
 };
 
 static const struct command *find_command(const char *name)
@@ -430,8 +442,64 @@ enum long_only {
 	L_FORMAT,
 	L_TEXTFILE,
 	L_TEXTFILE_DIR,
+	L_NAMES,
+	L_LIST_OPTIONS,
+	L_LIST_COMMANDS,
 	L_END, /* one past the last */
 };
+
+/* The OPT_* bit of a command option; 0 for a global one. The one table
+ * behind both "does not apply" errors and --list-options. */
+static unsigned option_bit(int opt)
+{
+	switch (opt) {
+	case L_PROFILE:
+		return OPT_PROFILE;
+	case L_DRY_RUN:
+		return OPT_DRY_RUN;
+	case L_ONLY:
+	case L_SKIP:
+		return OPT_SELECT;
+	case L_FORCE:
+		return OPT_FORCE;
+	case L_RESOLVED:
+		return OPT_RESOLVED;
+	case L_NAMES:
+		return OPT_NAMES;
+	case L_TEXTFILE:
+	case L_TEXTFILE_DIR:
+		return OPT_TEXTFILE;
+	case L_CACHE_DIR:
+	case L_CA_FILE:
+	case L_MIRROR:
+	case L_OFFLINE:
+		return OPT_FETCH;
+	default:
+		return 0;
+	}
+}
+
+/* The values an option takes when they are a fixed set, space-separated;
+ * NULL when any value goes. Stage lists (--only, --skip) are comma lists
+ * of these. */
+static char *option_choices(int opt)
+{
+	switch (opt) {
+	case L_ONLY:
+	case L_SKIP:
+		return gp_stagelist_names(" ");
+	case L_FORMAT: {
+		char *names = gp_format_names(), *w = names; /* "text, json" */
+		for (const char *r = names; *r; r++)
+			if (*r != ',')
+				*w++ = *r;
+		*w = '\0';
+		return names;
+	}
+	default:
+		return NULL;
+	}
+}
 
 /* Options that take one value: given twice, which one was meant is a
  * guess (the last silently won before), so it is a usage error. */
@@ -450,6 +518,44 @@ static bool single_valued(int opt)
 		return true;
 	default:
 		return false;
+	}
+}
+
+/* --list-options [CMD], for shell completion: one option a line, those
+ * taking a value with a trailing '=', then its choices when fixed. Without
+ * CMD every option (any may stand before the command), with CMD the global
+ * ones and those CMD accepts. */
+static void list_options(const struct option *longopts, const struct command *cmd)
+{
+	for (const struct option *lo = longopts; lo->name; lo++) {
+		unsigned bit = option_bit(lo->val);
+		if (cmd && bit && !(cmd->allowed & bit))
+			continue;
+		_cleanup_free_ char *choices = option_choices(lo->val);
+		printf("--%s%s%s%s\n", lo->name, lo->has_arg ? "=" : "",
+		       choices ? " " : "", choices ? choices : "");
+	}
+}
+
+/* --list-commands: each command, and for one with subcommands each
+ * "COMMAND SUBCOMMAND", from the leading lowercase words of its synopsis
+ * rows. */
+static void list_commands(void)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
+		const struct synopsis *rows = commands[i].synopsis;
+		for (size_t k = 0; k < ARRAY_SIZE(commands[i].synopsis) && rows[k].text;
+		     k++) {
+			const char *t = rows[k].text, *end = t;
+			for (const char *w = t; *w >= 'a' && *w <= 'z';) {
+				w += strspn(w, "abcdefghijklmnopqrstuvwxyz");
+				if (*w && *w != ' ')
+					break;
+				end = w;
+				w += strspn(w, " ");
+			}
+			printf("%.*s\n", (int)(end - t), t);
+		}
 	}
 }
 
@@ -477,13 +583,16 @@ int main(int argc, char **argv)
 		{ "format", required_argument, NULL, L_FORMAT },
 		{ "textfile", no_argument, NULL, L_TEXTFILE },
 		{ "textfile-dir", required_argument, NULL, L_TEXTFILE_DIR },
+		{ "names", no_argument, NULL, L_NAMES },
+		{ "list-options", no_argument, NULL, L_LIST_OPTIONS },
+		{ "list-commands", no_argument, NULL, L_LIST_COMMANDS },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct cli cli = { .o = { .root = "/" } };
 	struct gp_options *o = &cli.o;
 	struct gp_out *out = &cli.out;
 	gp_out_init(out, stdout, stderr);
-	bool help = false, no_color = false;
+	bool help = false, no_color = false, want_options = false;
 	unsigned used = 0;
 	int rc = GP_EXIT_OK;
 	const char *first_value[L_END - L_ROOT] = { 0 };
@@ -515,6 +624,7 @@ int main(int argc, char **argv)
 			}
 			*first = optarg;
 		}
+		used |= option_bit(opt);
 		switch (opt) {
 		case L_ROOT:
 			o->root = optarg;
@@ -547,19 +657,24 @@ int main(int argc, char **argv)
 			return GP_EXIT_OK;
 		case L_PROFILE:
 			o->profile = optarg;
-			used |= OPT_PROFILE;
 			break;
 		case L_FORCE:
 			o->force = true;
-			used |= OPT_FORCE;
 			break;
 		case L_RESOLVED:
 			cli.resolved = true;
-			used |= OPT_RESOLVED;
 			break;
+		case L_NAMES:
+			cli.names = true;
+			break;
+		case L_LIST_OPTIONS:
+			want_options = true;
+			break;
+		case L_LIST_COMMANDS:
+			list_commands();
+			goto out;
 		case L_DRY_RUN:
 			o->dry_run = true;
-			used |= OPT_DRY_RUN;
 			break;
 		case L_ONLY:
 		case L_SKIP: {
@@ -571,7 +686,6 @@ int main(int argc, char **argv)
 			}
 			char ***list = opt == L_ONLY ? &o->only : &o->skip;
 			*list = gp_strv_split(optarg, ',');
-			used |= OPT_SELECT;
 			break;
 		}
 		case L_CACHE_DIR:
@@ -583,7 +697,6 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			o->cache_dir = optarg;
-			used |= OPT_FETCH;
 			break;
 		case L_CA_FILE:
 			problem = host_path_problem("--ca-file", optarg, S_IFREG);
@@ -592,7 +705,6 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			o->ca_file = optarg;
-			used |= OPT_FETCH;
 			break;
 		case L_MIRROR: {
 			char *eq = strchr(optarg, '=');
@@ -606,12 +718,10 @@ int main(int argc, char **argv)
 			                         (o->n_mirrors + 1) * sizeof *o->mirrors);
 			o->mirrors[o->n_mirrors++] = (struct gp_fetch_mirror){ optarg,
 				                                               eq + 1 };
-			used |= OPT_FETCH;
 			break;
 		}
 		case L_OFFLINE:
 			o->offline = true;
-			used |= OPT_FETCH;
 			break;
 		case L_FORMAT:
 			if (gp_format_parse(optarg, &format) < 0) {
@@ -637,7 +747,6 @@ int main(int argc, char **argv)
 			__attribute__((fallthrough));
 		case L_TEXTFILE:
 			o->textfile = true;
-			used |= OPT_TEXTFILE;
 			break;
 		case ':':
 			rc = usage_error(NULL, "option '%s' needs an argument",
@@ -665,6 +774,16 @@ int main(int argc, char **argv)
 	             out->format == GP_FORMAT_TEXT;
 	o->events = gp_progress_events(out);
 
+	if (want_options) {
+		const struct command *cmd = optind < argc ? find_command(argv[optind])
+		                                          : NULL;
+		if (optind < argc && !cmd) {
+			rc = usage_error(NULL, "unknown command '%s'", argv[optind]);
+			goto out;
+		}
+		list_options(longopts, cmd);
+		goto out;
+	}
 	if (optind >= argc) {
 		if (help) {
 			usage(stdout);

@@ -376,7 +376,8 @@ char **gp_profile_search_path(const char *dir_override)
 		gp_strv_push(&v, dir_override);
 	gp_strv_push(&v, "/etc/gpuprov/profiles");
 	gp_strv_push(&v, GP_DATADIR "/profiles");
-	gp_strv_push(&v, GP_SRCDIR "/profiles");
+	if (GP_SRCDIR[0]) /* empty in an installed package: no source tree */
+		gp_strv_push(&v, GP_SRCDIR "/profiles");
 	return v;
 }
 

@@ -11,6 +11,9 @@
  * runs the compatibility preflight on it, reporting every problem of every
  * file: exit 65 when a file does not load, else 4 when an issue blocks. */
 int gp_engine_profiles_list(const struct gp_options *o, struct gp_out *out);
+/* `profiles list --names`: the names of gp_catalog_names, one a line (a
+ * JSON array of strings with --json). */
+int gp_engine_profiles_names(const struct gp_options *o, struct gp_out *out);
 int gp_engine_profiles_show(const struct gp_options *o, const char *name, bool resolved,
                             struct gp_out *out);
 int gp_engine_profiles_lint(const struct gp_options *o, char *const *files,

@@ -19,7 +19,8 @@ struct gp_profile {
 };
 
 /* The default search path: dir_override (may be NULL), /etc/gpuprov/profiles,
- * the installed share directory, the source tree's profiles/. */
+ * the installed share directory, the source tree's profiles/ (unless built
+ * with an empty SRCDIR). */
 char **gp_profile_search_path(const char *dir_override);
 
 /* name_or_path: starts with '/', './' or '../', or ends in .json -> a file;

@@ -25,7 +25,8 @@ static bool blank(const char *s, size_t len)
 /* The first number under v that cannot be written back exactly, or NULL. */
 static const cJSON *inexact_number(const cJSON *v)
 {
-	if (cJSON_IsNumber(v) && !(v->valuedouble <= EXACT_MAX && v->valuedouble >= -EXACT_MAX))
+	if (cJSON_IsNumber(v) &&
+	    !(v->valuedouble <= EXACT_MAX && v->valuedouble >= -EXACT_MAX))
 		return v;
 	for (const cJSON *c = v->child; c; c = c->next) {
 		const cJSON *bad = inexact_number(c);

@@ -116,8 +116,8 @@ static void ctk_settings(struct gp_ctx *c, const cJSON *cfg, struct ctk *s)
 	s->rt = (struct gp_docker_runtime){ .name = RUNTIME_NAME,
 		                            .path = RUNTIME_PATH,
 		                            .set_default = cJSON_IsTrue(def) };
-	s->daemon_where = gp_xasprintf("%s%s", gp_root_is_host(&c->root) ? "" : c->root.dir,
-	                               DAEMON_JSON);
+	s->daemon_where = gp_xasprintf(
+	    "%s%s", gp_root_is_host(&c->root) ? "" : c->root.dir, DAEMON_JSON);
 }
 
 static void ctk_free(struct ctk *s)
@@ -136,13 +136,16 @@ static char *repo_problem(const struct gp_pkg_repo *r)
 		{ "keyring_url", "the URL of the key that signs it" },
 		{ "keyring_sha256", "that key file's sha256: gpuprov downloads nothing "
 		                    "it cannot verify" },
-		{ "keyring_fingerprint", "the key's fingerprint, which the downloaded key "
-		                         "must have before anything is written" },
+		{ "keyring_fingerprint",
+		  "the key's fingerprint, which the downloaded key "
+		  "must have before anything is written" },
 	};
-	const char *have[] = { r->url, r->keyring_url, r->keyring_sha256, r->fingerprint };
+	const char *have[] = { r->url, r->keyring_url, r->keyring_sha256,
+		               r->fingerprint };
 	for (size_t i = 0; i < ARRAY_SIZE(needed); i++)
 		if (!have[i])
-			return gp_xasprintf("distro." DISTRO_REPO ".%s is not set (%s); the "
+			return gp_xasprintf("distro." DISTRO_REPO
+			                    ".%s is not set (%s); the "
 			                    "distro bases in profiles/distro/ set it",
 			                    needed[i].key, needed[i].why);
 	return gp_pkg_repo_problem(r);
@@ -171,7 +174,8 @@ static int packages_problem(struct gp_ctx *c, const struct ctk *s, char **why,
 			*why = gp_xasprintf("%s %s is installed; the profile wants %s",
 			                    packages[i], have, s->version);
 		else if (!gp_pkg_is_held(c, packages[i]))
-			gp_buf_printf(&unheld, "%s%s", unheld.len ? ", " : "", packages[i]);
+			gp_buf_printf(&unheld, "%s%s", unheld.len ? ", " : "",
+			              packages[i]);
 	}
 	if (*why) {
 		*install = true;
@@ -199,25 +203,27 @@ static int daemon_merge(struct gp_ctx *c, const struct ctk *s, char **merged,
 	_cleanup_free_ char *old = NULL;
 	size_t len = 0;
 	if (rc < 0 && rc != -ENOENT)
-		return gp_fail(c->err, GP_EFAILED, "stage " STAGE ": cannot look at %s: %s",
-		               s->daemon_where, strerror(-rc));
+		return gp_fail(c->err, GP_EFAILED,
+		               "stage " STAGE ": cannot look at %s: %s", s->daemon_where,
+		               strerror(-rc));
 	if (rc == 0 && !S_ISREG(st.st_mode))
 		return gp_fail(c->err, GP_EINPUT,
 		               "%s is %s, not a regular file: gpuprov merges only a "
 		               "regular daemon.json and never writes through a link; "
 		               "replace it with a regular file and run gpuprov again",
 		               s->daemon_where,
-		               S_ISLNK(st.st_mode)  ? "a symbolic link"
+		               S_ISLNK(st.st_mode)   ? "a symbolic link"
 		               : S_ISDIR(st.st_mode) ? "a directory"
 		                                     : "a special file");
 	if (rc == 0) {
 		*mode = st.st_mode & 07777;
-		rc = gp_root_read_max(&c->root, DAEMON_JSON, GP_ROOT_CONFIG_MAX, &old, &len);
+		rc = gp_root_read_max(&c->root, DAEMON_JSON, GP_ROOT_CONFIG_MAX, &old,
+		                      &len);
 		if (rc == -ENOENT)
 			len = 0;
 		else if (rc < 0) {
-			_cleanup_free_ char *why = gp_root_read_error(&c->root, DAEMON_JSON,
-			                                              GP_ROOT_CONFIG_MAX, rc);
+			_cleanup_free_ char *why = gp_root_read_error(
+			    &c->root, DAEMON_JSON, GP_ROOT_CONFIG_MAX, rc);
 			return gp_fail(c->err, GP_EINPUT,
 			               "stage " STAGE ": %s; nothing was written", why);
 		}
@@ -330,7 +336,8 @@ static int ctk_apply(struct gp_ctx *c, const cJSON *cfg)
 	mode_t mode;
 	int rc = -1;
 	if (!s.version) {
-		gp_fail(c->err, GP_EBLOCKED, "stages." STAGE "." KEY_VERSION " is not set");
+		gp_fail(c->err, GP_EBLOCKED,
+		        "stages." STAGE "." KEY_VERSION " is not set");
 		goto out;
 	}
 	if (packages_problem(c, &s, &pkgs, &install) < 0)
@@ -378,20 +385,23 @@ static void verify_packages(struct gp_ctx *c, const struct ctk *s, struct gp_rep
 			have = NULL; /* unreadable database: reported as missing */
 		bool ok = have && s->version && gp_pkg_version_matches(have, s->version);
 		_cleanup_free_ char *check = gp_xasprintf("package %s", packages[i]);
-		gp_report_add_subject(rep, STAGE ".package", packages[i],
+		gp_report_add_subject(rep, "container_toolkit.package", packages[i],
 		                      ok ? GP_PASS : GP_FAIL, check, install, "%s %s%s%s",
 		                      packages[i], have ? have : "is not installed",
 		                      ok || !have ? "" : "; the profile wants ",
-		                      ok || !have ? "" : s->version ? s->version : "?");
+		                      ok || !have  ? ""
+		                      : s->version ? s->version
+		                                   : "?");
 		if (have && !gp_pkg_is_held(c, packages[i]))
-			gp_buf_printf(&unheld, "%s%s", unheld.len ? ", " : "", packages[i]);
+			gp_buf_printf(&unheld, "%s%s", unheld.len ? ", " : "",
+			              packages[i]);
 	}
 	if (unheld.len)
-		gp_report_add(rep, STAGE ".hold", GP_FAIL, "hold", install,
+		gp_report_add(rep, "container_toolkit.hold", GP_FAIL, "hold", install,
 		              "not held: %s (an upgrade would move them off the pin)",
 		              unheld.data);
 	else
-		gp_report_add(rep, STAGE ".hold", GP_PASS, "hold", NULL,
+		gp_report_add(rep, "container_toolkit.hold", GP_PASS, "hold", NULL,
 		              "every installed toolkit package is held");
 	gp_buf_free(&unheld);
 }
@@ -406,7 +416,7 @@ static int ctk_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 	bool changed = false, has_runtime = false, is_default = false;
 	mode_t mode;
 	if (daemon_merge(c, &s, &merged, &changed, &mode) < 0) {
-		gp_report_add(rep, STAGE ".runtime", GP_FAIL, "docker runtime",
+		gp_report_add(rep, "container_toolkit.runtime", GP_FAIL, "docker runtime",
 		              "fix the file, then run install again", "%s", c->err->msg);
 	} else {
 		/* The merge's own result read back: what docker will read. */
@@ -419,18 +429,19 @@ static int ctk_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 		                             &has_runtime, &is_default, c->err) < 0)
 			has_runtime = is_default = false;
 		if (has_runtime)
-			gp_report_add(rep, STAGE ".runtime", GP_PASS, "docker runtime", NULL,
+			gp_report_add(rep, "container_toolkit.runtime", GP_PASS,
+			              "docker runtime", NULL,
 			              "%s has runtimes.nvidia (path %s)", DAEMON_JSON,
 			              RUNTIME_PATH);
 		else
-			gp_report_add(rep, STAGE ".runtime", GP_FAIL, "docker runtime",
-			              install,
+			gp_report_add(rep, "container_toolkit.runtime", GP_FAIL,
+			              "docker runtime", install,
 			              "%s has no runtimes.nvidia with path %s: docker "
 			              "answers `could not select device driver \"\" with "
 			              "capabilities: [[gpu]]`",
 			              DAEMON_JSON, RUNTIME_PATH);
 		if (s.rt.set_default)
-			gp_report_add(rep, STAGE ".default_runtime",
+			gp_report_add(rep, "container_toolkit.default_runtime",
 			              is_default ? GP_PASS : GP_FAIL, "default runtime",
 			              is_default ? NULL : install,
 			              "%s %s nvidia the default-runtime", DAEMON_JSON,
@@ -444,11 +455,12 @@ static int ctk_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 		if (gp_ctx_exists(c, bins[i]))
 			found = bins[i];
 	if (found)
-		gp_report_add(rep, STAGE ".runtime_binary", GP_PASS, "runtime binary", NULL,
-		              "%s is installed", found);
+		gp_report_add(rep, "container_toolkit.runtime_binary", GP_PASS,
+		              "runtime binary", NULL, "%s is installed", found);
 	else
-		gp_report_add(rep, STAGE ".runtime_binary", GP_FAIL, "runtime binary",
-		              install, "%s is not in /usr/bin (package %s)", RUNTIME_PATH,
+		gp_report_add(rep, "container_toolkit.runtime_binary", GP_FAIL,
+		              "runtime binary", install,
+		              "%s is not in /usr/bin (package %s)", RUNTIME_PATH,
 		              packages[0]);
 	ctk_free(&s);
 	return 0;

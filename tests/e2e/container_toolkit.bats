@@ -50,6 +50,11 @@ JSON
 }
 
 setup() {
+	# The tests named "(stub root)" need neither the Debian root nor apt.
+	if [[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]]; then
+		require_root
+		return 0
+	fi
 	[ ! -e "$BATS_FILE_TMPDIR/skip" ] || skip "$(cat "$BATS_FILE_TMPDIR/skip")"
 	start_https_server
 	cp "$AR/key.asc" "$WWW/gpgkey"
@@ -60,6 +65,25 @@ setup() {
 
 teardown() {
 	stop_https_server
+}
+
+# unpinned_profile FILE STAGE-JSON: a Debian 12 profile (no distro base)
+# whose container toolkit repository has a URL and a key with its sha256,
+# but no fingerprint.
+unpinned_profile() {
+	cat > "$1" <<JSON
+{
+  "name": "ctk-unpinned",
+  "match": { "os_id": "debian", "version_id": "12", "arch": "x86_64" },
+  "distro": { "id": "debian12", "package_manager": "apt", "nvidia_repo": "debian12",
+    "initramfs": ["update-initramfs", "-u"],
+    "container_toolkit_repo": {
+      "url": "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/",
+      "keyring_url": "https://nvidia.github.io/libnvidia-container/gpgkey",
+      "keyring_sha256": "c880576d6cf75a48e5027a871bac70fd0421ab07d2b55f30877b21f1c87959c9" } },
+  "stages": { "container_toolkit": $2 }
+}
+JSON
 }
 
 # profile VERSION [EXTRA]: $P, Debian 12 with the container toolkit at
@@ -180,4 +204,30 @@ assert_toolkit_at() {
 	gp --root "$R" plan --profile "$P"
 	assert_status 4
 	assert_stdout_has "daemon.json is a directory, not a regular file"
+}
+
+@test "container_toolkit: without a pinned key fingerprint lint calls the profile blocked and install stops before any change (stub root)" {
+	local prof=$BATS_TEST_TMPDIR/unpinned.json root=$BATS_TEST_TMPDIR/stub
+	unpinned_profile "$prof" '{ "version": "1.17.8-1" }'
+	gp profiles lint "$prof"
+	assert_status 4
+	assert_stdout_has "stage container_toolkit: distro.container_toolkit_repo.keyring_fingerprint is not set"
+	mkroot "$root" --distro debian12 --nouveau unloaded
+	snapshot "$root" before var/lib/gpuprov var/lib/gpuprov/lock
+	gp --root "$root" install --profile "$prof"
+	assert_status 4
+	assert_stdout_has "container_toolkit: blocked - cannot add NVIDIA's container toolkit repository: distro.container_toolkit_repo.keyring_fingerprint is not set"
+	assert_unchanged "$root" before var/lib/gpuprov var/lib/gpuprov/lock
+	# The catalogue's bases pin it.
+	gp profiles lint "$REPO_ROOT/profiles/a100-ubuntu2204-docker.json"
+	assert_status 0
+}
+
+@test "container_toolkit: without a version the stage is blocked (stub root)" {
+	local prof=$BATS_TEST_TMPDIR/nover.json root=$BATS_TEST_TMPDIR/stub
+	unpinned_profile "$prof" '{ "runtime": "docker" }'
+	mkroot "$root" --distro debian12 --nouveau unloaded
+	gp --root "$root" plan --profile "$prof"
+	assert_status 4
+	assert_stdout_has "container_toolkit: blocked - stages.container_toolkit.version is not set"
 }

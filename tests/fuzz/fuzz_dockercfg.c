@@ -11,7 +11,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	for (int set_default = 0; set_default < 2; set_default++) {
-		const struct gp_docker_runtime rt = { "nvidia", "nvidia-container-runtime",
+		const struct gp_docker_runtime rt = { "nvidia",
+			                              "nvidia-container-runtime",
 			                              set_default };
 		struct gp_err err = { 0 };
 		char *merged = NULL, *again = NULL;

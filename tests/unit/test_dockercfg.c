@@ -42,8 +42,8 @@ static char *outcome(const char *text, size_t len, bool set_default)
 	/* The result is a fixed point: merged again, it is the same text. */
 	char *again = NULL;
 	bool changed_again = true;
-	assert_int_equal(gp_docker_daemon_merge("daemon.json", merged, strlen(merged), &rt,
-	                                        &again, &changed_again, &err),
+	assert_int_equal(gp_docker_daemon_merge("daemon.json", merged, strlen(merged),
+	                                        &rt, &again, &changed_again, &err),
 	                 0);
 	assert_false(changed_again);
 	assert_string_equal(again, merged);
@@ -78,7 +78,8 @@ static void golden(const char *name, const char *expected_name, bool set_default
 	size_t want_len;
 	char *want = read_file(want_path, &want_len);
 	if (strcmp(got, want) != 0)
-		fail_msg("%s merged as\n%s\nbut %s says\n%s", in_path, got, want_path, want);
+		fail_msg("%s merged as\n%s\nbut %s says\n%s", in_path, got, want_path,
+		         want);
 	free(want);
 	free(got);
 	free(text);
@@ -120,9 +121,10 @@ static void test_already_configured(void **state)
 
 static void test_refused(void **state)
 {
-	static const char *const names[] = { "invalid",           "not-object",
-		                             "runtimes-not-object", "nvidia-not-object",
-		                             "big-number",        "duplicate-key" };
+	static const char *const names[] = {
+		"invalid",           "not-object", "runtimes-not-object",
+		"nvidia-not-object", "big-number", "duplicate-key"
+	};
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
 		golden(names[i], names[i], false, false);
 }
@@ -135,9 +137,9 @@ static void test_hostile(void **state)
 	struct gp_err err = { 0 };
 	char *merged = NULL;
 	bool changed;
-	assert_int_equal(gp_docker_daemon_merge("d", "{\"a\":\0}", 7, &rt, &merged,
-	                                        &changed, &err),
-	                 -1);
+	assert_int_equal(
+	    gp_docker_daemon_merge("d", "{\"a\":\0}", 7, &rt, &merged, &changed, &err),
+	    -1);
 	assert_non_null(strstr(err.msg, "NUL byte"));
 	struct gp_buf deep = { 0 };
 	for (int i = 0; i < 5000; i++)

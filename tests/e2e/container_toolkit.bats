@@ -7,8 +7,10 @@
 # as "gpgkey", named as NVIDIA names it. The root has a daemon.json of its
 # own (a log level and another runtime) that the stage must keep. The tests
 # run in order on that root: plan, install 1.17.7-1 (older than the
-# candidate) and verify, a rerun changes nothing, the pin moves to 1.17.8-1;
-# then daemon.json files gpuprov refuses to merge with.
+# candidate) and verify, a rerun changes nothing, the pin moves to 1.17.8-1,
+# gpuprov run inside the root (chroot: the root is its live host) restarts a
+# stand-in docker once; then daemon.json files gpuprov refuses to merge with.
+# The tests named "(stub root)" use busybox roots of their own.
 
 load helpers
 
@@ -175,6 +177,51 @@ assert_toolkit_at() {
 	gp --root "$R" verify --profile "$P"
 	assert_status 0
 	assert_stdout_has "/etc/docker/daemon.json makes nvidia the default-runtime"
+}
+
+# in_root_as_host ARGS...: gpuprov ARGS... run inside the root by chroot, so
+# that the root is its "/" (the live host, as it sees it): the binary and
+# the libraries it links, copied from this host, under /opt/gpuprov-test;
+# the root's own dynamic loader (Debian 12, as this host) runs it; the
+# catalogue is copied there too.
+in_root_as_host() {
+	local d=$R/opt/gpuprov-test lib
+	if [ ! -x "$d/gpuprov" ]; then
+		mkdir -p "$d/lib"
+		cp "$GPUPROV" "$d/gpuprov"
+		cp -r "$REPO_ROOT/profiles" "$d/profiles"
+		for lib in $(ldd "$GPUPROV" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
+			case ${lib##*/} in libc.so.* | libm.so.* | libresolv.so.*) ;; *) cp -L "$lib" "$d/lib/" ;; esac
+		done
+	fi
+	# A private mount and pid namespace with its own /proc in the root (the
+	# sanitizer builds read /proc/self/maps); nothing reaches this host's.
+	run --separate-stderr unshare --mount --pid --fork --mount-proc="$R/proc" \
+		chroot "$R" /lib64/ld-linux-x86-64.so.2 --library-path /opt/gpuprov-test/lib \
+		/opt/gpuprov-test/gpuprov --profile-dir /opt/gpuprov-test/profiles "$@"
+}
+
+@test "container_toolkit: on the live host docker is restarted once for the daemon.json gpuprov wrote, never again" {
+	profile 1.17.8-1 '"default_runtime": true'
+	cp "$P" "$R/tmp/p.json"
+	# Stand-ins: dockerd (present is all that counts) and systemctl, which
+	# logs its argv.
+	printf '#!/bin/sh\nexit 0\n' > "$R/usr/bin/dockerd"
+	printf '#!/bin/sh\necho "$*" >> /var/log/systemctl-stand-in.log\n' > "$R/usr/bin/systemctl"
+	chmod 0755 "$R/usr/bin/dockerd" "$R/usr/bin/systemctl"
+	in_root_as_host plan --profile /tmp/p.json --only container_toolkit
+	assert_status 0
+	assert_stdout_has "container_toolkit: needed - docker was not restarted since gpuprov wrote /etc/docker/daemon.json"
+	assert_stdout_line "      run systemctl restart docker"
+	in_root_as_host install --profile /tmp/p.json --only container_toolkit
+	assert_status 0
+	[ "$(cat "$R/var/log/systemctl-stand-in.log")" = "restart docker" ] ||
+		fail "systemctl ran as:" "$(cat "$R/var/log/systemctl-stand-in.log")"
+	in_root_as_host install --profile /tmp/p.json --only container_toolkit
+	assert_status 0
+	assert_stdout_has "container_toolkit: satisfied"
+	[ "$(wc -l < "$R/var/log/systemctl-stand-in.log")" = 1 ] || fail "docker was restarted again"
+	rm -f "$R/usr/bin/dockerd" "$R/usr/bin/systemctl" "$R/var/log/systemctl-stand-in.log"
 }
 
 @test "container_toolkit: a daemon.json that is not JSON blocks the install, naming the place; nothing is written" {

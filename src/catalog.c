@@ -66,8 +66,9 @@ bool gp_catalog_enables_stage(const struct gp_profile *p)
 }
 
 /* The stages say what they download and whether they add NVIDIA's
- * repository (.pin, .uses_nvidia_repo in their gp_stage rows); the downloads
- * come first, then the repository, each in run order. */
+ * repository (.pin, .uses_nvidia_repo in their gp_stage rows), and any
+ * other pin they need (.missing_pin); the downloads come first, then the
+ * repository, then the others, each in run order. */
 char **gp_catalog_missing_pins(const struct gp_profile *p)
 {
 	char **v = gp_xcalloc(1, sizeof(char *));
@@ -98,6 +99,15 @@ char **gp_catalog_missing_pins(const struct gp_profile *p)
 			continue;
 		_cleanup_free_ char *why = gp_xasprintf(
 		    "stage %s: cannot add NVIDIA's repository: %s", s->name, problem);
+		gp_strv_push(&v, why);
+	}
+	for (size_t i = 0; i < gp_stage_count; i++) {
+		const struct gp_stage *s = gp_stages[i];
+		const cJSON *cfg = s->missing_pin ? gp_profile_stage(p, s->name) : NULL;
+		_cleanup_free_ char *missing = cfg ? s->missing_pin(p, cfg) : NULL;
+		if (!missing)
+			continue;
+		_cleanup_free_ char *why = gp_xasprintf("stage %s: %s", s->name, missing);
 		gp_strv_push(&v, why);
 	}
 	return v;

@@ -1109,9 +1109,12 @@ int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo)
 		                  &klen) < 0)
 			return -1;
 	} else {
-		/* A dry run before the download: the key is checked when it is. */
+		/* A dry run before the download: the key is checked when it is.
+		 * Only a .gpg name is taken for a binary keyring: vendors publish
+		 * armored keys under other names too (NVIDIA's container
+		 * toolkit "gpgkey"), and the run names the file by its content. */
 		kpath = is_deb ? gp_xstrdup(GP_CUDA_KEYRING_PATH)
-		               : b->keyring_path(repo, gp_str_ends_with(base, ".asc"));
+		               : b->keyring_path(repo, !gp_str_ends_with(base, ".gpg"));
 		gp_log(c, "%s is not downloaded yet; key %s is checked once it is",
 		       repo->keyring_url, pretty);
 	}

@@ -185,6 +185,16 @@ static const struct gp_key match_keys[] = {
 	GP_KEY_END,
 };
 
+/* Another vendor repository than NVIDIA's CUDA one: the container toolkit's
+ * (src/stages/container_toolkit.c). */
+static const struct gp_key vendor_repo_keys[] = {
+	STRING("url", check_repo_url),
+	URL("keyring_url"),
+	GP_KEY_STRING_ROW("keyring_sha256", &gp_check_sha256),
+	STRING("keyring_fingerprint", check_fingerprint),
+	GP_KEY_END,
+};
+
 static const struct gp_key distro_keys[] = {
 	ENUM("id", distro_ids),
 	ENUM("package_manager", package_managers),
@@ -195,6 +205,7 @@ static const struct gp_key distro_keys[] = {
 	STRING("repo_url", check_repo_url),
 	STRINGS("initramfs", &gp_check_argv),
 	STRING("kernel_headers", check_headers_pattern),
+	OBJECT("container_toolkit_repo", vendor_repo_keys),
 	GP_KEY_END,
 };
 

@@ -65,6 +65,11 @@ struct gp_stage {
 	 * repository on a fresh host with these settings, so that `profiles
 	 * lint` and `detect` hold it to that repository's pins. */
 	bool (*uses_nvidia_repo)(const struct gp_profile *p, const cJSON *cfg);
+	/* Optional, read-only: a pin other than those two that the stage
+	 * cannot run without (another vendor repository's key), as a sentence
+	 * (allocated), or NULL when it is there; `profiles lint` and `detect`
+	 * call a profile without it blocked. */
+	char *(*missing_pin)(const struct gp_profile *p, const cJSON *cfg);
 };
 
 /* gp_stages[0..gp_stage_count), in run order. A stage whose hooks
@@ -95,6 +100,7 @@ extern const struct gp_stage gp_stage_env;
 extern const struct gp_stage gp_stage_cudnn;
 extern const struct gp_stage gp_stage_cuda;
 extern const struct gp_stage gp_stage_pytorch;
+extern const struct gp_stage gp_stage_container_toolkit;
 
 /* The command a hint tells the operator to type, as it works when typed:
  * "gpuprov COMMAND --profile P --only STAGE [--root R] [--profile-dir D]"

@@ -10,8 +10,15 @@
 #include "gpuprov/stages.h"
 
 const struct gp_stage *const gp_stages[] = {
-	&gp_stage_nouveau, &gp_stage_driver,  &gp_stage_cuda,
-	&gp_stage_cudnn,   &gp_stage_pytorch, &gp_stage_env,
+	&gp_stage_nouveau,
+	&gp_stage_driver,
+	&gp_stage_cuda,
+	&gp_stage_cudnn,
+	&gp_stage_pytorch,
+	&gp_stage_env,
+	/* Needs only the driver before it; last, so that the cuda, cudnn,
+	 * pytorch and env stages never wait on a container engine. */
+	&gp_stage_container_toolkit,
 };
 const size_t gp_stage_count = ARRAY_SIZE(gp_stages);
 

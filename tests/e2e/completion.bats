@@ -155,7 +155,7 @@ command_options() {
 
 @test "completion: stage names for --only and --skip, as comma lists" {
 	complete "install --only "
-	[ "$(tr '\n' ' ' <<<"$output")" = "nouveau driver cuda cudnn pytorch env " ]
+	[ "$(tr '\n' ' ' <<<"$output")" = "nouveau driver cuda cudnn pytorch env container_toolkit " ]
 	complete "install --only nouveau,c"
 	[ "$(tr '\n' ' ' <<<"$output")" = "nouveau,cuda nouveau,cudnn " ]
 	complete "verify --skip=driver,"

@@ -1,0 +1,280 @@
+#!/usr/bin/env bats
+# The container_toolkit stage against real apt and dpkg: one debootstrapped
+# Debian 12 root for the whole file (tests/fixtures/debroot.sh), with the
+# signed stand-in repository of tests/fixtures/aptrepo.sh copied to
+# /srv/ctk-repo as NVIDIA's container toolkit repository (its four packages
+# in 1.17.7-1 and 1.17.8-1) and its armored key served over loopback HTTPS
+# as "gpgkey", named as NVIDIA names it. The root has a daemon.json of its
+# own (a log level and another runtime) that the stage must keep. The tests
+# run in order on that root: plan, install 1.17.7-1 (older than the
+# candidate) and verify, a rerun changes nothing, the pin moves to 1.17.8-1,
+# gpuprov run inside the root (chroot: the root is its live host) restarts a
+# stand-in docker once; then daemon.json files gpuprov refuses to merge with.
+# The tests named "(stub root)" use busybox roots of their own.
+
+load helpers
+
+EXPECTED_DAEMON=$BATS_TEST_DIRNAME/expected/container_toolkit/daemon.json
+PKGS="nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools libnvidia-container1"
+
+setup_file() {
+	R=$BATS_FILE_TMPDIR/root
+	AR=$BATS_FILE_TMPDIR/aptrepo
+	export R AR
+	local rc=0 why=$BATS_FILE_TMPDIR/skip
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "needs root (chroot)" > "$why"
+		return 0
+	fi
+	sh "$REPO_ROOT/tests/fixtures/debroot.sh" "$R" 2> "$BATS_FILE_TMPDIR/debroot.err" || rc=$?
+	if [ "$rc" -eq 77 ]; then
+		cp "$BATS_FILE_TMPDIR/debroot.err" "$why"
+		return 0
+	fi
+	[ "$rc" -eq 0 ] || fail "debroot.sh failed:" "$(cat "$BATS_FILE_TMPDIR/debroot.err")"
+	rc=0
+	sh "$REPO_ROOT/tests/fixtures/aptrepo.sh" "$AR" 2> "$BATS_FILE_TMPDIR/aptrepo.err" || rc=$?
+	if [ "$rc" -eq 77 ]; then
+		cp "$BATS_FILE_TMPDIR/aptrepo.err" "$why"
+		return 0
+	fi
+	[ "$rc" -eq 0 ] || fail "aptrepo.sh failed:" "$(cat "$BATS_FILE_TMPDIR/aptrepo.err")"
+	: > "$R/etc/apt/sources.list"
+	rm -f "$R"/etc/apt/sources.list.d/*
+	mkdir -p "$R/srv" "$R/etc/docker"
+	cp -a "$AR/repo" "$R/srv/ctk-repo"
+	cat > "$R/etc/docker/daemon.json" <<'JSON'
+{
+  "log-level": "warn",
+  "runtimes": { "runsc": { "path": "/usr/local/bin/runsc" } }
+}
+JSON
+}
+
+setup() {
+	# The tests named "(stub root)" need neither the Debian root nor apt.
+	if [[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]]; then
+		require_root
+		return 0
+	fi
+	[ ! -e "$BATS_FILE_TMPDIR/skip" ] || skip "$(cat "$BATS_FILE_TMPDIR/skip")"
+	start_https_server
+	cp "$AR/key.asc" "$WWW/gpgkey"
+	KSHA=$(sha256sum < "$AR/key.asc" | cut -d' ' -f1)
+	P=$BATS_TEST_TMPDIR/p.json
+	profile 1.17.7-1
+}
+
+teardown() {
+	stop_https_server
+}
+
+# unpinned_profile FILE STAGE-JSON: a Debian 12 profile (no distro base)
+# whose container toolkit repository has a URL and a key with its sha256,
+# but no fingerprint.
+unpinned_profile() {
+	cat > "$1" <<JSON
+{
+  "name": "ctk-unpinned",
+  "match": { "os_id": "debian", "version_id": "12", "arch": "x86_64" },
+  "distro": { "id": "debian12", "package_manager": "apt", "nvidia_repo": "debian12",
+    "initramfs": ["update-initramfs", "-u"],
+    "container_toolkit_repo": {
+      "url": "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/",
+      "keyring_url": "https://nvidia.github.io/libnvidia-container/gpgkey",
+      "keyring_sha256": "c880576d6cf75a48e5027a871bac70fd0421ab07d2b55f30877b21f1c87959c9" } },
+  "stages": { "container_toolkit": $2 }
+}
+JSON
+}
+
+# profile VERSION [EXTRA]: $P, Debian 12 with the container toolkit at
+# VERSION from the stand-in repository; EXTRA is more of the stage's keys.
+profile() {
+	cat > "$P" <<JSON
+{
+  "name": "ctk-apt",
+  "extends": "distro/debian12",
+  "distro": { "container_toolkit_repo": {
+    "url": "file:///srv/ctk-repo/",
+    "keyring_url": "https://127.0.0.1:$PORT/gpgkey",
+    "keyring_sha256": "$KSHA",
+    "keyring_fingerprint": "$(cat "$AR/key.fpr")" } },
+  "stages": { "container_toolkit": { "version": "$1"${2:+, $2} } }
+}
+JSON
+}
+
+# assert_toolkit_at VERSION: the four packages installed at VERSION and held.
+assert_toolkit_at() {
+	local p held bad=
+	held=$(chroot "$R" apt-mark showhold)
+	for p in $PKGS; do
+		[ "$(dpkg_status "$R" "$p")" = "hold ok installed $1" ] || bad="$bad $p=$(dpkg_status "$R" "$p")"
+		printf '%s\n' "$held" | grep -Fxq "$p" || bad="$bad $p(not held)"
+	done
+	[ -z "$bad" ] || fail "not at $1 and held:$bad"
+}
+
+@test "container_toolkit: the plan shows the repository, the exact packages, the hold and the daemon.json diff, and changes nothing" {
+	snapshot "$R" before
+	gp --root "$R" plan --profile "$P"
+	assert_status 0
+	assert_stdout_has "container_toolkit: needed - nvidia-container-toolkit is not installed; /etc/docker/daemon.json does not configure the nvidia runtime (docker is not restarted under --root: restart it where this root runs)"
+	assert_stdout_line "      download https://127.0.0.1:$PORT/gpgkey"
+	# NVIDIA's key has no .asc name but is armored: named by its content.
+	assert_stdout_line "      create /usr/share/keyrings/nvidia-container-toolkit-keyring.asc (new file, mode 0644)"
+	assert_stdout_line "        +deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.asc] file:///srv/ctk-repo/ /"
+	assert_stdout_line "      run, by rule: apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install --no-install-recommends --allow-downgrades nvidia-container-toolkit=1.17.7-1 nvidia-container-toolkit-base=1.17.7-1 libnvidia-container-tools=1.17.7-1 libnvidia-container1=1.17.7-1, each version taken at its newest revision in the lists the refresh fetched, with every package these depend on at exactly that version (the root's apt lists did not offer them before this run's refresh)"
+	assert_stdout_has "run, by rule: apt-mark hold nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools libnvidia-container1"
+	assert_stdout_line "      replace /etc/docker/daemon.json (backed up first, mode 0644)"
+	assert_stdout_line "        +            \"path\": \"nvidia-container-runtime\","
+	assert_stdout_line "        -  \"log-level\": \"warn\","
+	assert_stdout_line "        +    \"log-level\": \"warn\","
+	refute_stdout_has "systemctl"
+	assert_unchanged "$R" before
+}
+
+@test "container_toolkit: installs the four packages at the exact version, older than the candidate, and holds them; daemon.json keeps what gpuprov does not own; verify passes" {
+	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
+	assert_status 0
+	assert_toolkit_at 1.17.7-1
+	run chroot "$R" apt-cache policy nvidia-container-toolkit
+	[[ "$output" == *"Candidate: 1.17.8-1"* ]] || fail "the archive should offer a newer version: $output"
+	diff -u "$EXPECTED_DAEMON" "$R/etc/docker/daemon.json" || fail "daemon.json (diff above: - expected, + now)"
+	grep -q "systemctl" "$R/var/log/gpuprov.log" && fail "docker was restarted under --root"
+	gp --root "$R" verify --profile "$P"
+	assert_status 0
+	assert_stdout_has "nvidia-container-toolkit 1.17.7-1"
+	assert_stdout_has "/etc/docker/daemon.json has runtimes.nvidia (path nvidia-container-runtime)"
+	assert_stdout_has "/usr/bin/nvidia-container-runtime is installed"
+	gp --root "$R" --json verify --profile "$P"
+	JSON=$BATS_TEST_TMPDIR/v.json
+	printf '%s\n' "$output" > "$JSON"
+	jeq 'sorted(f["id"] for f in d["findings"])' '["container_toolkit.hold", "container_toolkit.package.libnvidia_container1", "container_toolkit.package.libnvidia_container_tools", "container_toolkit.package.nvidia_container_toolkit", "container_toolkit.package.nvidia_container_toolkit_base", "container_toolkit.runtime", "container_toolkit.runtime_binary"]'
+}
+
+@test "container_toolkit: a second install changes nothing" {
+	snapshot "$R" before var/log/gpuprov.log var/lib/gpuprov/state.json var/lib/gpuprov/lock
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	assert_stdout_has "container_toolkit: satisfied - nvidia-container-toolkit 1.17.7-1 and its three companion packages, held; /etc/docker/daemon.json has the nvidia runtime"
+	refute_stdout_has "apt-get"
+	assert_unchanged "$R" before var/log/gpuprov.log var/lib/gpuprov/state.json var/lib/gpuprov/lock
+}
+
+@test "container_toolkit: a new pin moves the held set; default_runtime adds default-runtime" {
+	profile 1.17.8-1 '"default_runtime": true'
+	gp --root "$R" plan --profile "$P"
+	assert_status 0
+	assert_stdout_has "container_toolkit: needed - nvidia-container-toolkit 1.17.7-1 is installed; the profile wants 1.17.8-1; /etc/docker/daemon.json does not configure the nvidia runtime as the default"
+	assert_stdout_line "        +    \"default-runtime\": \"nvidia\""
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	assert_toolkit_at 1.17.8-1
+	grep -q '"default-runtime": "nvidia"' "$R/etc/docker/daemon.json" || fail "no default-runtime:" "$(cat "$R/etc/docker/daemon.json")"
+	grep -q '"log-level": "warn"' "$R/etc/docker/daemon.json" || fail "log-level lost"
+	gp --root "$R" verify --profile "$P"
+	assert_status 0
+	assert_stdout_has "/etc/docker/daemon.json makes nvidia the default-runtime"
+}
+
+# in_root_as_host ARGS...: gpuprov ARGS... run inside the root by chroot, so
+# that the root is its "/" (the live host, as it sees it): the binary and
+# the libraries it links, copied from this host, under /opt/gpuprov-test;
+# the root's own dynamic loader (Debian 12, as this host) runs it; the
+# catalogue is copied there too.
+in_root_as_host() {
+	local d=$R/opt/gpuprov-test lib
+	if [ ! -x "$d/gpuprov" ]; then
+		mkdir -p "$d/lib"
+		cp "$GPUPROV" "$d/gpuprov"
+		cp -r "$REPO_ROOT/profiles" "$d/profiles"
+		for lib in $(ldd "$GPUPROV" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
+			case ${lib##*/} in libc.so.* | libm.so.* | libresolv.so.*) ;; *) cp -L "$lib" "$d/lib/" ;; esac
+		done
+	fi
+	# A private mount and pid namespace with its own /proc in the root (the
+	# sanitizer builds read /proc/self/maps); nothing reaches this host's.
+	run --separate-stderr unshare --mount --pid --fork --mount-proc="$R/proc" \
+		chroot "$R" /lib64/ld-linux-x86-64.so.2 --library-path /opt/gpuprov-test/lib \
+		/opt/gpuprov-test/gpuprov --profile-dir /opt/gpuprov-test/profiles "$@"
+}
+
+@test "container_toolkit: on the live host docker is restarted once for the daemon.json gpuprov wrote, never again" {
+	profile 1.17.8-1 '"default_runtime": true'
+	cp "$P" "$R/tmp/p.json"
+	# Stand-ins: dockerd (present is all that counts) and systemctl, which
+	# logs its argv.
+	printf '#!/bin/sh\nexit 0\n' > "$R/usr/bin/dockerd"
+	printf '#!/bin/sh\necho "$*" >> /var/log/systemctl-stand-in.log\n' > "$R/usr/bin/systemctl"
+	chmod 0755 "$R/usr/bin/dockerd" "$R/usr/bin/systemctl"
+	in_root_as_host plan --profile /tmp/p.json --only container_toolkit
+	assert_status 0
+	assert_stdout_has "container_toolkit: needed - docker was not restarted since gpuprov wrote /etc/docker/daemon.json"
+	assert_stdout_line "      run systemctl restart docker"
+	in_root_as_host install --profile /tmp/p.json --only container_toolkit
+	assert_status 0
+	[ "$(cat "$R/var/log/systemctl-stand-in.log")" = "restart docker" ] ||
+		fail "systemctl ran as:" "$(cat "$R/var/log/systemctl-stand-in.log")"
+	in_root_as_host install --profile /tmp/p.json --only container_toolkit
+	assert_status 0
+	assert_stdout_has "container_toolkit: satisfied"
+	[ "$(wc -l < "$R/var/log/systemctl-stand-in.log")" = 1 ] || fail "docker was restarted again"
+	rm -f "$R/usr/bin/dockerd" "$R/usr/bin/systemctl" "$R/var/log/systemctl-stand-in.log"
+}
+
+@test "container_toolkit: a daemon.json that is not JSON blocks the install, naming the place; nothing is written" {
+	profile 1.17.8-1
+	printf '{\n  "log-level": "warn",\n  "runtimes": {\n' > "$R/etc/docker/daemon.json"
+	snapshot "$R" before var/lib/gpuprov/lock
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 4
+	assert_stdout_has "container_toolkit: blocked - $R/etc/docker/daemon.json:4:1: unexpected end of file; check for a missing comma, quote or bracket; dockerd cannot read it either: fix it (or move it away) and run gpuprov again"
+	assert_unchanged "$R" before var/lib/gpuprov/lock
+	gp --root "$R" verify --profile "$P"
+	assert_status 3
+	assert_stdout_has "daemon.json:4:1: unexpected end of file"
+}
+
+@test "container_toolkit: a daemon.json that is a symlink or a directory is refused, never followed" {
+	printf '{}\n' > "$R/etc/docker/elsewhere.json"
+	rm -f "$R/etc/docker/daemon.json"
+	ln -s elsewhere.json "$R/etc/docker/daemon.json"
+	snapshot "$R" before var/lib/gpuprov/lock
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 4
+	assert_stdout_has "container_toolkit: blocked - $R/etc/docker/daemon.json is a symbolic link, not a regular file: gpuprov merges only a regular daemon.json and never writes through a link; replace it with a regular file and run gpuprov again"
+	assert_unchanged "$R" before var/lib/gpuprov/lock
+	rm "$R/etc/docker/daemon.json"
+	mkdir "$R/etc/docker/daemon.json"
+	gp --root "$R" plan --profile "$P"
+	assert_status 4
+	assert_stdout_has "daemon.json is a directory, not a regular file"
+}
+
+@test "container_toolkit: without a pinned key fingerprint lint calls the profile blocked and install stops before any change (stub root)" {
+	local prof=$BATS_TEST_TMPDIR/unpinned.json root=$BATS_TEST_TMPDIR/stub
+	unpinned_profile "$prof" '{ "version": "1.17.8-1" }'
+	gp profiles lint "$prof"
+	assert_status 4
+	assert_stdout_has "stage container_toolkit: distro.container_toolkit_repo.keyring_fingerprint is not set"
+	mkroot "$root" --distro debian12 --nouveau unloaded
+	snapshot "$root" before var/lib/gpuprov var/lib/gpuprov/lock
+	gp --root "$root" install --profile "$prof"
+	assert_status 4
+	assert_stdout_has "container_toolkit: blocked - cannot add NVIDIA's container toolkit repository: distro.container_toolkit_repo.keyring_fingerprint is not set"
+	assert_unchanged "$root" before var/lib/gpuprov var/lib/gpuprov/lock
+	# The catalogue's bases pin it.
+	gp profiles lint "$REPO_ROOT/profiles/a100-ubuntu2204-docker.json"
+	assert_status 0
+}
+
+@test "container_toolkit: without a version the stage is blocked (stub root)" {
+	local prof=$BATS_TEST_TMPDIR/nover.json root=$BATS_TEST_TMPDIR/stub
+	unpinned_profile "$prof" '{ "runtime": "docker" }'
+	mkroot "$root" --distro debian12 --nouveau unloaded
+	gp --root "$root" plan --profile "$prof"
+	assert_status 4
+	assert_stdout_has "container_toolkit: blocked - stages.container_toolkit.version is not set"
+}

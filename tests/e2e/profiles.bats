@@ -309,14 +309,15 @@ PY
 	assert_status 0
 	refute_stdout_has "rule "
 	# One "ok" line per file, and a warning line for each profile on a
-	# branch past its end of life (R535: a100-ubuntu2204, t4-ubuntu2204).
+	# branch past its end of life (R535: a100-ubuntu2204, the docker
+	# example that extends it, t4-ubuntu2204).
 	local oks warned
 	oks=$(printf '%s\n' "$output" | grep -c ': ok$')
 	[ "$oks" -eq "$(printf '%s\n' "$files" | wc -l)" ] || fail "one ok per file:" "$output"
 	warned=$(printf '%s\n' "$output" | grep ': warning: ' | sed 's|^.*/profiles/||; s|: warning: .*||' | tr '\n' ' ')
-	[ "$warned" = "a100-ubuntu2204.json t4-ubuntu2204.json " ] ||
+	[ "$warned" = "a100-ubuntu2204-docker.json a100-ubuntu2204.json t4-ubuntu2204.json " ] ||
 		fail "end-of-life warnings for: $warned" "$output"
-	[ "${#lines[@]}" -eq $((oks + 2)) ] || fail "nothing else:" "$output"
+	[ "${#lines[@]}" -eq $((oks + 3)) ] || fail "nothing else:" "$output"
 }
 
 @test "profiles lint: a branch past its end of life warns with the date and the branch to move to, exit 0" {

@@ -78,23 +78,34 @@ const char *gp_ctx_stage_name(const struct gp_ctx *c)
 }
 
 /* An EFFECT event for each effect of the started stage not sent yet: every
- * one but the last is made once the next one is added. */
-static void send_effects(struct gp_ctx *c)
+ * one but the last is made once the next one is added, the last when the
+ * stage ends (ended). An open rule and what it records are sent once it
+ * ends (gp_effect_rule_end drops what it recorded), as the plan lists them. */
+static void send_effects(struct gp_ctx *c, bool ended)
 {
 	const struct gp_stage_plan *sp = c->announced;
 	if (c->mode != GP_MODE_APPLY || !sp || sp != c->stage)
 		return;
-	for (; c->effects_sent < sp->n_effects; c->effects_sent++)
-		gp_event_send(&c->events, &(struct gp_event){
-		                              .kind = GP_EVENT_EFFECT,
-		                              .stage = sp->name,
-		                              .effect = &sp->effects[c->effects_sent] });
+	size_t made = c->rule_from ? c->rule_from - 1 : sp->n_effects;
+	for (; c->effects_sent < made; c->effects_sent++)
+		gp_event_send(
+		    &c->events,
+		    &(struct gp_event){ .kind = GP_EVENT_EFFECT,
+		                        .stage = sp->name,
+		                        .effect = &sp->effects[c->effects_sent],
+		                        .failed = ended && sp->state == GP_STATE_FAILED &&
+		                                  c->effects_sent + 1 == sp->n_effects });
 }
 
 static struct gp_effect *add_effect(struct gp_ctx *c, enum gp_effect_kind k)
 {
-	send_effects(c);
+	send_effects(c, false);
 	return gp_stage_plan_add_effect(c->stage, k);
+}
+
+struct gp_effect *gp_ctx_add_effect(struct gp_ctx *c, enum gp_effect_kind k)
+{
+	return add_effect(c, k);
 }
 
 /* A lookup the root layer could not make (EAGAIN after every retry): the
@@ -525,7 +536,7 @@ void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, boo
 	}
 	if (c->announced != sp)
 		return; /* it did not start applying */
-	send_effects(c);
+	send_effects(c, true);
 	c->announced = NULL;
 	gp_event_send(&c->events,
 	              &(struct gp_event){ .kind = GP_EVENT_STAGE_DONE,

@@ -170,6 +170,10 @@ struct gp_run_result;
  * that explains the failure from the command's own words. */
 int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
                          struct gp_run_result *failed);
+/* Appends an effect of kind k to the current stage's plan entry, after
+ * sending the EFFECT events of the ones made before it (event.h): how every
+ * effect of the door, downloads and extractions included, is recorded. */
+struct gp_effect *gp_ctx_add_effect(struct gp_ctx *c, enum gp_effect_kind k);
 /* Sends a real run's STAGE_START (done false) or, for the stage started,
  * its last EFFECT events and STAGE_DONE (event.h); nothing in dry-run. */
 void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, bool done);

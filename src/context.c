@@ -17,6 +17,7 @@
 #include "gpuprov/context.h"
 #include "gpuprov/json.h"
 #include "gpuprov/kernelinfo.h"
+#include "gpuprov/nvprobe.h"
 #include "gpuprov/run.h"
 
 int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len)
@@ -636,6 +637,19 @@ int gp_effect_reboot(struct gp_ctx *c, const char *reason)
 	return 0;
 }
 
+/* The read-only namespace could not be made (rc). Refusing would fail every
+ * probe where namespaces are not allowed (a container), which ran before
+ * the namespace existed; so say it once and run without it from now on. */
+static void read_only_refused(struct gp_ctx *c, int rc)
+{
+	c->read_only_refused = true;
+	if (c->out)
+		gp_warn(c->out,
+		        "cannot mount %s read-only in a private mount namespace (%s); "
+		        "read-only commands run on the writable root",
+		        c->root.dir, strerror(-rc));
+}
+
 int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
 {
 	if (c->read_only_refused)
@@ -643,16 +657,18 @@ int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_resu
 	int rc = run_logged(c, argv, true, res);
 	if (rc == 0 || !res->read_only_refused)
 		return rc;
-	/* Refusing would fail every probe where namespaces are not allowed (a
-	 * container), which ran before the namespace existed; so say it once
-	 * and run without it. */
-	c->read_only_refused = true;
-	if (c->out)
-		gp_warn(c->out,
-		        "cannot mount %s read-only in a private mount namespace (%s); "
-		        "read-only commands run on the writable root",
-		        c->root.dir, strerror(-rc));
+	read_only_refused(c, rc);
 	return run_logged(c, argv, false, res);
+}
+
+int gp_ctx_nvprobe(struct gp_ctx *c, int timeout_ms, struct gp_nvprobe *p)
+{
+	int rc = gp_nvprobe_run(&c->root, timeout_ms, !c->read_only_refused, p);
+	if (rc == 0 || !p->read_only_refused)
+		return rc;
+	read_only_refused(c, rc);
+	gp_nvprobe_free(p);
+	return gp_nvprobe_run(&c->root, timeout_ms, false, p);
 }
 
 /* Calls fn for every non-directory entry under dir (in-root path), sorted,

@@ -193,5 +193,10 @@ int gp_ctx_recover(struct gp_ctx *c);
  * Returns what gp_run returns. */
 struct gp_run_result;
 int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res);
+/* The NVML and libcuda probe (gp_nvprobe_run) the same way: its child sees
+ * the root read-only, or, where the namespace cannot be made, the same one
+ * warning and a writable root. Returns what gp_nvprobe_run returns. */
+struct gp_nvprobe;
+int gp_ctx_nvprobe(struct gp_ctx *c, int timeout_ms, struct gp_nvprobe *p);
 
 #include "gpuprov/download.h"

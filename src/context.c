@@ -640,7 +640,7 @@ int gp_effect_reboot(struct gp_ctx *c, const char *reason)
 /* The read-only namespace could not be made (rc). Refusing would fail every
  * probe where namespaces are not allowed (a container), which ran before
  * the namespace existed; so say it once and run without it from now on. */
-static void read_only_refused(struct gp_ctx *c, int rc)
+static void give_up_read_only(struct gp_ctx *c, int rc)
 {
 	c->read_only_refused = true;
 	if (c->out)
@@ -657,7 +657,7 @@ int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_resu
 	int rc = run_logged(c, argv, true, res);
 	if (rc == 0 || !res->read_only_refused)
 		return rc;
-	read_only_refused(c, rc);
+	give_up_read_only(c, rc);
 	return run_logged(c, argv, false, res);
 }
 
@@ -666,7 +666,7 @@ int gp_ctx_nvprobe(struct gp_ctx *c, int timeout_ms, struct gp_nvprobe *p)
 	int rc = gp_nvprobe_run(&c->root, timeout_ms, !c->read_only_refused, p);
 	if (rc == 0 || !p->read_only_refused)
 		return rc;
-	read_only_refused(c, rc);
+	give_up_read_only(c, rc);
 	gp_nvprobe_free(p);
 	return gp_nvprobe_run(&c->root, timeout_ms, false, p);
 }

@@ -17,6 +17,7 @@
 #include "gpuprov/context.h"
 #include "gpuprov/json.h"
 #include "gpuprov/kernelinfo.h"
+#include "gpuprov/nvprobe.h"
 #include "gpuprov/run.h"
 
 int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len)
@@ -78,23 +79,34 @@ const char *gp_ctx_stage_name(const struct gp_ctx *c)
 }
 
 /* An EFFECT event for each effect of the started stage not sent yet: every
- * one but the last is made once the next one is added. */
-static void send_effects(struct gp_ctx *c)
+ * one but the last is made once the next one is added, the last when the
+ * stage ends (ended). An open rule and what it records are sent once it
+ * ends (gp_effect_rule_end drops what it recorded), as the plan lists them. */
+static void send_effects(struct gp_ctx *c, bool ended)
 {
 	const struct gp_stage_plan *sp = c->announced;
 	if (c->mode != GP_MODE_APPLY || !sp || sp != c->stage)
 		return;
-	for (; c->effects_sent < sp->n_effects; c->effects_sent++)
-		gp_event_send(&c->events, &(struct gp_event){
-		                              .kind = GP_EVENT_EFFECT,
-		                              .stage = sp->name,
-		                              .effect = &sp->effects[c->effects_sent] });
+	size_t made = c->rule_from ? c->rule_from - 1 : sp->n_effects;
+	for (; c->effects_sent < made; c->effects_sent++)
+		gp_event_send(
+		    &c->events,
+		    &(struct gp_event){ .kind = GP_EVENT_EFFECT,
+		                        .stage = sp->name,
+		                        .effect = &sp->effects[c->effects_sent],
+		                        .failed = ended && sp->state == GP_STATE_FAILED &&
+		                                  c->effects_sent + 1 == sp->n_effects });
 }
 
 static struct gp_effect *add_effect(struct gp_ctx *c, enum gp_effect_kind k)
 {
-	send_effects(c);
+	send_effects(c, false);
 	return gp_stage_plan_add_effect(c->stage, k);
+}
+
+struct gp_effect *gp_ctx_add_effect(struct gp_ctx *c, enum gp_effect_kind k)
+{
+	return add_effect(c, k);
 }
 
 /* A lookup the root layer could not make (EAGAIN after every retry): the
@@ -525,7 +537,7 @@ void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, boo
 	}
 	if (c->announced != sp)
 		return; /* it did not start applying */
-	send_effects(c);
+	send_effects(c, true);
 	c->announced = NULL;
 	gp_event_send(&c->events,
 	              &(struct gp_event){ .kind = GP_EVENT_STAGE_DONE,
@@ -625,6 +637,19 @@ int gp_effect_reboot(struct gp_ctx *c, const char *reason)
 	return 0;
 }
 
+/* The read-only namespace could not be made (rc). Refusing would fail every
+ * probe where namespaces are not allowed (a container), which ran before
+ * the namespace existed; so say it once and run without it from now on. */
+static void give_up_read_only(struct gp_ctx *c, int rc)
+{
+	c->read_only_refused = true;
+	if (c->out)
+		gp_warn(c->out,
+		        "cannot mount %s read-only in a private mount namespace (%s); "
+		        "read-only commands run on the writable root",
+		        c->root.dir, strerror(-rc));
+}
+
 int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
 {
 	if (c->read_only_refused)
@@ -632,16 +657,18 @@ int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_resu
 	int rc = run_logged(c, argv, true, res);
 	if (rc == 0 || !res->read_only_refused)
 		return rc;
-	/* Refusing would fail every probe where namespaces are not allowed (a
-	 * container), which ran before the namespace existed; so say it once
-	 * and run without it. */
-	c->read_only_refused = true;
-	if (c->out)
-		gp_warn(c->out,
-		        "cannot mount %s read-only in a private mount namespace (%s); "
-		        "read-only commands run on the writable root",
-		        c->root.dir, strerror(-rc));
+	give_up_read_only(c, rc);
 	return run_logged(c, argv, false, res);
+}
+
+int gp_ctx_nvprobe(struct gp_ctx *c, int timeout_ms, struct gp_nvprobe *p)
+{
+	int rc = gp_nvprobe_run(&c->root, timeout_ms, !c->read_only_refused, p);
+	if (rc == 0 || !p->read_only_refused)
+		return rc;
+	give_up_read_only(c, rc);
+	gp_nvprobe_free(p);
+	return gp_nvprobe_run(&c->root, timeout_ms, false, p);
 }
 
 /* Calls fn for every non-directory entry under dir (in-root path), sorted,

@@ -60,7 +60,7 @@ static struct gp_effect *plan_download(struct gp_ctx *c,
 		        gp_ctx_stage_name(c), a->name ? a->name : a->url);
 		return NULL;
 	}
-	struct gp_effect *e = gp_stage_plan_add_effect(c->stage, GP_EFFECT_DOWNLOAD);
+	struct gp_effect *e = gp_ctx_add_effect(c, GP_EFFECT_DOWNLOAD);
 	e->url = gp_fetch_rewrite_url(c->fetcher, a->url);
 	e->sha256 = gp_xstrdup(a->sha256);
 	e->size = a->size;
@@ -167,7 +167,7 @@ static void journal_file(struct gp_ctx *c, const char *path, const struct stat *
 static void plan_extract(struct gp_ctx *c, const char *archive_path, const char *sha256,
                          const char *dest)
 {
-	struct gp_effect *e = gp_stage_plan_add_effect(c->stage, GP_EFFECT_EXTRACT);
+	struct gp_effect *e = gp_ctx_add_effect(c, GP_EFFECT_EXTRACT);
 	e->source = gp_xstrdup(archive_path);
 	e->sha256 = gp_xstrdup(sha256);
 	e->path = gp_xstrdup(dest);

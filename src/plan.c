@@ -385,7 +385,7 @@ static void add_mode(cJSON *o, mode_t mode)
 	cJSON_AddStringToObject(o, "mode", buf);
 }
 
-static cJSON *effect_to_json(const struct gp_effect *e)
+cJSON *gp_effect_to_json(const struct gp_effect *e)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "type", gp_effect_kind_name(e->kind));
@@ -510,7 +510,7 @@ cJSON *gp_plan_to_json(const struct gp_plan *p)
 		cJSON_AddStringToObject(s, "reason", sp->reason ? sp->reason : "");
 		cJSON *effects = cJSON_AddArrayToObject(s, "effects");
 		for (size_t j = 0; j < sp->n_effects; j++)
-			cJSON_AddItemToArray(effects, effect_to_json(&sp->effects[j]));
+			cJSON_AddItemToArray(effects, gp_effect_to_json(&sp->effects[j]));
 		cJSON_AddItemToArray(stages, s);
 	}
 	cJSON_AddBoolToObject(root, "reboot_required", gp_plan_reboot_required(p));

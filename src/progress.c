@@ -8,6 +8,7 @@
 
 #include "gpuprov/fetch.h"
 #include "gpuprov/output.h"
+#include "gpuprov/plan.h"
 #include "gpuprov/progress.h"
 
 void gp_progress_init(struct gp_progress *p, FILE *f, enum gp_progress_mode mode)
@@ -342,6 +343,21 @@ void gp_progress_stage(struct gp_progress *p, const char *stage, const char *sta
 	fflush(p->f);
 }
 
+void gp_progress_effect(struct gp_progress *p, const char *stage,
+                        const struct gp_effect *effect, bool failed)
+{
+	/* In text the report at the end lists the effects. */
+	if (!p || !p->f || p->mode != GP_PROGRESS_JSON || !effect)
+		return;
+	cJSON *o = json_stage_event("effect", stage);
+	if (o) {
+		cJSON_AddStringToObject(o, "outcome", failed ? "failed" : "done");
+		cJSON_AddItemToObject(o, "effect", gp_effect_to_json(effect));
+	}
+	json_event(p, o);
+	fflush(p->f);
+}
+
 static void tty_command_line(struct gp_progress *p, uint64_t now_ms)
 {
 	char elapsed[32];
@@ -505,6 +521,11 @@ void gp_progress_on_event(const struct gp_event *ev, void *userdata)
 		gp_progress_command_end(p, ev->status);
 		return;
 	case GP_EVENT_EFFECT:
-		return; /* the report at the end lists the effects */
+		if (!p || !p->f)
+			return;
+		flockfile(p->f);
+		gp_progress_effect(p, ev->stage, ev->effect, ev->failed);
+		funlockfile(p->f);
+		return;
 	}
 }

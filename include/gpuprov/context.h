@@ -170,6 +170,10 @@ struct gp_run_result;
  * that explains the failure from the command's own words. */
 int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
                          struct gp_run_result *failed);
+/* Appends an effect of kind k to the current stage's plan entry, after
+ * sending the EFFECT events of the ones made before it (event.h): how every
+ * effect of the door, downloads and extractions included, is recorded. */
+struct gp_effect *gp_ctx_add_effect(struct gp_ctx *c, enum gp_effect_kind k);
 /* Sends a real run's STAGE_START (done false) or, for the stage started,
  * its last EFFECT events and STAGE_DONE (event.h); nothing in dry-run. */
 void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, bool done);
@@ -189,5 +193,10 @@ int gp_ctx_recover(struct gp_ctx *c);
  * Returns what gp_run returns. */
 struct gp_run_result;
 int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res);
+/* The NVML and libcuda probe (gp_nvprobe_run) the same way: its child sees
+ * the root read-only, or, where the namespace cannot be made, the same one
+ * warning and a writable root. Returns what gp_nvprobe_run returns. */
+struct gp_nvprobe;
+int gp_ctx_nvprobe(struct gp_ctx *c, int timeout_ms, struct gp_nvprobe *p);
 
 #include "gpuprov/download.h"

@@ -7,13 +7,17 @@
  * result is the plan. */
 #pragma once
 
+#include <stdbool.h>
+
 struct gp_effect;
 struct gp_fetch_progress;
 
 enum gp_event_kind {
 	GP_EVENT_STAGE_START, /* stage: it starts applying its changes */
 	GP_EVENT_EFFECT, /* effect: one of the stage's, once it was made (or
-	                  * failed: then the last before STAGE_DONE) */
+	                  * failed: then the last before STAGE_DONE); an open
+	                  * rule's effects are not sent, the rule is once it
+	                  * ends, so the stream lists the plan's effects */
 	GP_EVENT_COMMAND_START, /* command: it starts, as displayed */
 	GP_EVENT_COMMAND_DONE, /* status: its exit status, -1: it did not exit */
 	GP_EVENT_STAGE_DONE, /* state: how the stage ended (an identifier) */
@@ -27,6 +31,9 @@ struct gp_event {
 	const char *stage; /* NULL outside a stage (downloads) */
 	const char *state;
 	const struct gp_effect *effect;
+	/* EFFECT: the stage failed and this was its last effect (the one it
+	 * was making, or the last it made before the failure). */
+	bool failed;
 	const char *command;
 	int status;
 	const struct gp_fetch_progress *download;

@@ -8,7 +8,8 @@
  * root without a dynamic loader, such as a mounted image or a busybox
  * fixture, can still be probed). The child writes "key value" lines on a
  * pipe; the parent parses them into the typed results below. Missing
- * symbols are reported, never called. Needs root (chroot) for another root. */
+ * symbols are reported, never called. Needs root (chroot) for another root.
+ * The child sees the root read-only (gp_nvprobe_run's read_only). */
 #pragma once
 
 #include <stdbool.h>
@@ -55,9 +56,19 @@ struct gp_nvprobe {
 	struct gp_nvml_probe nvml;
 	struct gp_libcuda_probe cuda;
 	char *error; /* the probe itself failed (fork, chroot, crash, timeout) */
+	/* The read-only namespace could not be made: its errno; nothing was
+	 * probed. */
+	int read_only_refused;
 };
 
 /* 0 with *p filled (see p->error for a probe that died part-way), or a
- * negative errno when no probe could be started. Free with gp_nvprobe_free. */
-int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, struct gp_nvprobe *p);
+ * negative errno when no probe could be started. With read_only the child
+ * enters a private mount namespace where the root and every mount below it
+ * are read-only before it chroots (gp_run_enter_read_only), so a library
+ * that writes fails with EROFS; when that namespace cannot be made nothing
+ * is probed: -errno with p->read_only_refused set (the caller decides, as
+ * gp_ctx_nvprobe does, whether to probe without it). Free with
+ * gp_nvprobe_free. */
+int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
+                   struct gp_nvprobe *p);
 void gp_nvprobe_free(struct gp_nvprobe *p);

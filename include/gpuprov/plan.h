@@ -127,3 +127,6 @@ void gp_plan_render(const struct gp_plan *p, const struct gp_out *out);
 /* Text rendering; color from the output object. */
 void gp_plan_render_text(const struct gp_plan *p, FILE *f, bool color);
 cJSON *gp_plan_to_json(const struct gp_plan *p);
+/* One effect as the JSON plan lists it (its "effects" entries); the event
+ * stream's effect events carry the same object (src/progress.c). */
+cJSON *gp_effect_to_json(const struct gp_effect *e);

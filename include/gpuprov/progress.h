@@ -107,6 +107,11 @@ struct gp_progress *gp_progress_of(struct gp_out *o);
  * "needed"); the end of a stage that did not start is not shown. */
 void gp_progress_stage(struct gp_progress *p, const char *stage, const char *state,
                        uint64_t now_ms);
+/* An effect of stage was made (failed: the stage failed and it was the
+ * last): with --json one line holding the effect as the JSON plan lists it
+ * (gp_effect_to_json) and its outcome, "done" or "failed"; nothing in text. */
+void gp_progress_effect(struct gp_progress *p, const char *stage,
+                        const struct gp_effect *effect, bool failed);
 /* A command of stage starts (what: its display text), is still running, or
  * is done (status: its exit status, -1 when it did not exit). */
 void gp_progress_command(struct gp_progress *p, enum gp_progress_cmd_event ev,

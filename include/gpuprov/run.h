@@ -45,6 +45,24 @@ struct gp_run_result {
 	bool read_only_refused;
 };
 
+/* The read-only mount namespace of gp_run_opts.read_only, for a child
+ * gpuprov forks itself rather than a program gp_run starts (the NVML probe,
+ * src/sys/nvprobe.c). gp_run_read_only_init fills it in the parent (root:
+ * NULL or "/" for the host); gp_run_enter_read_only, called in the child
+ * before it chroots, makes the root and every mount below it read-only for
+ * the child and its children alone, so a write fails with EROFS. It is
+ * async-signal-safe; 0, or -1 with errno set when the namespace cannot be
+ * made (the caller decides: gp_run reports read_only_refused). */
+struct gp_run_read_only {
+	const char *root; /* NULL: the host's "/" */
+	/* "ID ID 1\n": the user namespace, when one is needed, maps the
+	 * caller's uid and gid to themselves. */
+	char uid_map[32];
+	char gid_map[32];
+};
+void gp_run_read_only_init(struct gp_run_read_only *ro, const char *root);
+int gp_run_enter_read_only(const struct gp_run_read_only *ro);
+
 /* 0 when the program ran (look at res), -ENOENT when it does not exist in
  * the root, -EACCES when not executable, -EINVAL for an empty or relative
  * argv[0] or an extra_env entry without '=', other negative errno on failure

@@ -1207,7 +1207,7 @@ static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 		              "not probed: chrooting into %s needs root", c->root.dir);
 	} else {
 		struct gp_nvprobe p;
-		int rc = gp_nvprobe_run(&c->root, PROBE_TIMEOUT_MS, &p);
+		int rc = gp_ctx_nvprobe(c, PROBE_TIMEOUT_MS, &p);
 		if (rc < 0)
 			gp_report_add(rep, "driver.probe", GP_FAIL, "NVML and libcuda",
 			              NULL, "cannot start the probe: %s", strerror(-rc));

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "gpuprov/nvprobe.h"
+#include "gpuprov/run.h"
 #include "gpuprov/util.h"
 
 /* --- the child --------------------------------------------------------- */
@@ -155,8 +156,19 @@ static void probe_cuda(int fd)
 	}
 }
 
-static _Noreturn void child(const struct gp_root *r, int fd)
+/* ro: enter the read-only namespace first (before the chroot, which leaves
+ * the host's /proc behind) and say on status_fd, as an int errno, when it
+ * cannot be made; status_fd is closed before any library is loaded, so
+ * none can claim a refusal to have the probe run again writable. */
+static _Noreturn void child(const struct gp_root *r, const struct gp_run_read_only *ro,
+                            int status_fd, int fd)
 {
+	if (ro && gp_run_enter_read_only(ro) < 0) {
+		int e = errno;
+		gp_write_all(status_fd, &e, sizeof e);
+		_exit(1);
+	}
+	close(status_fd);
 	if (!gp_root_is_host(r) && (chroot(r->dir) < 0 || chdir("/") < 0)) {
 		put(fd, "error cannot chroot into %s: %s", r->dir, strerror(errno));
 		_exit(1);
@@ -265,29 +277,42 @@ static bool read_all(int fd, int timeout_ms, struct gp_buf *out)
 	}
 }
 
-int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, struct gp_nvprobe *p)
+int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
+                   struct gp_nvprobe *p)
 {
 	*p = (struct gp_nvprobe){ 0 };
 	p->nvml.init_rc = p->nvml.count = -1;
 	p->cuda.version_rc = p->cuda.init_rc = p->cuda.count = -1;
 	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
 		p->nvml.persistence[i] = -1;
-	int fds[2];
+	struct gp_run_read_only ro;
+	gp_run_read_only_init(&ro, r->dir);
+	int fds[2], st[2];
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return -errno;
+	if (pipe2(st, O_CLOEXEC) < 0) {
+		int e = errno;
+		close(fds[0]);
+		close(fds[1]);
+		return -e;
+	}
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
 		int e = errno;
 		close(fds[0]);
 		close(fds[1]);
+		close(st[0]);
+		close(st[1]);
 		return -e;
 	}
 	if (pid == 0) {
 		close(fds[0]);
-		child(r, fds[1]);
+		close(st[0]);
+		child(r, read_only ? &ro : NULL, st[1], fds[1]);
 	}
 	close(fds[1]);
+	close(st[1]);
 	struct gp_buf out = { 0 };
 	bool done = read_all(fds[0], timeout_ms, &out);
 	close(fds[0]);
@@ -296,6 +321,17 @@ int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, struct gp_nvprobe *p
 	int status = 0;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
+	/* The child is gone: its errno, or end-of-file once it had entered. */
+	int refused = 0;
+	ssize_t got;
+	while ((got = read(st[0], &refused, sizeof refused)) < 0 && errno == EINTR)
+		;
+	close(st[0]);
+	if (got == (ssize_t)sizeof refused) {
+		gp_buf_free(&out);
+		p->read_only_refused = refused > 0 ? refused : EIO;
+		return -p->read_only_refused;
+	}
 	bool ended = false;
 	char *save = NULL;
 	for (char *l = strtok_r(out.data, "\n", &save); l;

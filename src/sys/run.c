@@ -238,10 +238,7 @@ struct child_setup {
 	int life_w;
 	pid_t parent; /* gpuprov */
 	bool read_only;
-	/* "ID ID 1\n": the user namespace of a read-only command maps the
-	 * caller's uid and gid to themselves. */
-	char uid_map[32];
-	char gid_map[32];
+	struct gp_run_read_only ro;
 };
 
 /* What the error pipe carries: where the child failed, and its errno. */
@@ -310,7 +307,7 @@ static int write_proc(const char *path, const char *text)
  * container that refuses it) inside a new user namespace that maps the
  * caller's ids to themselves, where the process has the capabilities to
  * mount and chroot until it execs. 0, or -1 with errno set. */
-static int private_mount_ns(const struct child_setup *s)
+static int private_mount_ns(const struct gp_run_read_only *s)
 {
 	if (unshare(CLONE_NEWNS) == 0)
 		return 0;
@@ -323,12 +320,19 @@ static int private_mount_ns(const struct child_setup *s)
 	return 0;
 }
 
-/* Makes the root (s->root, or "/") and every mount below it read-only for
- * this process and its children, and for no one else: a private namespace,
- * propagation to and from the host cut (MS_PRIVATE), the root made a mount
- * of its own (a bind onto itself) and set read-only with all its submounts
- * in one call. Async-signal-safe. 0, or -1 with errno set. */
-static int enter_read_only(const struct child_setup *s)
+void gp_run_read_only_init(struct gp_run_read_only *ro, const char *root)
+{
+	ro->root = is_host_root(root) ? NULL : root;
+	snprintf(ro->uid_map, sizeof(ro->uid_map), "%u %u 1\n", (unsigned)getuid(),
+	         (unsigned)getuid());
+	snprintf(ro->gid_map, sizeof(ro->gid_map), "%u %u 1\n", (unsigned)getgid(),
+	         (unsigned)getgid());
+}
+
+/* A private namespace, propagation to and from the host cut (MS_PRIVATE),
+ * the root made a mount of its own (a bind onto itself) and set read-only
+ * with all its submounts in one call. */
+int gp_run_enter_read_only(const struct gp_run_read_only *s)
 {
 	const char *top = s->root ? s->root : "/";
 	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
@@ -357,7 +361,7 @@ static _Noreturn void child_exec(const struct child_setup *s, pid_t guard)
 	if (dup2(s->nullfd, STDIN_FILENO) < 0 || dup2(s->outfd, STDOUT_FILENO) < 0 ||
 	    dup2(s->outfd, STDERR_FILENO) < 0)
 		report_errno(s->errfd);
-	if (s->read_only && enter_read_only(s) < 0)
+	if (s->read_only && gp_run_enter_read_only(&s->ro) < 0)
 		report_failure(s->errfd, STEP_READ_ONLY);
 	if (s->root && chroot(s->root) < 0)
 		report_errno(s->errfd);
@@ -689,10 +693,7 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 		.parent = getpid(),
 		.read_only = opts->read_only,
 	};
-	snprintf(s.uid_map, sizeof(s.uid_map), "%u %u 1\n", (unsigned)getuid(),
-	         (unsigned)getuid());
-	snprintf(s.gid_map, sizeof(s.gid_map), "%u %u 1\n", (unsigned)getgid(),
-	         (unsigned)getgid());
+	gp_run_read_only_init(&s.ro, opts->root);
 
 	/* No handler of ours may run in the child before it resets them. */
 	sigfillset(&all);

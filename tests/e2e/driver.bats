@@ -495,6 +495,44 @@ verify_root() {
 	assert_stdout_has "bound to nvidia"
 }
 
+# The probe's child sees the root read-only: a library that writes when it
+# is loaded fails with EROFS, the root stays as it was, and what the
+# libraries say is still read.
+@test "driver verify: the probe runs on a read-only root" {
+	verify_root
+	fake_libs mode=ok version=535.183.01 cuda=12020 count=1 persistence=1 \
+		"name=NVIDIA A100-SXM4-40GB" write=/etc/written-by-nvml
+	snapshot "$R" before
+	gp --root "$R" verify --profile "$P"
+	assert_status 0
+	assert_stderr_has "fakenvml: cannot write /etc/written-by-nvml: Read-only file system"
+	refute_stderr_has "warning"
+	assert_stdout_has "1: NVIDIA A100-SXM4-40GB"
+	assert_stdout_has "cuInit ok, 1 device(s)"
+	assert_unchanged "$R" before
+}
+
+# Where no mount namespace can be made: the one warning the read-only
+# commands give, and the probe runs on the writable root.
+@test "driver verify: without a mount namespace, one warning, then the probe runs" {
+	command -v unshare > /dev/null || skip "no unshare(1)"
+	verify_root
+	fake_libs mode=ok version=535.183.01 cuda=12020 count=1 persistence=1 \
+		"name=NVIDIA A100-SXM4-40GB" write=/etc/written-by-nvml
+	# shellcheck disable=SC2016 # expanded by the inner sh
+	run --separate-stderr unshare --user --map-root-user sh -c '
+		echo 0 > /proc/sys/user/max_mnt_namespaces &&
+		echo 0 > /proc/sys/user/max_user_namespaces || exit 99
+		exec "$@"' sh "$GPUPROV" --root "$R" verify --profile "$P"
+	[ "$status" -ne 99 ] || skip "cannot limit namespaces in a user namespace here"
+	assert_status 0
+	[ "$(printf '%s\n' "$stderr" | grep -c 'warning: cannot mount .* read-only in a private mount namespace')" -eq 1 ] ||
+		fail "expected one warning:" "$stderr"
+	assert_stdout_has "1: NVIDIA A100-SXM4-40GB"
+	# Documented: without the namespace the library could write.
+	[ -e "$R/etc/written-by-nvml" ] || fail "the probe did not run"
+}
+
 @test "driver verify: driver not loaded" {
 	verify_root
 	rm -rf "$R/proc/driver" "$R/$GPU_DEV/driver"

@@ -661,6 +661,7 @@ PY
 # exactly: a diff is shown when they are not. Nothing is normalised: what a
 # plan cannot know before the run (a keyring not yet downloaded, apt lists
 # not yet refreshed) must be planned at a granularity the run then matches.
+# The install's effect events (JSON lines on stderr) must list the same.
 # Leaves the install's result in $status/$output/$stderr (its JSON plan).
 assert_plan_matches_run() {
 	local root=$1
@@ -672,19 +673,32 @@ assert_plan_matches_run() {
 	printf '%s\n' "$output" > "$dir/plan.json"
 	gp --root "$root" install --json "$@"
 	printf '%s\n' "$output" > "$dir/run.json"
+	printf '%s\n' "$stderr" > "$dir/events"
 	[ "$status" -eq 0 ] || [ "$status" -eq 5 ] || { show_run; fail "install --json failed"; }
 	local st=$status out=$output err=$stderr
-	"$PYTHON" - "$dir/plan.json" "$dir/run.json" <<'PY' || return 1
+	"$PYTHON" - "$dir/plan.json" "$dir/run.json" "$dir/events" <<'PY' || return 1
 import difflib, json, sys
+def dump(effects):
+    return json.dumps(effects, indent=1, sort_keys=True)
 def effects(path):
     with open(path) as f:
         d = json.load(f)
-    return json.dumps({s["name"]: s["effects"] for s in d["stages"]}, indent=1, sort_keys=True)
-plan, run = effects(sys.argv[1]), effects(sys.argv[2])
-if plan != run:
-    sys.stderr.write("the plan's effects differ from the run's (- plan, + run):\n")
-    sys.stderr.writelines(difflib.unified_diff(plan.splitlines(True), run.splitlines(True), "plan", "run"))
-    sys.exit(1)
+    return {s["name"]: s["effects"] for s in d["stages"]}
+def events(path, stages):
+    got = {name: [] for name in stages}
+    for line in open(path):
+        e = json.loads(line) if line.startswith("{") else {}
+        if e.get("event") == "effect":
+            got.setdefault(e["stage"], []).append(e["effect"])
+    return got
+planned = effects(sys.argv[1])
+plan = dump(planned)
+for name, other in (("run", dump(effects(sys.argv[2]))),
+                    ("events", dump(events(sys.argv[3], planned)))):
+    if plan != other:
+        sys.stderr.write(f"the plan's effects differ from the {name}'s (- plan, + {name}):\n")
+        sys.stderr.writelines(difflib.unified_diff(plan.splitlines(True), other.splitlines(True), "plan", name))
+        sys.exit(1)
 PY
 	status=$st output=$out stderr=$err
 }

@@ -4,7 +4,8 @@
 # and then waits for the test to release it, so what gpuprov printed by then
 # was printed while the command ran. Plain lines when stderr is not a
 # terminal, a live line on one (script(1) gives it a pty), JSON event lines
-# with --json, nothing with -q.
+# with --json (each effect as it is made, as the plan lists it), nothing
+# with -q.
 
 load helpers
 
@@ -69,16 +70,23 @@ finish() {
 	! grep -q $'[\r\033]' "$ERR" || fail "terminal control characters on a non-terminal"
 }
 
-@test "progress run: --json gives stage and command events as JSON lines on stderr" {
+@test "progress run: --json gives stage, effect and command events as JSON lines on stderr" {
 	start_install --json
 	wait_started
 	"$PYTHON" - "$ERR" <<'PY' || fail "events before the release:" "$(cat "$ERR")"
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+# The blacklist is written before update-initramfs runs: its effect is out.
 want = [{"event": "stage_start", "stage": "nouveau"},
+        {"event": "effect", "stage": "nouveau", "outcome": "done",
+         "type": "write", "path": "/etc/modprobe.d/blacklist-nouveau.conf"},
         {"event": "command_start", "stage": "nouveau",
          "command": "/usr/sbin/update-initramfs -u"}]
-got = [{k: v for k, v in e.items() if k != "elapsed_ms"} for e in ev]
+got = [{k: v for k, v in e.items() if k not in ("elapsed_ms", "effect")}
+       for e in ev]
+for g, e in zip(got, ev):
+    if "effect" in e:
+        g.update(type=e["effect"]["type"], path=e["effect"]["path"])
 assert got == want, got
 PY
 	finish 5
@@ -86,15 +94,44 @@ PY
 import json, sys
 lines = [l for l in open(sys.argv[1]) if l.startswith("{")]
 ev = [json.loads(l) for l in lines]
-names = [(e["event"], e["stage"]) for e in ev if e["event"] != "command_progress"]
-assert names == [("stage_start", "nouveau"), ("command_start", "nouveau"),
-                 ("command_done", "nouveau"), ("stage_done", "nouveau"),
-                 ("stage_start", "env"), ("command_start", "env"),
-                 ("command_done", "env"), ("stage_done", "env")], names
+names = [(e["event"], e["stage"]) + ((e["effect"]["type"],) if "effect" in e else ())
+         for e in ev if e["event"] != "command_progress"]
+assert names == [("stage_start", "nouveau"), ("effect", "nouveau", "write"),
+                 ("command_start", "nouveau"), ("command_done", "nouveau"),
+                 ("effect", "nouveau", "run"), ("effect", "nouveau", "reboot"),
+                 ("stage_done", "nouveau"),
+                 ("stage_start", "env"), ("effect", "env", "write"),
+                 ("effect", "env", "write"), ("command_start", "env"),
+                 ("command_done", "env"), ("effect", "env", "run"),
+                 ("stage_done", "env")], names
+assert all(e["outcome"] == "done" for e in ev if e["event"] == "effect")
 done = [e for e in ev if e["event"] == "command_done"]
 assert all(e["status"] == 0 and e["elapsed_ms"] >= 0 for e in done), done
 assert [e["state"] for e in ev if e["event"] == "stage_done"] == ["needed", "needed"]
 json.load(open(sys.argv[2]))  # stdout is still one document
+PY
+}
+
+# Every line of stderr is a JSON object, and the effects the events list are
+# the plan's, in order (env alone: nouveau's reboot notice is a message).
+@test "progress run: --json effect events are the plan's effects" {
+	ONLY=env
+	gp --root "$R" plan --json --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/plan.json"
+	gp --root "$R" install --json --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	printf '%s\n' "$stderr" > "$ERR"
+	"$PYTHON" - "$BATS_TEST_TMPDIR/plan.json" "$ERR" <<'PY' || fail "events:" "$stderr"
+import json, sys
+plan = json.load(open(sys.argv[1]))
+want = [(s["name"], e) for s in plan["stages"] for e in s["effects"]]
+ev = [json.loads(l) for l in open(sys.argv[2])]
+assert all(isinstance(e, dict) and "event" in e for e in ev), ev
+got = [(e["stage"], e["effect"]) for e in ev if e["event"] == "effect"]
+assert [e["type"] for _, e in want] == ["write", "write", "run"], want
+assert got == want, (got, want)
+assert all(e["outcome"] == "done" for e in ev if e["event"] == "effect")
 PY
 }
 

@@ -494,11 +494,15 @@ static void record_event(const struct gp_event *ev, void *userdata)
 		fprintf(x->f, " status %d", ev->status);
 	if (ev->state)
 		fprintf(x->f, " %s", ev->state);
+	if (ev->failed)
+		fputs(" failed", x->f);
 	fputc('\n', x->f);
 }
 
 /* A real stage sends its start, each effect once made (the last at its
- * end), each command as it starts and ends, and its end; a dry run none. */
+ * end; a rule once it ends, not what it records), each command as it
+ * starts and ends, and its end; a dry run none. A failed stage's last
+ * effect says so. */
 static void test_events(void **state)
 {
 	struct fixture *f = *state;
@@ -522,19 +526,36 @@ static void test_events(void **state)
 	gp_ctx_announce_stage(&f->c, f->sp, false);
 	assert_int_equal(gp_effect_write(&f->c, "/etc/new.conf", "new\n", 4, 0644), 0);
 	assert_int_equal(gp_effect_run(&f->c, argv), 0);
+	gp_effect_rule_begin(&f->c, "mkdir", "a directory per name");
+	assert_int_equal(gp_effect_mkdir(&f->c, "/opt/a", 0755), 0);
+	assert_int_equal(gp_effect_mkdir(&f->c, "/opt/b", 0755), 0);
+	gp_effect_rule_end(&f->c);
 	assert_int_equal(gp_effect_mkdir(&f->c, "/opt/x", 0755), 0);
 	gp_stage_plan_set(f->sp, GP_STATE_NEEDED, "done");
 	gp_ctx_announce_stage(&f->c, f->sp, true);
 	/* The end of a stage that did not start is not an event. */
 	gp_ctx_announce_stage(&f->c, f->sp, true);
+
+	struct gp_stage_plan *cuda = gp_plan_add_stage(f->c.plan, "cuda", "test");
+	f->c.stage = cuda;
+	gp_ctx_announce_stage(&f->c, cuda, false);
+	assert_int_equal(gp_effect_mkdir(&f->c, "/opt/y", 0755), 0);
+	assert_int_equal(gp_effect_write(&f->c, "/etc/y.conf", "y\n", 2, 0644), 0);
+	gp_stage_plan_set(cuda, GP_STATE_FAILED, "it failed");
+	gp_ctx_announce_stage(&f->c, cuda, true);
 	fclose(x.f);
 	assert_string_equal(x.lines, "stage_start env\n"
 	                             "effect env write\n"
 	                             "command_start env /bin/hello -u\n"
 	                             "command_done env /bin/hello -u status 0\n"
 	                             "effect env run\n"
+	                             "effect env rule\n"
 	                             "effect env mkdir\n"
-	                             "stage_done env needed\n");
+	                             "stage_done env needed\n"
+	                             "stage_start cuda\n"
+	                             "effect cuda mkdir\n"
+	                             "effect cuda write failed\n"
+	                             "stage_done cuda failed\n");
 	free(x.lines);
 }
 

@@ -413,7 +413,7 @@ static void test_command_begin_end(void **state)
 }
 
 /* The one event callback: stage, command and download events become the
- * renderer's lines; effect events show nothing. */
+ * renderer's lines; effect events show nothing in text. */
 static void test_events(void **state)
 {
 	struct capture c;
@@ -448,6 +448,42 @@ static void test_events(void **state)
 	cap_close(&c);
 }
 
+/* With --json an effect event is one line: the stage, the outcome and the
+ * effect as the JSON plan lists it. */
+static void test_effect_json(void **state)
+{
+	struct capture c;
+	cap_open(&c, GP_PROGRESS_JSON);
+	struct gp_events sink = { gp_progress_on_event, &c.p };
+	char *argv[] = { "ldconfig", NULL };
+	struct gp_effect run = { .kind = GP_EFFECT_RUN, .argv = argv };
+	struct gp_effect dir = { .kind = GP_EFFECT_MKDIR,
+		                 .path = "/opt/x",
+		                 .mode = 0755 };
+	gp_event_send(&sink, &(struct gp_event){ .kind = GP_EVENT_EFFECT,
+	                                         .stage = "env",
+	                                         .effect = &run });
+	gp_event_send(&sink, &(struct gp_event){ .kind = GP_EVENT_EFFECT,
+	                                         .stage = "env",
+	                                         .effect = &dir,
+	                                         .failed = true });
+	cJSON *planned = gp_effect_to_json(&run);
+	char *want = cJSON_PrintUnformatted(planned);
+	char *first = gp_xasprintf("{\"event\":\"effect\",\"stage\":\"env\","
+	                           "\"outcome\":\"done\",\"effect\":%s}\n",
+	                           want);
+	const char *text = cap_text(&c);
+	assert_true(strncmp(text, first, strlen(first)) == 0);
+	assert_string_equal(text + strlen(first),
+	                    "{\"event\":\"effect\",\"stage\":\"env\",\"outcome\":"
+	                    "\"failed\",\"effect\":{\"type\":\"mkdir\",\"path\":"
+	                    "\"/opt/x\",\"mode\":\"0755\"}}\n");
+	free(first);
+	cJSON_free(want);
+	cJSON_Delete(planned);
+	cap_close(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -465,6 +501,7 @@ int main(void)
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_mode_for),
 		cmocka_unit_test(test_events),
+		cmocka_unit_test(test_effect_json),
 		cmocka_unit_test(test_command_plain),
 		cmocka_unit_test(test_command_tty),
 		cmocka_unit_test(test_command_json_and_off),

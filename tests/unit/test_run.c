@@ -889,6 +889,35 @@ static void test_read_only_unprivileged(_unused_ void **state)
 	free(root);
 }
 
+/* gp_run_enter_read_only in a process of gpuprov's own (the NVML probe's
+ * child): its writes under the root fail with EROFS, the parent's do not. */
+static int enter_and_write(void *root)
+{
+	struct gp_run_read_only ro;
+	gp_run_read_only_init(&ro, root);
+	if (gp_run_enter_read_only(&ro) < 0)
+		return 50;
+	_cleanup_free_ char *path = gp_xasprintf("%s/new", (char *)root);
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		close(fd);
+		return 51;
+	}
+	return errno == EROFS ? 0 : 52;
+}
+
+static void test_enter_read_only(_unused_ void **state)
+{
+	if (!can_chroot())
+		skip();
+	char *root = make_root();
+	assert_int_equal(in_child(enter_and_write, root), 0);
+	assert_false(exists_in(root, "new"));
+	tu_write(root, "new", "the parent still writes\n");
+	tu_rmrf(root);
+	free(root);
+}
+
 /* Where no namespace can be made (here: a user namespace allowing none),
  * gp_run runs nothing and says why; without read_only the command runs. */
 static int write_text(const char *path, const char *text)
@@ -968,6 +997,7 @@ int main(void)
 		cmocka_unit_test(test_read_only_host),
 		cmocka_unit_test(test_read_only_unprivileged),
 		cmocka_unit_test(test_read_only_refused),
+		cmocka_unit_test(test_enter_read_only),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

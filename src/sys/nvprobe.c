@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -156,6 +158,34 @@ static void probe_cuda(int fd)
 	}
 }
 
+/* libcuda's first use after a boot creates /dev/nvidia-uvm through
+ * nvidia-modprobe; on a read-only /dev cuInit fails, and verify would fail
+ * after every reboot. So the device filesystem stays writable when it is a
+ * mount of its own (device nodes only: the root above it stays read-only);
+ * a /dev that is a plain directory of the root is left read-only with it. */
+static void keep_dev_writable(const struct gp_root *r)
+{
+	char dev[PATH_MAX];
+	const char *top = gp_root_is_host(r) ? "" : r->dir;
+	size_t n = strlen(top);
+	struct statx st;
+	struct mount_attr rw = { .attr_clr = MOUNT_ATTR_RDONLY };
+
+	while (n > 0 && top[n - 1] == '/')
+		n--;
+	if (n + sizeof("/dev") > sizeof(dev))
+		return;
+	memcpy(dev, top, n);
+	memcpy(dev + n, "/dev", sizeof("/dev"));
+	/* Only a mount's own root: mount_setattr on any other path would act on
+	 * the mount that holds it, the root itself. */
+	if (statx(AT_FDCWD, dev, AT_SYMLINK_NOFOLLOW, STATX_TYPE, &st) < 0 ||
+	    !S_ISDIR(st.stx_mode) || !(st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) ||
+	    !(st.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+		return;
+	mount_setattr(AT_FDCWD, dev, 0, &rw, sizeof(rw));
+}
+
 /* ro: enter the read-only namespace first (before the chroot, which leaves
  * the host's /proc behind) and say on status_fd, as an int errno, when it
  * cannot be made; status_fd is closed before any library is loaded, so
@@ -168,6 +198,8 @@ static _Noreturn void child(const struct gp_root *r, const struct gp_run_read_on
 		gp_write_all(status_fd, &e, sizeof e);
 		_exit(1);
 	}
+	if (ro)
+		keep_dev_writable(r);
 	close(status_fd);
 	if (!gp_root_is_host(r) && (chroot(r->dir) < 0 || chdir("/") < 0)) {
 		put(fd, "error cannot chroot into %s: %s", r->dir, strerror(errno));

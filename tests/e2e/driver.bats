@@ -512,6 +512,36 @@ verify_root() {
 	assert_unchanged "$R" before
 }
 
+# A /dev that is a mount of its own stays writable for the probe: libcuda's
+# first use after a boot creates /dev/nvidia-uvm there (nvidia-modprobe),
+# and cuInit fails without it. The rest of the root stays read-only.
+@test "driver verify: the probe may create device nodes in a /dev mount, nothing else" {
+	command -v unshare > /dev/null || skip "no unshare(1)"
+	verify_root
+	mkdir -p "$R/dev"
+	local dev=$BATS_TEST_TMPDIR/dev-copy
+	cp -a "$R/dev" "$dev"
+	for target in /dev/nvidia-uvm-made-by-probe /etc/written-by-nvml; do
+		fake_libs mode=ok version=535.183.01 cuda=12020 count=1 persistence=1 \
+			"name=NVIDIA A100-SXM4-40GB" "write=$target"
+		# shellcheck disable=SC2016 # expanded by the inner sh
+		run --separate-stderr unshare --mount --propagation private sh -c '
+			mount -t tmpfs gpuprov-test-dev "$1/dev" && cp -a "$2/." "$1/dev/" || exit 99
+			shift 2
+			exec "$@"' sh "$R" "$dev" "$GPUPROV" --root "$R" verify --profile "$P"
+		[ "$status" -ne 99 ] || skip "cannot mount a tmpfs in a mount namespace here"
+		assert_status 0
+		assert_stdout_has "cuInit ok, 1 device(s)"
+		case $target in
+		/dev/*) assert_stderr_has "fakenvml: wrote $target" ;;
+		*) assert_stderr_has "fakenvml: cannot write $target: Read-only file system" ;;
+		esac
+	done
+	# The node was made in the namespace's /dev; the root got neither file.
+	[ ! -e "$R/dev/nvidia-uvm-made-by-probe" ] && [ ! -e "$R/etc/written-by-nvml" ] ||
+		fail "the probe wrote into the root"
+}
+
 # Where no mount namespace can be made: the one warning the read-only
 # commands give, and the probe runs on the writable root.
 @test "driver verify: without a mount namespace, one warning, then the probe runs" {

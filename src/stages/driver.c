@@ -188,32 +188,10 @@ static void block(struct drv *d, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Kernel releases installed in the root: /lib/modules/<kver> (with a
- * /boot/vmlinuz-<kver>) and /boot/vmlinuz-<kver>. */
-static char **installed_kernels(struct gp_ctx *c)
-{
-	char **all = gp_xcalloc(1, sizeof(char *));
-	_cleanup_strv_ char **mods = NULL, **boot = NULL;
-	if (gp_root_list_dir(&c->root, "/lib/modules", &mods) == 0)
-		for (size_t i = 0; mods[i]; i++) {
-			_cleanup_free_ char *p = gp_xasprintf("/boot/vmlinuz-%s",
-			                                      mods[i]);
-			/* A directory left by a removed kernel is not a kernel. */
-			if (gp_root_exists(&c->root, p))
-				gp_strv_push(&all, mods[i]);
-		}
-	if (gp_root_list_dir(&c->root, "/boot", &boot) == 0)
-		for (size_t i = 0; boot[i]; i++)
-			if (gp_str_starts_with(boot[i], "vmlinuz-") &&
-			    !gp_strv_contains(all, boot[i] + 8))
-				gp_strv_push(&all, boot[i] + 8);
-	return all;
-}
-
 static void find_kernels(struct gp_ctx *c, struct drv *d)
 {
 	_cleanup_free_ char *running = gp_running_kernel(&c->root);
-	_cleanup_strv_ char **all = installed_kernels(c);
+	_cleanup_strv_ char **all = gp_installed_kernels(&c->root);
 	d->kernels = gp_xcalloc(1, sizeof(char *));
 	if (running)
 		gp_strv_push(&d->kernels, running);

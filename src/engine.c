@@ -415,13 +415,15 @@ static enum gp_change stage_change(const struct gp_ctx *c, const char *stage,
 	                                                  : GP_CHANGE_INTENTIONAL;
 }
 
-/* The settings a stage is now done with, for the next run's stage_change. */
+/* The settings a stage is now done with, for the next run's stage_change,
+ * and its packages as they are now, for the next verify. */
 static void record_settings(struct gp_ctx *c, const char *stage, const cJSON *cfg)
 {
 	if (c->mode != GP_MODE_APPLY || !gp_drift_stage_applied(c, stage))
 		return;
 	_cleanup_free_ char *digest = gp_drift_settings_digest(c, cfg);
 	gp_journal_set_stage_settings(&c->journal, stage, digest);
+	gp_drift_accept_packages(c, stage);
 }
 
 /* One pass over the stage table into a fresh c->plan: a plan in

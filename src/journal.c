@@ -613,6 +613,12 @@ void gp_journal_record_hold(struct gp_journal *j, const char *name, bool held)
 		gp_json_set_item(p, "held", cJSON_CreateBool(held));
 }
 
+void gp_journal_forget_package(struct gp_journal *j, const char *name)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(j->doc, "packages"), name);
+}
+
 const cJSON *gp_journal_packages(const struct gp_journal *j)
 {
 	return cJSON_GetObjectItemCaseSensitive(j->doc, "packages");

@@ -642,14 +642,26 @@ static void deferred_install(struct gp_ctx *c, const struct gp_pkg_backend *b,
 }
 
 /* After a real install: each package's version as the database has it
- * now, for verify's drift check (src/stages/drift.c). */
+ * now, for verify's drift check (src/stages/drift.c). A package of this
+ * stage's records that is gone after its install (a conflict of another
+ * branch's) is forgotten: the profile asked for that. */
 static void record_installed(struct gp_ctx *c, char *const *names)
 {
-	for (size_t i = 0; c->mode == GP_MODE_APPLY && names[i]; i++) {
+	if (c->mode != GP_MODE_APPLY)
+		return;
+	for (size_t i = 0; names[i]; i++) {
 		_cleanup_free_ char *have = NULL;
 		if (gp_pkg_installed(c, names[i], &have) == 0 && have)
 			gp_journal_record_package(&c->journal, names[i], have,
 			                          gp_ctx_stage_name(c));
+	}
+	const cJSON *pkgs = gp_journal_packages(&c->journal);
+	for (const cJSON *p = pkgs ? pkgs->child : NULL, *next; p; p = next) {
+		next = p->next; /* p may go */
+		_cleanup_free_ char *have = NULL;
+		if (gp_streq(gp_json_string(p, "stage", NULL), gp_ctx_stage_name(c)) &&
+		    gp_pkg_installed(c, p->string, &have) == 0 && !have)
+			gp_journal_forget_package(&c->journal, p->string);
 	}
 }
 

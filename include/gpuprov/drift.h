@@ -35,3 +35,7 @@ char *gp_drift_files_summary(struct gp_ctx *c, const char *stage);
 /* Did the file gpuprov wrote at path drift? A stage whose check reads a
  * file's meaning (nouveau: libkmod) writes it again when it did. */
 bool gp_drift_file_changed(struct gp_ctx *c, const char *path);
+/* After an install left stage done or satisfied: its recorded packages at
+ * the versions installed now, which the profile accepted (a newer release
+ * of a branch), are the next verify's baseline. */
+void gp_drift_accept_packages(struct gp_ctx *c, const char *stage);

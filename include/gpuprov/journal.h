@@ -85,6 +85,7 @@ void gp_journal_record_file_stat(struct gp_journal *j, const char *path, unsigne
 void gp_journal_record_package(struct gp_journal *j, const char *name,
                                const char *version, const char *stage);
 void gp_journal_record_hold(struct gp_journal *j, const char *name, bool held);
+void gp_journal_forget_package(struct gp_journal *j, const char *name);
 const cJSON *gp_journal_packages(const struct gp_journal *j);
 /* The sha256 of the stage's settings the last run found done or applied
  * ("settings_sha256"): a change since is intentional, not drift. */

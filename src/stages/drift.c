@@ -2,8 +2,10 @@
  * what the driver needs to survive the next boot. verify runs it for each
  * stage after the stage's own verify; it reports only what drifted, each
  * finding with an id "<stage>.drift_<kind>[.<subject>]" and a hint that
- * names the command that repairs it (docs/findings.md, "Drift"). It reads
- * the disk as it is (gp_root_*): verify plans nothing. Levels: fail where
+ * names the command that repairs it (docs/findings.md, "Drift"); install
+ * asks it whether a change is corrective and whether a stage's files
+ * drifted. It reads the disk as it is (gp_root_*): the journal's records
+ * are about the disk, whatever a plan has planned. Levels: fail where
  * the machine breaks (a file gone, a driver module missing for the next
  * kernel, module and libraries apart, a cuDNN file or the CUDA link
  * changed), warn where it may still work (an edit, a mode, a version
@@ -59,19 +61,14 @@ bool gp_drift_corrective(const struct gp_ctx *c, const char *stage, const cJSON 
 
 /* --- files and packages the journal records ------------------------------ */
 
-/* "<stage>.drift_<kind>" with the subject, and the install hint: the
- * finding shapes every kind shares. */
+/* "<stage>.drift_<kind>.<subject>": the finding shape every file and
+ * package kind shares, one check per subject (tests/e2e/findings_check.py). */
 static void add_drift(struct gp_report *rep, const char *base, const char *subject,
                       enum gp_level level, const char *check, const char *hint,
                       const char *evidence)
 {
-	if (subject) {
-		/* One check per subject (tests/e2e/findings_check.py). */
-		_cleanup_free_ char *what = gp_xasprintf("%s %s", check, subject);
-		gp_report_add_subject(rep, base, subject, level, what, hint, "%s",
-		                      evidence);
-	} else
-		gp_report_add(rep, base, level, check, hint, "%s", evidence);
+	_cleanup_free_ char *what = gp_xasprintf("%s %s", check, subject);
+	gp_report_add_subject(rep, base, subject, level, what, hint, "%s", evidence);
 }
 
 enum file_drift { FILE_INTACT, FILE_REMOVED, FILE_EDITED, FILE_MODE };
@@ -207,8 +204,9 @@ static int packages_drift(struct gp_ctx *c, const char *stage, struct gp_report 
 			return -1;
 		if (!have || !gp_streq(have, want)) {
 			_cleanup_free_ char *hint = gp_xasprintf(
-			    "'%s' installs %s again at the profile's version and holds "
-			    "it",
+			    "'%s' brings %s back to the profile (a pinned version "
+			    "installed "
+			    "again, held when the profile holds it)",
 			    install, p->string);
 			_cleanup_free_ char *ev = gp_xasprintf(
 			    "%s%s; gpuprov installed %s", have ? "at " : "not installed",
@@ -229,6 +227,17 @@ static int packages_drift(struct gp_ctx *c, const char *stage, struct gp_report 
 		}
 	}
 	return 0;
+}
+
+void gp_drift_accept_packages(struct gp_ctx *c, const char *stage)
+{
+	cJSON *pkgs = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "packages");
+	for (cJSON *p = pkgs ? pkgs->child : NULL; p; p = p->next) {
+		_cleanup_free_ char *have = NULL;
+		if (gp_streq(gp_json_string(p, "stage", NULL), stage) &&
+		    gp_pkg_installed(c, p->string, &have) == 0 && have)
+			gp_journal_record_package(&c->journal, p->string, have, stage);
+	}
 }
 
 /* --- the driver: the next kernel and the libraries ----------------------- */

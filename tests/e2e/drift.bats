@@ -176,7 +176,7 @@ JSON
 	assert_status 5
 }
 
-@test "drift: a driver package moved by an upgrade and a lifted hold are reported; install puts both back" {
+@test "drift: a driver package moved by an upgrade and a lifted hold are reported; install holds it again; a removed one fails" {
 	drv_root
 	drift_ids --root "$R" verify --profile "$P"
 	assert_no_drift
@@ -188,12 +188,21 @@ JSON
 	[ "$output" = "driver.drift_package_version.nvidia_driver_535_server warn
 driver.drift_hold_lifted.nvidia_driver_535_server warn" ] || fail "drift findings:" "$output"
 	drift_hint driver.drift_package_version.nvidia_driver_535_server |
-		grep -qF "'gpuprov install --profile $P --only driver --root $R' installs nvidia-driver-535-server again" ||
+		grep -qF "'gpuprov install --profile $P --only driver --root $R' brings nvidia-driver-535-server back to the profile" ||
 		fail "hint: $(drift_hint driver.drift_package_version.nvidia_driver_535_server)"
 	drift_hint driver.drift_hold_lifted.nvidia_driver_535_server | grep -qF "holds it again" ||
 		fail "hint: $(drift_hint driver.drift_hold_lifted.nvidia_driver_535_server)"
 	grep -q '"version": "535.216.01' "$R/var/lib/gpuprov/state.json" &&
 		fail "verify changed the journal"
+	# install holds it again; the branch's newer release is what the
+	# profile accepts, so it is the next verify's baseline.
+	gp --root "$R" install --profile "$P"
+	assert_documented_status
+	assert_stdout_has "not held: nvidia-driver-535-server"
+	grep -A1 '^Package: nvidia-driver-535-server$' "$R/var/lib/dpkg/status" |
+		grep -q 'Status: hold ok installed' || fail "not held again: $(cat "$R/var/lib/dpkg/status")"
+	drift_ids --root "$R" verify --profile "$P"
+	assert_no_drift
 	# Removed altogether: that fails.
 	sed -i '/^Package: nvidia-dkms-535-server$/,/^$/d' "$R/var/lib/dpkg/status"
 	drift_ids --root "$R" verify --profile "$P"

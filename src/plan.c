@@ -373,15 +373,14 @@ void gp_plan_render_text(const struct gp_plan *p, FILE *f, bool color)
 		if (sp->reason && *sp->reason)
 			fprintf(f, " - %s", sp->reason);
 		fputc('\n', f);
-		if (sp->n_effects && sp->change == GP_CHANGE_CORRECTIVE)
-			fputs("      corrective: drift back to the profile the last "
-			      "install "
-			      "applied\n",
-			      f);
-		else if (sp->n_effects && sp->change == GP_CHANGE_INTENTIONAL)
-			fputs("      intentional: the profile changed since the last "
-			      "install\n",
-			      f);
+		/* A stage no install applied yet says nothing (fresh plans stay). */
+		if (sp->n_effects && sp->change != GP_CHANGE_NEW)
+			fprintf(f, "      %s\n",
+			        sp->change == GP_CHANGE_CORRECTIVE
+			            ? "corrective: drift back to the profile the last "
+			              "install applied"
+			            : "intentional: the profile changed since the last "
+			              "install");
 		for (size_t j = 0; j < sp->n_effects; j++)
 			render_effect(&sp->effects[j], f, color);
 	}

@@ -39,3 +39,7 @@ bool gp_drift_file_changed(struct gp_ctx *c, const char *path);
  * the versions installed now, which the profile accepted (a newer release
  * of a branch), are the next verify's baseline. */
 void gp_drift_accept_packages(struct gp_ctx *c, const char *stage);
+/* The kernels newer than the running one (installed for a later boot)
+ * whose /lib/modules/<kernel> has no nvidia.ko (updates/, extra/, kernel/),
+ * while the running kernel has one; empty otherwise. Never NULL. */
+char **gp_drift_kernels_without_module(const struct gp_ctx *c);

@@ -291,32 +291,43 @@ static bool kernel_has_nvidia(const struct gp_root *r, const char *kver)
 	return false;
 }
 
-static void kernel_drift(struct gp_ctx *c, struct gp_report *rep)
+char **gp_drift_kernels_without_module(const struct gp_ctx *c)
 {
+	char **missing = gp_xcalloc(1, sizeof(char *));
 	_cleanup_free_ char *running = gp_running_kernel(&c->root);
 	/* Only once the driver works for the running kernel is a newer one
 	 * without it drift; before, the driver's own verify says what is missing. */
 	if (!running || !kernel_has_nvidia(&c->root, running))
-		return;
+		return missing;
 	_cleanup_strv_ char **kernels = gp_installed_kernels(&c->root);
-	for (size_t i = 0; kernels[i]; i++) {
-		if (gp_kver_compare(kernels[i], running) <= 0 ||
-		    kernel_has_nvidia(&c->root, kernels[i]))
-			continue;
+	for (size_t i = 0; kernels[i]; i++)
+		if (gp_kver_compare(kernels[i], running) > 0 &&
+		    !kernel_has_nvidia(&c->root, kernels[i]))
+			gp_strv_push(&missing, kernels[i]);
+	return missing;
+}
+
+static void kernel_drift(struct gp_ctx *c, struct gp_report *rep)
+{
+	_cleanup_strv_ char **missing = gp_drift_kernels_without_module(c);
+	_cleanup_free_ char *install = gp_hint_command(c, "install", "driver");
+	for (size_t i = 0; missing[i]; i++) {
+		const char *k = missing[i];
 		_cleanup_free_ char *hint = gp_xasprintf(
-		    "before rebooting, build the module for it ('dkms autoinstall -k %s' "
-		    "in the root; it needs linux-headers-%s) or, on Ubuntu, install the "
-		    "prebuilt linux-modules-nvidia-<branch>-%s package; else the machine "
-		    "boots without the NVIDIA driver",
-		    kernels[i], kernels[i], kernels[i]);
+		    "before rebooting, run '%s' (it runs 'dkms autoinstall -k %s' in the "
+		    "root, or installs Ubuntu's prebuilt "
+		    "linux-modules-nvidia-<branch>-%s "
+		    "package), or run 'dkms autoinstall -k %s' yourself (it needs "
+		    "linux-headers-%s); else the machine boots without the NVIDIA driver",
+		    install, k, k, k, k);
 		_cleanup_free_ char *check = gp_xasprintf("drift: nvidia module for %s",
-		                                          kernels[i]);
-		gp_report_add_subject(rep, "driver.drift_kernel_module_missing",
-		                      kernels[i], GP_FAIL, check, hint,
+		                                          k);
+		gp_report_add_subject(rep, "driver.drift_kernel_module_missing", k,
+		                      GP_FAIL, check, hint,
 		                      "kernel %s is installed for the next boot and "
 		                      "/lib/modules/%s has no nvidia module (the running "
-		                      "%s has one)",
-		                      kernels[i], kernels[i], running);
+		                      "kernel has one)",
+		                      k, k);
 	}
 }
 

@@ -12,12 +12,13 @@
  *         for the runfile) against the profile's branch/version, the
  *         driver's packages present, the set held; the loaded module
  *         (/proc/driver/nvidia/version) against the installed version: a
- *         difference means reboot pending (exit 5), not broken.
+ *         difference means reboot pending (exit 5), not broken. A newer
+ *         kernel without an nvidia module (DKMS-built modules) is needed.
  * apply:  NVIDIA's repository when the source is nvidia, the DKMS MOK
  *         signing configuration, the packages (or the runfile, downloaded
  *         with its sha256 and run chrooted), missing kernel headers, the
- *         hold, and a reboot request while the loaded module is not the
- *         installed one.
+ *         hold, 'dkms autoinstall -k KERNEL' for such a newer kernel, and a
+ *         reboot request while the loaded module is not the installed one.
  * verify: module loaded with the expected version and flavor, user space
  *         equal to it, NVML and libcuda (dlopen in a chrooted child,
  *         nvprobe.h) agreeing with it and with PCI, every NVIDIA GPU bound
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "gpuprov/compat.h"
+#include "gpuprov/drift.h"
 #include "gpuprov/driver_hints.h"
 #include "gpuprov/json.h"
 #include "gpuprov/kernelinfo.h"
@@ -657,6 +659,14 @@ static char *describe_target(const struct drv *d)
 	                                               : ", DKMS");
 }
 
+/* The modules are built by DKMS (not Canonical's prebuilt packages, which
+ * the want list names per kernel): a newer kernel installed after the
+ * driver gets its module from 'dkms autoinstall -k KERNEL'. */
+static bool dkms_builds(const struct drv *d)
+{
+	return !d->ch.prebuilt && d->ch.method != GP_DRV_RUNFILE;
+}
+
 static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 {
 	struct drv d;
@@ -678,6 +688,9 @@ static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	struct module_state m;
 	module_state(c, &m);
 	_cleanup_free_ char *differs = module_differs(&d, &m, have);
+	_cleanup_strv_ char **unbuilt = dkms_builds(&d)
+	                                    ? gp_drift_kernels_without_module(c)
+	                                    : gp_xcalloc(1, sizeof(char *));
 	if (!gp_driver_version_matches(have, d.branch, d.ch.version)) {
 		if (have)
 			gp_check_set(ck, GP_STATE_NEEDED,
@@ -702,6 +715,12 @@ static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 		gp_check_set(ck, GP_STATE_REBOOT_PENDING,
 		             "driver %s installed, but %s; reboot to load it", have,
 		             differs);
+	} else if (unbuilt[0]) {
+		_cleanup_free_ char *list = gp_strv_join(unbuilt, ", ");
+		gp_check_set(ck, GP_STATE_NEEDED,
+		             "driver %s installed, but no nvidia module for the newer "
+		             "kernel %s; DKMS builds it",
+		             have, list);
 	} else if (!m.proc) {
 		gp_check_set(ck, GP_STATE_SATISFIED,
 		             "driver %s installed%s; whether its module is loaded is "
@@ -808,6 +827,16 @@ static int apply_steps(struct gp_ctx *c, const struct drv *d)
 		_cleanup_strv_ char **set = gp_pkg_nvidia_set(c);
 		if (gp_effect_pkg_hold(c, (const char *const *)set, gp_strv_len(set),
 		                       true) < 0)
+			return -1;
+	}
+	/* A kernel installed after the driver (drift, src/stages/drift.c):
+	 * its headers are in the install above, DKMS builds the module. */
+	_cleanup_strv_ char **unbuilt = dkms_builds(d)
+	                                    ? gp_drift_kernels_without_module(c)
+	                                    : gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; unbuilt[i]; i++) {
+		char *const argv[] = { "dkms", "autoinstall", "-k", unbuilt[i], NULL };
+		if (gp_effect_run(c, argv) < 0)
 			return -1;
 	}
 	_cleanup_free_ char *now = installed_version(c, d);

@@ -243,6 +243,40 @@ NEWER=5.15.0-94-generic
 	assert_no_drift
 }
 
+@test "drift: install builds the DKMS module for a newer kernel before the reboot into it" {
+	drv_root
+	# The driver works for the running kernel: module built and loaded.
+	mkdir -p "$R/lib/modules/$KVER/updates/dkms" "$R/sys/bus/pci/drivers/nvidia"
+	: > "$R/lib/modules/$KVER/updates/dkms/nvidia.ko"
+	nvidia_driver 535.183.01
+	echo "nvidia 56000000 0 - Live 0x0" >> "$R/proc/modules"
+	ln -sfn ../../../bus/pci/drivers/nvidia "$R/$GPU_DEV/driver"
+	new_boot_id "$R"
+	gp --root "$R" install --profile "$P"
+	assert_status 0
+	# An unattended upgrade installs a newer kernel, with its headers.
+	mkdir -p "$R/lib/modules/$NEWER" "$R/usr/src/linux-headers-$NEWER"
+	echo vmlinuz > "$R/boot/vmlinuz-$NEWER"
+	cat > "$R/usr/sbin/dkms" <<'SH'
+#!/bin/sh
+echo "/usr/sbin/dkms $*" >> /var/log/stub-commands.log
+[ "$1 $2" = "autoinstall -k" ] || exit 2
+mkdir -p "/lib/modules/$3/updates/dkms" && : > "/lib/modules/$3/updates/dkms/nvidia.ko"
+SH
+	chmod 0755 "$R/usr/sbin/dkms"
+	gp --root "$R" plan --profile "$P"
+	assert_status 0
+	assert_stdout_has "driver: needed - driver 535.183.01 installed, but no nvidia module for the newer kernel $NEWER; DKMS builds it"
+	assert_stdout_line "      corrective: drift back to the profile the last install applied"
+	assert_stdout_line "      run dkms autoinstall -k $NEWER"
+	gp --root "$R" install --profile "$P"
+	assert_status 0
+	grep -qx "/usr/sbin/dkms autoinstall -k $NEWER" "$R/var/log/stub-commands.log" ||
+		fail "dkms did not run: $(stub_log "$R")"
+	drift_ids --root "$R" verify --profile "$P" --only driver
+	assert_no_drift
+}
+
 @test "drift: the loaded module and the user-space libraries at different versions fail; the hint is the reboot" {
 	setup_ubuntu_root
 	local verify=(verify --profile "$PROFILE" --only driver) lib=$R/usr/lib/x86_64-linux-gnu

@@ -169,6 +169,8 @@ void gp_ctx_record_fingerprint(struct gp_ctx *c, const char *path)
 		return;
 	_cleanup_free_ char *fp = fingerprint(&st);
 	gp_json_set_string(rec, "stat", fp);
+	/* verify's drift check compares them (src/stages/drift.c). */
+	gp_journal_record_file_stat(&c->journal, path, st.st_mode, st.st_uid, st.st_gid);
 }
 
 bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
@@ -186,6 +188,33 @@ bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
 	*hashed = true;
 	char have[65];
 	return gp_root_sha256_file(&c->root, path, have) == 0 && strcmp(have, want) == 0;
+}
+
+/* A file gpuprov wrote that holds something else now (data: what is
+ * there, NULL when nothing is) was edited: replacing it is corrective,
+ * and backup_dest keeps the edited copy. */
+static bool file_edited(struct gp_ctx *c, const char *path, const char *data, size_t len)
+{
+	const char *recorded = gp_journal_file_sha256(&c->journal, path);
+	char sha[65];
+	bool planned;
+	const char *ignored;
+	size_t ignored_len;
+	/* Written earlier in this plan: data is that plan's, not an edit. */
+	if (!recorded || !data ||
+	    gp_plan_lookup_file(c->plan, path, &planned, &ignored, &ignored_len))
+		return false;
+	gp_sha256_hex(data, len, sha);
+	return !gp_streq(sha, recorded);
+}
+
+/* Called before the effect is added (file_edited looks at the plan). */
+static void mark_edited(struct gp_effect *e, bool edited)
+{
+	if (edited) {
+		e->edited = true;
+		e->change = GP_CHANGE_CORRECTIVE;
+	}
 }
 
 /* Where backing up what is at path would go: NULL when gpuprov wrote it
@@ -290,8 +319,10 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 	if (exists && old_len == len && memcmp(old, data, len) == 0 && mode_ok)
 		return 0;
 
+	bool edited = file_edited(c, path, exists ? old : NULL, old_len);
 	struct gp_effect *e = add_effect(c, GP_EFFECT_WRITE);
 	e->path = gp_xstrdup(path);
+	mark_edited(e, edited);
 	e->old_exists = exists;
 	e->old_data = exists ? gp_xmemdup0(old, old_len) : NULL;
 	e->old_len = old_len;
@@ -320,6 +351,7 @@ int gp_effect_write(struct gp_ctx *c, const char *path, const void *data, size_t
 		return gp_fail(c->err, GP_EFAILED, "%s: cannot write %s: %s",
 		               gp_ctx_stage_name(c), path, strerror(-rc));
 	gp_journal_record_file(&c->journal, path, sha, gp_ctx_stage_name(c), backup_path);
+	gp_ctx_record_fingerprint(c, path);
 	gp_journal_clear_intent(&c->journal, path);
 	gp_log(c, "wrote %s (%zu bytes, mode %04o, sha256 %s)", path, len,
 	       (unsigned)mode & 07777, sha);
@@ -369,8 +401,10 @@ int gp_effect_remove(struct gp_ctx *c, const char *path)
 	if (rc < 0)
 		return gp_fail(c->err, GP_EFAILED, "%s: cannot read %s: %s",
 		               gp_ctx_stage_name(c), path, strerror(-rc));
+	bool edited = file_edited(c, path, old, old_len);
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REMOVE);
 	e->path = gp_xstrdup(path);
+	mark_edited(e, edited);
 	e->old_exists = true;
 	e->old_data = gp_xmemdup0(old, old_len);
 	e->old_len = old_len;
@@ -933,8 +967,10 @@ static int plan_write_unseen(struct gp_ctx *c, const char *path, mode_t mode,
 		gp_sha256_hex(old, old_len, sha);
 	if (exists && gp_streq(sha, sha256) && mode_ok)
 		return 0;
+	bool edited = file_edited(c, path, exists ? old : NULL, old_len);
 	struct gp_effect *e = add_effect(c, GP_EFFECT_WRITE);
 	e->path = gp_xstrdup(path);
+	mark_edited(e, edited);
 	e->old_exists = exists;
 	e->old_data = exists ? TAKE_PTR(old) : NULL;
 	e->old_len = old_len;

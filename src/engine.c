@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "gpuprov/compat.h"
+#include "gpuprov/drift.h"
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/kernelinfo.h"
@@ -256,6 +257,20 @@ static int wait_for_reboot(struct session *s, const struct gp_stage *st, const c
 	return 0;
 }
 
+/* A file the stage wrote that drifted makes it needed, even where its check
+ * looks only at what the file means: apply writes it again (backing the
+ * edited copy up), so install repairs what verify reports. */
+static void repair_drift(struct gp_ctx *c, const char *stage, struct gp_check *ck)
+{
+	if (ck->state != GP_STATE_SATISFIED && ck->state != GP_STATE_NEEDED)
+		return;
+	_cleanup_free_ char *drift = gp_drift_files_summary(c, stage);
+	if (drift && ck->state == GP_STATE_SATISFIED)
+		gp_check_set(ck, GP_STATE_NEEDED, "drift: %s", drift);
+	else if (drift)
+		gp_check_set(ck, GP_STATE_NEEDED, "%s; drift: %s", ck->reason, drift);
+}
+
 /* Runs one selected, enabled, implemented stage. Returns 0 or an exit code. */
 static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *cfg,
                      struct gp_stage_plan *sp, bool reboot_outstanding)
@@ -273,6 +288,7 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 		gp_stage_plan_set(sp, GP_STATE_FAILED, "check failed");
 		return report_err(s);
 	}
+	repair_drift(c, st->name, &ck);
 	if (ck.state == GP_STATE_REBOOT_PENDING && reboot_did_not_help(s)) {
 		s->reboot_ineffective = true;
 		_cleanup_free_ char *verify = gp_hint_command(c, "verify", st->name);
@@ -390,6 +406,29 @@ static int plan_exit_code(const struct gp_plan *p)
 	return code;
 }
 
+/* Drift (src/stages/drift.c): a stage applied before with these settings
+ * is brought back (corrective); one applied with others changes because
+ * the profile did (intentional); one never applied is new. */
+static enum gp_change stage_change(const struct gp_ctx *c, const char *stage,
+                                   const cJSON *cfg, const char *digest)
+{
+	if (!gp_drift_stage_applied(c, stage))
+		return GP_CHANGE_NEW;
+	return gp_drift_corrective(c, stage, cfg, digest) ? GP_CHANGE_CORRECTIVE
+	                                                  : GP_CHANGE_INTENTIONAL;
+}
+
+/* The settings a stage is now done with, for the next run's stage_change,
+ * and its packages as they are now, for the next verify. */
+static void record_settings(struct gp_ctx *c, const char *stage, const cJSON *cfg)
+{
+	if (c->mode != GP_MODE_APPLY || !gp_drift_stage_applied(c, stage))
+		return;
+	_cleanup_free_ char *digest = gp_drift_settings_digest(c, cfg);
+	gp_journal_set_stage_settings(&c->journal, stage, digest);
+	gp_drift_accept_packages(c, stage);
+}
+
 /* One pass over the stage table into a fresh c->plan: a plan in
  * GP_MODE_PLAN, the real thing otherwise. Returns true when a stage failed. */
 static bool run_pass(struct session *s, const struct gp_options *o)
@@ -424,9 +463,11 @@ static bool run_pass(struct session *s, const struct gp_options *o)
 		}
 		bool outstanding = c->reboot_requested ||
 		                   gp_plan_reboot_required(c->plan);
-		if (run_stage(s, st, gp_profile_stage(s->profile, st->name), sp,
-		              outstanding))
+		const cJSON *cfg = gp_profile_stage(s->profile, st->name);
+		sp->change = stage_change(c, st->name, cfg, s->profile->digest);
+		if (run_stage(s, st, cfg, sp, outstanding))
 			failed = true;
+		record_settings(c, st->name, cfg);
 		gp_ctx_announce_stage(c, sp, true);
 		c->stage = NULL;
 	}
@@ -695,7 +736,9 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 		}
 		if (disp != GP_STATE_NEEDED)
 			continue;
-		if (st->verify(c, gp_profile_stage(s.profile, st->name), &rep) < 0 ||
+		const cJSON *cfg = gp_profile_stage(s.profile, st->name);
+		if (st->verify(c, cfg, &rep) < 0 ||
+		    gp_drift_verify(c, st->name, cfg, &rep) < 0 ||
 		    gp_ctx_root_fault(c) < 0)
 			code = report_err(&s);
 	}

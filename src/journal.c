@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <time.h>
@@ -45,7 +46,7 @@ static const char *get_string(const cJSON *o, const char *key)
 /* ---- validation on load: a journal is trusted only when every member
  * gpuprov reads has the type and form it writes. */
 
-enum member_kind { M_STRING, M_SHA256, M_BACKUP, M_STRINGS };
+enum member_kind { M_STRING, M_SHA256, M_BACKUP, M_STRINGS, M_BOOL };
 
 struct member {
 	const char *key;
@@ -57,8 +58,20 @@ static const struct member profile_members[] = {
 	{ "overrides", M_STRINGS }, { NULL, 0 },
 };
 static const struct member file_members[] = {
-	{ "sha256", M_SHA256 }, { "stage", M_STRING }, { "backup", M_BACKUP },
-	{ "stat", M_STRING },   { NULL, 0 },
+	{ "sha256", M_SHA256 },
+	{ "stage", M_STRING },
+	{ "backup", M_BACKUP },
+	{ "stat", M_STRING },
+	{ "mode", M_STRING },
+	{ "owner", M_STRING },
+	{ NULL, 0 },
+};
+/* "packages"."<name>": what an install left, for drift (src/stages/drift.c). */
+static const struct member package_members[] = {
+	{ "version", M_STRING },
+	{ "stage", M_STRING },
+	{ "held", M_BOOL },
+	{ NULL, 0 },
 };
 static const struct member reboot_members[] = {
 	{ "reason", M_STRING },
@@ -123,6 +136,9 @@ static bool check_member(const cJSON *v, enum member_kind kind, struct invalid *
 				               type_name(x));
 		return true;
 	}
+	if (kind == M_BOOL)
+		return cJSON_IsBool(v) ||
+		       invalid(bad, v, "must be true or false, not %s", type_name(v));
 	if (!cJSON_IsString(v))
 		return invalid(bad, v, "must be a string, not %s", type_name(v));
 	if (kind == M_SHA256 && !is_sha256(v->valuestring))
@@ -178,6 +194,11 @@ static bool check_file(const cJSON *rec, struct invalid *bad)
 	return check_object(rec, file_members, bad);
 }
 
+static bool check_package(const cJSON *rec, struct invalid *bad)
+{
+	return check_object(rec, package_members, bad);
+}
+
 static bool check_journal(const cJSON *doc, struct invalid *bad)
 {
 	const cJSON *format = cJSON_GetObjectItemCaseSensitive(doc, "gpuprov_state");
@@ -197,6 +218,9 @@ static bool check_journal(const cJSON *doc, struct invalid *bad)
 		if (v && !check_entries(v, check_file, bad))
 			return false;
 	}
+	v = cJSON_GetObjectItemCaseSensitive(doc, "packages");
+	if (v && !check_entries(v, check_package, bad))
+		return false;
 	v = cJSON_GetObjectItemCaseSensitive(doc, "reboot");
 	return !v || check_object(v, reboot_members, bad);
 }
@@ -556,4 +580,52 @@ void gp_journal_clear_intent(struct gp_journal *j, const char *path)
 	cJSON_DeleteItemFromObjectCaseSensitive(intents, path);
 	if (intents && !intents->child)
 		cJSON_DeleteItemFromObjectCaseSensitive(j->doc, "intents");
+}
+
+/* --- drift: what verify compares with (src/stages/drift.c) --------------- */
+
+void gp_journal_record_file_stat(struct gp_journal *j, const char *path, unsigned mode,
+                                 unsigned uid, unsigned gid)
+{
+	cJSON *f = gp_journal_file(j, path);
+	if (!f)
+		return;
+	char buf[32];
+	snprintf(buf, sizeof buf, "%04o", mode & 07777);
+	set_string(f, "mode", buf);
+	snprintf(buf, sizeof buf, "%u:%u", uid, gid);
+	set_string(f, "owner", buf);
+}
+
+void gp_journal_record_package(struct gp_journal *j, const char *name,
+                               const char *version, const char *stage)
+{
+	cJSON *p = child_object(child_object(j->doc, "packages"), name);
+	set_string(p, "version", version);
+	set_string(p, "stage", stage);
+}
+
+void gp_journal_record_hold(struct gp_journal *j, const char *name, bool held)
+{
+	cJSON *p = cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(j->doc, "packages"), name);
+	if (p)
+		gp_json_set_item(p, "held", cJSON_CreateBool(held));
+}
+
+void gp_journal_forget_package(struct gp_journal *j, const char *name)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(j->doc, "packages"), name);
+}
+
+const cJSON *gp_journal_packages(const struct gp_journal *j)
+{
+	return cJSON_GetObjectItemCaseSensitive(j->doc, "packages");
+}
+
+void gp_journal_set_stage_settings(struct gp_journal *j, const char *stage,
+                                   const char *sha256)
+{
+	set_string(gp_journal_stage(j, stage), "settings_sha256", sha256);
 }

@@ -846,6 +846,36 @@ char *gp_pkg_install_problem(struct gp_ctx *c, const struct gp_pkg_want *want, s
 	return problem;
 }
 
+/* After a real install: each package's version as the database has it
+ * now, for verify's drift check (src/stages/drift.c). A package of this
+ * stage's records that is gone after its install (a conflict of another
+ * branch's) is forgotten: the profile asked for that. */
+static void record_installed(struct gp_ctx *c, char *const *names)
+{
+	if (c->mode != GP_MODE_APPLY)
+		return;
+	for (size_t i = 0; names[i]; i++) {
+		_cleanup_free_ char *have = NULL;
+		if (gp_pkg_installed(c, names[i], &have) == 0 && have)
+			gp_journal_record_package(&c->journal, names[i], have,
+			                          gp_ctx_stage_name(c));
+	}
+	const cJSON *pkgs = gp_journal_packages(&c->journal);
+	for (const cJSON *p = pkgs ? pkgs->child : NULL, *next; p; p = next) {
+		next = p->next; /* p may go */
+		_cleanup_free_ char *have = NULL;
+		if (gp_streq(gp_json_string(p, "stage", NULL), gp_ctx_stage_name(c)) &&
+		    gp_pkg_installed(c, p->string, &have) == 0 && !have)
+			gp_journal_forget_package(&c->journal, p->string);
+	}
+}
+
+static void record_holds(struct gp_ctx *c, const char *const *names, size_t n, bool hold)
+{
+	for (size_t i = 0; c->mode == GP_MODE_APPLY && i < n; i++)
+		gp_journal_record_hold(&c->journal, names[i], hold);
+}
+
 int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n)
 {
 	if (gp_ctx_door_open(c, "gp_effect_pkg_install") < 0)
@@ -901,12 +931,16 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	free(need);
 	for (size_t i = 0; rc == 0 && i < k; i++)
 		plan_install(c, w[i].name, w[i].version);
+	if (rc == 0)
+		record_installed(c, t.names);
 	/* Hold again even when the install failed: a released driver left for
 	 * unattended-upgrades is how "Driver/library version mismatch" starts.
 	 * If holding fails too, that is the error reported (gp_fail keeps the
 	 * latest); the failed install's output is in the run log either way. */
 	if (released && hold_names(c, b, held, true) < 0)
 		rc = -1;
+	else if (released)
+		record_holds(c, (const char *const *)held, gp_strv_len(held), true);
 	gp_strv_free(held);
 	gp_strv_free(t.names);
 	gp_strv_free(t.versions);
@@ -944,8 +978,12 @@ int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, boo
 	for (size_t i = 0; hold && s->deferred && todo[i]; i++)
 		if (!gp_strv_contains(s->deferred_adds, todo[i]))
 			gp_strv_push(&known, todo[i]);
-	if (!known[0])
-		return hold_names(c, b, todo, hold);
+	if (!known[0]) {
+		int rc = hold_names(c, b, todo, hold);
+		if (rc == 0)
+			record_holds(c, names, n, hold);
+		return rc;
+	}
 	_cleanup_strv_ char **argv = b->hold(known, true);
 	_cleanup_free_ char *shown = gp_argv_display(argv);
 	gp_effect_rule_begin(c, "run",
@@ -954,6 +992,8 @@ int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, boo
 	                     shown);
 	int rc = hold_names(c, b, todo, hold);
 	gp_effect_rule_end(c);
+	if (rc == 0)
+		record_holds(c, names, n, hold);
 	return rc;
 }
 

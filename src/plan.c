@@ -36,6 +36,11 @@ const char *gp_stage_state_id(enum gp_stage_state s)
 	return (unsigned)s < ARRAY_SIZE(state_names) ? state_names[s].id : "?";
 }
 
+const char *gp_change_name(enum gp_change c)
+{
+	return c == GP_CHANGE_CORRECTIVE ? "corrective" : "intentional";
+}
+
 const char *gp_effect_kind_name(enum gp_effect_kind k)
 {
 	static const char *const names[] = {
@@ -135,7 +140,7 @@ struct gp_effect *gp_stage_plan_add_effect(struct gp_stage_plan *sp,
 {
 	sp->effects = gp_xrealloc(sp->effects, (sp->n_effects + 1) * sizeof *sp->effects);
 	struct gp_effect *e = &sp->effects[sp->n_effects++];
-	*e = (struct gp_effect){ .kind = k };
+	*e = (struct gp_effect){ .kind = k, .change = sp->change };
 	return e;
 }
 
@@ -227,6 +232,9 @@ static char *effect_diff(const struct gp_effect *e)
 	return gp_unified_diff(old_label, old, old_len, new_label, new, new_len);
 }
 
+#define EDITED_TEXT                                                                      \
+	"corrective: edited since gpuprov wrote it; the edited copy is backed up first"
+
 static void render_effect(const struct gp_effect *e, FILE *f, bool color)
 {
 	const char *indent = "      ";
@@ -246,10 +254,13 @@ static void render_effect(const struct gp_effect *e, FILE *f, bool color)
 		else if (e->kind == GP_EFFECT_WRITE)
 			fprintf(f, "%s%s %s (%s, mode %04o)\n", indent,
 			        e->old_exists ? "replace" : "create", e->path,
-			        e->old_exists ? "backed up first" : "new file",
+			        e->edited       ? EDITED_TEXT
+			        : e->old_exists ? "backed up first"
+			                        : "new file",
 			        (unsigned)e->mode & 07777);
 		else
-			fprintf(f, "%sremove %s (backed up first)\n", indent, e->path);
+			fprintf(f, "%sremove %s (%s)\n", indent, e->path,
+			        e->edited ? EDITED_TEXT : "backed up first");
 		_cleanup_free_ char *diff = effect_diff(e);
 		for (char *line = diff, *next; line && *line; line = next) {
 			next = strchr(line, '\n');
@@ -362,6 +373,14 @@ void gp_plan_render_text(const struct gp_plan *p, FILE *f, bool color)
 		if (sp->reason && *sp->reason)
 			fprintf(f, " - %s", sp->reason);
 		fputc('\n', f);
+		/* A stage no install applied yet says nothing (fresh plans stay). */
+		if (sp->n_effects && sp->change != GP_CHANGE_NEW)
+			fprintf(f, "      %s\n",
+			        sp->change == GP_CHANGE_CORRECTIVE
+			            ? "corrective: drift back to the profile the last "
+			              "install applied"
+			            : "intentional: the profile changed since the last "
+			              "install");
 		for (size_t j = 0; j < sp->n_effects; j++)
 			render_effect(&sp->effects[j], f, color);
 	}
@@ -474,6 +493,9 @@ cJSON *gp_effect_to_json(const struct gp_effect *e)
 		break;
 	}
 	}
+	cJSON_AddStringToObject(o, "change", gp_change_name(e->change));
+	if (e->edited)
+		cJSON_AddTrueToObject(o, "edited");
 	return o;
 }
 

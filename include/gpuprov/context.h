@@ -110,8 +110,8 @@ const char *gp_ctx_stage_name(const struct gp_ctx *c); /* "gpuprov" outside one 
 int gp_ctx_save_journal(struct gp_ctx *c);
 /* Creates the directory path is in (in the root): 0, or -1 with c->err set. */
 int gp_ctx_make_parent(struct gp_ctx *c, const char *path);
-/* Adds the file's fingerprint (device, inode, size, times) to its journal
- * record, just written (see gp_ctx_recorded_file_intact). */
+/* Adds the file's fingerprint (device, inode, size, times), mode and owner
+ * to its journal record, just written (see gp_ctx_recorded_file_intact). */
 void gp_ctx_record_fingerprint(struct gp_ctx *c, const char *path);
 /* Calls fn for every non-directory entry under dir (in-root path), sorted,
  * depth first; gp_ctx_collect_path pushes each path onto the string vector

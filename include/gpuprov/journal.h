@@ -75,6 +75,23 @@ void gp_journal_clear_reboot(struct gp_journal *j);
 const char *gp_journal_reboot_reason(const struct gp_journal *j);
 const char *gp_journal_reboot_boot_id(const struct gp_journal *j);
 
+/* Drift (src/stages/drift.c compares these with the root). The mode and
+ * owner of a file just recorded ("mode": "0644", "owner": "0:0"). */
+void gp_journal_record_file_stat(struct gp_journal *j, const char *path, unsigned mode,
+                                 unsigned uid, unsigned gid);
+/* A package an install left at this version ("packages"."<name>"), and
+ * whether gpuprov holds it (recorded only for a recorded package). A
+ * journal without "packages" (an older gpuprov) has nothing to compare. */
+void gp_journal_record_package(struct gp_journal *j, const char *name,
+                               const char *version, const char *stage);
+void gp_journal_record_hold(struct gp_journal *j, const char *name, bool held);
+void gp_journal_forget_package(struct gp_journal *j, const char *name);
+const cJSON *gp_journal_packages(const struct gp_journal *j);
+/* The sha256 of the stage's settings the last run found done or applied
+ * ("settings_sha256"): a change since is intentional, not drift. */
+void gp_journal_set_stage_settings(struct gp_journal *j, const char *stage,
+                                   const char *sha256);
+
 /* Takes the run lock; exit 6 with the holder's pid when another run has it. */
 int gp_lock_acquire(const struct gp_root *r, int *fd, struct gp_err *err);
 void gp_lock_release(int fd);

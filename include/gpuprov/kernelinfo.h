@@ -8,3 +8,6 @@
 char *gp_boot_id(const struct gp_root *r);
 /* <root>/proc/sys/kernel/osrelease (uname -r of the running kernel); NULL when unavailable. */
 char *gp_running_kernel(const struct gp_root *r);
+/* Kernel releases installed in the root: /lib/modules/<kver> (with a
+ * /boot/vmlinuz-<kver>) and /boot/vmlinuz-<kver>. A string vector, never NULL. */
+char **gp_installed_kernels(const struct gp_root *r);

@@ -45,6 +45,14 @@ enum gp_effect_kind {
 };
 const char *gp_effect_kind_name(enum gp_effect_kind k);
 
+/* Why a change is made, as Puppet's reports tell them apart: corrective
+ * brings drift back to the profile the last install applied (a hand edit,
+ * an upgrade), intentional makes what the profile asks for anew. NEW is
+ * intentional too, on a stage no install has applied yet (plain in text). */
+enum gp_change { GP_CHANGE_NEW, GP_CHANGE_INTENTIONAL, GP_CHANGE_CORRECTIVE };
+/* "corrective" or "intentional" (NEW included). */
+const char *gp_change_name(enum gp_change c);
+
 struct gp_effect {
 	enum gp_effect_kind kind;
 	char *path; /* WRITE, REMOVE, SYMLINK, MKDIR */
@@ -72,6 +80,10 @@ struct gp_effect {
 	/* WRITE: what is at path comes from this command of the same run,
 	 * unknown to a plan (gp_effect_write_over). */
 	char *over;
+	enum gp_change change; /* the stage's, or corrective when edited */
+	/* WRITE, REMOVE: gpuprov wrote the file and it was changed since; the
+	 * edited copy is backed up before it is replaced. */
+	bool edited;
 };
 
 struct gp_stage_plan {
@@ -79,6 +91,7 @@ struct gp_stage_plan {
 	char *summary;
 	enum gp_stage_state state;
 	char *reason; /* why this state, one line */
+	enum gp_change change; /* of its effects (the engine sets it) */
 	struct gp_effect *effects;
 	size_t n_effects;
 };

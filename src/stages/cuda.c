@@ -21,6 +21,7 @@
 
 #include "gpuprov/cuda_releases.h"
 #include "gpuprov/cudatk.h"
+#include "gpuprov/drift.h"
 #include "gpuprov/json.h"
 #include "gpuprov/nvproc.h"
 #include "gpuprov/pkg.h"
@@ -485,6 +486,16 @@ static int cuda_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep
 		gp_report_add(rep, "cuda.link", ok ? GP_PASS : GP_FAIL, "link", install,
 		              "%s -> %s%s%s", CUDA_LINK, have ? have : "(missing)",
 		              ok ? "" : "; the profile wants ", ok ? "" : s.link_target);
+		if (!ok && gp_drift_stage_applied(c, "cuda")) {
+			_cleanup_free_ char *repair = gp_hint_command(c, "install",
+			                                              "cuda");
+			_cleanup_free_ char *hint = gp_xasprintf("'%s' points it back",
+			                                         repair);
+			gp_report_add(rep, "cuda.drift_cuda_link", GP_FAIL,
+			              "drift: CUDA link", hint,
+			              "%s -> %s since gpuprov made it -> %s", CUDA_LINK,
+			              have ? have : "(missing)", s.link_target);
+		}
 	}
 	_cleanup_free_ char *drv_cuda = NULL;
 	verify_driver(c, &s, rep, &drv_cuda);

@@ -14,12 +14,13 @@
  *         for the runfile) against the profile's branch/version, the
  *         driver's packages present, the set held; the loaded module
  *         (/proc/driver/nvidia/version) against the installed version: a
- *         difference means reboot pending (exit 5), not broken.
+ *         difference means reboot pending (exit 5), not broken. A newer
+ *         kernel without an nvidia module (DKMS-built modules) is needed.
  * apply:  NVIDIA's repository when the source is nvidia, the DKMS MOK
  *         signing configuration, the packages (or the runfile, downloaded
  *         with its sha256 and run chrooted), missing kernel headers, the
- *         hold, and a reboot request while the loaded module is not the
- *         installed one.
+ *         hold, 'dkms autoinstall -k KERNEL' for such a newer kernel, and a
+ *         reboot request while the loaded module is not the installed one.
  * verify: the branch is not past its end of life (a warning), module
  *         loaded with the expected version and flavor, user space
  *         equal to it, NVML and libcuda (dlopen in a chrooted child,
@@ -31,6 +32,7 @@
 
 #include "gpuprov/branches.h"
 #include "gpuprov/compat.h"
+#include "gpuprov/drift.h"
 #include "gpuprov/driver_hints.h"
 #include "gpuprov/json.h"
 #include "gpuprov/kernelinfo.h"
@@ -192,32 +194,10 @@ static void block(struct drv *d, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Kernel releases installed in the root: /lib/modules/<kver> (with a
- * /boot/vmlinuz-<kver>) and /boot/vmlinuz-<kver>. */
-static char **installed_kernels(struct gp_ctx *c)
-{
-	char **all = gp_xcalloc(1, sizeof(char *));
-	_cleanup_strv_ char **mods = NULL, **boot = NULL;
-	if (gp_root_list_dir(&c->root, "/lib/modules", &mods) == 0)
-		for (size_t i = 0; mods[i]; i++) {
-			_cleanup_free_ char *p = gp_xasprintf("/boot/vmlinuz-%s",
-			                                      mods[i]);
-			/* A directory left by a removed kernel is not a kernel. */
-			if (gp_root_exists(&c->root, p))
-				gp_strv_push(&all, mods[i]);
-		}
-	if (gp_root_list_dir(&c->root, "/boot", &boot) == 0)
-		for (size_t i = 0; boot[i]; i++)
-			if (gp_str_starts_with(boot[i], "vmlinuz-") &&
-			    !gp_strv_contains(all, boot[i] + 8))
-				gp_strv_push(&all, boot[i] + 8);
-	return all;
-}
-
 static void find_kernels(struct gp_ctx *c, struct drv *d)
 {
 	_cleanup_free_ char *running = gp_running_kernel(&c->root);
-	_cleanup_strv_ char **all = installed_kernels(c);
+	_cleanup_strv_ char **all = gp_installed_kernels(&c->root);
 	d->kernels = gp_xcalloc(1, sizeof(char *));
 	if (running)
 		gp_strv_push(&d->kernels, running);
@@ -716,6 +696,14 @@ static char *describe_target(const struct drv *d)
 	                                               : ", DKMS");
 }
 
+/* The modules are built by DKMS (not Canonical's prebuilt packages, which
+ * the want list names per kernel): a newer kernel installed after the
+ * driver gets its module from 'dkms autoinstall -k KERNEL'. */
+static bool dkms_builds(const struct drv *d)
+{
+	return !d->ch.prebuilt && d->ch.method != GP_DRV_RUNFILE;
+}
+
 static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 {
 	struct drv d;
@@ -737,6 +725,9 @@ static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	struct module_state m;
 	module_state(c, &m);
 	_cleanup_free_ char *differs = module_differs(&d, &m, have);
+	_cleanup_strv_ char **unbuilt = dkms_builds(&d)
+	                                    ? gp_drift_kernels_without_module(c)
+	                                    : gp_xcalloc(1, sizeof(char *));
 	if (!gp_driver_version_matches(have, d.branch, d.ch.version)) {
 		if (have)
 			gp_check_set(ck, GP_STATE_NEEDED,
@@ -761,6 +752,12 @@ static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 		gp_check_set(ck, GP_STATE_REBOOT_PENDING,
 		             "driver %s installed, but %s; reboot to load it", have,
 		             differs);
+	} else if (unbuilt[0]) {
+		_cleanup_free_ char *list = gp_strv_join(unbuilt, ", ");
+		gp_check_set(ck, GP_STATE_NEEDED,
+		             "driver %s installed, but no nvidia module for the newer "
+		             "kernel %s; DKMS builds it",
+		             have, list);
 	} else if (!m.proc) {
 		gp_check_set(ck, GP_STATE_SATISFIED,
 		             "driver %s installed%s; whether its module is loaded is "
@@ -867,6 +864,16 @@ static int apply_steps(struct gp_ctx *c, const struct drv *d)
 		_cleanup_strv_ char **set = gp_pkg_nvidia_set(c);
 		if (gp_effect_pkg_hold(c, (const char *const *)set, gp_strv_len(set),
 		                       true) < 0)
+			return -1;
+	}
+	/* A kernel installed after the driver (drift, src/stages/drift.c):
+	 * its headers are in the install above, DKMS builds the module. */
+	_cleanup_strv_ char **unbuilt = dkms_builds(d)
+	                                    ? gp_drift_kernels_without_module(c)
+	                                    : gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; unbuilt[i]; i++) {
+		char *const argv[] = { "dkms", "autoinstall", "-k", unbuilt[i], NULL };
+		if (gp_effect_run(c, argv) < 0)
 			return -1;
 	}
 	_cleanup_free_ char *now = installed_version(c, d);

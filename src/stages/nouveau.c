@@ -9,6 +9,7 @@
  *         bound to them. */
 #include <string.h>
 
+#include "gpuprov/drift.h"
 #include "gpuprov/json.h"
 #include "gpuprov/modprobe.h"
 #include "gpuprov/modules.h"
@@ -302,7 +303,9 @@ static int nouveau_apply(struct gp_ctx *c, const cJSON *cfg)
 	int rc = initramfs_tool(c, cfg, &initramfs, &tool_missing);
 	if (rc < 0)
 		goto out;
-	if (!config_done(&f)) {
+	/* Drifted (src/stages/drift.c): written again although libkmod may
+	 * read the edited file the same. */
+	if (!config_done(&f) || gp_drift_file_changed(c, blacklist_file(cfg))) {
 		_cleanup_free_ char *text = blacklist_text();
 		rc = gp_effect_write(c, blacklist_file(cfg), text, strlen(text), 0644);
 		if (rc < 0)

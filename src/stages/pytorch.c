@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "gpuprov/cuda_releases.h"
+#include "gpuprov/drift.h"
 #include "gpuprov/json.h"
 #include "gpuprov/nvproc.h"
 #include "gpuprov/pkg.h"
@@ -1167,6 +1168,19 @@ static void verify_env(struct gp_ctx *c, const struct torch *t, const struct sur
 			                      check, install,
 			                      "installed: %s; the profile wants %s",
 			                      have ? have : "none", w + n + 2);
+		if (!version_is(have, w + n + 2) &&
+		    gp_drift_stage_applied(c, "pytorch")) {
+			_cleanup_free_ char *repair = gp_hint_command(c, "install",
+			                                              "pytorch");
+			_cleanup_free_ char *hint = gp_xasprintf(
+			    "'%s' installs the pinned version again", repair);
+			_cleanup_free_ char *what = gp_xasprintf("drift: package %s",
+			                                         project);
+			gp_report_add_subject(
+			    rep, "pytorch.drift_pip_package", project, GP_WARN, what,
+			    hint, "%s since gpuprov installed %s in %s",
+			    have ? have : "not installed", w + n + 2, t->envdir);
+		}
 	}
 	/* The wheel's local version says which CUDA it is built for. */
 	_cleanup_free_ char *tv = installed_version(c, t, s->pyver, "torch", 5);

@@ -31,3 +31,23 @@ char *gp_running_kernel(const struct gp_root *r)
 {
 	return read_trimmed(r, "/proc/sys/kernel/osrelease");
 }
+
+char **gp_installed_kernels(const struct gp_root *r)
+{
+	char **all = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **mods = NULL, **boot = NULL;
+	if (gp_root_list_dir(r, "/lib/modules", &mods) == 0)
+		for (size_t i = 0; mods[i]; i++) {
+			_cleanup_free_ char *p = gp_xasprintf("/boot/vmlinuz-%s",
+			                                      mods[i]);
+			/* A directory left by a removed kernel is not a kernel. */
+			if (gp_root_exists(r, p))
+				gp_strv_push(&all, mods[i]);
+		}
+	if (gp_root_list_dir(r, "/boot", &boot) == 0)
+		for (size_t i = 0; boot[i]; i++)
+			if (gp_str_starts_with(boot[i], "vmlinuz-") &&
+			    !gp_strv_contains(all, boot[i] + 8))
+				gp_strv_push(&all, boot[i] + 8);
+	return all;
+}

@@ -113,3 +113,29 @@ runfile_runs() {
 	assert_status 4
 	assert_stdout_has "cuda: blocked - stages.cuda.url (the runfile) is not set"
 }
+
+@test "cuda runfile: /usr/local/cuda re-pointed after the install is drift (cuda.drift_cuda_link); install points it back, as a corrective change" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cuda
+	assert_status 0
+	gp --root "$R" --json verify --profile "$P" --only cuda
+	assert_status 0
+	[[ $output != *drift_* ]] || fail "drift right after the install:" "$output"
+	mkdir -p "$R/opt/other-cuda"
+	ln -sfn /opt/other-cuda "$R/usr/local/cuda"
+	gp --root "$R" --json verify --profile "$P" --only cuda
+	assert_status 3
+	JSON=$BATS_TEST_TMPDIR/verify.json
+	printf '%s\n' "$output" > "$JSON"
+	jeq '[f["evidence"] for f in d["findings"] if f["id"] == "cuda.drift_cuda_link"]' \
+		'["/usr/local/cuda -> /opt/other-cuda since gpuprov made it -> cuda-12.4"]'
+	jeq '[f["hint"] for f in d["findings"] if f["id"] == "cuda.drift_cuda_link"]' \
+		"[\"'gpuprov install --profile $P --only cuda --root $R' points it back\"]"
+	gp --root "$R" --ca-file "$CA" --json plan --profile "$P" --only cuda
+	assert_status 0
+	JSON=$BATS_TEST_TMPDIR/plan.json
+	printf '%s\n' "$output" > "$JSON"
+	jeq '[(e["type"], e["change"]) for s in d["stages"] for e in s["effects"]]' '[["symlink", "corrective"]]'
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cuda
+	assert_status 0
+	[ "$(readlink "$R/usr/local/cuda")" = cuda-12.4 ]
+}

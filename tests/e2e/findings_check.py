@@ -5,7 +5,8 @@
       Every id the list names is given in the source files SRC (the stage
       files and the engine): a listed `a.b` or `a.b.c` as the literal "a.b"
       or "a.b.c", a listed `a.b.<subject>` as its base "a.b" (handed to
-      gp_report_add_subject), a listed `<stage>.b` as "%s.b"; and every
+      gp_report_add_subject), a listed `<stage>.b` as "%s.b" (and
+      `<stage>.b.<subject>` as the base "%s.b"); and every
       literal in SRC shaped like an id of a stage (or gpuprov) is listed.
   findings_check.py reports DOC REPORT...
       In the verify --json documents REPORT: every finding has an id of the
@@ -61,8 +62,13 @@ def check_source(doc, srcs):
     for pattern in listed:
         if not ID_FORM.match(SUBJECT.sub("x", pattern)):
             problems.append("listed id %s is not <stage>.<check>[.<subject>]" % pattern)
-        if pattern.startswith("<stage>."):
-            literal = "%s" + pattern[len("<stage>"):]
+        rest = pattern[len("<stage>"):]
+        if pattern.startswith("<stage>.") and SUBJECT.search(rest):
+            # A base formatted per stage ("%s.drift_file_edited"), handed
+            # to gp_report_add_subject with the subject.
+            literal = "%s" + rest[: rest.rindex(".<")]
+        elif pattern.startswith("<stage>."):
+            literal = "%s" + rest
         elif SUBJECT.search(pattern):
             if not re.search(r"\.<[^>]+>$", pattern):
                 problems.append("listed id %s has a subject before its end" % pattern)

@@ -99,3 +99,21 @@ setup() {
 	left=$(find "$sp" -name __pycache__)
 	[ -z "$left" ] || fail "verify wrote bytecode into the target:" "$left"
 }
+
+@test "pytorch verify: a pinned package changed since the install is drift (pytorch.drift_pip_package), with the install hint" {
+	m=$(echo "$R"/opt/venv/lib/python3*/site-packages/torchaudio-*.dist-info/METADATA)
+	[ -f "$m" ] || fail "no torchaudio METADATA in the venv"
+	cp "$m" "$BATS_TEST_TMPDIR/METADATA"
+	gp --root "$R" --json verify --profile "$P" --only pytorch
+	assert_status 0
+	[[ $output != *drift_* ]] || fail "drift right after the install:" "$output"
+	sed -i 's/^Version: .*/Version: 2.9.0/' "$m"
+	gp --root "$R" --json verify --profile "$P" --only pytorch
+	cp "$BATS_TEST_TMPDIR/METADATA" "$m"
+	assert_status 3
+	JSON=$BATS_TEST_TMPDIR/verify.json
+	printf '%s\n' "$output" > "$JSON"
+	jeq '[f["level"] for f in d["findings"] if f["id"] == "pytorch.drift_pip_package.torchaudio"]' '["warn"]'
+	jeq '[f["hint"] for f in d["findings"] if f["id"] == "pytorch.drift_pip_package.torchaudio"]' \
+		"[\"'gpuprov install --profile $P --only pytorch --root $R' installs the pinned version again\"]"
+}

@@ -152,6 +152,14 @@ static void test_invalid_members(void **state)
 		{ "{\"gpuprov_state\": 0.5}", "\"/gpuprov_state\"", "format 0.5" },
 		{ "{\"gpuprov_state\": 1, \"intents\": {\"/etc/x\": {\"sha256\": 1}}}",
 		  "\"/intents/~1etc~1x/sha256\"", "must be a string, not a number" },
+		{ "{\"gpuprov_state\": 1, \"files\": {\"/etc/x\": {\"mode\": 420}}}",
+		  "\"/files/~1etc~1x/mode\"", "must be a string, not a number" },
+		{ "{\"gpuprov_state\": 1, \"packages\": []}", "\"/packages\"",
+		  "must be an object, not an array" },
+		{ "{\"gpuprov_state\": 1, \"packages\": {\"p\": {\"version\": 1}}}",
+		  "\"/packages/p/version\"", "must be a string, not a number" },
+		{ "{\"gpuprov_state\": 1, \"packages\": {\"p\": {\"held\": \"yes\"}}}",
+		  "\"/packages/p/held\"", "must be true or false, not a string" },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		tu_write(f->dir, "var/lib/gpuprov/state.json", cases[i].text);
@@ -165,6 +173,43 @@ static void test_invalid_members(void **state)
 			fail_msg("case %zu: %s", i, err.msg);
 		assert_null(j.doc);
 	}
+}
+
+/* What drift is measured against: a file's mode and owner, the packages an
+ * install left and their holds, a stage's settings; saved and loaded back.
+ * A package that was never recorded gets no hold record. */
+static void test_drift_records(void **state)
+{
+	struct fixture *f = *state;
+	struct gp_journal j;
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
+	gp_journal_record_file(&j, "/etc/x", SHA_A, "env", NULL);
+	gp_journal_record_file_stat(&j, "/etc/x", 0100644, 0, 0);
+	gp_journal_record_file_stat(&j, "/etc/unrecorded", 0100600, 1, 2);
+	gp_journal_record_package(&j, "nvidia-driver-535", "535.183.01-1", "driver");
+	gp_journal_record_hold(&j, "nvidia-driver-535", true);
+	gp_journal_record_hold(&j, "never-installed", true);
+	gp_journal_record_package(&j, "gone", "1", "driver");
+	gp_journal_forget_package(&j, "gone");
+	gp_journal_set_stage_settings(&j, "env", SHA_B);
+	assert_int_equal(gp_journal_save(&f->root, &j), 0);
+	gp_journal_free(&j);
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
+	const cJSON *rec = gp_journal_file(&j, "/etc/x");
+	assert_string_equal(gp_json_string(rec, "mode", NULL), "0644");
+	assert_string_equal(gp_json_string(rec, "owner", NULL), "0:0");
+	assert_null(gp_journal_file(&j, "/etc/unrecorded"));
+	const cJSON *pkgs = gp_journal_packages(&j);
+	assert_int_equal(cJSON_GetArraySize(pkgs), 1);
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(pkgs, "nvidia-driver-535");
+	assert_string_equal(gp_json_string(p, "version", NULL), "535.183.01-1");
+	assert_string_equal(gp_json_string(p, "stage", NULL), "driver");
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "held")));
+	assert_string_equal(
+	    gp_json_string(gp_journal_stage_get(&j, "env"), "settings_sha256", NULL),
+	    SHA_B);
+	gp_journal_free(&j);
 }
 
 static void test_newer_format(void **state)
@@ -349,6 +394,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_invalid_members, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drift_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_format, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_members_kept, setup,
 		                                teardown),

@@ -159,11 +159,11 @@ static void test_download_extract_json(void **state)
 	assert_non_null(strstr(text, "{\"type\":\"download\",\"url\":\"https://m.lan/"
 	                             "c.tar.xz\",\"sha256\":\"ab12\",\"size\":1234,"
 	                             "\"cache_path\":\"/var/cache/gpuprov/ab12\","
-	                             "\"cached\":false}"));
+	                             "\"cached\":false,\"change\":\"intentional\"}"));
 	assert_non_null(strstr(text, "{\"type\":\"extract\",\"source\":\"/var/cache/"
 	                             "gpuprov/ab12\",\"sha256\":\"ab12\",\"path\":\"/opt/"
 	                             "c\",\"exists\":true,\"replaces\":[\"/opt/c/lib/"
-	                             "old.so\"]}"));
+	                             "old.so\"],\"change\":\"intentional\"}"));
 	free(text);
 	cJSON_Delete(doc);
 	gp_plan_free(p);
@@ -242,7 +242,8 @@ static void test_write_unknown_before_run(void **state)
 	assert_string_equal(plan, "[{\"type\":\"write\",\"path\":\"/usr/share/keyrings/"
 	                          "k.gpg\",\"exists\":false,\"mode\":\"0644\",\"source\":"
 	                          "\"https://k.lan/k.gpg\",\"sha256\":\"ab12\",\"diff\":"
-	                          "\"content of https://k.lan/k.gpg, sha256 ab12\\n\"}]");
+	                          "\"content of https://k.lan/k.gpg, sha256 ab12\\n\","
+	                          "\"change\":\"intentional\"}]");
 	free(plan);
 	free(run);
 	plan = write_json(false, NULL, "the installer");
@@ -252,6 +253,40 @@ static void test_write_unknown_before_run(void **state)
 	assert_null(strstr(plan, "exists"));
 	free(plan);
 	free(run);
+}
+
+/* Drift: a stage brought back to the profile says so once; a file edited
+ * since gpuprov wrote it says it is backed up; JSON marks every effect. */
+static void test_corrective(void **state)
+{
+	struct gp_plan *p = sample_plan();
+	struct gp_stage_plan *sp = &p->stages[0];
+	for (size_t i = 0; i < sp->n_effects; i++)
+		sp->effects[i].change = GP_CHANGE_CORRECTIVE;
+	sp->change = GP_CHANGE_CORRECTIVE;
+	sp->effects[0].edited = true;
+	char *text = render(p, false);
+	assert_non_null(strstr(text,
+	                       "[1/3] nouveau: needed - nouveau is not blacklisted\n"
+	                       "      corrective: drift back to the profile the last "
+	                       "install applied\n"
+	                       "      replace /etc/modprobe.d/blacklist-nouveau.conf "
+	                       "(corrective: edited since gpuprov wrote it; the "
+	                       "edited copy is backed up first, mode 0644)\n"));
+	free(text);
+	cJSON *doc = gp_plan_to_json(p);
+	char *json = cJSON_PrintUnformatted(doc);
+	assert_non_null(strstr(json, "\"change\":\"corrective\",\"edited\":true}"));
+	assert_null(strstr(json, "intentional"));
+	free(json);
+	cJSON_Delete(doc);
+	sp->change = GP_CHANGE_INTENTIONAL;
+	text = render(p, false);
+	assert_non_null(strstr(text,
+	                       "      intentional: the profile changed since the last "
+	                       "install\n"));
+	free(text);
+	gp_plan_free(p);
 }
 
 static void test_lookup_file(void **state)
@@ -277,6 +312,7 @@ int main(void)
 		cmocka_unit_test(test_download_extract_text),
 		cmocka_unit_test(test_download_extract_json),
 		cmocka_unit_test(test_lookup_file),
+		cmocka_unit_test(test_corrective),
 		cmocka_unit_test(test_write_unknown_before_run),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

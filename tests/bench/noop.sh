@@ -31,8 +31,9 @@ TOP=cudnn-linux-x86_64-${VER}_cuda11-archive
 W=$(mktemp -d "${TMPDIR:-/tmp}/gpuprov-noop.XXXXXX")
 HTTPD_PID=
 cleanup() {
-	exec 8<&- 9>&- 2>/dev/null || true
-	[ -n "$HTTPD_PID" ] && kill "$HTTPD_PID" 2>/dev/null
+	exec 8<&- 9>&-
+	# The server has gone already when its stdin was closed.
+	if [ -n "$HTTPD_PID" ]; then kill "$HTTPD_PID" 2> /dev/null || true; fi
 	rm -rf "$W"
 }
 trap cleanup EXIT

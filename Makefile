@@ -169,10 +169,12 @@ fuzz-long: deps-fuzz
 	$(MAKE) -j1 -k $(FUZZ_NAMES:%=fuzz-run-%) FUZZ_OPT=-runs=$(FUZZ_RUNS); rc=$$?; \
 	sh tests/fuzz/run.sh $(FUZZ_DIR) --summary $(FUZZ_NAMES); exit $$rc
 
-# Benchmark (issue 4): gpuprov installing a >=300 MB cuDNN-shaped .tar.xz over
-# loopback HTTPS vs curl + sha256sum -c + tar -xJf; prints times, ratio, peak
-# RSS. Needs root; builds the tarball once into $GPUPROV_TEST_CACHE/bench.
-# Not part of check.
+# Benchmark (issues 4, 18): gpuprov installing a >=300 MB cuDNN-shaped .tar.xz
+# over loopback HTTPS (unthrottled, 100 MB/s, 25 MB/s) vs curl + sha256sum -c
+# + tar -xJf; median ratios, peak RSS; a no-op on a provisioned root with a
+# strace/perf profile (tests/bench/noop.sh). Needs root; builds the tarball
+# once into $GPUPROV_TEST_CACHE/bench. BENCH_QUICK=1: a smoke run (small
+# archive, one pair). Not part of check.
 .PHONY: bench
 bench: $(BUILD)/gpuprov
 	sh tests/bench/bench.sh $(CURDIR)/$(BUILD)/gpuprov

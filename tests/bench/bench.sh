@@ -13,13 +13,28 @@
 # when missing. The first run spends ~1-2 minutes (2 cores) compressing it.
 #
 # The tarball is served by tests/fixtures/httpd.py on 127.0.0.1 over HTTPS
-# (its test CA). In one run we time, each with its peak RSS (ru_maxrss of the
-# largest process in the measured tree, from getrusage(RUSAGE_CHILDREN)):
-#   reference floors: curl to /dev/null; sha256sum; xz -d -T1; xz -d -T0
+# (its test CA), unthrottled and throttled (httpd.py's rate= query: 100 MB/s,
+# a 1 Gbit/s link, and 25 MB/s). In one run we time, each with its peak RSS
+# (ru_maxrss of the largest process in the measured tree, from
+# getrusage(RUSAGE_CHILDREN)):
+#   reference floors: curl to /dev/null (per rate); sha256sum; xz -d -T1;
+#   xz -d -T0
 #   (a) gpuprov install --only cudnn into a fresh fixture root, empty cache
 #   (b) curl --cacert CA -o F URL && sha256sum -c && tar -xJf F -C DIR
-# and print a/b and a judgement of what bounds gpuprov.
-# Targets (issue 4): a/b <= 0.75 and gpuprov peak RSS < 64 MB.
+# BENCH_PAIRS pairs per rate, alternating which of a and b goes first, and
+# print the median of the per-pair ratios a/b per rate and a judgement of
+# what bounds gpuprov. Then tests/bench/noop.sh (no-op install/plan/verify on
+# a fully provisioned root, with a strace profile) and tests/bench/scale.sh.
+# Targets (issues 4, 18): a/b <= 0.75 and gpuprov peak RSS < 64 MB.
+#
+# Environment (all optional):
+#   BENCH_QUICK=1     smoke run: 4 MB per library (~25 MB archive), 1 pair,
+#                     small scale figures (a minute or two)
+#   BENCH_PART_MB=N   size of each of the six libraries (default 55; the
+#                     archive is cached per size)
+#   BENCH_PAIRS=N     pairs per rate (default 3; 1 with BENCH_QUICK)
+#   BENCH_RATES="..." rates in bytes/s, 0 = unthrottled
+#                     (default "0 100000000 25000000")
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,9 +50,17 @@ VER=8.9.7.29
 V3=8.9.7
 TOP=cudnn-linux-x86_64-${VER}_cuda11-archive
 LIBS="cudnn_ops_infer cudnn_ops_train cudnn_cnn_infer cudnn_cnn_train cudnn_adv_infer cudnn_adv_train"
-PART_MB=55          # per library; 6 x 55 MB + headers = ~330 MB uncompressed
+QUICK=${BENCH_QUICK:-0}
+[ "$QUICK" = 1 ] || QUICK=0
+if [ "$QUICK" = 1 ]; then q_part=4 q_pairs=1; else q_part=55 q_pairs=3; fi
+PART_MB=${BENCH_PART_MB:-$q_part} # per library; 6 x 55 MB + headers = ~330 MB uncompressed
+PAIRS=${BENCH_PAIRS:-$q_pairs}
+RATES=${BENCH_RATES:-0 100000000 25000000}
+case "$PART_MB$PAIRS" in *[!0-9]*) echo "bench: BENCH_PART_MB and BENCH_PAIRS are numbers" >&2; exit 2 ;; esac
+if [ "$PART_MB" -lt 1 ] || [ "$PAIRS" -lt 1 ]; then echo "bench: BENCH_PART_MB and BENCH_PAIRS are >= 1" >&2; exit 2; fi
 CACHE=${GPUPROV_TEST_CACHE:-$HOME/.cache/gpuprov-tests}/bench
 TARBALL=$CACHE/cudnn-bench-v1.tar.xz
+[ "$PART_MB" -eq 55 ] || TARBALL=$CACHE/cudnn-bench-v1-${PART_MB}mb.tar.xz
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/gpuprov-bench.XXXXXX")
 HTTPD_PID=
@@ -51,7 +74,7 @@ trap 'exit 130' INT TERM
 
 # ---- the tarball (cached) ------------------------------------------------
 make_tarball() {
-	echo "bench: building $TARBALL (first run only; xz -6 of ~330 MB takes a minute or two)"
+	echo "bench: building $TARBALL (first run only; xz -6 of $((PART_MB * 6)) MB)"
 	mkdir -p "$CACHE"
 	src=$W/src
 	need=$((PART_MB * 6 * 1048576 + 1048576))
@@ -86,7 +109,7 @@ PYEOF
 	i=0
 	for l in $LIBS; do
 		dd if="$W/pool" of="$src/$TOP/lib/lib$l.so.$V3" bs=1M \
-			skip=$((1 + i * PART_MB)) count=$PART_MB 2>/dev/null
+			skip=$((1 + i * PART_MB)) count="$PART_MB" 2>/dev/null
 		ln -s "lib$l.so.$V3" "$src/$TOP/lib/lib$l.so.8"
 		ln -s "lib$l.so.8" "$src/$TOP/lib/lib$l.so"
 		i=$((i + 1))
@@ -144,27 +167,28 @@ timeit() {
 	eval "T_$name=\$t; R_$name=\$(awk -v k=$r 'BEGIN { printf \"%.1f\", k / 1024 }')"
 }
 
-# Profile and fixture root for (a).
-P=$W/cudnn-bench.json
-cat > "$P" <<JSON
+# profile RATE: the profile for (a), fetching at RATE bytes/s (0: unthrottled).
+profile() {
+	u=$URL
+	[ "$1" = 0 ] || u="$URL?rate=$1"
+	cat > "$W/cudnn-bench-$1.json" <<JSON
 {
   "name": "cudnn-bench",
   "extends": "a100-ubuntu2204",
   "stages": {
     "cudnn": { "method": "tarball", "version": "$VER", "cuda": "11",
-               "url": "$URL", "sha256": "$SHA" }
+               "url": "$u", "sha256": "$SHA" }
   }
 }
 JSON
-R=$W/root
-sh "$repo/tests/fixtures/mkroot.sh" "$R" --cuda --ldconfig-cache
+}
 printf '%s  %s\n' "$SHA" "$W/b/cudnn.tar.xz" > "$W/b.sha256"
-mkdir -p "$W/b/out"
+# One fixture root, copied fresh for every (a).
+sh "$repo/tests/fixtures/mkroot.sh" "$W/root0" --cuda --ldconfig-cache
 
-echo "bench: $(nproc) CPUs; tarball $XZSIZE bytes xz ($BLOCKS blocks), $RAWSIZE bytes uncompressed"
+echo "bench: $(nproc) CPUs (load average $(cut -d' ' -f1-3 /proc/loadavg)); tarball $XZSIZE bytes xz ($BLOCKS blocks), $RAWSIZE bytes uncompressed; $PAIRS pair(s) per rate, rates (B/s): $RATES"
 
 # Floors, measured in this run (the first curl also warms the server's page cache).
-timeit dl curl -sS --fail --cacert "$CA" -o /dev/null "$URL"
 timeit dl curl -sS --fail --cacert "$CA" -o /dev/null "$URL"
 timeit sha sha256sum "$TARBALL"
 # shellcheck disable=SC2016 # $1... expand in the sh -c child, not here
@@ -176,47 +200,96 @@ mkdir -p "$W/p"
 timeit pipe sh -c 'xz -d -T0 -c "$1" | tar -x -C "$2"' sh "$TARBALL" "$W/p"
 rm -rf "$W/p"
 
-# (a) gpuprov, fresh root, empty cache.
-sync
-timeit a "$GPUPROV" --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn \
-	--cache-dir /var/cache/gpuprov-bench
-[ -f "$R/usr/local/cuda-11.8/cudnn-$VER/lib/libcudnn_cnn_infer.so.$V3" ] ||
-	{ echo "bench: gpuprov did not install the libraries" >&2; cat "$W/log.a" >&2; exit 1; }
+# run_a RATE: (a) gpuprov, fresh root, empty cache.
+run_a() {
+	rm -rf "$W/root"
+	cp -a "$W/root0" "$W/root"
+	sync
+	timeit a "$GPUPROV" --root "$W/root" --ca-file "$CA" install \
+		--profile "$W/cudnn-bench-$1.json" --only cudnn --cache-dir /var/cache/gpuprov-bench
+	[ -f "$W/root/usr/local/cuda-11.8/cudnn-$VER/lib/libcudnn_cnn_infer.so.$V3" ] ||
+		{ echo "bench: gpuprov did not install the libraries" >&2; cat "$W/log.a" >&2; exit 1; }
+}
+# run_b RATE: (b) curl + sha256sum -c + tar -xJf.
+run_b() {
+	u=$URL
+	[ "$1" = 0 ] || u="$URL?rate=$1"
+	rm -rf "$W/b"
+	mkdir -p "$W/b/out"
+	sync
+	# shellcheck disable=SC2016 # $1... expand in the sh -c child, not here
+	timeit b sh -c 'curl -sS --fail --cacert "$1" -o "$2/cudnn.tar.xz" "$3" &&
+		sha256sum -c --quiet "$4" && tar -xJf "$2/cudnn.tar.xz" -C "$2/out"' \
+		sh "$CA" "$W/b" "$u" "$W/b.sha256"
+}
 
-# (b) curl + sha256sum -c + tar -xJf.
-sync
-# shellcheck disable=SC2016 # $1... expand in the sh -c child, not here
-timeit b sh -c 'curl -sS --fail --cacert "$1" -o "$2/cudnn.tar.xz" "$3" &&
-	sha256sum -c --quiet "$4" && tar -xJf "$2/cudnn.tar.xz" -C "$2/out"' \
-	sh "$CA" "$W/b" "$URL" "$W/b.sha256"
+# "RATE DL A RA B RB" lines, one per pair; odd pairs run a first, even b.
+: > "$W/pairs"
+for rate in $RATES; do
+	u=$URL
+	[ "$rate" = 0 ] || u="$URL?rate=$rate"
+	timeit dlr curl -sS --fail --cacert "$CA" -o /dev/null "$u"
+	profile "$rate"
+	n=1
+	while [ "$n" -le "$PAIRS" ]; do
+		if [ $((n % 2)) = 1 ]; then run_a "$rate"; run_b "$rate"; else run_b "$rate"; run_a "$rate"; fi
+		# shellcheck disable=SC2154 # timeit sets T_<name> and R_<name> with eval
+		echo "$rate $T_dlr $T_a $R_a $T_b $R_b" >> "$W/pairs"
+		n=$((n + 1))
+	done
+done
+rm -rf "$W/root" "$W/b"
 
 # ---- report ----------------------------------------------------------------
 # shellcheck disable=SC2154 # timeit sets T_<name> and R_<name> with eval
-"$PY" - "$T_a" "$T_b" "$R_a" "$R_b" "$T_dl" "$R_dl" "$T_sha" "$T_xz1" "$R_xz1" "$T_xz0" "$R_xz0" "$T_pipe" <<'PYEOF'
-import sys
-a, b, ra, rb, dl, rdl, sha, xz1, rxz1, xz0, rxz0, pipe = map(float, sys.argv[1:])
-ratio = a / b
+"$PY" - "$W/pairs" "$(nproc)" "$XZSIZE" "$T_dl" "$R_dl" "$T_sha" "$T_xz1" "$R_xz1" "$T_xz0" "$R_xz0" "$T_pipe" <<'PYEOF'
+import statistics, sys
+pairs_file, ncpu, xzsize = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+dl, rdl, sha, xz1, rxz1, xz0, rxz0, pipe = map(float, sys.argv[4:])
 print("floors:  download (curl -o /dev/null) %.2f s (%.1f MB)  sha256sum %.2f s  "
       "xz -d -T1 %.2f s (%.1f MB)  xz -d -T0 %.2f s (%.1f MB)  xz -d -T0 | tar -x %.2f s"
       % (dl, rdl, sha, xz1, rxz1, xz0, rxz0, pipe))
-print("(a) gpuprov install:            %.2f s, peak RSS %.1f MB" % (a, ra))
-print("(b) curl + sha256sum -c + tar:  %.2f s, peak RSS %.1f MB" % (b, rb))
-print("ratio a/b = %.3f (target <= 0.75: %s); gpuprov peak RSS %.1f MB (target < 64: %s)"
-      % (ratio, "met" if ratio <= 0.75 else "MISSED", ra, "met" if ra < 64 else "MISSED"))
-# The bound is the slowest floor gpuprov does not beat (within 5%).
-floors = [("network (download)", dl), ("hashing (sha256)", sha),
-          ("decoding, multi-threaded (xz -d -T0)", xz0),
-          ("decoding + disk writes, all cores (xz -d -T0 | tar -x)", pipe),
-          ("decoding, single-threaded (xz -d -T1)", xz1)]
-cands = [f for f in floors if f[1] <= 1.05 * a]
-name, fl = max(cands, key=lambda f: f[1]) if cands else ("nothing measured", 0.0)
-rest = a - fl
-note = ""
-if "single-threaded" in name and pipe < a:
-    note = "; idle cores unused: xz -d -T0 | tar -x does the same work in %.2f s" % pipe
-print("judgement: gpuprov (%.2f s) is bound by %s at %.2f s (%.2fx), %.2f s beyond it "
-      "(disk writes/serialisation)%s" % (a, name, fl, a / fl if fl else 0, rest, note))
+by_rate = {}
+for line in open(pairs_file):
+    r, d, a, ra, b, rb = line.split()
+    by_rate.setdefault(int(r), []).append((float(d), float(a), float(ra), float(b), float(rb)))
+peak = max(p[2] for ps in by_rate.values() for p in ps)
+target = {0: 0.50, 100000000: 0.45}
+for rate, ps in by_rate.items():
+    label = "unthrottled" if rate == 0 else "%g MB/s" % (rate / 1e6)
+    ratios = [a / b for _, a, _, b, _ in ps]
+    med = statistics.median(ratios)
+    d = statistics.median(p[0] for p in ps)
+    a = statistics.median(p[1] for p in ps)
+    b = statistics.median(p[3] for p in ps)
+    # The bound at this rate: the slowest floor gpuprov does not beat (within 5%).
+    floors = [("network (download, %.0f MB/s achieved)" % (xzsize / d / 1e6), d),
+              ("hashing (sha256)", sha), ("decoding, multi-threaded (xz -d -T0)", xz0),
+              ("decoding + disk writes, all cores (xz -d -T0 | tar -x)", pipe),
+              ("decoding, single-threaded (xz -d -T1)", xz1)]
+    cands = [f for f in floors if f[1] <= 1.05 * a]
+    name, fl = max(cands, key=lambda f: f[1]) if cands else ("nothing measured", 0.0)
+    note = ""
+    if "single-threaded" in name and pipe < a:
+        note = "; idle cores unused: xz -d -T0 | tar -x does the same work in %.2f s" % pipe
+    t = target.get(rate)
+    verdict = "" if t is None else " (issue 18 target <= %.2f: %s)" % (t, "met" if med <= t else "MISSED")
+    print("%-12s %d pair(s): download floor %.2f s; (a) gpuprov %.2f s, (b) curl + sha256sum -c + tar %.2f s "
+          "(medians); median ratio a/b = %.3f [%s]%s on %d CPUs"
+          % (label, len(ps), d, a, b, med, " ".join("%.3f" % x for x in ratios), verdict, ncpu))
+    print("%-12s judgement: gpuprov (%.2f s) is bound by %s at %.2f s (%.2fx), %.2f s beyond it%s"
+          % ("", a, name, fl, a / fl if fl else 0, a - fl, note))
+print("gpuprov peak RSS %.1f MB over all runs (target < 64: %s); (b) peak RSS %.1f MB"
+      % (peak, "met" if peak < 64 else "MISSED",
+         max(p[4] for ps in by_rate.values() for p in ps)))
 PYEOF
 
+# ---- no-op on a provisioned root (issue 18, target 4) ----------------------
+sh "$here/noop.sh" "$GPUPROV"
+
 # ---- scale (issue 10): a 100,000-file journal and a 10 MB profile ----------
-sh "$here/scale.sh" "$GPUPROV"
+if [ "$QUICK" = 1 ]; then
+	sh "$here/scale.sh" "$GPUPROV" 10000 1
+else
+	sh "$here/scale.sh" "$GPUPROV"
+fi

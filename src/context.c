@@ -598,9 +598,59 @@ int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
 	return 0;
 }
 
+/* Whether text holds name as a whole line. */
+static bool has_line(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, name, n) == 0 && (p[n] == '\n' || p[n] == '\0'))
+			return true;
+	return false;
+}
+
+/* The flag file and the package list, as update-notifier-common writes
+ * them: the list is only added to, so another tool's names stay. */
+static int mark_reboot_required(struct gp_ctx *c, const char *const *pkgs)
+{
+	static const char flag[] = "*** System restart required ***\n";
+	static const char *const own[] = { "gpuprov", NULL };
+	if (gp_effect_write(c, GP_REBOOT_REQUIRED, flag, strlen(flag), 0644) < 0)
+		return -1;
+	_cleanup_free_ char *old = NULL;
+	size_t old_len = 0;
+	int rc = gp_ctx_read(c, GP_REBOOT_REQUIRED_PKGS, &old, &old_len);
+	if (rc < 0 && rc != -ENOENT) {
+		_cleanup_free_ char *why = gp_root_read_error(
+		    &c->root, GP_REBOOT_REQUIRED_PKGS, 0, rc);
+		return gp_fail(c->err, GP_EFAILED,
+		               "%s: cannot read %s; remove it or make it a regular file, "
+		               "then run the same command again",
+		               gp_ctx_stage_name(c), why);
+	}
+	if (rc < 0 || memchr(old, '\0', old_len))
+		old_len = 0; /* absent, or not text: written afresh */
+	struct gp_buf b = { 0 };
+	gp_buf_append(&b, old ? old : "", old_len);
+	if (old_len && old[old_len - 1] != '\n')
+		gp_buf_append(&b, "\n", 1);
+	for (const char *const *p = pkgs && *pkgs ? pkgs : own; *p; p++)
+		if (!has_line(b.data, *p))
+			gp_buf_printf(&b, "%s\n", *p);
+	rc = gp_effect_write(c, GP_REBOOT_REQUIRED_PKGS, b.data, b.len, 0644);
+	gp_buf_free(&b);
+	return rc;
+}
+
 int gp_effect_reboot(struct gp_ctx *c, const char *reason)
 {
+	return gp_effect_reboot_for(c, reason, NULL);
+}
+
+int gp_effect_reboot_for(struct gp_ctx *c, const char *reason, const char *const *pkgs)
+{
 	if (gp_ctx_door_open(c, "gp_effect_reboot") < 0)
+		return -1;
+	if (mark_reboot_required(c, pkgs) < 0)
 		return -1;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REBOOT);
 	e->reason = gp_xstrdup(reason);

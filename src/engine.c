@@ -15,6 +15,7 @@
 #include "gpuprov/kernelinfo.h"
 #include "gpuprov/match.h"
 #include "gpuprov/osrelease.h"
+#include "gpuprov/rebootsig.h"
 #include "gpuprov/pci.h"
 #include "gpuprov/journal.h"
 #include "gpuprov/pkg.h"
@@ -699,6 +700,8 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 			.time = gp_json_string(rec, "time", NULL),
 		};
 	}
+	struct gp_reboot_signals signals;
+	gp_reboot_signals_read(&s.c, &signals);
 	const struct gp_status status = {
 		.root = s.c.root.dir,
 		.run_in_progress = gp_lock_held(&s.c.root),
@@ -708,10 +711,12 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 		.reboot_reason = gp_journal_reboot_reason(j),
 		.files_written = cJSON_GetArraySize(
 		    cJSON_GetObjectItemCaseSensitive(j->doc, "files")),
+		.signals = &signals,
 		.stages = stages,
 		.n_stages = gp_stage_count,
 	};
 	gp_status_render(&status, out);
+	gp_reboot_signals_free(&signals);
 	session_close(&s);
 	return GP_EXIT_OK;
 }

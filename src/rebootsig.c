@@ -35,18 +35,25 @@ static bool package_name(const char *s)
 	return true;
 }
 
+char **gp_reboot_pkgs_parse(const char *text, size_t len)
+{
+	char **names = NULL;
+	if (memchr(text, '\0', len))
+		return NULL; /* not text */
+	_cleanup_strv_ char **lines = gp_strv_split(text, '\n');
+	for (char **l = lines; l && *l; l++)
+		if (package_name(*l) && !gp_strv_contains(names, *l))
+			gp_strv_push(&names, *l);
+	return names;
+}
+
 static void read_pkgs(struct gp_ctx *c, struct gp_reboot_signals *sig)
 {
 	_cleanup_free_ char *text = NULL;
 	size_t len;
 	if (gp_root_read_max(&c->root, GP_REBOOT_REQUIRED_PKGS, GP_REBOOT_PKGS_MAX, &text,
-	                     &len) < 0 ||
-	    memchr(text, '\0', len))
-		return;
-	_cleanup_strv_ char **lines = gp_strv_split(text, '\n');
-	for (char **l = lines; l && *l; l++)
-		if (package_name(*l) && !gp_strv_contains(sig->pkgs, *l))
-			gp_strv_push(&sig->pkgs, *l);
+	                     &len) == 0)
+		sig->pkgs = gp_reboot_pkgs_parse(text, len);
 }
 
 static void ask_dnf(struct gp_ctx *c, struct gp_reboot_signals *sig)

@@ -642,6 +642,13 @@ static int mark_reboot_required(struct gp_ctx *c, const char *const *pkgs)
 	return rc;
 }
 
+int gp_effect_reboot_required(struct gp_ctx *c, const char *const *pkgs)
+{
+	if (gp_ctx_door_open(c, "gp_effect_reboot_required") < 0)
+		return -1;
+	return mark_reboot_required(c, pkgs);
+}
+
 int gp_effect_reboot(struct gp_ctx *c, const char *reason)
 {
 	return gp_effect_reboot_for(c, reason, NULL);

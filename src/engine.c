@@ -283,6 +283,11 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 	gp_stage_plan_set(sp, ck.state, "%s", ck.reason);
 	free(ck.reason);
 	gp_log(c, "check: %s (%s)", gp_stage_state_name(sp->state), sp->reason);
+	if (sp->state == GP_STATE_REBOOT_PENDING &&
+	    gp_effect_reboot_required(c, NULL) < 0) {
+		gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
+		return report_err(s);
+	}
 	if (sp->state != GP_STATE_NEEDED) {
 		if (c->mode == GP_MODE_APPLY)
 			gp_journal_set_stage(&c->journal, st->name,

@@ -184,6 +184,10 @@ void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, boo
 #define GP_REBOOT_REQUIRED_PKGS "/var/run/reboot-required.pkgs"
 int gp_effect_reboot(struct gp_ctx *c, const char *reason);
 int gp_effect_reboot_for(struct gp_ctx *c, const char *reason, const char *const *pkgs);
+/* Only the two files, for a stage whose check says it still waits for its
+ * reboot: a run killed between its effects leaves them written the next
+ * time (nothing, when they are there). */
+int gp_effect_reboot_required(struct gp_ctx *c, const char *const *pkgs);
 /* Before the real pass, under the lock: settles what a killed run left
  * (writes it announced but did not record, its temp files) in the
  * directories c->journal and c->plan name. 0, or -1 with c->err set. */

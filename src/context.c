@@ -18,6 +18,7 @@
 #include "gpuprov/json.h"
 #include "gpuprov/kernelinfo.h"
 #include "gpuprov/nvprobe.h"
+#include "gpuprov/rebootsig.h"
 #include "gpuprov/run.h"
 
 int gp_ctx_read(struct gp_ctx *c, const char *path, char **data, size_t *len)
@@ -644,9 +645,66 @@ int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
 	return 0;
 }
 
+/* The flag file and the package list, as update-notifier-common writes
+ * them: the list is only added to, so another tool's names stay. */
+static int mark_reboot_required(struct gp_ctx *c, const char *const *pkgs)
+{
+	static const char flag[] = "*** System restart required ***\n";
+	static const char *const own[] = { "gpuprov", NULL };
+	if (gp_effect_write(c, GP_REBOOT_REQUIRED, flag, strlen(flag), 0644) < 0)
+		return -1;
+	_cleanup_free_ char *old = NULL;
+	size_t old_len = 0;
+	struct stat st;
+	int rc = gp_root_stat(&c->root, GP_REBOOT_REQUIRED_PKGS, &st) == 0 &&
+	                 st.st_size > (off_t)GP_REBOOT_PKGS_MAX
+	             ? -GP_ROOT_ETOOBIG
+	             : gp_ctx_read(c, GP_REBOOT_REQUIRED_PKGS, &old, &old_len);
+	if (rc < 0 && rc != -ENOENT) {
+		_cleanup_free_ char *why = gp_root_read_error(
+		    &c->root, GP_REBOOT_REQUIRED_PKGS, GP_REBOOT_PKGS_MAX, rc);
+		return gp_fail(c->err, GP_EFAILED,
+		               "%s: cannot read %s; remove it or make it a regular file, "
+		               "then run the same command again",
+		               gp_ctx_stage_name(c), why);
+	}
+	if (rc < 0 || memchr(old, '\0', old_len)) {
+		free(old); /* absent, or not text: written afresh */
+		old = gp_xstrdup("");
+		old_len = 0;
+	}
+	_cleanup_strv_ char **listed = gp_reboot_pkgs_parse(old, old_len);
+	struct gp_buf b = { 0 };
+	gp_buf_append(&b, old, old_len);
+	if (old_len && old[old_len - 1] != '\n')
+		gp_buf_append(&b, "\n", 1);
+	for (const char *const *p = pkgs && *pkgs ? pkgs : own; *p; p++)
+		if (!gp_strv_contains(listed, *p)) {
+			gp_buf_printf(&b, "%s\n", *p);
+			gp_strv_push(&listed, *p);
+		}
+	rc = gp_effect_write(c, GP_REBOOT_REQUIRED_PKGS, b.data, b.len, 0644);
+	gp_buf_free(&b);
+	return rc;
+}
+
+int gp_effect_reboot_required(struct gp_ctx *c, const char *const *pkgs)
+{
+	if (gp_ctx_door_open(c, "gp_effect_reboot_required") < 0)
+		return -1;
+	return mark_reboot_required(c, pkgs);
+}
+
 int gp_effect_reboot(struct gp_ctx *c, const char *reason)
 {
+	return gp_effect_reboot_for(c, reason, NULL);
+}
+
+int gp_effect_reboot_for(struct gp_ctx *c, const char *reason, const char *const *pkgs)
+{
 	if (gp_ctx_door_open(c, "gp_effect_reboot") < 0)
+		return -1;
+	if (mark_reboot_required(c, pkgs) < 0)
 		return -1;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REBOOT);
 	e->reason = gp_xstrdup(reason);

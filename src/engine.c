@@ -17,6 +17,7 @@
 #include "gpuprov/kernelinfo.h"
 #include "gpuprov/match.h"
 #include "gpuprov/osrelease.h"
+#include "gpuprov/rebootsig.h"
 #include "gpuprov/pci.h"
 #include "gpuprov/journal.h"
 #include "gpuprov/pkg.h"
@@ -301,6 +302,11 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 	gp_stage_plan_set(sp, ck.state, "%s", ck.reason);
 	free(ck.reason);
 	gp_log(c, "check: %s (%s)", gp_stage_state_name(sp->state), sp->reason);
+	if (sp->state == GP_STATE_REBOOT_PENDING &&
+	    gp_effect_reboot_required(c, NULL) < 0) {
+		gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
+		return report_err(s);
+	}
 	if (sp->state != GP_STATE_NEEDED) {
 		if (c->mode == GP_MODE_APPLY)
 			gp_journal_set_stage(&c->journal, st->name,
@@ -794,6 +800,8 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 			.time = gp_json_string(rec, "time", NULL),
 		};
 	}
+	struct gp_reboot_signals signals;
+	gp_reboot_signals_read(&s.c, &signals);
 	const struct gp_status status = {
 		.root = s.c.root.dir,
 		.run_in_progress = gp_lock_held(&s.c.root),
@@ -803,10 +811,12 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 		.reboot_reason = gp_journal_reboot_reason(j),
 		.files_written = cJSON_GetArraySize(
 		    cJSON_GetObjectItemCaseSensitive(j->doc, "files")),
+		.signals = &signals,
 		.stages = stages,
 		.n_stages = gp_stage_count,
 	};
 	gp_status_render(&status, out);
+	gp_reboot_signals_free(&signals);
 	session_close(&s);
 	return GP_EXIT_OK;
 }

@@ -239,7 +239,9 @@ static const struct command commands[] = {
 	  "usage: gpuprov status\n"
 	  "\n"
 	  "Shows the journal: installed profile and digest, each stage's state and\n"
-	  "time, files written and any pending reboot.\n",
+	  "time, files written and any pending reboot; also what else wants a reboot\n"
+	  "(/var/run/reboot-required and its .pkgs list, and on the RHEL family\n"
+	  "'dnf needs-restarting -r').\n",
 	  0,
 	  false,
 	  run_status },

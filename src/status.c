@@ -6,6 +6,47 @@
 #include "gpuprov/status.h"
 #include "gpuprov/util.h"
 
+/* {"reboot_required": bool, "packages": [...], "dnf_needs_restarting":
+ * null | {"reboot": true | false | null, "says": "..."}} */
+static cJSON *signals_to_json(const struct gp_reboot_signals *sig)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddBoolToObject(o, "reboot_required", sig->flag);
+	cJSON *pkgs = cJSON_AddArrayToObject(o, "packages");
+	for (char **p = sig->pkgs; p && *p; p++)
+		cJSON_AddItemToArray(pkgs, cJSON_CreateString(*p));
+	if (!sig->dnf_asked) {
+		cJSON_AddNullToObject(o, "dnf_needs_restarting");
+		return o;
+	}
+	cJSON *dnf = cJSON_AddObjectToObject(o, "dnf_needs_restarting");
+	if (sig->dnf_reboot < 0)
+		cJSON_AddNullToObject(dnf, "reboot");
+	else
+		cJSON_AddBoolToObject(dnf, "reboot", sig->dnf_reboot == 1);
+	cJSON_AddStringToObject(dnf, "says", sig->dnf_says ? sig->dnf_says : "");
+	return o;
+}
+
+static void render_signals(const struct gp_reboot_signals *sig, FILE *f)
+{
+	if (sig->flag || sig->pkgs) {
+		_cleanup_free_ char *names = sig->pkgs ? gp_strv_join(sig->pkgs, ", ")
+		                                       : gp_xstrdup("no packages named");
+		fprintf(f, "reboot required (/var/run/reboot-required): %s%s\n",
+		        sig->flag ? "yes, for " : "no, but the package list names ",
+		        names);
+	}
+	if (!sig->dnf_asked)
+		return;
+	const char *says = sig->dnf_says && *sig->dnf_says ? sig->dnf_says : "no output";
+	if (sig->dnf_reboot < 0)
+		fprintf(f, "dnf needs-restarting -r: could not tell (%s)\n", says);
+	else
+		fprintf(f, "dnf needs-restarting -r: %s (%s)\n",
+		        sig->dnf_reboot ? "reboot needed" : "no reboot needed", says);
+}
+
 cJSON *gp_status_to_json(const struct gp_status *s)
 {
 	cJSON *doc = cJSON_CreateObject();
@@ -35,6 +76,8 @@ cJSON *gp_status_to_json(const struct gp_status *s)
 	                      s->reboot ? cJSON_Duplicate(s->reboot, 1)
 	                                : cJSON_CreateNull());
 	cJSON_AddNumberToObject(doc, "files_written", s->files_written);
+	if (s->signals)
+		cJSON_AddItemToObject(doc, "reboot_signals", signals_to_json(s->signals));
 	return doc;
 }
 
@@ -54,6 +97,8 @@ void gp_status_render_text(const struct gp_status *s, FILE *f)
 {
 	if (!s->recorded) {
 		fprintf(f, "gpuprov status: no install recorded under %s\n", s->root);
+		if (s->signals)
+			render_signals(s->signals, f);
 		return;
 	}
 	fprintf(f, "gpuprov status: %s\n", s->root);
@@ -76,6 +121,8 @@ void gp_status_render_text(const struct gp_status *s, FILE *f)
 		fprintf(f, "reboot pending: %s\n", s->reboot_reason);
 	else
 		fputs("reboot pending: no\n", f);
+	if (s->signals)
+		render_signals(s->signals, f);
 }
 
 void gp_status_render(const struct gp_status *s, const struct gp_out *out)

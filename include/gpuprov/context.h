@@ -178,9 +178,20 @@ struct gp_effect *gp_ctx_add_effect(struct gp_ctx *c, enum gp_effect_kind k);
  * its last EFFECT events and STAGE_DONE (event.h); nothing in dry-run. */
 void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, bool done);
 /* Records that a reboot is needed for the stage's changes to take effect
- * (for real: in the journal at once). 0, or -1 with c->err set when the
- * door is closed (gp_ctx_door_open). */
+ * (for real: in the journal at once) and says so where other tools look
+ * (Debian's convention, which update-notifier and unattended-upgrades
+ * follow): writes GP_REBOOT_REQUIRED and adds the packages that need the
+ * reboot to GP_REBOOT_REQUIRED_PKGS, one name a line, each once; NULL pkgs:
+ * "gpuprov" (a change of gpuprov's own, no package's). 0, or -1 with c->err
+ * set when the door is closed (gp_ctx_door_open) or a write failed. */
+#define GP_REBOOT_REQUIRED "/var/run/reboot-required"
+#define GP_REBOOT_REQUIRED_PKGS "/var/run/reboot-required.pkgs"
 int gp_effect_reboot(struct gp_ctx *c, const char *reason);
+int gp_effect_reboot_for(struct gp_ctx *c, const char *reason, const char *const *pkgs);
+/* Only the two files, for a stage whose check says it still waits for its
+ * reboot: a run killed between its effects leaves them written the next
+ * time (nothing, when they are there). */
+int gp_effect_reboot_required(struct gp_ctx *c, const char *const *pkgs);
 /* Before the real pass, under the lock: settles what a killed run left
  * (writes it announced but did not record, its temp files) in the
  * directories c->journal and c->plan name. 0, or -1 with c->err set. */

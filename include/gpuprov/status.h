@@ -17,6 +17,18 @@ struct gp_status_stage {
 	const char *time; /* ISO 8601 UTC, NULL when none */
 };
 
+/* What else says a reboot is wanted (rebootsig.h reads them). */
+struct gp_reboot_signals {
+	bool flag; /* /var/run/reboot-required exists */
+	char **pkgs; /* the names in its .pkgs file, NULL when none */
+	/* `dnf needs-restarting -r` (RHEL family, when dnf is in the root):
+	 * asked or not; 1 a reboot is needed (its exit 1), 0 not, -1 it failed
+	 * otherwise; its output's first line, for the reason. */
+	bool dnf_asked;
+	int dnf_reboot;
+	char *dnf_says;
+};
+
 struct gp_status {
 	const char *root;
 	bool run_in_progress; /* another run holds the lock */
@@ -25,6 +37,7 @@ struct gp_status {
 	const cJSON *reboot; /* the journal's pending reboot, NULL when none */
 	const char *reboot_reason;
 	int files_written;
+	const struct gp_reboot_signals *signals; /* NULL: none read */
 	const struct gp_status_stage *stages; /* in run order */
 	size_t n_stages;
 };

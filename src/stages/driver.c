@@ -889,7 +889,15 @@ static int apply_steps(struct gp_ctx *c, const struct drv *d)
 		_cleanup_free_ char *why = gp_xasprintf(
 		    "%s; %s loads at the next boot",
 		    differs ? differs : "the driver was (re)installed", target);
-		gp_effect_reboot(c, why);
+		/* The packages that want the reboot (reboot-required.pkgs);
+		 * a dnf module stream ("@nvidia-driver:580-open") is none. */
+		_cleanup_free_ const char **pkgs = gp_xcalloc(d->pkgs.n_want + 1,
+		                                              sizeof *pkgs);
+		size_t named = 0;
+		for (size_t i = 0; i < d->pkgs.n_want; i++)
+			if (d->pkgs.want[i].name[0] != '@')
+				pkgs[named++] = d->pkgs.want[i].name;
+		gp_effect_reboot_for(c, why, pkgs);
 	}
 	free(m.version);
 	return 0;

@@ -204,7 +204,7 @@ verify_runs() {
 	[ "$(json_get "$j" 'd["reboot_required"]')" = true ]
 	[ "$(json_get "$j" 'd["profile"]["name"]')" = "$PROFILE" ]
 	[ "$(json_get "$j" '[e["type"] for e in d["stages"][0]["effects"]]')" = \
-		'["write", "run", "reboot"]' ]
+		'["write", "run", "write", "write", "reboot"]' ]
 	[ "$(json_get "$j" 'd["stages"][0]["effects"][0]["path"]')" = \
 		/etc/modprobe.d/blacklist-nouveau.conf ]
 	[ "$(json_get "$j" 'd["stages"][0]["effects"][1]["argv"]')" = '["update-initramfs", "-u"]' ]

@@ -88,7 +88,7 @@ options snd-hda-intel power_save=1" ]
 		fail "status does not show env as done:" "$output"
 	printf '%s\n' "$output" | grep -Eq "^  pytorch +never run" ||
 		fail "status does not show pytorch as never run:" "$output"
-	assert_stdout_has "files written: 3"
+	assert_stdout_has "files written: 5"  # blacklist, 2 env files, reboot-required and its .pkgs
 
 	gp --root "$R" --json status
 	assert_status 0

@@ -116,3 +116,82 @@ assert_no_pending_reboot() {
 	assert_status 0
 	assert_no_pending_reboot
 }
+
+# --- The reboot-required convention (Debian's update-notifier-common) --------
+
+@test "reboot: a pending reboot writes /var/run/reboot-required and .pkgs, once each" {
+	# As on Debian: /var/run is a link to /run, resolved inside the root.
+	mkdir -p "$R/run"
+	ln -s /run "$R/var/run"
+	# Another tool (unattended-upgrades) asked first: its name stays.
+	printf 'linux-image-6.1.0-99-amd64' > "$R/run/reboot-required.pkgs"
+	gp --root "$R" install --dry-run --profile "$PROFILE" --only "$ONLY"
+	assert_status 5
+	assert_stdout_has "/var/run/reboot-required"
+	[ ! -e "$R/run/reboot-required" ] || fail "the dry run wrote reboot-required"
+	first_install
+	[ "$(cat "$R/run/reboot-required")" = "*** System restart required ***" ] ||
+		fail "reboot-required: $(cat "$R/run/reboot-required")"
+	[ -L "$R/var/run" ] || fail "/var/run is no longer a link"
+	printf 'linux-image-6.1.0-99-amd64\ngpuprov\n' > "$BATS_TEST_TMPDIR/pkgs"
+	assert_same_file "$BATS_TEST_TMPDIR/pkgs" "$R/run/reboot-required.pkgs"
+	# Journaled like every write.
+	journal_files "$R/var/lib/gpuprov/state.json" | grep -q '/var/run/reboot-required.pkgs' ||
+		fail "the journal does not record the package list: $(journal_files "$R/var/lib/gpuprov/state.json")"
+	# The same install again: no second "gpuprov" line.
+	install_ubuntu
+	assert_status 5
+	assert_same_file "$BATS_TEST_TMPDIR/pkgs" "$R/run/reboot-required.pkgs"
+	gp --root "$R" status
+	assert_status 0
+	assert_stdout_has "reboot required (/var/run/reboot-required): yes, for linux-image-6.1.0-99-amd64, gpuprov"
+	gp --root "$R" --json status
+	assert_status 0
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/status.json"
+	[ "$(json_get "$BATS_TEST_TMPDIR/status.json" 'd["reboot_signals"]["reboot_required"]')" = true ]
+	[ "$(json_get "$BATS_TEST_TMPDIR/status.json" '",".join(d["reboot_signals"]["packages"])')" = \
+		linux-image-6.1.0-99-amd64,gpuprov ]
+	[ "$(json_get "$BATS_TEST_TMPDIR/status.json" 'd["reboot_signals"]["dnf_needs_restarting"]')" = null ]
+}
+
+@test "reboot: status refuses a package list that is not a regular file" {
+	mkdir -p "$R/var/run"
+	mkfifo "$R/var/run/reboot-required.pkgs"
+	gp --root "$R" status
+	assert_status 0
+	refute_stdout_has "reboot required"
+}
+
+@test "reboot: status on a RHEL-family root asks dnf needs-restarting -r" {
+	R=$BATS_TEST_TMPDIR/rocky
+	mkroot "$R" --distro rocky9
+	mkdir -p "$R/usr/bin"
+	cat > "$R/usr/bin/dnf" <<'STUB'
+#!/bin/sh
+echo "$0 $*" >> /var/log/dnf-args.log
+[ "$*" = "needs-restarting -r" ] || exit 2
+echo "Core libraries or services have been updated since boot-up:"
+echo "  * kernel"
+echo "Reboot is required to fully utilize these updates."
+exit 1
+STUB
+	chmod 0755 "$R/usr/bin/dnf"
+	gp --root "$R" status
+	assert_status 0
+	assert_stdout_has "dnf needs-restarting -r: reboot needed"
+	assert_stdout_has "Reboot is required"
+	gp --root "$R" --json status
+	assert_status 0
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/status.json"
+	[ "$(json_get "$BATS_TEST_TMPDIR/status.json" 'd["reboot_signals"]["dnf_needs_restarting"]["reboot"]')" = true ]
+	# No reboot needed: exit 0.
+	sed -i 's/^exit 1$/exit 0/' "$R/usr/bin/dnf"
+	gp --root "$R" status
+	assert_stdout_has "dnf needs-restarting -r: no reboot needed"
+	# Not asked on a Debian-family root, even with a dnf there.
+	cp "$R/usr/bin/dnf" "$BATS_TEST_TMPDIR/dnf"
+	R2=$BATS_TEST_TMPDIR/root
+	cp "$BATS_TEST_TMPDIR/dnf" "$R2/usr/bin/dnf"
+	gp --root "$R2" status
+	refute_stdout_has "dnf needs-restarting"
+}

@@ -29,7 +29,8 @@ LAYERS = [
                "src/report.c", "src/status.c", "src/output.c", "src/event.c",
                "src/progress.c", "src/prometheus.c", "src/textfile.c"]),
     # The effect door and the package layer that goes through it.
-    ("door", ["src/context.c", "src/download.c", "src/pkg.c", "src/prefetch.c"]),
+    ("door", ["src/context.c", "src/download.c", "src/pkg.c", "src/prefetch.c",
+              "src/rebootsig.c"]),
     ("stages", ["src/stages/*.c"]),
     ("engine", ["src/engine.c"]),
     ("cli", ["src/catalog.c", "src/detect.c", "src/stagelist.c", "src/main.c"]),

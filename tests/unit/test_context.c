@@ -75,7 +75,12 @@ static void test_dry_run_records_only(void **state)
 	char *const argv[] = { "/bin/does-not-exist", "--flag", NULL };
 	assert_int_equal(gp_effect_run(&f->c, argv), 0);
 	gp_effect_reboot(&f->c, "because");
-	assert_int_equal(f->sp->n_effects, 7);
+	/* The reboot: Debian's flag file and package list, then the reboot. */
+	assert_int_equal(f->sp->n_effects, 9);
+	assert_string_equal(f->sp->effects[6].path, GP_REBOOT_REQUIRED);
+	assert_string_equal(f->sp->effects[7].path, GP_REBOOT_REQUIRED_PKGS);
+	assert_string_equal(f->sp->effects[7].new_data, "gpuprov\n");
+	assert_int_equal(f->sp->effects[8].kind, GP_EFFECT_REBOOT);
 	assert_int_equal(f->sp->effects[0].kind, GP_EFFECT_WRITE);
 	assert_false(f->sp->effects[0].old_exists);
 	assert_true(f->sp->effects[1].old_exists);
@@ -91,6 +96,7 @@ static void test_dry_run_records_only(void **state)
 	assert_null(slurp(f->dir, "etc/new.conf"));
 	assert_false(gp_root_exists(&f->c.root, "/opt"));
 	assert_false(gp_root_exists(&f->c.root, "/var/lib/gpuprov"));
+	assert_false(gp_root_exists(&f->c.root, GP_REBOOT_REQUIRED));
 }
 
 /* The effect door refuses effect, called in verify mode, with an internal

@@ -127,11 +127,58 @@ static void test_json(void **state)
 	sample_close(&x);
 }
 
+/* What other tools say about a reboot: the flag file, its package list,
+ * dnf needs-restarting (could not tell: reboot null). */
+static void test_reboot_signals(void **state)
+{
+	(void)state;
+	struct sample x;
+	sample_open(&x, false);
+	char *pkgs[] = { "gpuprov", "nvidia-driver-580", NULL };
+	struct gp_reboot_signals sig = { .flag = true,
+		                         .pkgs = pkgs,
+		                         .dnf_asked = true,
+		                         .dnf_reboot = -1,
+		                         .dnf_says = "No such command" };
+	x.s.signals = &sig;
+	char *t = render(&x.s, GP_FORMAT_TEXT);
+	assert_non_null(strstr(t, "reboot required (/var/run/reboot-required): yes, for "
+	                          "gpuprov, nvidia-driver-580\n"));
+	assert_non_null(strstr(t, "dnf needs-restarting -r: could not tell (No such "
+	                          "command)\n"));
+	free(t);
+	t = render(&x.s, GP_FORMAT_JSON);
+	cJSON *doc = cJSON_Parse(t);
+	char *compact = cJSON_PrintUnformatted(
+	    cJSON_GetObjectItem(doc, "reboot_signals"));
+	assert_string_equal(compact,
+	                    "{\"reboot_required\":true,\"packages\":[\"gpuprov\","
+	                    "\"nvidia-driver-580\"],\"dnf_needs_restarting\":"
+	                    "{\"reboot\":null,\"says\":\"No such command\"}}");
+	cJSON_free(compact);
+	cJSON_Delete(doc);
+	free(t);
+	/* Nothing anywhere: no line; dnf not asked is null. */
+	sig = (struct gp_reboot_signals){ 0 };
+	t = render(&x.s, GP_FORMAT_TEXT);
+	assert_null(strstr(t, "reboot required"));
+	assert_null(strstr(t, "dnf"));
+	free(t);
+	t = render(&x.s, GP_FORMAT_JSON);
+	doc = cJSON_Parse(t);
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(
+	    cJSON_GetObjectItem(doc, "reboot_signals"), "dnf_needs_restarting")));
+	cJSON_Delete(doc);
+	free(t);
+	sample_close(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_reboot_signals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

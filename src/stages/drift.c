@@ -98,6 +98,15 @@ static enum file_drift classify(struct gp_ctx *c, const char *path, const cJSON 
 	                                                                : FILE_MODE;
 }
 
+/* /run (and /var/run, its link) is emptied at every boot, and the files
+ * gpuprov writes there are shared with other tools (reboot-required and
+ * its .pkgs list, which others append to): gone or changed is their normal
+ * life, not drift. */
+static bool boot_volatile(const char *path)
+{
+	return gp_str_starts_with(path, "/run/") || gp_str_starts_with(path, "/var/run/");
+}
+
 /* The journal's records of the files stage wrote (not those it removed:
  * they have no sha256), one by one. */
 static const cJSON *next_file(const struct gp_ctx *c, const char *stage, const cJSON *f)
@@ -110,7 +119,7 @@ static const cJSON *next_file(const struct gp_ctx *c, const char *stage, const c
 		f = f->next;
 	}
 	while (f && !(gp_streq(gp_json_string(f, "stage", NULL), stage) &&
-	              gp_json_string(f, "sha256", NULL)))
+	              gp_json_string(f, "sha256", NULL) && !boot_volatile(f->string)))
 		f = f->next;
 	return f;
 }
@@ -135,7 +144,7 @@ bool gp_drift_file_changed(struct gp_ctx *c, const char *path)
 {
 	const cJSON *rec = gp_journal_file(&c->journal, path);
 	struct stat st;
-	return rec && gp_json_string(rec, "sha256", NULL) &&
+	return rec && gp_json_string(rec, "sha256", NULL) && !boot_volatile(path) &&
 	       classify(c, path, rec, &st) != FILE_INTACT;
 }
 

@@ -222,6 +222,9 @@ simulate_reboot() {
 	sed -i '/^nouveau /d' "$root/proc/modules"
 	rm -rf "$root/sys/module/nouveau" "$root/sys/bus/pci/drivers/nouveau"
 	rm -f "$root/$GPU_DEV/driver"
+	# A boot empties /run (tmpfs), reboot-required and its .pkgs with it.
+	rm -f "$root/run/reboot-required" "$root/run/reboot-required.pkgs" \
+		"$root/var/run/reboot-required" "$root/var/run/reboot-required.pkgs"
 	new_boot_id "$root"
 }
 

@@ -294,6 +294,13 @@ int gp_journal_load(const struct gp_root *r, struct gp_journal *j, struct gp_err
 		               "(gpuprov then treats this root as never provisioned)",
 		               why);
 	}
+	return gp_journal_parse(j, host, text, len, err);
+}
+
+int gp_journal_parse(struct gp_journal *j, const char *host, const char *text, size_t len,
+                     struct gp_err *err)
+{
+	*j = (struct gp_journal){ 0 };
 	struct gp_err perr = { 0 };
 	cJSON *doc = gp_json_parse(host, text, len, &perr);
 	if (!doc)
@@ -325,7 +332,7 @@ int gp_journal_load(const struct gp_root *r, struct gp_journal *j, struct gp_err
 		return refuse(err, host, why);
 	}
 	j->doc = doc;
-	j->saved = TAKE_PTR(text);
+	j->saved = gp_xmemdup0(text, len);
 	j->saved_len = len;
 	index_files(j);
 	return 0;

@@ -643,6 +643,10 @@ static int check_control_chars(const char *file, const char *text, size_t len,
 	return failed ? -1 : 0;
 }
 
+static cJSON *chain_from_text(const char *path, const char *text, size_t len,
+                              char *const *search, struct load_state *st, int depth,
+                              struct gp_err *err);
+
 static cJSON *load_chain(const char *path, char *const *search, struct load_state *st,
                          int depth, struct gp_err *err)
 {
@@ -665,6 +669,15 @@ static cJSON *load_chain(const char *path, char *const *search, struct load_stat
 		        why);
 		return NULL;
 	}
+	return chain_from_text(path, text, len, search, st, depth, err);
+}
+
+/* load_chain's work on the file's text: parse, check, follow "extends". */
+static cJSON *chain_from_text(const char *path, const char *text, size_t len,
+                              char *const *search, struct load_state *st, int depth,
+                              struct gp_err *err)
+{
+	char ***chain = &st->chain;
 	struct gp_json_doc d;
 	if (gp_json_doc_parse(&d, path, text, len, err) < 0 ||
 	    check_control_chars(path, text, len, err) < 0) {
@@ -791,6 +804,9 @@ static int check_insecure_http(const cJSON *doc, const struct load_state *st,
 	return 0;
 }
 
+static int finish_load(const char *path, cJSON *doc, struct load_state *st,
+                       struct gp_profile **out, struct gp_err *err);
+
 int gp_profile_load(const char *name_or_path, char *const *search,
                     struct gp_profile **out, struct gp_err *err)
 {
@@ -801,11 +817,28 @@ int gp_profile_load(const char *name_or_path, char *const *search,
 		return -1;
 	struct load_state st = { .chain = gp_xcalloc(1, sizeof(char *)) };
 	cJSON *doc = load_chain(path, search, &st, 0, err);
-	if (doc && check_insecure_http(doc, &st, err) < 0) {
+	return finish_load(path, doc, &st, out, err);
+}
+
+int gp_profile_load_text(const char *path, const char *text, size_t len,
+                         char *const *search, struct gp_profile **out, struct gp_err *err)
+{
+	struct load_state st = { .chain = gp_xcalloc(1, sizeof(char *)) };
+	gp_strv_push(&st.chain, path);
+	cJSON *doc = chain_from_text(path, text, len, search, &st, 0, err);
+	return finish_load(path, doc, &st, out, err);
+}
+
+/* The resolved chain doc (NULL: it failed) checked as a whole and made the
+ * profile; frees st. */
+static int finish_load(const char *path, cJSON *doc, struct load_state *st,
+                       struct gp_profile **out, struct gp_err *err)
+{
+	if (doc && check_insecure_http(doc, st, err) < 0) {
 		cJSON_Delete(doc);
 		doc = NULL;
 	}
-	load_state_free(&st);
+	load_state_free(st);
 	if (!doc)
 		return -1;
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(doc, "name");

@@ -34,6 +34,10 @@ struct gp_journal {
  * JSON, a member of the wrong type or form, a newer format) is exit 65
  * naming the file and the place, and is never overwritten. */
 int gp_journal_load(const struct gp_root *r, struct gp_journal *j, struct gp_err *err);
+/* gp_journal_load's check of the bytes it read (len of them, NUL-terminated),
+ * named host in errors: the same answers, from memory (the fuzzer's way in). */
+int gp_journal_parse(struct gp_journal *j, const char *host, const char *text, size_t len,
+                     struct gp_err *err);
 /* Writes the journal unless the file already holds exactly this text. */
 int gp_journal_save(const struct gp_root *r, struct gp_journal *j);
 void gp_journal_free(struct gp_journal *j);

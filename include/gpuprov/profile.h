@@ -28,6 +28,11 @@ char **gp_profile_search_path(const char *dir_override);
  * directory. Exit code 65 on any error. */
 int gp_profile_load(const char *name_or_path, char *const *search,
                     struct gp_profile **out, struct gp_err *err);
+/* gp_profile_load of a file already read: text[len], NUL-terminated, named
+ * path in messages (the fuzzer's way in; "extends" still reads files). */
+int gp_profile_load_text(const char *path, const char *text, size_t len,
+                         char *const *search, struct gp_profile **out,
+                         struct gp_err *err);
 void gp_profile_free(struct gp_profile *p);
 
 /* A stage's settings: an object, or NULL when absent or false (disabled). */

@@ -212,6 +212,42 @@ static void test_drift_records(void **state)
 	gp_journal_free(&j);
 }
 
+/* gp_journal_parse on a file's bytes answers as gp_journal_load on the file
+ * (the fuzzer's way in), and keeps its own copy of them. */
+static void test_parse_from_memory(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const texts[] = {
+		"{\"gpuprov_state\": 1, \"stages\": {\"env\": {\"state\": \"done\"}}}\n",
+		"{\"gpuprov_state\": 1,\n \"files\": {\"/etc/x\": \"abc\"}}",
+		"{\"gpuprov_state\": 99}",
+		"[1, 2",
+	};
+	_cleanup_free_ char *host = gp_root_host_path(&f->root, GP_STATE_FILE);
+	for (size_t i = 0; i < ARRAY_SIZE(texts); i++) {
+		tu_write(f->dir, "var/lib/gpuprov/state.json", texts[i]);
+		struct gp_journal loaded, parsed;
+		struct gp_err load_err = { 0 }, parse_err = { 0 };
+		int load_rc = gp_journal_load(&f->root, &loaded, &load_err);
+		_cleanup_free_ char *copy = gp_xstrdup(texts[i]);
+		size_t len = strlen(copy);
+		int parse_rc = gp_journal_parse(&parsed, host, copy, len, &parse_err);
+		memset(copy, 'x', len);
+		assert_int_equal(parse_rc, load_rc);
+		if (load_rc == 0) {
+			assert_int_equal(parsed.saved_len, loaded.saved_len);
+			assert_memory_equal(parsed.saved, texts[i], len);
+			_cleanup_free_ char *a = cJSON_PrintUnformatted(parsed.doc);
+			_cleanup_free_ char *b = cJSON_PrintUnformatted(loaded.doc);
+			assert_string_equal(a, b);
+		} else {
+			assert_string_equal(parse_err.msg, load_err.msg);
+		}
+		gp_journal_free(&loaded);
+		gp_journal_free(&parsed);
+	}
+}
+
 static void test_newer_format(void **state)
 {
 	struct fixture *f = *state;
@@ -396,6 +432,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_invalid_members, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drift_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_format, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_parse_from_memory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_members_kept, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_file_index, setup, teardown),

@@ -547,6 +547,52 @@ static void test_extends_merge(void **state)
 	free(path);
 }
 
+/* gp_profile_load_text on a file's bytes answers as gp_profile_load on the
+ * file: the profile (extends followed from files), or the same message. */
+static void expect_text_as_file(struct fixture *fx, const char *rel, const char *text)
+{
+	char *path = fx_write(fx, rel, text);
+	struct gp_profile *from_file = NULL, *from_text = NULL;
+	struct gp_err file_err = { 0 }, text_err = { 0 };
+	int file_rc = gp_profile_load(path, fx->search, &from_file, &file_err);
+	int text_rc = gp_profile_load_text(path, text, strlen(text), fx->search,
+	                                   &from_text, &text_err);
+	assert_int_equal(text_rc, file_rc);
+	if (file_rc == 0) {
+		assert_string_equal(from_text->name, from_file->name);
+		assert_string_equal(from_text->path, from_file->path);
+		assert_string_equal(from_text->digest, from_file->digest);
+	} else {
+		assert_int_equal(gp_exit_code(&text_err), GP_EXIT_INVALID_INPUT);
+		assert_string_equal(text_err.msg, file_err.msg);
+	}
+	gp_profile_free(from_file);
+	gp_profile_free(from_text);
+	free(path);
+}
+
+static void test_load_text(void **state)
+{
+	struct fixture *fx = *state;
+	free(fx_write(fx, "d2/base.json", base_profile));
+	expect_text_as_file(fx, "d1/child.json",
+	                    "{\"name\": \"child\", \"extends\": \"base\",\n"
+	                    " \"stages\": {\"driver\": {\"branch\": \"550\"}}}\n");
+	expect_text_as_file(fx, "d1/bad.json", "{\"name\": \"bad\",\n \"stagez\": {}}\n");
+	expect_text_as_file(fx, "d1/self.json",
+	                    "{\"name\": \"self\", \"extends\": \"self\"}");
+	/* The text's own path starts the chain, whatever the file there holds:
+	 * text that extends its own name is a cycle. */
+	char *path = fx_write(fx, "d1/other.json", "{\"name\": \"other\"}");
+	const char *text = "{\"name\": \"other\", \"extends\": \"other\"}";
+	struct gp_profile *p = NULL;
+	struct gp_err err = { 0 };
+	assert_int_equal(
+	    gp_profile_load_text(path, text, strlen(text), fx->search, &p, &err), -1);
+	assert_non_null(strstr(err.msg, "forms a cycle"));
+	free(path);
+}
+
 static void test_extends_child_description_and_disable(void **state)
 {
 	struct fixture *fx = *state;
@@ -1285,6 +1331,7 @@ int main(void)
 		FX_TEST(test_wrong_types),
 		FX_TEST(test_stage_false),
 		FX_TEST(test_extends_merge),
+		FX_TEST(test_load_text),
 		FX_TEST(test_extends_child_description_and_disable),
 		FX_TEST(test_extends_chains),
 		FX_TEST(test_extends_cycle),

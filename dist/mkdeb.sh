@@ -18,6 +18,11 @@ out=${1:?usage: mkdeb.sh OUTDIR VERSION [DEB_VERSION]}
 version=${2:?usage: mkdeb.sh OUTDIR VERSION [DEB_VERSION]}
 deb_version=${3:-}
 top=$(cd "$(dirname "$0")/.." && pwd)
+# The package is built as released, whatever make called this: an outer
+# make's variables (make check-asan's SANITIZE=1 and BUILD, through
+# MAKEFLAGS) would otherwise reach the package's own make and ship an ASan
+# binary.
+unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES SANITIZE BUILD WERROR
 
 for tool in dpkg-buildpackage dh dpkg-parsechangelog; do
 	command -v "$tool" > /dev/null 2>&1 ||

@@ -646,8 +646,12 @@ int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
 }
 
 /* The flag file and the package list, as update-notifier-common writes
- * them: the list is only added to, so another tool's names stay. */
-static int mark_reboot_required(struct gp_ctx *c, const char *const *pkgs)
+ * them: the list is only added to, so another tool's names stay. When
+ * completing (a rerun that still waits for its reboot) a list that names
+ * anything is left alone: the run that asked wrote its names, or another
+ * tool did; only a missing or empty one gets gpuprov's. */
+static int mark_reboot_required(struct gp_ctx *c, const char *const *pkgs,
+                                bool completing)
 {
 	static const char flag[] = "*** System restart required ***\n";
 	static const char *const own[] = { "gpuprov", NULL };
@@ -674,6 +678,8 @@ static int mark_reboot_required(struct gp_ctx *c, const char *const *pkgs)
 		old_len = 0;
 	}
 	_cleanup_strv_ char **listed = gp_reboot_pkgs_parse(old, old_len);
+	if (completing && listed && listed[0])
+		return 0;
 	struct gp_buf b = { 0 };
 	gp_buf_append(&b, old, old_len);
 	if (old_len && old[old_len - 1] != '\n')
@@ -692,7 +698,7 @@ int gp_effect_reboot_required(struct gp_ctx *c, const char *const *pkgs)
 {
 	if (gp_ctx_door_open(c, "gp_effect_reboot_required") < 0)
 		return -1;
-	return mark_reboot_required(c, pkgs);
+	return mark_reboot_required(c, pkgs, true);
 }
 
 int gp_effect_reboot(struct gp_ctx *c, const char *reason)
@@ -704,7 +710,7 @@ int gp_effect_reboot_for(struct gp_ctx *c, const char *reason, const char *const
 {
 	if (gp_ctx_door_open(c, "gp_effect_reboot") < 0)
 		return -1;
-	if (mark_reboot_required(c, pkgs) < 0)
+	if (mark_reboot_required(c, pkgs, false) < 0)
 		return -1;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REBOOT);
 	e->reason = gp_xstrdup(reason);

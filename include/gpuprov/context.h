@@ -190,7 +190,8 @@ int gp_effect_reboot(struct gp_ctx *c, const char *reason);
 int gp_effect_reboot_for(struct gp_ctx *c, const char *reason, const char *const *pkgs);
 /* Only the two files, for a stage whose check says it still waits for its
  * reboot: a run killed between its effects leaves them written the next
- * time (nothing, when they are there). */
+ * time (nothing, when they are there; a list that names anything is kept
+ * as it is). */
 int gp_effect_reboot_required(struct gp_ctx *c, const char *const *pkgs);
 /* Before the real pass, under the lock: settles what a killed run left
  * (writes it announced but did not record, its temp files) in the

@@ -98,7 +98,10 @@ names = [(e["event"], e["stage"]) + ((e["effect"]["type"],) if "effect" in e els
          for e in ev if e["event"] != "command_progress"]
 assert names == [("stage_start", "nouveau"), ("effect", "nouveau", "write"),
                  ("command_start", "nouveau"), ("command_done", "nouveau"),
-                 ("effect", "nouveau", "run"), ("effect", "nouveau", "reboot"),
+                 ("effect", "nouveau", "run"),
+                 # reboot-required and its .pkgs list, then the reboot
+                 ("effect", "nouveau", "write"), ("effect", "nouveau", "write"),
+                 ("effect", "nouveau", "reboot"),
                  ("stage_done", "nouveau"),
                  ("stage_start", "env"), ("effect", "env", "write"),
                  ("effect", "env", "write"), ("command_start", "env"),

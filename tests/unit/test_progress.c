@@ -477,7 +477,8 @@ static void test_effect_json(void **state)
 	assert_string_equal(text + strlen(first),
 	                    "{\"event\":\"effect\",\"stage\":\"env\",\"outcome\":"
 	                    "\"failed\",\"effect\":{\"type\":\"mkdir\",\"path\":"
-	                    "\"/opt/x\",\"mode\":\"0755\"}}\n");
+	                    "\"/opt/x\",\"mode\":\"0755\",\"change\":"
+	                    "\"intentional\"}}\n");
 	free(first);
 	cJSON_free(want);
 	cJSON_Delete(planned);

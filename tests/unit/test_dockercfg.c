@@ -12,20 +12,6 @@
 
 #define DIR GP_SRCDIR "/tests/unit/dockercfg/"
 
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "re");
-	if (!f)
-		fail_msg("cannot open %s: %s", path, strerror(errno));
-	struct gp_buf b = { 0 };
-	char chunk[4096];
-	for (size_t n; (n = fread(chunk, 1, sizeof chunk, f)) > 0;)
-		gp_buf_append(&b, chunk, n);
-	fclose(f);
-	*len = b.len;
-	return gp_buf_steal(&b);
-}
-
 /* What the expected file holds for one merge of text (NULL: no file). */
 static char *outcome(const char *text, size_t len, bool set_default)
 {
@@ -67,7 +53,7 @@ static void golden(const char *name, const char *expected_name, bool set_default
 	char *in_path = gp_xasprintf(DIR "%s.json", name);
 	char *want_path = gp_xasprintf(DIR "%s.expected", expected_name);
 	size_t len = 0;
-	char *text = no_file ? NULL : read_file(in_path, &len);
+	char *text = no_file ? NULL : tu_read_file(in_path, &len);
 	char *got = outcome(text, len, set_default);
 	if (getenv("GP_UPDATE_EXPECTED")) {
 		FILE *f = fopen(want_path, "we");
@@ -76,7 +62,7 @@ static void golden(const char *name, const char *expected_name, bool set_default
 		fclose(f);
 	}
 	size_t want_len;
-	char *want = read_file(want_path, &want_len);
+	char *want = tu_read_file(want_path, &want_len);
 	if (strcmp(got, want) != 0)
 		fail_msg("%s merged as\n%s\nbut %s says\n%s", in_path, got, want_path,
 		         want);

@@ -45,19 +45,6 @@ static char **names_with(const char *suffix)
 	return v;
 }
 
-static char *read_text(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	if (!f)
-		fail_msg("cannot open %s: %s", path, strerror(errno));
-	struct gp_buf b = { 0 };
-	char chunk[4096];
-	for (size_t n; (n = fread(chunk, 1, sizeof chunk, f)) > 0;)
-		gp_buf_append(&b, chunk, n);
-	fclose(f);
-	return gp_buf_steal(&b);
-}
-
 /* Replaces every "from" in s with "to". */
 static char *replace_all(const char *s, const char *from, const char *to)
 {
@@ -174,7 +161,8 @@ static void test_each_fails_as_expected(void **state)
 			fprintf(f, "%s\n", got);
 			fclose(f);
 		}
-		char *want = access(side, F_OK) == 0 ? read_text(side) : gp_xstrdup("");
+		char *want = access(side, F_OK) == 0 ? tu_read_file(side, NULL)
+		                                     : gp_xstrdup("");
 		want[strcspn(want, "\n")] = '\0';
 		if (!got) {
 			print_error("%s.json loaded; want: %s\n", json[i], want);

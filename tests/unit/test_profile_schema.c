@@ -185,15 +185,7 @@ static cJSON *probe_doc(struct walk *w, const struct entry *e, cJSON *value,
 static void test_schema_matches_loader(void **state)
 {
 	(void)state;
-	FILE *f = fopen(SCHEMA, "re");
-	if (!f)
-		fail_msg("cannot open %s", SCHEMA);
-	struct gp_buf b = { 0 };
-	char chunk[4096];
-	for (size_t n; (n = fread(chunk, 1, sizeof chunk, f)) > 0;)
-		gp_buf_append(&b, chunk, n);
-	fclose(f);
-	char *text = gp_buf_steal(&b);
+	char *text = tu_read_file(SCHEMA, NULL);
 	cJSON *root = cJSON_Parse(text);
 	free(text);
 	if (!root)

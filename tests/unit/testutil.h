@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "gpuprov/root.h"
+#include "gpuprov/util.h"
 
 /* mkdtemp under $TMPDIR; the caller removes it with tu_rmrf. */
 static inline char *tu_tmpdir(void)
@@ -47,6 +48,23 @@ static inline void tu_write(const char *dir, const char *rel, const char *text)
 	assert_non_null(f);
 	fputs(text, f);
 	assert_int_equal(fclose(f), 0);
+}
+
+/* The whole file at path (a file of the source tree), its length in *len
+ * when len is not NULL; a test failure when it cannot be opened. */
+static inline char *tu_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		fail_msg("cannot open %s: %s", path, strerror(errno));
+	struct gp_buf b = { 0 };
+	char chunk[4096];
+	for (size_t n; (n = fread(chunk, 1, sizeof chunk, f)) > 0;)
+		gp_buf_append(&b, chunk, n);
+	fclose(f);
+	if (len)
+		*len = b.len;
+	return gp_buf_steal(&b);
 }
 
 static inline void tu_mkdir(const char *dir, const char *rel)

@@ -21,26 +21,7 @@ setup_file() {
 	R=$BATS_FILE_TMPDIR/root
 	AR=$BATS_FILE_TMPDIR/aptrepo
 	export R AR
-	local rc=0 why=$BATS_FILE_TMPDIR/skip
-	if [ "$(id -u)" -ne 0 ]; then
-		echo "needs root (chroot)" > "$why"
-		return 0
-	fi
-	sh "$REPO_ROOT/tests/fixtures/debroot.sh" "$R" 2> "$BATS_FILE_TMPDIR/debroot.err" || rc=$?
-	if [ "$rc" -eq 77 ]; then
-		cp "$BATS_FILE_TMPDIR/debroot.err" "$why"
-		return 0
-	fi
-	[ "$rc" -eq 0 ] || fail "debroot.sh failed:" "$(cat "$BATS_FILE_TMPDIR/debroot.err")"
-	rc=0
-	sh "$REPO_ROOT/tests/fixtures/aptrepo.sh" "$AR" 2> "$BATS_FILE_TMPDIR/aptrepo.err" || rc=$?
-	if [ "$rc" -eq 77 ]; then
-		cp "$BATS_FILE_TMPDIR/aptrepo.err" "$why"
-		return 0
-	fi
-	[ "$rc" -eq 0 ] || fail "aptrepo.sh failed:" "$(cat "$BATS_FILE_TMPDIR/aptrepo.err")"
-	: > "$R/etc/apt/sources.list"
-	rm -f "$R"/etc/apt/sources.list.d/*
+	file_apt_root "$R" "$AR" || return 0
 	mkdir -p "$R/srv" "$R/etc/docker"
 	cp -a "$AR/repo" "$R/srv/ctk-repo"
 	cat > "$R/etc/docker/daemon.json" <<'JSON'

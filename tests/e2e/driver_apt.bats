@@ -23,28 +23,9 @@ APT_INSTALL="apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::
 setup_file() {
 	R=$BATS_FILE_TMPDIR/root
 	export R
-	local rc=0 why=$BATS_FILE_TMPDIR/skip
-	if [ "$(id -u)" -ne 0 ]; then
-		echo "needs root (chroot)" > "$why"
-		return 0
-	fi
-	sh "$REPO_ROOT/tests/fixtures/debroot.sh" "$R" 2> "$BATS_FILE_TMPDIR/debroot.err" || rc=$?
-	if [ "$rc" -eq 77 ]; then
-		cp "$BATS_FILE_TMPDIR/debroot.err" "$why"
-		return 0
-	fi
-	[ "$rc" -eq 0 ] || fail "debroot.sh failed:" "$(cat "$BATS_FILE_TMPDIR/debroot.err")"
 	local ar=$BATS_FILE_TMPDIR/aptrepo
-	rc=0
-	sh "$REPO_ROOT/tests/fixtures/aptrepo.sh" "$ar" 2> "$BATS_FILE_TMPDIR/aptrepo.err" || rc=$?
-	if [ "$rc" -eq 77 ]; then
-		cp "$BATS_FILE_TMPDIR/aptrepo.err" "$why"
-		return 0
-	fi
-	[ "$rc" -eq 0 ] || fail "aptrepo.sh failed:" "$(cat "$BATS_FILE_TMPDIR/aptrepo.err")"
 	# The stand-in repository is the archive (source canonical).
-	: > "$R/etc/apt/sources.list"
-	rm -f "$R"/etc/apt/sources.list.d/*
+	file_apt_root "$R" "$ar" || return 0
 	mkdir -p "$R/srv"
 	cp -a "$ar/repo" "$R/srv/repo"
 	cp "$ar/key.gpg" "$R/usr/share/keyrings/stand-in.gpg"

@@ -481,6 +481,34 @@ write_profile() {
 JSON
 }
 
+# file_apt_root ROOT REPO (in setup_file): the debootstrapped Debian root in
+# ROOT and the stand-in repository of tests/fixtures/aptrepo.sh in REPO,
+# with the root's own apt sources emptied. Where either cannot be made (not
+# root; debroot.sh or aptrepo.sh exit 77) it returns 1 with the reason in
+# $BATS_FILE_TMPDIR/skip, which the file's setup turns into a skip.
+file_apt_root() {
+	local root=$1 repo=$2 rc=0 why=$BATS_FILE_TMPDIR/skip
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "needs root (chroot)" > "$why"
+		return 1
+	fi
+	sh "$REPO_ROOT/tests/fixtures/debroot.sh" "$root" 2> "$BATS_FILE_TMPDIR/debroot.err" || rc=$?
+	if [ "$rc" -eq 77 ]; then
+		cp "$BATS_FILE_TMPDIR/debroot.err" "$why"
+		return 1
+	fi
+	[ "$rc" -eq 0 ] || fail "debroot.sh failed:" "$(cat "$BATS_FILE_TMPDIR/debroot.err")"
+	rc=0
+	sh "$REPO_ROOT/tests/fixtures/aptrepo.sh" "$repo" 2> "$BATS_FILE_TMPDIR/aptrepo.err" || rc=$?
+	if [ "$rc" -eq 77 ]; then
+		cp "$BATS_FILE_TMPDIR/aptrepo.err" "$why"
+		return 1
+	fi
+	[ "$rc" -eq 0 ] || fail "aptrepo.sh failed:" "$(cat "$BATS_FILE_TMPDIR/aptrepo.err")"
+	: > "$root/etc/apt/sources.list"
+	rm -f "$root"/etc/apt/sources.list.d/*
+}
+
 # --- Real apt and dpkg (cuda.bats; reusable by driver and cudnn tests) ------
 
 # setup_apt_root: a debootstrapped Debian 12 root in $R (skipped loudly when

@@ -11,15 +11,22 @@
  *         written as a file effect, so the plan shows its diff; then
  *         `systemctl restart docker`, on the live host only (never under
  *         --root) and only for a daemon.json gpuprov changed.
+ *         With cdi_spec, `nvidia-ctk cdi generate` (re)writes the CDI
+ *         spec when it is missing, names another driver than the loaded
+ *         one, or lacks a GPU.
  * verify: each package at the version, the hold, the runtime in
- *         daemon.json and its binary, default-runtime when asked.
+ *         daemon.json and its binary, default-runtime when asked; the CDI
+ *         spec current (src/pure/cdispec.c).
  * Facts and sources: docs/reference/nvidia-container-toolkit.md. */
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "gpuprov/cdispec.h"
 #include "gpuprov/dockercfg.h"
 #include "gpuprov/json.h"
+#include "gpuprov/nvproc.h"
+#include "gpuprov/pci.h"
 #include "gpuprov/pkg.h"
 #include "gpuprov/pkgdb.h"
 #include "gpuprov/root.h"
@@ -35,6 +42,9 @@
 #define REPO_ID "nvidia-container-toolkit"
 /* The distro base's object that describes NVIDIA's repository. */
 #define DISTRO_REPO "container_toolkit_repo"
+/* Where the CDI spec is generated (the static directory: /var/run/cdi is
+ * cleared at boot). */
+#define CDI_SPEC "/etc/cdi/nvidia.yaml"
 
 /* One version for all four, as NVIDIA's install guide pins them. */
 static const char *const packages[] = { "nvidia-container-toolkit",
@@ -48,6 +58,7 @@ static const char *const packages[] = { "nvidia-container-toolkit",
 #define KEY_VERSION "version"
 #define KEY_RUNTIME "runtime"
 #define KEY_DEFAULT_RUNTIME "default_runtime"
+#define KEY_CDI_SPEC "cdi_spec"
 
 /* A Debian or RPM version: a digit first, then what both allow. */
 static char *package_version(const cJSON *v, size_t i)
@@ -80,6 +91,12 @@ static const struct gp_key container_toolkit_keys[] = {
 	                .doc = "Also make nvidia docker's default-runtime (every "
 	                       "container then runs with the NVIDIA runtime).",
 	                .default_value = "false", .example = "true"),
+	GP_KEY_BOOL_ROW(KEY_CDI_SPEC,
+	                .doc = "Generate the CDI spec " CDI_SPEC " with `nvidia-ctk "
+	                       "cdi generate` for the loaded driver, and again "
+	                       "when it names another driver version or lacks a "
+	                       "GPU (containers then ask for nvidia.com/gpu=all).",
+	                .default_value = "false", .example = "true"),
 	GP_KEY_END,
 };
 
@@ -89,6 +106,7 @@ struct ctk {
 	const char *version;
 	struct gp_pkg_repo repo;
 	struct gp_docker_runtime rt;
+	bool cdi; /* KEY_CDI_SPEC */
 	char *daemon_where; /* DAEMON_JSON as messages name it (root prefixed) */
 };
 
@@ -116,6 +134,7 @@ static void ctk_settings(struct gp_ctx *c, const cJSON *cfg, struct ctk *s)
 	s->rt = (struct gp_docker_runtime){ .name = RUNTIME_NAME,
 		                            .path = RUNTIME_PATH,
 		                            .set_default = cJSON_IsTrue(def) };
+	s->cdi = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, KEY_CDI_SPEC));
 	s->daemon_where = gp_xasprintf(
 	    "%s%s", gp_root_is_host(&c->root) ? "" : c->root.dir, DAEMON_JSON);
 }
@@ -259,6 +278,62 @@ static const char *restart_note(struct gp_ctx *c)
 	return "docker will be restarted";
 }
 
+/* --- the CDI spec --------------------------------------------------------- */
+
+/* The NVIDIA GPUs on the root's PCI bus (0 when it cannot be read). */
+static size_t gpu_count(struct gp_ctx *c)
+{
+	struct gp_pci_list l;
+	size_t n = 0;
+	if (gp_pci_scan(&c->root, &l) < 0)
+		return 0;
+	for (size_t i = 0; i < l.n; i++)
+		n += gp_pci_is_nvidia_gpu(&l.devs[i]);
+	gp_pci_list_free(&l);
+	return n;
+}
+
+/* What is wrong with CDI_SPEC for this host, allocated, or NULL when it is
+ * current; *summary (allocated, may be NULL) says what a current one
+ * lists. The driver compared is the loaded module's: nvidia-ctk generates
+ * for the driver NVML reports. */
+static char *cdi_problem(struct gp_ctx *c, char **summary)
+{
+	struct stat st;
+	*summary = NULL;
+	int rc = gp_root_lstat(&c->root, CDI_SPEC, &st);
+	if (rc == -ENOENT)
+		return gp_xstrdup("there is no CDI spec " CDI_SPEC);
+	if (rc == 0 && !S_ISREG(st.st_mode))
+		return gp_xstrdup(CDI_SPEC " is not a regular file");
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	if (rc == 0)
+		rc = gp_root_read_max(&c->root, CDI_SPEC, GP_CDI_SPEC_MAX + 1, &text,
+		                      &len);
+	if (rc < 0)
+		return gp_root_read_error(&c->root, CDI_SPEC, GP_CDI_SPEC_MAX + 1, rc);
+	struct gp_cdi_spec spec;
+	struct gp_err err = { 0 };
+	if (gp_cdi_spec_parse(CDI_SPEC, text, len, &spec, &err) < 0)
+		return gp_xstrdup(err.msg);
+	_cleanup_free_ char *loaded = NULL;
+	if (gp_nvidia_module_read(&c->root, &loaded, NULL) < 0)
+		loaded = NULL;
+	size_t n = gpu_count(c);
+	char *why = gp_cdi_spec_problem(&spec, loaded, n);
+	if (why) {
+		char *full = gp_xasprintf("the CDI spec " CDI_SPEC " is stale: %s", why);
+		free(why);
+		why = full;
+	} else
+		*summary = gp_xasprintf(CDI_SPEC " lists %zu GPU%s and \"all\" for "
+		                                 "driver %s",
+		                        n, n == 1 ? "" : "s", spec.driver_version);
+	gp_cdi_spec_free(&spec);
+	return why;
+}
+
 /* --- hooks --------------------------------------------------------------- */
 
 static char *blocked_reason(struct gp_ctx *c, const struct ctk *s, bool install)
@@ -283,6 +358,7 @@ static int ctk_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	struct ctk s;
 	ctk_settings(c, cfg, &s);
 	_cleanup_free_ char *pkgs = NULL, *merged = NULL, *blocked = NULL;
+	_cleanup_free_ char *cdi = NULL, *cdi_ok = NULL;
 	bool install = false, changed = false;
 	mode_t mode;
 	int rc = -1;
@@ -302,6 +378,8 @@ static int ctk_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 		goto out;
 	}
 	bool restart = restart_needed(c, merged, changed);
+	if (s.cdi)
+		cdi = cdi_problem(c, &cdi_ok);
 	struct gp_buf why = { 0 };
 	if (pkgs)
 		gp_buf_puts(&why, pkgs);
@@ -312,14 +390,17 @@ static int ctk_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	else if (restart)
 		gp_buf_printf(&why, "%sdocker was not restarted since gpuprov wrote %s",
 		              why.len ? "; " : "", DAEMON_JSON);
+	if (cdi)
+		gp_buf_printf(&why, "%s%s", why.len ? "; " : "", cdi);
 	if (why.len)
 		gp_check_set(ck, GP_STATE_NEEDED, "%s", why.data);
 	else
 		gp_check_set(ck, GP_STATE_SATISFIED,
 		             "%s %s and its three companion packages, held; %s has the "
-		             "nvidia runtime%s",
+		             "nvidia runtime%s%s%s",
 		             packages[0], s.version, DAEMON_JSON,
-		             s.rt.set_default ? " as the default" : "");
+		             s.rt.set_default ? " as the default" : "",
+		             cdi_ok ? "; " : "", cdi_ok ? cdi_ok : "");
 	gp_buf_free(&why);
 	rc = 0;
 out:
@@ -367,6 +448,13 @@ static int ctk_apply(struct gp_ctx *c, const cJSON *cfg)
 		gp_sha256_hex(merged, strlen(merged), sha);
 		char *const argv[] = { "systemctl", "restart", "docker", NULL };
 		if (gp_stage_run_once(c, STAGE, MARK_RESTARTED, sha, argv) < 0)
+			goto out;
+	}
+	if (s.cdi) {
+		_cleanup_free_ char *ok = NULL, *stale = cdi_problem(c, &ok);
+		char *const argv[] = { "nvidia-ctk", "cdi", "generate",
+			               "--output=" CDI_SPEC, NULL };
+		if (stale && gp_effect_run(c, argv) < 0)
 			goto out;
 	}
 	rc = 0;
@@ -462,6 +550,15 @@ static int ctk_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 		              "runtime binary", install,
 		              "%s is not in /usr/bin (package %s)", RUNTIME_PATH,
 		              packages[0]);
+	if (s.cdi) {
+		_cleanup_free_ char *ok = NULL, *stale = cdi_problem(c, &ok);
+		if (stale)
+			gp_report_add(rep, "container_toolkit.cdi_spec", GP_FAIL,
+			              "CDI spec", install, "%s", stale);
+		else
+			gp_report_add(rep, "container_toolkit.cdi_spec", GP_PASS,
+			              "CDI spec", NULL, "%s", ok);
+	}
 	ctk_free(&s);
 	return 0;
 }

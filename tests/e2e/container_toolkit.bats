@@ -205,6 +205,91 @@ in_root_as_host() {
 	rm -f "$R/usr/bin/dockerd" "$R/usr/bin/systemctl" "$R/var/log/systemctl-stand-in.log"
 }
 
+# cdi_host N VERSION: the root has N NVIDIA GPUs on its PCI bus, driver
+# VERSION loaded, and a stand-in nvidia-ctk that writes, for
+# `cdi generate --output=FILE`, the spec nvidia-ctk would write for them
+# (lays out as tests/unit/cdispec/two-gpus.yaml) and logs its argv.
+cdi_host() {
+	local i dev
+	rm -rf "$R/sys/bus/pci/devices"
+	for i in $(seq 1 "$1"); do
+		dev=$R/sys/bus/pci/devices/0000:1$i:00.0
+		mkdir -p "$dev"
+		echo 0x10de > "$dev/vendor"
+		echo 0x2335 > "$dev/device"
+		echo 0x030200 > "$dev/class"
+	done
+	nvidia_driver "$2"
+	cat > "$R/usr/bin/nvidia-ctk" <<'SH'
+#!/bin/sh
+echo "$*" >> /var/log/nvidia-ctk-stand-in.log
+[ "$1 $2" = "cdi generate" ] || exit 0
+out=${3#--output=}
+ver=$(sed -n 's/.*Kernel Module  *\([0-9.]*\) .*/\1/p' /proc/driver/nvidia/version)
+mkdir -p "${out%/*}"
+{
+	printf -- '---\ncdiVersion: 0.5.0\ncontainerEdits:\n  mounts:\n'
+	printf '  - hostPath: /usr/lib/x86_64-linux-gnu/libcuda.so.%s\n' "$ver"
+	printf 'devices:\n'
+	i=0
+	for d in /sys/bus/pci/devices/*; do
+		printf -- '- containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia%d\n  name: "%d"\n' $i $i
+		i=$((i + 1))
+	done
+	printf -- '- name: all\nkind: nvidia.com/gpu\n'
+} > "$out"
+SH
+	chmod 0755 "$R/usr/bin/nvidia-ctk"
+}
+
+@test "container_toolkit: cdi_spec generates the CDI spec with nvidia-ctk; a driver change makes it stale, verify says so and install regenerates it" {
+	# The packages first (a no-op after the tests above): the stand-in
+	# nvidia-ctk replaces the one they install.
+	profile 1.17.8-1 '"default_runtime": true'
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	profile 1.17.8-1 '"default_runtime": true, "cdi_spec": true'
+	cdi_host 2 570.86.15
+	rm -f "$R/etc/cdi/nvidia.yaml" "$R/var/log/nvidia-ctk-stand-in.log"
+	gp --root "$R" plan --profile "$P"
+	assert_status 0
+	assert_stdout_has "container_toolkit: needed - there is no CDI spec /etc/cdi/nvidia.yaml"
+	assert_stdout_line "      run nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
+	[ ! -e "$R/var/log/nvidia-ctk-stand-in.log" ] || fail "the plan ran nvidia-ctk"
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	[ "$(cat "$R/var/log/nvidia-ctk-stand-in.log")" = "cdi generate --output=/etc/cdi/nvidia.yaml" ] ||
+		fail "nvidia-ctk ran as:" "$(cat "$R/var/log/nvidia-ctk-stand-in.log")"
+	gp --root "$R" verify --profile "$P"
+	assert_status 0
+	assert_stdout_has '/etc/cdi/nvidia.yaml lists 2 GPUs and "all" for driver 570.86.15'
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	assert_stdout_has 'container_toolkit: satisfied - nvidia-container-toolkit 1.17.8-1 and its three companion packages, held; /etc/docker/daemon.json has the nvidia runtime as the default; /etc/cdi/nvidia.yaml lists 2 GPUs'
+	[ "$(wc -l < "$R/var/log/nvidia-ctk-stand-in.log")" = 1 ] || fail "nvidia-ctk ran again"
+	# A driver upgrade (and a third GPU): the spec names the old driver.
+	cdi_host 3 575.51.03
+	gp --root "$R" --json verify --profile "$P"
+	assert_status 3
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/v.json"
+	JSON=$BATS_TEST_TMPDIR/v.json
+	jeq '[f["level"] for f in d["findings"] if f["id"] == "container_toolkit.cdi_spec"]' '["fail"]'
+	gp --root "$R" verify --profile "$P"
+	assert_stdout_has "the CDI spec /etc/cdi/nvidia.yaml is stale: it was generated for driver 570.86.15; 575.51.03 is loaded"
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	assert_stdout_has "container_toolkit: changed - the CDI spec /etc/cdi/nvidia.yaml is stale"
+	gp --root "$R" verify --profile "$P"
+	assert_status 0
+	assert_stdout_has '/etc/cdi/nvidia.yaml lists 3 GPUs and "all" for driver 575.51.03'
+	# A spec that lost a GPU's entry is stale as well.
+	sed -i '/name: "2"/d' "$R/etc/cdi/nvidia.yaml"
+	gp --root "$R" verify --profile "$P"
+	assert_status 3
+	assert_stdout_has "/etc/cdi/nvidia.yaml:"
+	rm -rf "$R/sys/bus/pci/devices" "$R/proc/driver" "$R/etc/cdi" "$R/var/log/nvidia-ctk-stand-in.log"
+}
+
 @test "container_toolkit: a daemon.json that is not JSON blocks the install, naming the place; nothing is written" {
 	profile 1.17.8-1
 	printf '{\n  "log-level": "warn",\n  "runtimes": {\n' > "$R/etc/docker/daemon.json"

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "gpuprov/cdispec.h"
+#include "gpuprov/containerdcfg.h"
 #include "gpuprov/dockercfg.h"
 #include "gpuprov/json.h"
 #include "gpuprov/nvproc.h"
@@ -37,6 +38,13 @@
 #define DAEMON_JSON "/etc/docker/daemon.json"
 #define RUNTIME_NAME "nvidia"
 #define RUNTIME_PATH "nvidia-container-runtime"
+/* containerd and CRI-O take the runtime's absolute path. */
+#define RUNTIME_ABS "/usr/bin/" RUNTIME_PATH
+/* The drop-ins and the imports pattern, where nvidia-ctk puts them. */
+#define CONTAINERD_CONFIG "/etc/containerd/config.toml"
+#define CONTAINERD_DROPIN "/etc/containerd/conf.d/99-nvidia.toml"
+#define CONTAINERD_IMPORTS "/etc/containerd/conf.d/*.toml"
+#define CRIO_DROPIN "/etc/crio/crio.conf.d/99-nvidia.toml"
 /* The daemon.json content docker was last restarted for (its sha256). */
 #define MARK_RESTARTED "docker_restarted_for"
 #define REPO_ID "nvidia-container-toolkit"
@@ -74,7 +82,7 @@ static const struct gp_value_check check_package_version = {
 	.schema = "{\"pattern\": \"^[0-9][0-9A-Za-z.+~-]*$\"}",
 };
 
-static const char *const runtimes[] = { "docker", NULL };
+static const char *const runtimes[] = { "docker", "containerd", "crio", NULL };
 
 static const struct gp_key container_toolkit_keys[] = {
 	GP_KEY_STRING_ROW(KEY_VERSION, &check_package_version,
@@ -85,7 +93,10 @@ static const struct gp_key container_toolkit_keys[] = {
 	                  .example = "\"1.17.8-1\""),
 	GP_KEY_ENUM_ROW(KEY_RUNTIME, runtimes,
 	                .doc = "The container engine configured: docker "
-	                       "(/etc/docker/daemon.json).",
+	                       "(" DAEMON_JSON
+	                       " merged), containerd (the drop-in " CONTAINERD_DROPIN
+	                       ", imported by " CONTAINERD_CONFIG
+	                       ") or crio (the drop-in " CRIO_DROPIN ").",
 	                .default_value = "\"docker\"", .example = "\"docker\""),
 	GP_KEY_BOOL_ROW(KEY_DEFAULT_RUNTIME,
 	                .doc = "Also make nvidia docker's default-runtime (every "
@@ -102,10 +113,22 @@ static const struct gp_key container_toolkit_keys[] = {
 
 /* --- settings ------------------------------------------------------------ */
 
+/* The container engines, in the order of runtimes[]. */
+static const struct engine {
+	const char *name; /* the profile's value and the systemd unit */
+	const char *daemon; /* its binary: restarted only when installed */
+	const char *mark; /* the stage mark: the files it was restarted for */
+} engines[] = {
+	{ "docker", "/usr/bin/dockerd", MARK_RESTARTED },
+	{ "containerd", "/usr/bin/containerd", "containerd_restarted_for" },
+	{ "crio", "/usr/bin/crio", "crio_restarted_for" },
+};
+
 struct ctk {
 	const char *version;
 	struct gp_pkg_repo repo;
 	struct gp_docker_runtime rt;
+	const struct engine *engine; /* KEY_RUNTIME */
 	bool cdi; /* KEY_CDI_SPEC */
 	char *daemon_where; /* DAEMON_JSON as messages name it (root prefixed) */
 };
@@ -135,6 +158,11 @@ static void ctk_settings(struct gp_ctx *c, const cJSON *cfg, struct ctk *s)
 		                            .path = RUNTIME_PATH,
 		                            .set_default = cJSON_IsTrue(def) };
 	s->cdi = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, KEY_CDI_SPEC));
+	const char *engine = gp_json_string(cfg, KEY_RUNTIME, "docker");
+	s->engine = &engines[0];
+	for (size_t i = 0; i < ARRAY_SIZE(engines); i++)
+		if (strcmp(engine, engines[i].name) == 0)
+			s->engine = &engines[i];
 	s->daemon_where = gp_xasprintf(
 	    "%s%s", gp_root_is_host(&c->root) ? "" : c->root.dir, DAEMON_JSON);
 }
@@ -208,74 +236,214 @@ static int packages_problem(struct gp_ctx *c, const struct ctk *s, char **why,
 
 /* --- daemon.json --------------------------------------------------------- */
 
+/* path as messages name it (root prefixed), allocated. */
+static char *where(struct gp_ctx *c, const char *path)
+{
+	return gp_xasprintf("%s%s", gp_root_is_host(&c->root) ? "" : c->root.dir, path);
+}
+
+/* A configuration file of the engine's as it is: *old (allocated, NULL
+ * when there is none), *len, *mode (the file's, 0644 for a new one). 0; -1
+ * with c->err set: GP_EINPUT when it is there but not a regular file or
+ * too large (nothing is written then). Read from the root directly: no
+ * other stage writes these. */
+static int read_config(struct gp_ctx *c, const char *path, char **old, size_t *len,
+                       mode_t *mode)
+{
+	struct stat st;
+	*old = NULL;
+	*len = 0;
+	*mode = 0644;
+	_cleanup_free_ char *w = where(c, path);
+	int rc = gp_root_lstat(&c->root, path, &st);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return gp_fail(c->err, GP_EFAILED,
+		               "stage " STAGE ": cannot look at %s: %s", w,
+		               strerror(-rc));
+	if (!S_ISREG(st.st_mode))
+		return gp_fail(c->err, GP_EINPUT,
+		               "%s is %s, not a regular file: gpuprov merges only a "
+		               "regular %s and never writes through a link; replace it "
+		               "with a regular file and run gpuprov again",
+		               w,
+		               S_ISLNK(st.st_mode)   ? "a symbolic link"
+		               : S_ISDIR(st.st_mode) ? "a directory"
+		                                     : "a special file",
+		               strrchr(path, '/') + 1);
+	*mode = st.st_mode & 07777;
+	rc = gp_root_read_max(&c->root, path, GP_ROOT_CONFIG_MAX, old, len);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0) {
+		_cleanup_free_ char *why = gp_root_read_error(&c->root, path,
+		                                              GP_ROOT_CONFIG_MAX, rc);
+		return gp_fail(c->err, GP_EINPUT,
+		               "stage " STAGE ": %s; nothing was written", why);
+	}
+	return 0;
+}
+
 /* The daemon.json gpuprov would leave: *merged (allocated), *changed, and
- * *mode (the file's, 0644 for a new one). 0; -1 with c->err set: GP_EINPUT
- * when the file is there but not a regular file, too large or not a JSON
- * object gpuprov can merge with (nothing is written then). Read from the
- * root directly: no other stage writes it. */
+ * *mode. 0; -1 with c->err set as read_config, or GP_EINPUT when it is not
+ * a JSON object gpuprov can merge with. */
 static int daemon_merge(struct gp_ctx *c, const struct ctk *s, char **merged,
                         bool *changed, mode_t *mode)
 {
-	struct stat st;
-	*mode = 0644;
-	int rc = gp_root_lstat(&c->root, DAEMON_JSON, &st);
 	_cleanup_free_ char *old = NULL;
 	size_t len = 0;
-	if (rc < 0 && rc != -ENOENT)
-		return gp_fail(c->err, GP_EFAILED,
-		               "stage " STAGE ": cannot look at %s: %s", s->daemon_where,
-		               strerror(-rc));
-	if (rc == 0 && !S_ISREG(st.st_mode))
-		return gp_fail(c->err, GP_EINPUT,
-		               "%s is %s, not a regular file: gpuprov merges only a "
-		               "regular daemon.json and never writes through a link; "
-		               "replace it with a regular file and run gpuprov again",
-		               s->daemon_where,
-		               S_ISLNK(st.st_mode)   ? "a symbolic link"
-		               : S_ISDIR(st.st_mode) ? "a directory"
-		                                     : "a special file");
-	if (rc == 0) {
-		*mode = st.st_mode & 07777;
-		rc = gp_root_read_max(&c->root, DAEMON_JSON, GP_ROOT_CONFIG_MAX, &old,
-		                      &len);
-		if (rc == -ENOENT)
-			len = 0;
-		else if (rc < 0) {
-			_cleanup_free_ char *why = gp_root_read_error(
-			    &c->root, DAEMON_JSON, GP_ROOT_CONFIG_MAX, rc);
-			return gp_fail(c->err, GP_EINPUT,
-			               "stage " STAGE ": %s; nothing was written", why);
-		}
-	}
+	if (read_config(c, DAEMON_JSON, &old, &len, mode) < 0)
+		return -1;
 	return gp_docker_daemon_merge(s->daemon_where, old, len, &s->rt, merged, changed,
 	                              c->err);
 }
 
-/* Whether docker is to be restarted for merged: on the live host only, with
- * dockerd installed, when the file is to change or gpuprov wrote it and
- * docker was not restarted for that content since. */
-static bool restart_needed(struct gp_ctx *c, const char *merged, bool changed)
+/* A file the engine's configuration is to have, and why it changes. */
+struct engine_file {
+	const char *path;
+	char *text;
+	mode_t mode;
+	bool changed;
+	const char *why; /* what the file lacks now */
+};
+
+/* What gpuprov leaves for the engine: its files (the drop-in, or
+ * daemon.json, first) and the digest of their texts (what a restart is
+ * for). */
+struct engine_cfg {
+	struct engine_file f[2];
+	size_t n;
+	bool any_changed;
+	char digest[65];
+};
+
+static void engine_cfg_free(struct engine_cfg *e)
 {
-	if (!gp_root_is_host(&c->root) || !gp_ctx_exists(c, "/usr/bin/dockerd"))
-		return false;
-	if (changed)
-		return true;
-	char sha[65];
-	gp_sha256_hex(merged, strlen(merged), sha);
-	bool hashed;
-	return gp_ctx_recorded_file_intact(c, DAEMON_JSON, false, &hashed) &&
-	       !gp_stage_mark_is(c, STAGE, MARK_RESTARTED, sha);
+	for (size_t i = 0; i < e->n; i++)
+		free(e->f[i].text);
+	e->n = 0;
 }
 
-/* What the plan says about the engine restart when the file changes. */
-static const char *restart_note(struct gp_ctx *c)
+/* Adds a file whose whole text gpuprov writes (a drop-in). */
+static int add_whole_file(struct gp_ctx *c, struct engine_cfg *e, const char *path,
+                          char *text, const char *why)
+{
+	_cleanup_free_ char *old = NULL;
+	size_t len;
+	struct engine_file *f = &e->f[e->n++];
+	*f = (struct engine_file){ .path = path, .text = text, .why = why };
+	if (read_config(c, path, &old, &len, &f->mode) < 0)
+		return -1;
+	f->changed = !old || len != strlen(text) || memcmp(old, text, len) != 0;
+	return 0;
+}
+
+/* containerd's files: the drop-in for config.toml's version, and
+ * config.toml importing its directory. */
+static int containerd_files(struct gp_ctx *c, const struct ctk *s, struct engine_cfg *e)
+{
+	_cleanup_free_ char *old = NULL, *w = where(c, CONTAINERD_CONFIG);
+	size_t len;
+	mode_t mode;
+	if (read_config(c, CONTAINERD_CONFIG, &old, &len, &mode) < 0)
+		return -1;
+	struct gp_containerd_config cfg;
+	char *edited = NULL;
+	bool changed;
+	if (gp_containerd_imports_edit(w, old, len, CONTAINERD_IMPORTS, &edited, &changed,
+	                               &cfg, c->err) < 0)
+		return -1;
+	if (cfg.cri_line) {
+		free(edited);
+		return gp_fail(c->err, GP_EINPUT,
+		               "%s:%zu configures containerd's CRI plugin: containerd "
+		               "before 2.1 lets a drop-in's plugin table replace that "
+		               "one whole, so the nvidia drop-in would drop these "
+		               "settings; move them into a file of %s yourself, or "
+		               "configure the runtime with `nvidia-ctk runtime "
+		               "configure --runtime=containerd`, and run gpuprov "
+		               "again; nothing was written",
+		               w, cfg.cri_line, CONTAINERD_IMPORTS);
+	}
+	char *dropin = gp_containerd_dropin(cfg.version ? cfg.version : 2, RUNTIME_ABS,
+	                                    s->rt.set_default, cfg.systemd_cgroup);
+	if (add_whole_file(c, e, CONTAINERD_DROPIN, dropin,
+	                   "does not configure the nvidia runtime") < 0) {
+		free(edited);
+		return -1;
+	}
+	e->f[e->n++] = (struct engine_file){
+		.path = CONTAINERD_CONFIG,
+		.text = edited,
+		.mode = mode,
+		.changed = changed,
+		.why = "does not import " CONTAINERD_IMPORTS
+	};
+	return 0;
+}
+
+/* The engine's configuration gpuprov would leave. 0; -1 with c->err set
+ * (GP_EINPUT: a file gpuprov will not change; nothing is written then). */
+static int engine_config(struct gp_ctx *c, const struct ctk *s, struct engine_cfg *e)
+{
+	*e = (struct engine_cfg){ 0 };
+	int rc;
+	if (s->engine == &engines[0]) {
+		struct engine_file *f = &e->f[e->n++];
+		*f = (struct engine_file){
+			.path = DAEMON_JSON,
+			.why = "does not configure the nvidia runtime"
+		};
+		rc = daemon_merge(c, s, &f->text, &f->changed, &f->mode);
+	} else if (strcmp(s->engine->name, "containerd") == 0)
+		rc = containerd_files(c, s, e);
+	else
+		rc = add_whole_file(c, e, CRIO_DROPIN,
+		                    gp_crio_dropin(RUNTIME_ABS, s->rt.set_default),
+		                    "does not configure the nvidia runtime");
+	if (rc < 0) {
+		engine_cfg_free(e);
+		return -1;
+	}
+	struct gp_buf all = { 0 };
+	for (size_t i = 0; i < e->n; i++) {
+		gp_buf_puts(&all, e->f[i].text);
+		e->any_changed |= e->f[i].changed;
+	}
+	gp_sha256_hex(all.data, all.len, e->digest);
+	gp_buf_free(&all);
+	return 0;
+}
+
+/* Whether the engine is to be restarted for e: on the live host only, with
+ * its daemon installed, when a file is to change or gpuprov wrote them and
+ * the engine was not restarted for that content since. */
+static bool restart_needed(struct gp_ctx *c, const struct ctk *s,
+                           const struct engine_cfg *e)
+{
+	if (!gp_root_is_host(&c->root) || !gp_ctx_exists(c, s->engine->daemon))
+		return false;
+	if (e->any_changed)
+		return true;
+	bool hashed;
+	return gp_ctx_recorded_file_intact(c, e->f[0].path, false, &hashed) &&
+	       !gp_stage_mark_is(c, STAGE, s->engine->mark, e->digest);
+}
+
+/* What the plan says about the engine restart when a file changes,
+ * allocated. */
+static char *restart_note(struct gp_ctx *c, const struct ctk *s)
 {
 	if (!gp_root_is_host(&c->root))
-		return "docker is not restarted under --root: restart it where this "
-		       "root runs";
-	if (!gp_ctx_exists(c, "/usr/bin/dockerd"))
-		return "docker is not installed: the runtime applies once it starts";
-	return "docker will be restarted";
+		return gp_xasprintf("%s is not restarted under --root: restart it where "
+		                    "this root runs",
+		                    s->engine->name);
+	if (!gp_ctx_exists(c, s->engine->daemon))
+		return gp_xasprintf("%s is not installed: the runtime applies once it "
+		                    "starts",
+		                    s->engine->name);
+	return gp_xasprintf("%s will be restarted", s->engine->name);
 }
 
 /* --- the CDI spec --------------------------------------------------------- */
@@ -353,14 +521,33 @@ static char *blocked_reason(struct gp_ctx *c, const struct ctk *s, bool install)
 	               : NULL;
 }
 
+/* Why the engine's files change, for the plan: "daemon.json does not
+ * configure the nvidia runtime (docker will be restarted)". */
+static void engine_why(struct gp_ctx *c, const struct ctk *s, const struct engine_cfg *e,
+                       bool note, struct gp_buf *why)
+{
+	const char *sep = why->len ? "; " : "";
+	for (size_t i = 0; i < e->n; i++) {
+		if (!e->f[i].changed)
+			continue;
+		gp_buf_printf(why, "%s%s %s%s", sep, e->f[i].path, e->f[i].why,
+		              i == 0 && s->rt.set_default ? " as the default" : "");
+		sep = " and ";
+	}
+	if (!note)
+		return;
+	_cleanup_free_ char *restart = restart_note(c, s);
+	gp_buf_printf(why, " (%s)", restart);
+}
+
 static int ctk_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 {
 	struct ctk s;
 	ctk_settings(c, cfg, &s);
-	_cleanup_free_ char *pkgs = NULL, *merged = NULL, *blocked = NULL;
+	_cleanup_free_ char *pkgs = NULL, *blocked = NULL;
 	_cleanup_free_ char *cdi = NULL, *cdi_ok = NULL;
-	bool install = false, changed = false;
-	mode_t mode;
+	struct engine_cfg e = { 0 };
+	bool install = false;
 	int rc = -1;
 	if (s.version && packages_problem(c, &s, &pkgs, &install) < 0)
 		goto out;
@@ -370,26 +557,24 @@ static int ctk_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 		rc = 0;
 		goto out;
 	}
-	if (daemon_merge(c, &s, &merged, &changed, &mode) < 0) {
+	if (engine_config(c, &s, &e) < 0) {
 		if (c->err->code != GP_EINPUT)
 			goto out;
 		gp_check_set(ck, GP_STATE_BLOCKED, "%s", c->err->msg);
 		rc = 0;
 		goto out;
 	}
-	bool restart = restart_needed(c, merged, changed);
+	bool restart = restart_needed(c, &s, &e);
 	if (s.cdi)
 		cdi = cdi_problem(c, &cdi_ok);
 	struct gp_buf why = { 0 };
 	if (pkgs)
 		gp_buf_puts(&why, pkgs);
-	if (changed)
-		gp_buf_printf(&why, "%s%s does not configure the nvidia runtime%s (%s)",
-		              why.len ? "; " : "", DAEMON_JSON,
-		              s.rt.set_default ? " as the default" : "", restart_note(c));
+	if (e.any_changed)
+		engine_why(c, &s, &e, true, &why);
 	else if (restart)
-		gp_buf_printf(&why, "%sdocker was not restarted since gpuprov wrote %s",
-		              why.len ? "; " : "", DAEMON_JSON);
+		gp_buf_printf(&why, "%s%s was not restarted since gpuprov wrote %s",
+		              why.len ? "; " : "", s.engine->name, e.f[0].path);
 	if (cdi)
 		gp_buf_printf(&why, "%s%s", why.len ? "; " : "", cdi);
 	if (why.len)
@@ -398,12 +583,13 @@ static int ctk_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 		gp_check_set(ck, GP_STATE_SATISFIED,
 		             "%s %s and its three companion packages, held; %s has the "
 		             "nvidia runtime%s%s%s",
-		             packages[0], s.version, DAEMON_JSON,
+		             packages[0], s.version, e.f[0].path,
 		             s.rt.set_default ? " as the default" : "",
 		             cdi_ok ? "; " : "", cdi_ok ? cdi_ok : "");
 	gp_buf_free(&why);
 	rc = 0;
 out:
+	engine_cfg_free(&e);
 	ctk_free(&s);
 	return rc;
 }
@@ -412,9 +598,9 @@ static int ctk_apply(struct gp_ctx *c, const cJSON *cfg)
 {
 	struct ctk s;
 	ctk_settings(c, cfg, &s);
-	_cleanup_free_ char *pkgs = NULL, *merged = NULL;
-	bool install = false, changed = false;
-	mode_t mode;
+	_cleanup_free_ char *pkgs = NULL;
+	struct engine_cfg e = { 0 };
+	bool install = false;
 	int rc = -1;
 	if (!s.version) {
 		gp_fail(c->err, GP_EBLOCKED,
@@ -438,16 +624,19 @@ static int ctk_apply(struct gp_ctx *c, const cJSON *cfg)
 	}
 	if (pkgs && gp_effect_pkg_hold(c, packages, N_PACKAGES, true) < 0)
 		goto out;
-	if (daemon_merge(c, &s, &merged, &changed, &mode) < 0)
+	if (engine_config(c, &s, &e) < 0)
 		goto out;
-	bool restart = restart_needed(c, merged, changed);
-	if (changed && gp_effect_write(c, DAEMON_JSON, merged, strlen(merged), mode) < 0)
-		goto out;
+	bool restart = restart_needed(c, &s, &e);
+	/* The drop-in before the config.toml that imports it. */
+	for (size_t i = 0; i < e.n; i++)
+		if (e.f[i].changed &&
+		    gp_effect_write(c, e.f[i].path, e.f[i].text, strlen(e.f[i].text),
+		                    e.f[i].mode) < 0)
+			goto out;
 	if (restart) {
-		char sha[65];
-		gp_sha256_hex(merged, strlen(merged), sha);
-		char *const argv[] = { "systemctl", "restart", "docker", NULL };
-		if (gp_stage_run_once(c, STAGE, MARK_RESTARTED, sha, argv) < 0)
+		char *const argv[] = { "systemctl", "restart", (char *)s.engine->name,
+			               NULL };
+		if (gp_stage_run_once(c, STAGE, s.engine->mark, e.digest, argv) < 0)
 			goto out;
 	}
 	if (s.cdi) {
@@ -459,6 +648,7 @@ static int ctk_apply(struct gp_ctx *c, const cJSON *cfg)
 	}
 	rc = 0;
 out:
+	engine_cfg_free(&e);
 	ctk_free(&s);
 	return rc;
 }
@@ -494,6 +684,32 @@ static void verify_packages(struct gp_ctx *c, const struct ctk *s, struct gp_rep
 	gp_buf_free(&unheld);
 }
 
+/* containerd's and CRI-O's runtime: what install would write is there. */
+static void verify_dropins(struct gp_ctx *c, const struct ctk *s, struct gp_report *rep,
+                           const char *install)
+{
+	struct engine_cfg e;
+	_cleanup_free_ char *check = gp_xasprintf("%s runtime", s->engine->name);
+	if (engine_config(c, s, &e) < 0) {
+		gp_report_add(rep, "container_toolkit.runtime", GP_FAIL, check,
+		              "fix the file, then run install again", "%s", c->err->msg);
+		return;
+	}
+	struct gp_buf why = { 0 };
+	if (e.any_changed)
+		engine_why(c, s, &e, false, &why);
+	if (why.len)
+		gp_report_add(rep, "container_toolkit.runtime", GP_FAIL, check, install,
+		              "%s", why.data);
+	else
+		gp_report_add(rep, "container_toolkit.runtime", GP_PASS, check, NULL,
+		              "%s configures the nvidia runtime (%s)%s%s", e.f[0].path,
+		              RUNTIME_ABS, s->rt.set_default ? " as the default" : "",
+		              e.n > 1 ? ", imported by " CONTAINERD_CONFIG : "");
+	gp_buf_free(&why);
+	engine_cfg_free(&e);
+}
+
 static int ctk_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 {
 	struct ctk s;
@@ -503,7 +719,9 @@ static int ctk_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 	_cleanup_free_ char *merged = NULL;
 	bool changed = false, has_runtime = false, is_default = false;
 	mode_t mode;
-	if (daemon_merge(c, &s, &merged, &changed, &mode) < 0) {
+	if (s.engine != &engines[0])
+		verify_dropins(c, &s, rep, install);
+	else if (daemon_merge(c, &s, &merged, &changed, &mode) < 0) {
 		gp_report_add(rep, "container_toolkit.runtime", GP_FAIL, "docker runtime",
 		              "fix the file, then run install again", "%s", c->err->msg);
 	} else {

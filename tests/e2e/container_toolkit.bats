@@ -205,6 +205,72 @@ in_root_as_host() {
 	rm -f "$R/usr/bin/dockerd" "$R/usr/bin/systemctl" "$R/var/log/systemctl-stand-in.log"
 }
 
+@test "container_toolkit: runtime containerd writes the nvidia drop-in and adds its directory to config.toml's imports, that line only; a file it does not understand is refused, nothing written" {
+	profile 1.17.8-1 '"runtime": "containerd"'
+	local cfg=$R/etc/containerd/config.toml dropin=$R/etc/containerd/conf.d/99-nvidia.toml
+	mkdir -p "$R/etc/containerd"
+	# Refused, nothing written: imports over several lines; a file that
+	# configures the CRI plugin (a drop-in would replace that table whole
+	# before containerd 2.1).
+	printf 'version = 2\nimports = [\n  "/a/*.toml",\n]\n' > "$cfg"
+	snapshot "$R" before var/lib/gpuprov var/lib/gpuprov/lock
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 4
+	assert_stdout_has "container_toolkit: blocked - $cfg:2: imports is not a one-line array of plain strings; gpuprov edits only that: write it on one line, as imports = [\"/etc/containerd/conf.d/*.toml\"], and run gpuprov again; nothing was written"
+	assert_unchanged "$R" before var/lib/gpuprov var/lib/gpuprov/lock
+	printf 'version = 2\n\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n' > "$cfg"
+	gp --root "$R" plan --profile "$P"
+	assert_status 4
+	assert_stdout_has "container_toolkit: blocked - $cfg:3 configures containerd's CRI plugin: containerd before 2.1 lets a drop-in's plugin table replace that one whole"
+	gp --root "$R" verify --profile "$P"
+	assert_status 3
+	assert_stdout_has "$cfg:3 configures containerd's CRI plugin"
+	# A version 2 file with imports of its own: one more element.
+	printf '# site\nversion = 2\nimports = ["/etc/containerd/site/*.toml"]\n\n[plugins."io.containerd.internal.v1.opt"]\n  path = "/opt/containerd"\n' > "$cfg"
+	gp --root "$R" plan --profile "$P"
+	assert_status 0
+	assert_stdout_has "/etc/containerd/conf.d/99-nvidia.toml does not configure the nvidia runtime and /etc/containerd/config.toml does not import /etc/containerd/conf.d/*.toml (containerd is not restarted under --root"
+	assert_stdout_line "      create /etc/containerd/conf.d/99-nvidia.toml (new file, mode 0644)"
+	assert_stdout_line "        -imports = [\"/etc/containerd/site/*.toml\"]"
+	assert_stdout_line "        +imports = [\"/etc/containerd/site/*.toml\", \"/etc/containerd/conf.d/*.toml\"]"
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	[ "$(cat "$cfg")" = "$(printf '# site\nversion = 2\nimports = ["/etc/containerd/site/*.toml", "/etc/containerd/conf.d/*.toml"]\n\n[plugins."io.containerd.internal.v1.opt"]\n  path = "/opt/containerd"')" ] ||
+		fail "config.toml:" "$(cat "$cfg")"
+	grep -qxF '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]' "$dropin" || fail "drop-in:" "$(cat "$dropin")"
+	grep -qxF '  BinaryName = "/usr/bin/nvidia-container-runtime"' "$dropin" || fail "drop-in:" "$(cat "$dropin")"
+	gp --root "$R" verify --profile "$P"
+	assert_status 0
+	assert_stdout_has "/etc/containerd/conf.d/99-nvidia.toml configures the nvidia runtime (/usr/bin/nvidia-container-runtime), imported by /etc/containerd/config.toml"
+	gp --root "$R" plan --profile "$P"
+	assert_stdout_has "container_toolkit: satisfied"
+	# A version 3 file without imports gets the line after its version,
+	# and the drop-in is rewritten for containerd 2's plugin.
+	printf 'version = 3\nroot = "/var/lib/containerd"\n' > "$cfg"
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	[ "$(cat "$cfg")" = "$(printf 'version = 3\nimports = ["/etc/containerd/conf.d/*.toml"]\nroot = "/var/lib/containerd"')" ] || fail "config.toml:" "$(cat "$cfg")"
+	grep -qF '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia]' "$dropin" || fail "drop-in:" "$(cat "$dropin")"
+	gp --root "$R" verify --profile "$P"
+	assert_status 0
+}
+
+@test "container_toolkit: runtime crio writes the nvidia drop-in in crio.conf.d, default_runtime included" {
+	profile 1.17.8-1 '"runtime": "crio", "default_runtime": true'
+	local dropin=$R/etc/crio/crio.conf.d/99-nvidia.toml
+	gp --root "$R" plan --profile "$P"
+	assert_status 0
+	assert_stdout_has "/etc/crio/crio.conf.d/99-nvidia.toml does not configure the nvidia runtime as the default (crio is not restarted under --root"
+	assert_stdout_line "        +runtime_path = \"/usr/bin/nvidia-container-runtime\""
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	[ "$(cat "$dropin")" = "$(printf '# Written by gpuprov (stage container_toolkit): the NVIDIA runtime.\n\n[crio.runtime]\ndefault_runtime = "nvidia"\n\n[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/nvidia-container-runtime"\nruntime_type = "oci"')" ] ||
+		fail "drop-in:" "$(cat "$dropin")"
+	gp --root "$R" verify --profile "$P"
+	assert_status 0
+	assert_stdout_has "/etc/crio/crio.conf.d/99-nvidia.toml configures the nvidia runtime (/usr/bin/nvidia-container-runtime) as the default"
+}
+
 # cdi_host N VERSION: the root has N NVIDIA GPUs on its PCI bus, driver
 # VERSION loaded, and a stand-in nvidia-ctk that writes, for
 # `cdi generate --output=FILE`, the spec nvidia-ctk would write for them

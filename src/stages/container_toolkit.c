@@ -31,6 +31,7 @@
 #include "gpuprov/pkg.h"
 #include "gpuprov/pkgdb.h"
 #include "gpuprov/root.h"
+#include "gpuprov/run.h"
 #include "gpuprov/sha256.h"
 #include "gpuprov/stages.h"
 
@@ -67,6 +68,7 @@ static const char *const packages[] = { "nvidia-container-toolkit",
 #define KEY_RUNTIME "runtime"
 #define KEY_DEFAULT_RUNTIME "default_runtime"
 #define KEY_CDI_SPEC "cdi_spec"
+#define KEY_TEST_IMAGE "test_image"
 
 /* A Debian or RPM version: a digit first, then what both allow. */
 static char *package_version(const cJSON *v, size_t i)
@@ -80,6 +82,24 @@ static char *package_version(const cJSON *v, size_t i)
 static const struct gp_value_check check_package_version = {
 	.check = package_version,
 	.schema = "{\"pattern\": \"^[0-9][0-9A-Za-z.+~-]*$\"}",
+};
+
+/* An image reference as docker takes it; never an option ("-..."). */
+static char *image_reference(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	if (((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'z') ||
+	     (*s >= 'A' && *s <= 'Z')) &&
+	    gp_schema_only(s, GP_ALNUM "._/:@-") && strlen(s) <= 255)
+		return NULL;
+	return gp_schema_why_got(
+	    s, "must be an image reference (nvidia/cuda:12.8.1-base-ubuntu24.04)");
+}
+
+static const struct gp_value_check check_image_reference = {
+	.check = image_reference,
+	.schema =
+	    "{\"pattern\": \"^[0-9A-Za-z][0-9A-Za-z._/:@-]*$\", \"maxLength\": 255}",
 };
 
 static const char *const runtimes[] = { "docker", "containerd", "crio", NULL };
@@ -108,6 +128,14 @@ static const struct gp_key container_toolkit_keys[] = {
 	                       "when it names another driver version or lacks a "
 	                       "GPU (containers then ask for nvidia.com/gpu=all).",
 	                .default_value = "false", .example = "true"),
+	GP_KEY_STRING_ROW(KEY_TEST_IMAGE, &check_image_reference,
+	                  .doc = "An image already on the host that verify runs, on "
+	                         "the live host with docker running, as `docker run "
+	                         "--rm --pull=never` with every GPU (`--device "
+	                         "nvidia.com/gpu=all` with cdi_spec, else `--gpus "
+	                         "all`) and `nvidia-smi -L`; it must list every GPU. "
+	                         "gpuprov never pulls it.",
+	                  .example = "\"nvidia/cuda:12.8.1-base-ubuntu24.04\""),
 	GP_KEY_END,
 };
 
@@ -130,6 +158,7 @@ struct ctk {
 	struct gp_docker_runtime rt;
 	const struct engine *engine; /* KEY_RUNTIME */
 	bool cdi; /* KEY_CDI_SPEC */
+	const char *test_image; /* KEY_TEST_IMAGE, or NULL */
 	char *daemon_where; /* DAEMON_JSON as messages name it (root prefixed) */
 };
 
@@ -158,6 +187,7 @@ static void ctk_settings(struct gp_ctx *c, const cJSON *cfg, struct ctk *s)
 		                            .path = RUNTIME_PATH,
 		                            .set_default = cJSON_IsTrue(def) };
 	s->cdi = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, KEY_CDI_SPEC));
+	s->test_image = gp_json_string(cfg, KEY_TEST_IMAGE, NULL);
 	const char *engine = gp_json_string(cfg, KEY_RUNTIME, "docker");
 	s->engine = &engines[0];
 	for (size_t i = 0; i < ARRAY_SIZE(engines); i++)
@@ -710,6 +740,143 @@ static void verify_dropins(struct gp_ctx *c, const struct ctk *s, struct gp_repo
 	engine_cfg_free(&e);
 }
 
+/* --- the test container -------------------------------------------------- */
+
+#define FINDING_CONTAINER "container_toolkit.container"
+
+/* What to do about a failed `docker run`, from docker's own words (the
+ * known failures of docs/reference/nvidia-container-toolkit.md). */
+static const char *container_hint(const char *output)
+{
+	static const struct {
+		const char *says, *hint;
+	} known[] = {
+		{ "could not select device driver \"cdi\"",
+		  "docker's CDI support is off: docker 25 or later with the \"cdi\" "
+		  "feature in /etc/docker/daemon.json (on by default since 28.2)" },
+		{ "could not select device driver",
+		  "docker has no nvidia runtime, or was not restarted since it got "
+		  "one: run gpuprov install (it restarts docker), or `systemctl "
+		  "restart docker`" },
+		{ "unresolvable CDI devices",
+		  "the CDI spec lacks the device or is stale: set cdi_spec and run "
+		  "gpuprov install, which regenerates /etc/cdi/nvidia.yaml (a spec "
+		  "in /var/run/cdi overrides it: remove a stale one)" },
+		{ "Failed to initialize NVML: Unknown Error",
+		  "the container lost its GPU devices (with the systemd cgroup driver "
+		  "after `systemctl daemon-reload`): use CDI (cdi_spec) or docker's "
+		  "cgroupfs driver, and restart the container" },
+		{ "Failed to initialize NVML: Driver/library version mismatch",
+		  "the loaded kernel module and the driver's libraries differ: "
+		  "reboot after the driver upgrade" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+		if (strstr(output, known[i].says))
+			return known[i].hint;
+	return "read docker's message above; `gpuprov verify` without a test image "
+	       "checks the configuration alone";
+}
+
+/* Runs a read-only docker command: 0 with *res, or -1 when it could not
+ * run (*why set, allocated). */
+static int docker(struct gp_ctx *c, char *const argv[], struct gp_run_result *res,
+                  char **why)
+{
+	int rc = gp_ctx_run_readonly(c, argv, res);
+	if (rc < 0) {
+		*why = gp_xasprintf("cannot run docker: %s", strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+/* The GPUs `nvidia-smi -L` listed: lines "GPU <n>: ...". */
+static size_t listed_gpus(const char *output)
+{
+	size_t n = 0;
+	for (const char *l = output; l && *l;
+	     l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		n += !strncmp(l, "GPU ", 4) && l[4] >= '0' && l[4] <= '9';
+	return n;
+}
+
+/* With test_image, on the live host with docker running and the image
+ * there: the image run with every GPU must list them all. */
+static void verify_container(struct gp_ctx *c, const struct ctk *s, struct gp_report *rep)
+{
+	const char *check = "test container";
+	if (!s->test_image)
+		return;
+	if (!gp_root_is_host(&c->root) || s->engine != &engines[0]) {
+		gp_report_add(
+		    rep, FINDING_CONTAINER, GP_SKIP, check, NULL, "%s",
+		    !gp_root_is_host(&c->root)
+		        ? "containers run on the live host only, not under --root"
+		        : "only docker runs the test image");
+		return;
+	}
+	char *image = (char *)s->test_image;
+	char *const inspect[] = { "docker",  "image", "inspect", "--format",
+		                  "{{.Id}}", image,   NULL };
+	struct gp_run_result res = { 0 };
+	_cleanup_free_ char *why = NULL;
+	if (docker(c, inspect, &res, &why) < 0) {
+		gp_report_add(rep, FINDING_CONTAINER, GP_SKIP, check, NULL, "%s", why);
+		return;
+	}
+	bool present = gp_run_succeeded(&res);
+	bool down = res.output &&
+	            strstr(res.output, "Cannot connect to the Docker daemon");
+	gp_run_result_free(&res);
+	if (down) {
+		gp_report_add(rep, FINDING_CONTAINER, GP_SKIP, check, NULL,
+		              "docker is not running: the test image is run when it is");
+		return;
+	}
+	if (!present) {
+		gp_report_add(
+		    rep, FINDING_CONTAINER, GP_WARN, check,
+		    "gpuprov never pulls: `docker pull` it yourself, or name an "
+		    "image that is here",
+		    "the test image %s is not on this host", image);
+		return;
+	}
+	char *const with_cdi[] = { "docker",   "run",
+		                   "--rm",     "--pull=never",
+		                   "--device", "nvidia.com/gpu=all",
+		                   image,      "nvidia-smi",
+		                   "-L",       NULL };
+	char *const with_gpus[] = { "docker", "run", "--rm", "--pull=never",
+		                    "--gpus", "all", image,  "nvidia-smi",
+		                    "-L",     NULL };
+	char *const *argv = s->cdi ? with_cdi : with_gpus;
+	if (docker(c, argv, &res, &why) < 0) {
+		gp_report_add(rep, FINDING_CONTAINER, GP_SKIP, check, NULL, "%s", why);
+		return;
+	}
+	_cleanup_free_ char *shown = gp_argv_display((char **)argv);
+	size_t want = gpu_count(c), got = res.output ? listed_gpus(res.output) : 0;
+	if (gp_run_succeeded(&res) && got && (!want || got == want))
+		gp_report_add(rep, FINDING_CONTAINER, GP_PASS, check, NULL,
+		              "`%s` lists %zu GPU%s", shown, got, got == 1 ? "" : "s");
+	else if (gp_run_succeeded(&res))
+		gp_report_add(rep, FINDING_CONTAINER, GP_FAIL, check,
+		              "a GPU the host has is not given to containers: check the "
+		              "CDI spec (cdi_spec) and the runtime",
+		              "`%s` lists %zu GPU%s; the host has %zu", shown, got,
+		              got == 1 ? "" : "s", want);
+	else {
+		_cleanup_free_ char *how = gp_run_describe(&res, c->cmd_timeout_ms);
+		_cleanup_free_ char *said = res.output ? gp_output_excerpt(res.output,
+		                                                           NULL, 4, 600)
+		                                       : NULL;
+		gp_report_add(rep, FINDING_CONTAINER, GP_FAIL, check,
+		              container_hint(res.output ? res.output : ""), "`%s` %s%s%s",
+		              shown, how, said && *said ? ": " : "", said ? said : "");
+	}
+	gp_run_result_free(&res);
+}
+
 static int ctk_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 {
 	struct ctk s;
@@ -777,6 +944,7 @@ static int ctk_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 			gp_report_add(rep, "container_toolkit.cdi_spec", GP_PASS,
 			              "CDI spec", NULL, "%s", ok);
 	}
+	verify_container(c, &s, rep);
 	ctk_free(&s);
 	return 0;
 }

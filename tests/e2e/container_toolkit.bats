@@ -356,6 +356,72 @@ SH
 	rm -rf "$R/sys/bus/pci/devices" "$R/proc/driver" "$R/etc/cdi" "$R/var/log/nvidia-ctk-stand-in.log"
 }
 
+# docker_stand_in: a docker in the root for verify's test container:
+# `image inspect` knows the images listed in /etc/docker-stand-in/images,
+# `run` answers as /etc/docker-stand-in/mode says (pass: one line per GPU
+# on the root's PCI bus; one: a single GPU; or one of docker's known
+# failures) and refuses a run without --pull=never. verify runs it with
+# the root read-only, so it cannot log.
+docker_stand_in() {
+	mkdir -p "$R/etc/docker-stand-in"
+	: > "$R/etc/docker-stand-in/images"
+	cat > "$R/usr/bin/docker" <<'SH'
+#!/bin/sh
+if [ "$1 $2" = "image inspect" ]; then
+	grep -qxF "$5" /etc/docker-stand-in/images && { echo sha256:0123; exit 0; }
+	echo "Error: No such image: $5" >&2
+	exit 1
+fi
+[ "$1" = run ] || exit 0
+case " $* " in *" --pull=never "*) ;; *) echo "a run without --pull=never" >&2; exit 99 ;; esac
+case $(cat /etc/docker-stand-in/mode) in
+pass) i=0; for d in /sys/bus/pci/devices/*; do echo "GPU $i: NVIDIA H200 (UUID: GPU-$i)"; i=$((i + 1)); done ;;
+one) echo "GPU 0: NVIDIA H200 (UUID: GPU-0)" ;;
+nodriver) echo 'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].' >&2; exit 125 ;;
+cdi) echo 'docker: Error response from daemon: failed to create task: unresolvable CDI devices nvidia.com/gpu=all' >&2; exit 125 ;;
+nvml) echo 'Failed to initialize NVML: Unknown Error'; exit 255 ;;
+esac
+SH
+	chmod 0755 "$R/usr/bin/docker"
+}
+
+@test "container_toolkit: verify runs the test image, never pulled, with every GPU on the live host; docker's known failures get their hints" {
+	local image=nvidia/cuda:12.8.1-base-ubuntu24.04
+	profile 1.17.8-1 "\"test_image\": \"$image\""
+	cp "$P" "$R/tmp/p.json"
+	cdi_host 2 570.86.15
+	docker_stand_in
+	# Under --root no container runs.
+	gp --root "$R" verify --profile "$P"
+	assert_stdout_has "skip  test container: containers run on the live host only, not under --root"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "warn  test container: the test image $image is not on this host"
+	assert_stdout_has "hint: gpuprov never pulls"
+	echo "$image" > "$R/etc/docker-stand-in/images"
+	echo pass > "$R/etc/docker-stand-in/mode"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "pass  test container: \`docker run --rm --pull=never --gpus all $image nvidia-smi -L\` lists 2 GPUs"
+	echo one > "$R/etc/docker-stand-in/mode"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_status 3
+	assert_stdout_has "fail  test container: \`docker run --rm --pull=never --gpus all $image nvidia-smi -L\` lists 1 GPU; the host has 2"
+	echo nodriver > "$R/etc/docker-stand-in/mode"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has 'could not select device driver "" with capabilities: [[gpu]].'
+	assert_stdout_has "hint: docker has no nvidia runtime, or was not restarted since it got one"
+	echo nvml > "$R/etc/docker-stand-in/mode"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "hint: the container lost its GPU devices"
+	# With cdi_spec the GPUs are asked for as CDI devices.
+	profile 1.17.8-1 "\"test_image\": \"$image\", \"cdi_spec\": true"
+	cp "$P" "$R/tmp/p.json"
+	echo cdi > "$R/etc/docker-stand-in/mode"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "fail  test container: \`docker run --rm --pull=never --device nvidia.com/gpu=all $image nvidia-smi -L\` exited with status 125"
+	assert_stdout_has "hint: the CDI spec lacks the device or is stale"
+	rm -rf "$R/usr/bin/docker" "$R/etc/docker-stand-in" "$R/sys/bus/pci/devices" "$R/proc/driver"
+}
+
 @test "container_toolkit: a daemon.json that is not JSON blocks the install, naming the place; nothing is written" {
 	profile 1.17.8-1
 	printf '{\n  "log-level": "warn",\n  "runtimes": {\n' > "$R/etc/docker/daemon.json"

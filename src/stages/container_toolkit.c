@@ -1,22 +1,28 @@
-/* Stage container_toolkit: NVIDIA's container toolkit for docker.
+/* Stage container_toolkit: NVIDIA's container toolkit for docker,
+ * containerd or CRI-O (the profile's runtime).
  * check:  the four toolkit packages at the profile's version and held;
- *         /etc/docker/daemon.json has runtimes.nvidia (and default-runtime
- *         when asked); on the live host, docker restarted since gpuprov
- *         wrote that file. Blocked without the version, without a pinned
- *         repository key (distro.container_toolkit_repo) while something
- *         is to install, or on a daemon.json gpuprov cannot merge with.
+ *         the engine's configuration has the nvidia runtime (and the
+ *         default runtime when asked): docker's daemon.json, or the
+ *         containerd / CRI-O drop-in (and config.toml's imports line); on
+ *         the live host, the engine restarted since gpuprov wrote them; with
+ *         cdi_spec, the CDI spec current. Blocked without the version,
+ *         without a pinned repository key (distro.container_toolkit_repo)
+ *         while something is to install, or on a file gpuprov will not
+ *         change (a daemon.json it cannot merge with, a config.toml it
+ *         does not understand line by line).
  * apply:  the repository (its key checked against the pinned fingerprint),
  *         the packages in one transaction at exactly the version, the hold;
- *         daemon.json merged (every member gpuprov does not own kept) and
- *         written as a file effect, so the plan shows its diff; then
- *         `systemctl restart docker`, on the live host only (never under
- *         --root) and only for a daemon.json gpuprov changed.
- *         With cdi_spec, `nvidia-ctk cdi generate` (re)writes the CDI
- *         spec when it is missing, names another driver than the loaded
- *         one, or lacks a GPU.
- * verify: each package at the version, the hold, the runtime in
- *         daemon.json and its binary, default-runtime when asked; the CDI
- *         spec current (src/pure/cdispec.c).
+ *         the engine's files (daemon.json merged keeping every member
+ *         gpuprov does not own; drop-ins whole; config.toml one line)
+ *         written as file effects, so the plan shows their diffs; then
+ *         `systemctl restart <engine>`, on the live host only (never under
+ *         --root) and only for files gpuprov changed. With cdi_spec,
+ *         `nvidia-ctk cdi generate` (re)writes the CDI spec when it is
+ *         missing, names another driver than the loaded one, or lacks a GPU.
+ * verify: each package at the version, the hold, the runtime and its
+ *         binary, default-runtime when asked; the CDI spec current
+ *         (src/pure/cdispec.c); with test_image, on the live host, a
+ *         container of that image (never pulled) lists every GPU.
  * Facts and sources: docs/reference/nvidia-container-toolkit.md. */
 #include <errno.h>
 #include <string.h>

@@ -269,6 +269,21 @@ in_root_as_host() {
 	gp --root "$R" verify --profile "$P"
 	assert_status 0
 	assert_stdout_has "/etc/crio/crio.conf.d/99-nvidia.toml configures the nvidia runtime (/usr/bin/nvidia-container-runtime) as the default"
+	# On the live host crio is restarted once for that drop-in.
+	cp "$P" "$R/tmp/p.json"
+	printf '#!/bin/sh\nexit 0\n' > "$R/usr/bin/crio"
+	printf '#!/bin/sh\necho "$*" >> /var/log/systemctl-stand-in.log\n' > "$R/usr/bin/systemctl"
+	chmod 0755 "$R/usr/bin/crio" "$R/usr/bin/systemctl"
+	in_root_as_host plan --profile /tmp/p.json --only container_toolkit
+	assert_status 0
+	assert_stdout_has "container_toolkit: needed - crio was not restarted since gpuprov wrote /etc/crio/crio.conf.d/99-nvidia.toml"
+	in_root_as_host install --profile /tmp/p.json --only container_toolkit
+	assert_status 0
+	in_root_as_host install --profile /tmp/p.json --only container_toolkit
+	assert_status 0
+	[ "$(cat "$R/var/log/systemctl-stand-in.log")" = "restart crio" ] ||
+		fail "systemctl ran as:" "$(cat "$R/var/log/systemctl-stand-in.log")"
+	rm -f "$R/usr/bin/crio" "$R/usr/bin/systemctl" "$R/var/log/systemctl-stand-in.log"
 }
 
 # cdi_host N VERSION: the root has N NVIDIA GPUs on its PCI bus, driver

@@ -60,6 +60,7 @@
 /* Where the CDI spec is generated (the static directory: /var/run/cdi is
  * cleared at boot). */
 #define CDI_SPEC "/etc/cdi/nvidia.yaml"
+#define CDI_RUN_SPEC "/var/run/cdi/nvidia.yaml"
 
 /* One version for all four, as NVIDIA's install guide pins them. */
 static const char *const packages[] = { "nvidia-container-toolkit",
@@ -497,29 +498,28 @@ static size_t gpu_count(struct gp_ctx *c)
 	return n;
 }
 
-/* What is wrong with CDI_SPEC for this host, allocated, or NULL when it is
- * current; *summary (allocated, may be NULL) says what a current one
- * lists. The driver compared is the loaded module's: nvidia-ctk generates
- * for the driver NVML reports. */
-static char *cdi_problem(struct gp_ctx *c, char **summary)
+/* What is wrong with the CDI spec at path for this host, allocated, or
+ * NULL when it is current; *summary (allocated, may be NULL) says what a
+ * current one lists. The driver compared is the loaded module's:
+ * nvidia-ctk generates for the driver NVML reports. */
+static char *cdi_problem_at(struct gp_ctx *c, const char *path, char **summary)
 {
 	struct stat st;
 	*summary = NULL;
-	int rc = gp_root_lstat(&c->root, CDI_SPEC, &st);
+	int rc = gp_root_lstat(&c->root, path, &st);
 	if (rc == -ENOENT)
-		return gp_xstrdup("there is no CDI spec " CDI_SPEC);
+		return gp_xasprintf("there is no CDI spec %s", path);
 	if (rc == 0 && !S_ISREG(st.st_mode))
-		return gp_xstrdup(CDI_SPEC " is not a regular file");
+		return gp_xasprintf("%s is not a regular file", path);
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
 	if (rc == 0)
-		rc = gp_root_read_max(&c->root, CDI_SPEC, GP_CDI_SPEC_MAX + 1, &text,
-		                      &len);
+		rc = gp_root_read_max(&c->root, path, GP_CDI_SPEC_MAX + 1, &text, &len);
 	if (rc < 0)
-		return gp_root_read_error(&c->root, CDI_SPEC, GP_CDI_SPEC_MAX + 1, rc);
+		return gp_root_read_error(&c->root, path, GP_CDI_SPEC_MAX + 1, rc);
 	struct gp_cdi_spec spec;
 	struct gp_err err = { 0 };
-	if (gp_cdi_spec_parse(CDI_SPEC, text, len, &spec, &err) < 0)
+	if (gp_cdi_spec_parse(path, text, len, &spec, &err) < 0)
 		return gp_xstrdup(err.msg);
 	_cleanup_free_ char *loaded = NULL;
 	if (gp_nvidia_module_read(&c->root, &loaded, NULL) < 0)
@@ -527,15 +527,40 @@ static char *cdi_problem(struct gp_ctx *c, char **summary)
 	size_t n = gpu_count(c);
 	char *why = gp_cdi_spec_problem(&spec, loaded, n);
 	if (why) {
-		char *full = gp_xasprintf("the CDI spec " CDI_SPEC " is stale: %s", why);
+		char *full = gp_xasprintf("the CDI spec %s is stale: %s", path, why);
 		free(why);
 		why = full;
 	} else
-		*summary = gp_xasprintf(CDI_SPEC " lists %zu GPU%s and \"all\" for "
-		                                 "driver %s",
-		                        n, n == 1 ? "" : "s", spec.driver_version);
+		*summary = gp_xasprintf("%s lists %zu GPU%s and \"all\" for driver %s",
+		                        path, n, n == 1 ? "" : "s", spec.driver_version);
 	gp_cdi_spec_free(&spec);
 	return why;
+}
+
+static char *cdi_problem(struct gp_ctx *c, char **summary)
+{
+	return cdi_problem_at(c, CDI_SPEC, summary);
+}
+
+/* A spec of the same name in /var/run/cdi takes precedence over CDI_SPEC
+ * (docs/reference/nvidia-container-toolkit.md): one that is stale hides
+ * the current one. Verify only: gpuprov did not write it and leaves it. */
+static void verify_cdi_shadow(struct gp_ctx *c, struct gp_report *rep)
+{
+	if (!gp_ctx_exists(c, CDI_RUN_SPEC))
+		return;
+	_cleanup_free_ char *ok = NULL, *stale = cdi_problem_at(c, CDI_RUN_SPEC, &ok);
+	if (stale)
+		gp_report_add(
+		    rep, "container_toolkit.cdi_spec_run", GP_FAIL,
+		    "CDI spec in /var/run",
+		    "it takes precedence over " CDI_SPEC ": remove it, or "
+		    "regenerate it with `nvidia-ctk cdi generate --output=" CDI_RUN_SPEC
+		    "`",
+		    "%s", stale);
+	else
+		gp_report_add(rep, "container_toolkit.cdi_spec_run", GP_PASS,
+		              "CDI spec in /var/run", NULL, "%s", ok);
 }
 
 /* --- hooks --------------------------------------------------------------- */
@@ -950,6 +975,8 @@ static int ctk_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 			gp_report_add(rep, "container_toolkit.cdi_spec", GP_PASS,
 			              "CDI spec", NULL, "%s", ok);
 	}
+	if (s.cdi)
+		verify_cdi_shadow(c, rep);
 	verify_container(c, &s, rep);
 	ctk_free(&s);
 	return 0;

@@ -348,7 +348,11 @@ SH
 	assert_status 0
 	assert_stdout_has 'container_toolkit: satisfied - nvidia-container-toolkit 1.17.8-1 and its three companion packages, held; /etc/docker/daemon.json has the nvidia runtime as the default; /etc/cdi/nvidia.yaml lists 2 GPUs'
 	[ "$(wc -l < "$R/var/log/nvidia-ctk-stand-in.log")" = 1 ] || fail "nvidia-ctk ran again"
-	# A driver upgrade (and a third GPU): the spec names the old driver.
+	# A driver upgrade (and a third GPU): the spec names the old driver; a
+	# copy of it in /var/run/cdi (/run/cdi: Debian links /var/run there)
+	# would hide the one install regenerates.
+	mkdir -p "$R/run/cdi"
+	cp "$R/etc/cdi/nvidia.yaml" "$R/run/cdi/nvidia.yaml"
 	cdi_host 3 575.51.03
 	gp --root "$R" --json verify --profile "$P"
 	assert_status 3
@@ -361,8 +365,13 @@ SH
 	assert_status 0
 	assert_stdout_has "container_toolkit: changed - the CDI spec /etc/cdi/nvidia.yaml is stale"
 	gp --root "$R" verify --profile "$P"
-	assert_status 0
+	assert_status 3
 	assert_stdout_has '/etc/cdi/nvidia.yaml lists 3 GPUs and "all" for driver 575.51.03'
+	assert_stdout_has "fail  CDI spec in /var/run: the CDI spec /var/run/cdi/nvidia.yaml is stale: it was generated for driver 570.86.15; 575.51.03 is loaded"
+	assert_stdout_has "hint: it takes precedence over /etc/cdi/nvidia.yaml: remove it"
+	rm "$R/run/cdi/nvidia.yaml"
+	gp --root "$R" verify --profile "$P"
+	assert_status 0
 	# A spec that lost a GPU's entry is stale as well.
 	sed -i '/name: "2"/d' "$R/etc/cdi/nvidia.yaml"
 	gp --root "$R" verify --profile "$P"

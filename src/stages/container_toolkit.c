@@ -97,7 +97,7 @@ static char *image_reference(const cJSON *v, size_t i)
 	const char *s = v->valuestring;
 	if (((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'z') ||
 	     (*s >= 'A' && *s <= 'Z')) &&
-	    gp_schema_only(s, GP_ALNUM "._/:@-") && strlen(s) <= 255)
+	    gp_schema_only(s, GP_ALNUM "._/:@-_") && strlen(s) <= 255)
 		return NULL;
 	return gp_schema_why_got(
 	    s, "must be an image reference (nvidia/cuda:12.8.1-base-ubuntu24.04)");
@@ -106,7 +106,7 @@ static char *image_reference(const cJSON *v, size_t i)
 static const struct gp_value_check check_image_reference = {
 	.check = image_reference,
 	.schema =
-	    "{\"pattern\": \"^[0-9A-Za-z][0-9A-Za-z._/:@-]*$\", \"maxLength\": 255}",
+	    "{\"pattern\": \"^[0-9A-Za-z][0-9A-Za-z._/:@_-]*$\", \"maxLength\": 255}",
 };
 
 static const char *const runtimes[] = { "docker", "containerd", "crio", NULL };

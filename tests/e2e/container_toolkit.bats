@@ -500,3 +500,14 @@ SH
 	assert_status 4
 	assert_stdout_has "container_toolkit: blocked - stages.container_toolkit.version is not set"
 }
+
+@test "container_toolkit: a test_image that could be read as an option is refused by lint (stub root)" {
+	local prof=$BATS_TEST_TMPDIR/opt.json
+	unpinned_profile "$prof" '{ "version": "1.17.8-1", "test_image": "--privileged" }'
+	gp profiles lint "$prof"
+	assert_status 65
+	assert_stdout_has '"test_image" must be an image reference (nvidia/cuda:12.8.1-base-ubuntu24.04) (got "--privileged")'
+	unpinned_profile "$prof" '{ "version": "1.17.8-1", "test_image": "registry.example:5000/my_team/cuda@sha256:0123" }'
+	gp profiles lint "$prof"
+	refute_stdout_has "must be an image reference"
+}

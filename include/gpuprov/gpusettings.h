@@ -10,6 +10,12 @@
 
 #include "gpuprov/error.h"
 
+/* What `gpuprov gpu-settings apply` leaves once every setting is set: its
+ * words and a newline. Under /run, so a boot forgets it, and verify can
+ * tell a value changed since the boot unit set it (drift) from one the
+ * unit has not set since the boot. */
+#define GP_GPU_SETTINGS_APPLIED "/run/gpuprov/gpu-settings.applied"
+
 /* NVML's nvmlComputeMode_t values gpuprov sets. */
 #define GP_COMPUTE_DEFAULT 0
 #define GP_COMPUTE_PROHIBITED 2
@@ -47,6 +53,5 @@ char *gp_gpu_want_words(const struct gp_gpu_want *w);
 /* The power limit to set, in milliwatts, for a GPU whose NVML limits are
  * default_mw and min_mw..max_mw: 0 in *target_mw when w sets none. 0, or -1
  * with *why (allocated) when the wanted limit lies outside min..max. */
-int gp_gpu_power_target(const struct gp_gpu_want *w, unsigned default_mw,
-                        unsigned min_mw, unsigned max_mw, unsigned *target_mw,
-                        char **why);
+int gp_gpu_power_target(const struct gp_gpu_want *w, unsigned default_mw, unsigned min_mw,
+                        unsigned max_mw, unsigned *target_mw, char **why);

@@ -76,7 +76,8 @@ static int on_off(const char *s)
 /* A fraction 0.1..2 written as digits with at most one '.'. */
 static bool parse_fraction(const char *s, double *out)
 {
-	if (!*s || strspn(s, "0123456789.") != strlen(s) || strchr(s, '.') != strrchr(s, '.'))
+	if (!*s || strspn(s, "0123456789.") != strlen(s) ||
+	    strchr(s, '.') != strrchr(s, '.'))
 		return false;
 	*out = strtod(s, NULL);
 	return *out >= 0.1 && *out <= 2.0;
@@ -93,9 +94,10 @@ int gp_gpu_want_parse(char *const *words, size_t n, struct gp_gpu_want *w,
 		const char *word = words[i];
 		const char *eq = strchr(word, '=');
 		if (strlen(word) > GP_GPU_WANT_MAX_WORD || !eq)
-			return gp_fail(err, GP_EINPUT,
-			               "setting %zu is not NAME=VALUE of at most %d bytes",
-			               i + 1, GP_GPU_WANT_MAX_WORD);
+			return gp_fail(
+			    err, GP_EINPUT,
+			    "setting %zu is not NAME=VALUE of at most %d bytes", i + 1,
+			    GP_GPU_WANT_MAX_WORD);
 		size_t klen = (size_t)(eq - word);
 		const char *v = eq + 1;
 		bool ok;
@@ -122,12 +124,13 @@ int gp_gpu_want_parse(char *const *words, size_t n, struct gp_gpu_want *w,
 			               (int)klen, word);
 #undef IS
 		if (!ok)
-			return gp_fail(err, GP_EINPUT,
-			               "setting '%s': the value is not one gpuprov writes "
-			               "(watts 1..100000; a fraction 0.1..2; MHz pairs "
-			               "MIN,MAX or MEMORY,GRAPHICS; default, prohibited or "
-			               "exclusive_process; on or off)",
-			               word);
+			return gp_fail(
+			    err, GP_EINPUT,
+			    "setting '%s': the value is not one gpuprov writes "
+			    "(watts 1..100000; a fraction 0.1..2; MHz pairs "
+			    "MIN,MAX or MEMORY,GRAPHICS; default, prohibited or "
+			    "exclusive_process; on or off)",
+			    word);
 	}
 	if (w->power_limit_w && w->power_limit_fraction > 0)
 		return gp_fail(err, GP_EINPUT,
@@ -150,7 +153,8 @@ char *gp_gpu_want_words(const struct gp_gpu_want *w)
 		gp_buf_printf(&b, " application_clocks_mhz=%u,%u", w->app_mem_mhz,
 		              w->app_gpu_mhz);
 	if (gp_compute_mode_name(w->compute_mode))
-		gp_buf_printf(&b, " compute_mode=%s", gp_compute_mode_name(w->compute_mode));
+		gp_buf_printf(&b, " compute_mode=%s",
+		              gp_compute_mode_name(w->compute_mode));
 	if (w->ecc >= 0)
 		gp_buf_printf(&b, " ecc=%s", w->ecc ? "on" : "off");
 	if (w->mig >= 0)
@@ -161,9 +165,8 @@ char *gp_gpu_want_words(const struct gp_gpu_want *w)
 	return s;
 }
 
-int gp_gpu_power_target(const struct gp_gpu_want *w, unsigned default_mw,
-                        unsigned min_mw, unsigned max_mw, unsigned *target_mw,
-                        char **why)
+int gp_gpu_power_target(const struct gp_gpu_want *w, unsigned default_mw, unsigned min_mw,
+                        unsigned max_mw, unsigned *target_mw, char **why)
 {
 	*target_mw = 0;
 	*why = NULL;
@@ -171,14 +174,17 @@ int gp_gpu_power_target(const struct gp_gpu_want *w, unsigned default_mw,
 	if (w->power_limit_w)
 		mw = (double)w->power_limit_w * 1000.0;
 	else if (w->power_limit_fraction > 0)
-		mw = (double)(unsigned long)((double)default_mw * w->power_limit_fraction + 0.5);
+		mw = (double)(unsigned long)((double)default_mw *
+		                                 w->power_limit_fraction +
+		                             0.5);
 	else
 		return 0;
 	if (mw < (double)min_mw || mw > (double)max_mw) {
 		if (w->power_limit_w)
-			*why = gp_xasprintf("a power limit of %u W lies outside the GPU's "
-			                    "limits, %u..%u W",
-			                    w->power_limit_w, min_mw / 1000, max_mw / 1000);
+			*why = gp_xasprintf(
+			    "a power limit of %u W lies outside the GPU's "
+			    "limits, %u..%u W",
+			    w->power_limit_w, min_mw / 1000, max_mw / 1000);
 		else
 			*why = gp_xasprintf("a power limit of %g of the default %u W "
 			                    "(%.0f W) lies outside the GPU's limits, "

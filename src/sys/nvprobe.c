@@ -376,7 +376,8 @@ char *gp_nvchild_failure(const struct gp_nvchild *res, bool ended)
 	if (!ended && WIFSIGNALED(res->status))
 		return gp_xasprintf("the probe crashed in the driver libraries "
 		                    "(signal %d, %s)",
-		                    WTERMSIG(res->status), strsignal(WTERMSIG(res->status)));
+		                    WTERMSIG(res->status),
+		                    strsignal(WTERMSIG(res->status)));
 	if (!ended)
 		return gp_xstrdup("the probe ended without a result");
 	return NULL;

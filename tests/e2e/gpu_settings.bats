@@ -229,3 +229,59 @@ assert f["gpu_settings.application_clocks.gpu_0"]["level"] == "pass"' "$output" 
 	assert_status 3
 	assert_stdout_has "fail  NVML: cannot read the GPUs' settings: libnvidia-ml.so.1 does not load"
 }
+
+# in_root_as_host ARGS...: gpuprov ARGS... chrooted into the root, which is
+# then its live host (the binary, its libraries and the loader copied in;
+# a private mount and pid namespace with its own /proc; a /dev/null).
+in_root_as_host() {
+	local d=$R/opt/gpuprov-test lib
+	mkdir -p "$d/lib" "$R/lib64"
+	cp "$GPUPROV" "$d/gpuprov"
+	cp -r "$REPO_ROOT/profiles" "$d/profiles"
+	for lib in $(ldd "$GPUPROV" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
+		cp -L "$lib" "$d/lib/"
+	done
+	cp -L /lib64/ld-linux-x86-64.so.2 "$R/lib64/"
+	# The command runner's stdin (the busybox root has no /dev).
+	mkdir -p "$R/dev"
+	[ -e "$R/dev/null" ] || mknod -m 0666 "$R/dev/null" c 1 3
+	run --separate-stderr unshare --mount --pid --fork --mount-proc="$R/proc" \
+		chroot "$R" /lib64/ld-linux-x86-64.so.2 --library-path /opt/gpuprov-test/lib \
+		/opt/gpuprov-test/gpuprov --profile-dir /opt/gpuprov-test/profiles "$@"
+}
+
+@test "gpu_settings: on the live host install restarts the daemon and starts the boot unit, which sets the values; an ECC change asks for a reboot" {
+	profile '"power_limit_watts": 600, "ecc": false'
+	cp "$P" "$R/tmp/p.json"
+	in_root_as_host plan --profile /tmp/p.json --only gpu_settings
+	assert_status 5
+	assert_stdout_has "run systemctl daemon-reload"
+	assert_stdout_has "run systemctl restart nvidia-persistenced.service"
+	assert_stdout_has "run systemctl restart gpuprov-gpu-settings.service"
+	assert_stdout_has "reboot required: an ECC or MIG mode change is pending until the GPUs are reset"
+	# A stand-in systemctl that logs its argv and, as systemd would, runs the
+	# boot unit's ExecStart when asked to restart it; the installed binary's
+	# path there (BINDIR) leads to the one under test.
+	cat > "$R/usr/bin/systemctl" <<'SH'
+#!/bin/busybox sh
+echo "$*" >> /var/log/systemctl-stand-in.log
+[ "$*" = "restart gpuprov-gpu-settings.service" ] || exit 0
+exec $(sed -n 's/^ExecStart=//p' /etc/systemd/system/gpuprov-gpu-settings.service) >> /var/log/boot-unit.log 2>&1
+SH
+	local bin
+	bin=$(printf '%s\n' "$output" | sed -n 's|^ *+ExecStart=\(/.*\)/gpuprov gpu-settings .*|\1|p')
+	[ -n "$bin" ] || fail "no ExecStart in the plan:" "$output"
+	mkdir -p "$R$bin"
+	printf '#!/bin/busybox sh\nexec /lib64/ld-linux-x86-64.so.2 --library-path /opt/gpuprov-test/lib /opt/gpuprov-test/gpuprov "$@"\n' > "$R$bin/gpuprov"
+	chmod 0755 "$R/usr/bin/systemctl" "$R$bin/gpuprov"
+	in_root_as_host install --profile /tmp/p.json --only gpu_settings
+	assert_status 5
+	[ "$(cat "$R/var/log/systemctl-stand-in.log")" = "daemon-reload
+restart nvidia-persistenced.service
+restart gpuprov-gpu-settings.service" ] || fail "systemctl calls:" "$(cat "$R/var/log/systemctl-stand-in.log")"
+	# What the unit set, the only NVML setter calls.
+	[ "$(cat "$R/var/log/fakenvml.log")" = "nvmlDeviceSetPowerManagementLimit 600000 0
+nvmlDeviceSetEccMode 0 0
+nvmlDeviceSetPowerManagementLimit 600000 0" ] || fail "NVML setter calls:" "$(cat "$R/var/log/fakenvml.log")"
+	[ "$(state power_limit_mw)" = 600000 ] && [ "$(state ecc_pending)" = 0 ] || fail "state:" "$(cat "$R/$STATE")"
+}

@@ -10,9 +10,11 @@
  *         compute mode, ECC, MIG) makes the stage needed.
  * apply:  the drop-in, the unit and the wants symlinks as file effects (the
  *         plan shows the values in the unit); on the live host only
- *         `systemctl daemon-reload`, a restart of nvidia-persistenced and of
- *         the boot unit, which sets the values (`gpuprov gpu-settings
- *         apply`); an ECC or MIG change asks for a reboot. gpuprov itself
+ *         `systemctl daemon-reload`, a restart of nvidia-persistenced (when
+ *         the driver's unit is there) and of the boot unit (when NVML
+ *         answers), which sets the values (`gpuprov gpu-settings apply`);
+ *         an ECC or MIG change asks for a reboot. Waits, as the driver
+ *         does, for a pending reboot. gpuprov itself
  *         never calls an NVML setter during an install.
  * verify: the files; through NVML every GPU's persistence mode, enforced
  *         power limit, application clocks, compute mode, ECC (current and
@@ -440,10 +442,14 @@ static int gs_apply(struct gp_ctx *c, const cJSON *cfg)
 	gp_nvsettings_free(&n);
 	if ((dropin_new || unit_new) && systemctl(c, "daemon-reload", NULL) < 0)
 		return -1;
+	/* Without the driver's unit or a driver that answers, the units
+	 * start at the next boot. */
 	if (s.persistence && (dropin_new || persistence_off) &&
+	    gp_ctx_exists(c, PERSISTENCED_UNIT) &&
 	    systemctl(c, "restart", PERSISTENCED) < 0)
 		return -1;
-	if (gp_gpu_want_any(&s.want) && systemctl(c, "restart", BOOT_SERVICE) < 0)
+	if (gp_gpu_want_any(&s.want) && usable &&
+	    systemctl(c, "restart", BOOT_SERVICE) < 0)
 		return -1;
 	if (reboot && gp_effect_reboot(c, "an ECC or MIG mode change is pending until "
 	                                  "the GPUs are reset: reboot") < 0)
@@ -644,6 +650,8 @@ static int gs_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 
 const struct gp_stage gp_stage_gpu_settings = {
 	.name = STAGE,
+	/* The settings need the driver loaded, which may wait for a reboot. */
+	.flags = GP_STAGE_NEEDS_REBOOTED_KERNEL,
 	.summary = "GPU settings: persistence daemon, power limit, clocks, compute, "
 	           "ECC and MIG modes",
 	.keys = gpu_settings_keys,

@@ -253,6 +253,10 @@ in_root_as_host() {
 @test "gpu_settings: on the live host install restarts the daemon and starts the boot unit, which sets the values; an ECC change asks for a reboot" {
 	profile '"power_limit_watts": 600, "ecc": false'
 	cp "$P" "$R/tmp/p.json"
+	# The driver's packaged unit (without it, nothing is restarted).
+	mkdir -p "$R/usr/lib/systemd/system"
+	printf '[Service]\nExecStart=/usr/bin/nvidia-persistenced --no-persistence-mode\n' \
+		> "$R/usr/lib/systemd/system/nvidia-persistenced.service"
 	in_root_as_host plan --profile /tmp/p.json --only gpu_settings
 	assert_status 5
 	assert_stdout_has "run systemctl daemon-reload"

@@ -631,7 +631,7 @@ static void list_commands(void)
 		     k++) {
 			const char *t = rows[k].text, *end = t;
 			for (const char *w = t; *w >= 'a' && *w <= 'z';) {
-				w += strspn(w, "abcdefghijklmnopqrstuvwxyz");
+				w += strspn(w, "abcdefghijklmnopqrstuvwxyz-");
 				if (*w && *w != ' ')
 					break;
 				end = w;

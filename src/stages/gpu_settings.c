@@ -164,7 +164,9 @@ static void gset_read(const cJSON *cfg, struct gset *s)
 /* --- the files ----------------------------------------------------------- */
 
 /* NVIDIA's override (docs/reference/gpu-settings.md): the packaged ExecStart
- * reset, then the daemon started without --no-persistence-mode. */
+ * reset, then the daemon started as NVIDIA's Ansible role starts it, without
+ * --no-persistence-mode (and without --user, whose account not every
+ * distribution's package creates). */
 static char *dropin_text(void)
 {
 	struct gp_buf b = { 0 };
@@ -174,8 +176,7 @@ static char *dropin_text(void)
 	                "this replaces its command.\n"
 	                "[Service]\n"
 	                "ExecStart=\n"
-	                "ExecStart=/usr/bin/nvidia-persistenced --user "
-	                "nvidia-persistenced --verbose\n");
+	                "ExecStart=/usr/bin/nvidia-persistenced --verbose\n");
 	return gp_buf_steal(&b);
 }
 

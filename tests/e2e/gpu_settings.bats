@@ -65,7 +65,7 @@ boot_unit() {
 	gp --root "$R" plan --profile "$P" --only gpu_settings
 	assert_status 0
 	assert_stdout_has "gpu_settings: needed"
-	assert_stdout_has "+ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --verbose"
+	assert_stdout_has "+ExecStart=/usr/bin/nvidia-persistenced --verbose"
 	assert_stdout_has "+ExecStart="$'\n'
 	assert_stdout_has "+After=nvidia-persistenced.service"
 	assert_stdout_has "gpuprov gpu-settings apply power_limit_w=600 application_clocks_mhz=2619,1980 compute_mode=exclusive_process ecc=on"

@@ -315,6 +315,25 @@ static void gpu_differences(const struct gp_gpu_state *g, const struct gp_gpu_wa
 #undef SAY
 }
 
+/* The power limit to set on g (gp_gpu_power_target with NVML's limits): 0
+ * with *target_mw (0: none wanted); -1 with *why when outside the limits;
+ * -2 with *why when NVML gave no limits for the GPU. */
+static int power_target(const struct gp_gpu_want *w, const struct gp_gpu_state *g,
+                        unsigned *target_mw, char **why)
+{
+	*target_mw = 0;
+	*why = NULL;
+	if (!w->power_limit_w && !(w->power_limit_fraction > 0))
+		return 0;
+	if (g->power_min_mw < 0 || g->power_max_mw < 0 || g->power_default_mw < 0) {
+		*why = gp_xstrdup("NVML gives no power limits for this GPU");
+		return -2;
+	}
+	return gp_gpu_power_target(w, (unsigned)g->power_default_mw,
+	                           (unsigned)g->power_min_mw, (unsigned)g->power_max_mw,
+	                           target_mw, why);
+}
+
 /* --- hooks --------------------------------------------------------------- */
 
 static int gs_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
@@ -336,13 +355,7 @@ static int gs_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 			const struct gp_gpu_state *g = &n.gpu[i];
 			unsigned target = 0;
 			_cleanup_free_ char *why = NULL;
-			if (gp_gpu_power_target(
-			        &s.want,
-			        g->power_default_mw < 0 ? 0
-			                                : (unsigned)g->power_default_mw,
-			        g->power_min_mw < 0 ? 0 : (unsigned)g->power_min_mw,
-			        g->power_max_mw < 0 ? 0 : (unsigned)g->power_max_mw,
-			        &target, &why) < 0) {
+			if (power_target(&s.want, g, &target, &why) == -1) {
 				if (!blocked.len)
 					gp_buf_printf(&blocked,
 					              "GPU %u (%s): %s; set stages." STAGE
@@ -526,10 +539,7 @@ static void verify_gpu(struct vctx *v, const struct gset *s, unsigned i,
 	const struct gp_gpu_want *w = &s->want;
 	unsigned target = 0;
 	_cleanup_free_ char *why = NULL;
-	if (gp_gpu_power_target(
-	        w, g->power_default_mw < 0 ? 0 : (unsigned)g->power_default_mw,
-	        g->power_min_mw < 0 ? 0 : (unsigned)g->power_min_mw,
-	        g->power_max_mw < 0 ? 0 : (unsigned)g->power_max_mw, &target, &why) < 0) {
+	if (power_target(w, g, &target, &why) < 0) {
 		char subject[32];
 		snprintf(subject, sizeof subject, "GPU %u", i);
 		gp_report_add_subject(v->rep, "gpu_settings.power_limit", subject,

@@ -539,12 +539,18 @@ static void verify_gpu(struct vctx *v, const struct gset *s, unsigned i,
 	const struct gp_gpu_want *w = &s->want;
 	unsigned target = 0;
 	_cleanup_free_ char *why = NULL;
-	if (power_target(w, g, &target, &why) < 0) {
-		char subject[32];
+	int prc = power_target(w, g, &target, &why);
+	if (prc < 0) {
+		char subject[32], check[64];
 		snprintf(subject, sizeof subject, "GPU %u", i);
-		gp_report_add_subject(v->rep, "gpu_settings.power_limit", subject,
-		                      GP_FAIL, "power limit",
-		                      "change the profile's power limit", "%s", why);
+		snprintf(check, sizeof check, "GPU %u power limit", i);
+		gp_report_add_subject(
+		    v->rep, "gpu_settings.power_limit", subject, GP_FAIL, check,
+		    prc == -1 ? "change the profile's power limit"
+		              : "the power limit cannot be set through NVML "
+		                "here: leave it out of the profile, or "
+		                "see the driver stage's verify",
+		    "%s", why);
 	} else if (target) {
 		snprintf(ev, sizeof ev,
 		         "enforced power limit %ld W; the profile wants %u W",

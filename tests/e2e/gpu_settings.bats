@@ -289,3 +289,19 @@ nvmlDeviceSetEccMode 0 0
 nvmlDeviceSetPowerManagementLimit 600000 0" ] || fail "NVML setter calls:" "$(cat "$R/var/log/fakenvml.log")"
 	[ "$(state power_limit_mw)" = 600000 ] && [ "$(state ecc_pending)" = 0 ] || fail "state:" "$(cat "$R/$STATE")"
 }
+
+@test "gpu_settings: an NVML without the power-limit functions does not block the stage; verify and the boot unit say what is missing" {
+	# The driver tests' stand-in NVML (fakenvml.c alone): no settings
+	# functions, as an old or partial library would be.
+	cc -shared -fPIC -o "$R/$LIBDIR/libnvidia-ml.so.1" -Wl,-soname,libnvidia-ml.so.1 \
+		"$FAKENV/fakenvml.c" || fail "cannot build the plain fake NVML"
+	profile '"power_limit_watts": 600'
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 0
+	boot_unit
+	assert_status 1
+	assert_stdout_has "GPU 0: not set: power limit: NVML gives no power limits for this GPU"
+	gp --root "$R" verify --profile "$P" --only gpu_settings
+	assert_status 3
+	assert_stdout_has "fail  GPU 0 power limit: NVML gives no power limits for this GPU"
+}

@@ -22,6 +22,8 @@
  *         while the boot unit is in place was changed since it ran (drift).
  * Facts and sources: docs/reference/gpu-settings.md. */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpuprov/gpusettings.h"
@@ -133,8 +135,13 @@ static void gset_read(const cJSON *cfg, struct gset *s)
 	gp_gpu_want_init(w);
 	w->power_limit_w = uint_key(cfg, KEY_POWER_LIMIT_WATTS);
 	const cJSON *f = cJSON_GetObjectItemCaseSensitive(cfg, KEY_POWER_LIMIT_FRACTION);
-	if (cJSON_IsNumber(f))
-		w->power_limit_fraction = f->valuedouble;
+	if (cJSON_IsNumber(f)) {
+		/* As the boot unit's words carry it (%g), so that check and verify
+		 * work out the limit the unit sets to the milliwatt. */
+		char g[32];
+		snprintf(g, sizeof g, "%g", f->valuedouble);
+		w->power_limit_fraction = strtod(g, NULL);
+	}
 	w->locked_min_mhz = uint_key(cfg, KEY_LOCKED_MIN);
 	w->locked_max_mhz = uint_key(cfg, KEY_LOCKED_MAX);
 	w->app_mem_mhz = uint_key(cfg, KEY_APP_MEMORY);

@@ -27,7 +27,7 @@ endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 ALL_CPPFLAGS = -Iinclude -D_GNU_SOURCE -DGP_VERSION='"$(VERSION)"' \
-	-DGP_DATADIR='"$(DATADIR)"' -DGP_SRCDIR='"$(SRCDIR)"' $(PKG_CFLAGS) $(CPPFLAGS)
+	-DGP_DATADIR='"$(DATADIR)"' -DGP_BINDIR='"$(BINDIR)"' -DGP_SRCDIR='"$(SRCDIR)"' $(PKG_CFLAGS) $(CPPFLAGS)
 ALL_CFLAGS = -std=gnu11 $(WARNINGS) $(CFLAGS)
 VERSION := 0.1.0
 

@@ -16,6 +16,7 @@
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/modprobe.h"
+#include "gpuprov/nvsettings.h"
 #include "gpuprov/profile.h"
 #include "gpuprov/run.h"
 #include "gpuprov/stagelist.h"
@@ -172,6 +173,68 @@ static int run_profiles(const struct command *cmd, struct cli *cli)
 	                   "profiles: expected 'list', 'show NAME' or 'lint FILE...'");
 }
 
+/* The record of what was set this boot (GP_GPU_SETTINGS_APPLIED). */
+static int record_applied(const struct gp_root *root, const struct gp_gpu_want *w)
+{
+	_cleanup_free_ char *words = gp_gpu_want_words(w);
+	_cleanup_free_ char *record = gp_xasprintf("%s\n", words);
+	int rc = gp_root_mkdir_p(root, "/run/gpuprov", 0755);
+	return rc < 0 ? rc
+	              : gp_root_write_atomic(root, GP_GPU_SETTINGS_APPLIED, record,
+	                                     strlen(record), 0644, 0, 0);
+}
+
+/* What the gpu_settings stage's boot unit runs (src/stages/gpu_settings.c):
+ * the words are its ExecStart's, set on every GPU through NVML. */
+static int run_gpu_settings(const struct command *cmd, struct cli *cli)
+{
+	if (cli->nargs < 1 || strcmp(cli->args[0], "apply") != 0)
+		return usage_error(cmd, "gpu-settings: expected 'apply SETTING...'");
+	struct gp_gpu_want w;
+	struct gp_err err = { 0 };
+	if (gp_gpu_want_parse(cli->args + 1, (size_t)(cli->nargs - 1), &w, &err) < 0) {
+		gp_error(&cli->out, "gpu-settings apply: %s", err.msg);
+		return gp_exit_code(&err);
+	}
+	struct gp_root root;
+	int rc = gp_root_open(&root, cli->o.root ? cli->o.root : "/");
+	if (rc < 0) {
+		gp_error(&cli->out, "gpu-settings apply: cannot open the root %s: %s",
+		         cli->o.root ? cli->o.root : "/", strerror(-rc));
+		return GP_EXIT_APPLY_FAILED;
+	}
+	struct gp_nvsettings n;
+	rc = gp_nvsettings_apply(&root, 60000, &w, &n);
+	int status = GP_EXIT_OK;
+	if (rc < 0) {
+		gp_error(&cli->out, "gpu-settings apply: cannot start the NVML child: %s",
+		         strerror(-rc));
+		status = GP_EXIT_APPLY_FAILED;
+	} else if (n.error || !n.loaded || n.init_rc != 0) {
+		gp_error(&cli->out, "gpu-settings apply: NVML: %s",
+		         n.error        ? n.error
+		         : !n.loaded    ? (n.load_error ? n.load_error : "does not load")
+		         : n.init_error ? n.init_error
+		                        : "nvmlInit_v2 failed");
+		status = GP_EXIT_APPLY_FAILED;
+	} else {
+		for (size_t i = 0; n.results && n.results[i]; i++)
+			fprintf(cli->out.out, "%s\n", n.results[i]);
+		if (n.failed) {
+			gp_error(&cli->out, "gpu-settings apply: %d setting%s not set",
+			         n.failed, n.failed == 1 ? "" : "s");
+			status = GP_EXIT_APPLY_FAILED;
+		} else if (record_applied(&root, &w) < 0)
+			gp_warn(&cli->out,
+			        "gpu-settings apply: cannot write %s: verify "
+			        "cannot tell drift from a boot unit that did not run",
+			        GP_GPU_SETTINGS_APPLIED);
+	}
+	gp_nvsettings_free(&n);
+	gp_root_close(&root);
+	return status;
+}
+
 static const struct command commands[] = {
 	{ "install",
 	  { { "install --profile NAME|PATH [--dry-run] [--force] [--only S,..] "
@@ -297,6 +360,24 @@ static const struct command commands[] = {
 	  0,
 	  false,
 	  run_stages },
+	{ "gpu-settings",
+	  { { "gpu-settings apply SETTING...",
+	      "set GPU settings through NVML (the gpu_settings\n"
+	      "stage's boot unit runs it)" } },
+	  "usage: gpuprov gpu-settings apply SETTING...\n"
+	  "\n"
+	  "Sets each SETTING on every GPU through NVML, as the gpu_settings stage's\n"
+	  "boot unit, gpuprov-gpu-settings.service, does at every boot: "
+	  "power_limit_w=W,\n"
+	  "power_limit_fraction=F (of the default limit), "
+	  "locked_gpu_clocks_mhz=MIN,MAX,\n"
+	  "application_clocks_mhz=MEMORY,GRAPHICS, compute_mode=default|prohibited|\n"
+	  "exclusive_process, ecc=on|off (pending until a reboot), mig=on|off. A power\n"
+	  "limit outside a GPU's limits is refused, not clamped. Prints what was set;\n"
+	  "exits 1 when a setting could not be set.\n",
+	  0,
+	  true,
+	  run_gpu_settings },
 };
 
 /* The option behind each OPT_* bit, for "does not apply" errors. */
@@ -550,7 +631,7 @@ static void list_commands(void)
 		     k++) {
 			const char *t = rows[k].text, *end = t;
 			for (const char *w = t; *w >= 'a' && *w <= 'z';) {
-				w += strspn(w, "abcdefghijklmnopqrstuvwxyz");
+				w += strspn(w, "abcdefghijklmnopqrstuvwxyz-");
 				if (*w && *w != ' ')
 					break;
 				end = w;

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 
 #include "gpuprov/root.h"
+#include "gpuprov/util.h"
 
 /* NVIDIA's return codes the verify hints tell apart. */
 #define GP_NVML_SUCCESS 0
@@ -72,3 +73,24 @@ struct gp_nvprobe {
 int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
                    struct gp_nvprobe *p);
 void gp_nvprobe_free(struct gp_nvprobe *p);
+
+/* The forked, chrooted child every NVML user shares (the probe above, the
+ * GPU settings of nvsettings.h): body(fd, data) runs in it after the chroot
+ * (into a read-only namespace first with read_only) and writes its facts
+ * on fd, with gp_nvchild_put; "end" follows when it returns. 0 with
+ * res->out holding what it wrote (gp_buf_free it) until EOF or timeout_ms,
+ * or a negative errno: no child, or with res->read_only_refused set the
+ * read-only namespace could not be made and body did not run. */
+struct gp_nvchild {
+	struct gp_buf out;
+	bool finished; /* EOF before the deadline (else the child was killed) */
+	int status; /* waitpid's */
+	int read_only_refused;
+};
+int gp_nvchild_run(const struct gp_root *r, int timeout_ms, bool read_only,
+                   void (*body)(int fd, void *data), void *data, struct gp_nvchild *res);
+/* One "key value" line on fd (newlines in the values made spaces). */
+void gp_nvchild_put(int fd, const char *fmt, ...) _printf_(2, 3);
+/* How a child that did not say "end" (ended false) or was killed failed, as
+ * a sentence (allocated); NULL when it did not. */
+char *gp_nvchild_failure(const struct gp_nvchild *res, bool ended);

@@ -101,6 +101,7 @@ extern const struct gp_stage gp_stage_cudnn;
 extern const struct gp_stage gp_stage_cuda;
 extern const struct gp_stage gp_stage_pytorch;
 extern const struct gp_stage gp_stage_container_toolkit;
+extern const struct gp_stage gp_stage_gpu_settings;
 
 /* The command a hint tells the operator to type, as it works when typed:
  * "gpuprov COMMAND --profile P --only STAGE [--root R] [--profile-dir D]"

@@ -12,6 +12,9 @@
 const struct gp_stage *const gp_stages[] = {
 	&gp_stage_nouveau,
 	&gp_stage_driver,
+	/* Right after the driver: it needs NVML and the persistence daemon the
+	 * driver brings, and nothing after it depends on it. */
+	&gp_stage_gpu_settings,
 	&gp_stage_cuda,
 	&gp_stage_cudnn,
 	&gp_stage_pytorch,

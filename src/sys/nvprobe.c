@@ -22,8 +22,7 @@
 
 /* --- the child --------------------------------------------------------- */
 
-static void put(int fd, const char *fmt, ...) _printf_(2, 3);
-static void put(int fd, const char *fmt, ...)
+void gp_nvchild_put(int fd, const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
@@ -40,6 +39,8 @@ static void put(int fd, const char *fmt, ...)
 	line[n++] = '\n';
 	gp_write_all(fd, line, (size_t)n);
 }
+
+#define put gp_nvchild_put
 
 /* dlsym into a function pointer; NULL when missing. */
 #define SYM(h, name) ((name##_t *)dlsym((h), #name))
@@ -191,7 +192,8 @@ static void keep_dev_writable(const struct gp_root *r)
  * cannot be made; status_fd is closed before any library is loaded, so
  * none can claim a refusal to have the probe run again writable. */
 static _Noreturn void child(const struct gp_root *r, const struct gp_run_read_only *ro,
-                            int status_fd, int fd)
+                            int status_fd, int fd, void (*body)(int fd, void *data),
+                            void *data)
 {
 	if (ro && gp_run_enter_read_only(ro) < 0) {
 		int e = errno;
@@ -205,10 +207,15 @@ static _Noreturn void child(const struct gp_root *r, const struct gp_run_read_on
 		put(fd, "error cannot chroot into %s: %s", r->dir, strerror(errno));
 		_exit(1);
 	}
-	probe_nvml(fd);
-	probe_cuda(fd);
+	body(fd, data);
 	put(fd, "end");
 	_exit(0);
+}
+
+static void probe_body(int fd, void *data)
+{
+	probe_nvml(fd);
+	probe_cuda(fd);
 }
 
 /* --- the parent -------------------------------------------------------- */
@@ -309,14 +316,10 @@ static bool read_all(int fd, int timeout_ms, struct gp_buf *out)
 	}
 }
 
-int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
-                   struct gp_nvprobe *p)
+int gp_nvchild_run(const struct gp_root *r, int timeout_ms, bool read_only,
+                   void (*body)(int fd, void *data), void *data, struct gp_nvchild *res)
 {
-	*p = (struct gp_nvprobe){ 0 };
-	p->nvml.init_rc = p->nvml.count = -1;
-	p->cuda.version_rc = p->cuda.init_rc = p->cuda.count = -1;
-	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
-		p->nvml.persistence[i] = -1;
+	*res = (struct gp_nvchild){ 0 };
 	struct gp_run_read_only ro;
 	gp_run_read_only_init(&ro, r->dir);
 	int fds[2], st[2];
@@ -341,17 +344,15 @@ int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
 	if (pid == 0) {
 		close(fds[0]);
 		close(st[0]);
-		child(r, read_only ? &ro : NULL, st[1], fds[1]);
+		child(r, read_only ? &ro : NULL, st[1], fds[1], body, data);
 	}
 	close(fds[1]);
 	close(st[1]);
-	struct gp_buf out = { 0 };
-	bool done = read_all(fds[0], timeout_ms, &out);
+	res->finished = read_all(fds[0], timeout_ms, &res->out);
 	close(fds[0]);
-	if (!done)
+	if (!res->finished)
 		kill(pid, SIGKILL);
-	int status = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+	while (waitpid(pid, &res->status, 0) < 0 && errno == EINTR)
 		;
 	/* The child is gone: its errno, or end-of-file once it had entered. */
 	int refused = 0;
@@ -360,25 +361,55 @@ int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
 		;
 	close(st[0]);
 	if (got == (ssize_t)sizeof refused) {
-		gp_buf_free(&out);
-		p->read_only_refused = refused > 0 ? refused : EIO;
-		return -p->read_only_refused;
+		gp_buf_free(&res->out);
+		res->read_only_refused = refused > 0 ? refused : EIO;
+		return -res->read_only_refused;
+	}
+	return 0;
+}
+
+char *gp_nvchild_failure(const struct gp_nvchild *res, bool ended)
+{
+	if (!res->finished)
+		return gp_xstrdup("the probe did not finish in time and was killed "
+		                  "(a hung driver library?)");
+	if (!ended && WIFSIGNALED(res->status))
+		return gp_xasprintf("the probe crashed in the driver libraries "
+		                    "(signal %d, %s)",
+		                    WTERMSIG(res->status),
+		                    strsignal(WTERMSIG(res->status)));
+	if (!ended)
+		return gp_xstrdup("the probe ended without a result");
+	return NULL;
+}
+
+int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
+                   struct gp_nvprobe *p)
+{
+	*p = (struct gp_nvprobe){ 0 };
+	p->nvml.init_rc = p->nvml.count = -1;
+	p->cuda.version_rc = p->cuda.init_rc = p->cuda.count = -1;
+	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
+		p->nvml.persistence[i] = -1;
+	struct gp_nvchild res;
+	int rc = gp_nvchild_run(r, timeout_ms, read_only, probe_body, NULL, &res);
+	if (rc < 0) {
+		p->read_only_refused = res.read_only_refused;
+		return rc;
 	}
 	bool ended = false;
 	char *save = NULL;
-	for (char *l = strtok_r(out.data, "\n", &save); l;
+	for (char *l = strtok_r(res.out.data, "\n", &save); l;
 	     l = strtok_r(NULL, "\n", &save))
 		parse_line(p, l, &ended);
-	gp_buf_free(&out);
-	if (!done)
-		set_str(&p->error, "the probe did not finish in time and was killed "
-		                   "(a hung driver library?)");
-	else if (!ended && !p->error && WIFSIGNALED(status))
-		p->error = gp_xasprintf("the probe crashed in the driver libraries "
-		                        "(signal %d, %s)",
-		                        WTERMSIG(status), strsignal(WTERMSIG(status)));
-	else if (!ended && !p->error)
-		set_str(&p->error, "the probe ended without a result");
+	gp_buf_free(&res.out);
+	if (!p->error || !res.finished) {
+		char *why = gp_nvchild_failure(&res, ended);
+		if (why) {
+			free(p->error);
+			p->error = why;
+		}
+	}
 	return 0;
 }
 

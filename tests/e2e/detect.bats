@@ -133,7 +133,7 @@ refute_profile() {
 	assert_t_profiles "t-a100-ubuntu2204,t-a100-v100-ubuntu2204,t-any-a100,"\
 "t-ubuntu2204,t-ubuntu,t-no-match"
 	# The catalogue's A100 profile; its distro base is not offered: it
-	# enables no stage (a plan of it would be "7 disabled").
+	# enables no stage (a plan of it would be "8 disabled").
 	assert_before a100-ubuntu2204 t-ubuntu2204
 	refute_profile distro/ubuntu2204
 	refute_profile a100-ubuntu2404

@@ -1,0 +1,307 @@
+#!/usr/bin/env bats
+# Stage gpu_settings end to end on busybox fixture roots (mkroot.sh, the
+# A100 Ubuntu root) with the stand-in NVML of tests/fixtures/fakenv/
+# (fakenvml.c and fakenvml_settings.c, one libnvidia-ml.so.1): its settings
+# and limits in the root's /etc/fakenvml-settings.conf, which its setters
+# write back, so a test reads what was set. The boot unit's ExecStart is
+# run by the test against the root, as systemd would run it at boot, and
+# the unit and the persistence drop-in go through the real systemd-analyze
+# verify (Debian's systemd package, in TEST_DEPS).
+
+load helpers
+
+FAKENV=$REPO_ROOT/tests/fixtures/fakenv
+LIBDIR=usr/lib/x86_64-linux-gnu
+UNIT=etc/systemd/system/gpuprov-gpu-settings.service
+DROPIN=etc/systemd/system/nvidia-persistenced.service.d/gpuprov.conf
+STATE=etc/fakenvml-settings.conf
+
+setup_file() {
+	mkdir -p "$BATS_FILE_TMPDIR/fakenv"
+	cc -shared -fPIC -o "$BATS_FILE_TMPDIR/fakenv/libnvidia-ml.so.1" \
+		-Wl,-soname,libnvidia-ml.so.1 "$FAKENV/fakenvml.c" "$FAKENV/fakenvml_settings.c" ||
+		fail "cannot build the fake NVML"
+}
+
+setup() {
+	require_root
+	R=$BATS_TEST_TMPDIR/root
+	mkroot "$R"
+	mkdir -p "$R/$LIBDIR"
+	cp "$BATS_FILE_TMPDIR/fakenv/libnvidia-ml.so.1" "$R/$LIBDIR/"
+	# Two H100 GPUs, persistence on (the daemon runs), NVML's H100 SXM limits.
+	printf '%s\n' mode=ok count=2 "name=NVIDIA H100 80GB HBM3" persistence=1 > "$R/etc/fakenv.conf"
+	printf '%s\n' power_min_mw=200000 power_max_mw=700000 power_default_mw=700000 \
+		power_limit_mw=700000 compute_mode=0 ecc_current=1 ecc_pending=1 > "$R/$STATE"
+	P=$BATS_TEST_TMPDIR/p.json
+	profile '"power_limit_watts": 600, "compute_mode": "exclusive_process", "application_clock_memory_mhz": 2619, "application_clock_graphics_mhz": 1980, "ecc": true'
+}
+
+# profile MEMBERS: $P, the A100 Ubuntu profile with these gpu_settings.
+profile() {
+	cat > "$P" <<JSON
+{ "name": "gpu-settings-test", "extends": "a100-ubuntu2204",
+  "stages": { "gpu_settings": { $1 } } }
+JSON
+}
+
+# state KEY: the fake NVML's value of KEY.
+state() {
+	sed -n "s/^$1=//p" "$R/$STATE"
+}
+
+# boot_unit: runs the boot unit's ExecStart against the root, as systemd
+# would at boot (the installed binary's path replaced by the one under test).
+boot_unit() {
+	local cmd
+	cmd=$(sed -n 's|^ExecStart=[^ ]*/gpuprov ||p' "$R/$UNIT")
+	[ -n "$cmd" ] || fail "no gpuprov ExecStart in $R/$UNIT:" "$(cat "$R/$UNIT")"
+	# shellcheck disable=SC2086 # the unit's words, as systemd splits them
+	gp --root "$R" $cmd
+}
+
+@test "gpu_settings: the plan shows the drop-in, the boot unit with the values and the wants links; it changes nothing" {
+	snapshot "$R" before
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_status 0
+	assert_stdout_has "gpu_settings: needed"
+	assert_stdout_has "+ExecStart=/usr/bin/nvidia-persistenced --verbose"
+	assert_stdout_has "+ExecStart="$'\n'
+	assert_stdout_has "+After=nvidia-persistenced.service"
+	assert_stdout_has "gpuprov gpu-settings apply power_limit_w=600 application_clocks_mhz=2619,1980 compute_mode=exclusive_process ecc=on"
+	assert_stdout_has "symlink /etc/systemd/system/multi-user.target.wants/nvidia-persistenced.service -> /usr/lib/systemd/system/nvidia-persistenced.service"
+	assert_stdout_has "symlink /etc/systemd/system/multi-user.target.wants/gpuprov-gpu-settings.service -> /etc/systemd/system/gpuprov-gpu-settings.service"
+	refute_stdout_has "systemctl"
+	assert_unchanged "$R" before
+	[ ! -e "$R/var/log/fakenvml.log" ] || fail "the plan called an NVML setter:" "$(cat "$R/var/log/fakenvml.log")"
+}
+
+@test "gpu_settings: a power limit outside the GPU's limits is refused at plan and install, nothing written" {
+	profile '"power_limit_watts": 800'
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_stdout_has "gpu_settings: blocked - GPU 0 (NVIDIA H100 80GB HBM3): a power limit of 800 W lies outside the GPU's limits, 200..700 W; set stages.gpu_settings.power_limit_watts within them"
+	snapshot "$R" before var/lib/gpuprov var/lib/gpuprov/lock
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 4
+	assert_unchanged "$R" before var/lib/gpuprov var/lib/gpuprov/lock
+	# A fraction of the default limit is held to the same limits.
+	profile '"power_limit_fraction": 0.2'
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_stdout_has "blocked - GPU 0 (NVIDIA H100 80GB HBM3): a power limit of 0.2 of the default 700 W (140 W) lies outside the GPU's limits, 200..700 W; set stages.gpu_settings.power_limit_fraction within them"
+	# Settings that contradict each other are refused before NVML is asked.
+	profile '"power_limit_watts": 600, "power_limit_fraction": 0.9'
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_stdout_has "blocked - stages.gpu_settings.power_limit_watts and power_limit_fraction are both set; keep one"
+}
+
+@test "gpu_settings: install writes the files, the boot unit sets the values through NVML, verify passes, a rerun changes nothing" {
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 0
+	[ "$(readlink "$R/etc/systemd/system/multi-user.target.wants/nvidia-persistenced.service")" = /usr/lib/systemd/system/nvidia-persistenced.service ] ||
+		fail "nvidia-persistenced not enabled"
+	[ "$(readlink "$R/etc/systemd/system/multi-user.target.wants/gpuprov-gpu-settings.service")" = "/$UNIT" ] ||
+		fail "the boot unit not enabled"
+	[ ! -e "$R/var/log/fakenvml.log" ] || fail "install under --root called an NVML setter:" "$(cat "$R/var/log/fakenvml.log")"
+	# Before the unit ran, verify says so (not drift).
+	gp --root "$R" verify --profile "$P" --only gpu_settings
+	assert_status 3
+	assert_stdout_has "fail  GPU 0 power limit: enforced power limit 700 W; the profile wants 600 W"
+	assert_stdout_has "gpuprov-gpu-settings.service has not set it since the boot"
+	refute_stdout_has "drift"
+	boot_unit
+	assert_status 0
+	assert_stdout_has "GPU 0: power limit 600 W: Success"
+	assert_stdout_has "GPU 1: compute mode exclusive_process: Success"
+	[ "$(state power_limit_mw)" = 600000 ] && [ "$(state compute_mode)" = 3 ] &&
+		[ "$(state app_mem_mhz)" = 2619 ] && [ "$(state app_gpu_mhz)" = 1980 ] ||
+		fail "the fake NVML's state:" "$(cat "$R/$STATE")"
+	# ECC was on already: not set again.
+	! grep -q nvmlDeviceSetEccMode "$R/var/log/fakenvml.log" || fail "ECC set again"
+	gp --root "$R" verify --profile "$P" --only gpu_settings
+	assert_status 0
+	assert_stdout_has "pass  GPU 1 application clocks"
+	assert_stdout_has "pass  GPU 0 ECC: ECC on, pending on; the profile wants on"
+	assert_stdout_has "pass  drift: every value is as gpuprov-gpu-settings.service set it at this boot"
+	snapshot "$R" installed var/lib/gpuprov/journal.json var/log/gpuprov.log
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 0
+	assert_stdout_has "gpu_settings: satisfied"
+	assert_unchanged "$R" installed var/lib/gpuprov/journal.json var/log/gpuprov.log
+}
+
+@test "gpu_settings: a value changed after the boot unit set it is drift" {
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	boot_unit
+	assert_status 0
+	# Someone runs nvidia-smi -c 0 and -pl 650.
+	sed -i -e 's/^compute_mode=.*/compute_mode=0/' -e 's/^power_limit_mw=.*/power_limit_mw=650000/' "$R/$STATE"
+	gp --root "$R" --json verify --profile "$P" --only gpu_settings
+	assert_status 3
+	"$PYTHON" -c 'import json, sys
+f = {f["id"]: f for f in json.loads(sys.argv[1])["findings"]}
+d = f["gpu_settings.drift"]
+assert d["level"] == "fail", d
+assert "GPU 0 power limit, GPU 0 compute mode, GPU 1 power limit, GPU 1 compute mode" in d["evidence"], d
+c = f["gpu_settings.compute_mode.gpu_0"]
+assert c["level"] == "fail" and "changed by someone else" in c["hint"], c
+assert f["gpu_settings.application_clocks.gpu_0"]["level"] == "pass"' "$output" ||
+		fail "drift findings:" "$output"
+}
+
+@test "gpu_settings: an ECC change is pending until a reboot: reboot pending, then verify passes after it" {
+	profile '"ecc": false'
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 0
+	boot_unit
+	assert_status 0
+	assert_stdout_has "GPU 0: ECC off (pending until a reboot): Success"
+	[ "$(state ecc_current)" = 1 ] && [ "$(state ecc_pending)" = 0 ] || fail "ECC state:" "$(cat "$R/$STATE")"
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_stdout_has "gpu_settings: reboot pending - GPU 0: ECC on, off pending until a reboot"
+	gp --root "$R" verify --profile "$P" --only gpu_settings
+	assert_stdout_has "warn  GPU 0 ECC: ECC on, pending off; the profile wants off"
+	assert_stdout_has "hint: reboot: the pending ECC mode becomes current"
+	# The reboot: the pending mode becomes current, /run is emptied.
+	sed -i 's/^ecc_current=.*/ecc_current=0/' "$R/$STATE"
+	rm -rf "$R/run/gpuprov"
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_stdout_has "gpu_settings: satisfied"
+	gp --root "$R" verify --profile "$P" --only gpu_settings
+	assert_stdout_has "pass  GPU 1 ECC: ECC off, pending off"
+}
+
+@test "gpu_settings: the boot unit sets a fraction of the default limit; a setter NVML refuses fails the unit and leaves no record" {
+	profile '"power_limit_fraction": 0.5, "compute_mode": "prohibited"'
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	grep -q '^ExecStart=.* gpu-settings apply power_limit_fraction=0.5 compute_mode=prohibited$' "$R/$UNIT" ||
+		fail "ExecStart:" "$(grep ExecStart "$R/$UNIT")"
+	echo fail=nvmlDeviceSetComputeMode >> "$R/$STATE"
+	boot_unit
+	assert_status 1
+	assert_stdout_has "GPU 0: power limit 350 W: Success"
+	assert_stdout_has "GPU 0: not set: compute mode prohibited:"
+	assert_stderr_has "gpu-settings apply: 2 settings not set"
+	[ "$(state power_limit_mw)" = 350000 ] || fail "power limit:" "$(cat "$R/$STATE")"
+	[ ! -e "$R/run/gpuprov/gpu-settings.applied" ] || fail "a record of a failed apply"
+	# Words the unit never holds are refused before NVML is asked.
+	gp --root "$R" gpu-settings apply power_limit_w=600 power_limit_fraction=0.5
+	assert_status 65
+	assert_stderr_has "power_limit_w and power_limit_fraction both given; give one"
+	gp --root "$R" gpu-settings apply 'compute_mode=exclusive'
+	assert_status 65
+	assert_stderr_has "setting 'compute_mode=exclusive': the value is not one gpuprov writes"
+}
+
+@test "gpu_settings: systemd-analyze verify accepts the boot unit and the drop-in, which replaces the packaged ExecStart" {
+	command -v systemd-analyze > /dev/null || fail "no systemd-analyze (Debian's systemd package, in TEST_DEPS)"
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 0
+	local t=$BATS_TEST_TMPDIR/units
+	mkdir -p "$t/bin" "$t/nvidia-persistenced.service.d"
+	cp "$GPUPROV" "$t/bin/gpuprov"
+	printf '#!/bin/sh\n' > "$t/bin/nvidia-persistenced"
+	chmod +x "$t/bin/nvidia-persistenced"
+	sed "s|^ExecStart=/.*/gpuprov |ExecStart=$t/bin/gpuprov |" "$R/$UNIT" > "$t/gpuprov-gpu-settings.service"
+	# Ubuntu's packaged unit, which turns persistence off.
+	printf '%s\n' '[Unit]' 'Description=NVIDIA Persistence Daemon' '[Service]' 'Type=forking' \
+		'ExecStart=/bin/true --user nvidia-persistenced --no-persistence-mode --verbose' \
+		> "$t/nvidia-persistenced.service"
+	cp "$R/$DROPIN" "$t/nvidia-persistenced.service.d/gpuprov.conf"
+	SYSTEMD_UNIT_PATH=$t: run systemd-analyze verify --man=no --recursive-errors=no \
+		"$t/gpuprov-gpu-settings.service"
+	[ "$status" -eq 0 ] && [ -z "$output" ] || fail "systemd-analyze verify of the unit (exit $status):" "$output"
+	# The drop-in's command replaces the packaged one: systemd looks for it.
+	SYSTEMD_UNIT_PATH=$t: run systemd-analyze verify --man=no --recursive-errors=no "$t/nvidia-persistenced.service"
+	[[ "$output" == *"Command /usr/bin/nvidia-persistenced is not executable"* ]] ||
+		fail "the drop-in's ExecStart was not used:" "$output"
+	sed -i "s|/usr/bin/nvidia-persistenced|$t/bin/nvidia-persistenced|" "$t/nvidia-persistenced.service.d/gpuprov.conf"
+	SYSTEMD_UNIT_PATH=$t: run systemd-analyze verify --man=no --recursive-errors=no "$t/nvidia-persistenced.service"
+	[ "$status" -eq 0 ] && [ -z "$output" ] || fail "systemd-analyze verify with the drop-in (exit $status):" "$output"
+	grep -qx 'ExecStart=' "$R/$DROPIN" || fail "the drop-in does not reset ExecStart"
+	! grep -v '^#' "$R/$DROPIN" | grep -q -- --no-persistence-mode || fail "the drop-in keeps --no-persistence-mode"
+}
+
+@test "gpu_settings: verify without NVML fails gpu_settings.nvml with the reason" {
+	rm "$R/$LIBDIR/libnvidia-ml.so.1"
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 0
+	gp --root "$R" verify --profile "$P" --only gpu_settings
+	assert_status 3
+	assert_stdout_has "fail  NVML: cannot read the GPUs' settings: libnvidia-ml.so.1 does not load"
+}
+
+# in_root_as_host ARGS...: gpuprov ARGS... chrooted into the root, which is
+# then its live host (the binary, its libraries and the loader copied in;
+# a private mount and pid namespace with its own /proc; a /dev/null).
+in_root_as_host() {
+	local d=$R/opt/gpuprov-test lib
+	mkdir -p "$d/lib" "$R/lib64"
+	cp "$GPUPROV" "$d/gpuprov"
+	cp -r "$REPO_ROOT/profiles" "$d/profiles"
+	for lib in $(ldd "$GPUPROV" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
+		cp -L "$lib" "$d/lib/"
+	done
+	cp -L /lib64/ld-linux-x86-64.so.2 "$R/lib64/"
+	# The command runner's stdin (the busybox root has no /dev).
+	mkdir -p "$R/dev"
+	[ -e "$R/dev/null" ] || mknod -m 0666 "$R/dev/null" c 1 3
+	run --separate-stderr unshare --mount --pid --fork --mount-proc="$R/proc" \
+		chroot "$R" /lib64/ld-linux-x86-64.so.2 --library-path /opt/gpuprov-test/lib \
+		/opt/gpuprov-test/gpuprov --profile-dir /opt/gpuprov-test/profiles "$@"
+}
+
+@test "gpu_settings: on the live host install restarts the daemon and starts the boot unit, which sets the values; an ECC change asks for a reboot" {
+	profile '"power_limit_watts": 600, "ecc": false'
+	cp "$P" "$R/tmp/p.json"
+	# The driver's packaged unit (without it, nothing is restarted).
+	mkdir -p "$R/usr/lib/systemd/system"
+	printf '[Service]\nExecStart=/usr/bin/nvidia-persistenced --no-persistence-mode\n' \
+		> "$R/usr/lib/systemd/system/nvidia-persistenced.service"
+	in_root_as_host plan --profile /tmp/p.json --only gpu_settings
+	assert_status 5
+	assert_stdout_has "run systemctl daemon-reload"
+	assert_stdout_has "run systemctl restart nvidia-persistenced.service"
+	assert_stdout_has "run systemctl restart gpuprov-gpu-settings.service"
+	assert_stdout_has "reboot required: an ECC or MIG mode change is pending until the GPUs are reset"
+	# A stand-in systemctl that logs its argv and, as systemd would, runs the
+	# boot unit's ExecStart when asked to restart it; the installed binary's
+	# path there (BINDIR) leads to the one under test.
+	cat > "$R/usr/bin/systemctl" <<'SH'
+#!/bin/busybox sh
+echo "$*" >> /var/log/systemctl-stand-in.log
+[ "$*" = "restart gpuprov-gpu-settings.service" ] || exit 0
+exec $(sed -n 's/^ExecStart=//p' /etc/systemd/system/gpuprov-gpu-settings.service) >> /var/log/boot-unit.log 2>&1
+SH
+	local bin
+	bin=$(printf '%s\n' "$output" | sed -n 's|^ *+ExecStart=\(/.*\)/gpuprov gpu-settings .*|\1|p')
+	[ -n "$bin" ] || fail "no ExecStart in the plan:" "$output"
+	mkdir -p "$R$bin"
+	printf '#!/bin/busybox sh\nexec /lib64/ld-linux-x86-64.so.2 --library-path /opt/gpuprov-test/lib /opt/gpuprov-test/gpuprov "$@"\n' > "$R$bin/gpuprov"
+	chmod 0755 "$R/usr/bin/systemctl" "$R$bin/gpuprov"
+	in_root_as_host install --profile /tmp/p.json --only gpu_settings
+	assert_status 5
+	[ "$(cat "$R/var/log/systemctl-stand-in.log")" = "daemon-reload
+restart nvidia-persistenced.service
+restart gpuprov-gpu-settings.service" ] || fail "systemctl calls:" "$(cat "$R/var/log/systemctl-stand-in.log")"
+	# What the unit set, the only NVML setter calls.
+	[ "$(cat "$R/var/log/fakenvml.log")" = "nvmlDeviceSetPowerManagementLimit 600000 0
+nvmlDeviceSetEccMode 0 0
+nvmlDeviceSetPowerManagementLimit 600000 0" ] || fail "NVML setter calls:" "$(cat "$R/var/log/fakenvml.log")"
+	[ "$(state power_limit_mw)" = 600000 ] && [ "$(state ecc_pending)" = 0 ] || fail "state:" "$(cat "$R/$STATE")"
+}
+
+@test "gpu_settings: an NVML without the power-limit functions does not block the stage; verify and the boot unit say what is missing" {
+	# The driver tests' stand-in NVML (fakenvml.c alone): no settings
+	# functions, as an old or partial library would be.
+	cc -shared -fPIC -o "$R/$LIBDIR/libnvidia-ml.so.1" -Wl,-soname,libnvidia-ml.so.1 \
+		"$FAKENV/fakenvml.c" || fail "cannot build the plain fake NVML"
+	profile '"power_limit_watts": 600'
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 0
+	boot_unit
+	assert_status 1
+	assert_stdout_has "GPU 0: not set: power limit: NVML gives no power limits for this GPU"
+	gp --root "$R" verify --profile "$P" --only gpu_settings
+	assert_status 3
+	assert_stdout_has "fail  GPU 0 power limit: NVML gives no power limits for this GPU"
+}

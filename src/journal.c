@@ -834,3 +834,9 @@ void gp_journal_history_uninstalled(struct gp_journal *j)
 	now_iso8601(when);
 	set_string(e, "uninstalled", when);
 }
+
+void gp_journal_forget_stage(struct gp_journal *j, const char *stage)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(j->doc, "stages"), stage);
+}

@@ -939,8 +939,18 @@ static void record_holds(struct gp_ctx *c, const char *const *names, size_t n, b
                          char *const *set)
 {
 	for (size_t i = 0; c->mode == GP_MODE_APPLY && i < n; i++) {
+		bool set_now = hold && gp_strv_contains(set, names[i]);
+		_cleanup_free_ char *have = NULL;
+		/* A package there before, which no install of gpuprov's changed:
+		 * recorded now, so that uninstall releases the hold. */
+		if (set_now && !gp_journal_package(&c->journal, names[i]) &&
+		    gp_pkg_installed(c, names[i], &have) == 0 && have) {
+			gp_journal_record_package(&c->journal, names[i], have,
+			                          gp_ctx_stage_name(c));
+			gp_journal_set_package_before(&c->journal, names[i], have);
+		}
 		gp_journal_record_hold(&c->journal, names[i], hold);
-		if (hold && gp_strv_contains(set, names[i]))
+		if (set_now)
 			gp_journal_record_hold_set(&c->journal, names[i]);
 	}
 }

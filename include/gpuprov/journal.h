@@ -128,6 +128,8 @@ void gp_journal_history_begin(struct gp_journal *j, const char *name, const char
  * packages, holds, files and stage states. */
 void gp_journal_history_end(struct gp_journal *j, const char *result);
 void gp_journal_history_uninstalled(struct gp_journal *j);
+/* Drops a stage's record (state, time, marks, settings): uninstalled. */
+void gp_journal_forget_stage(struct gp_journal *j, const char *stage);
 
 /* Takes the run lock; exit 6 with the holder's pid when another run has it. */
 int gp_lock_acquire(const struct gp_root *r, int *fd, struct gp_err *err);

@@ -13,14 +13,18 @@ const char *gp_history_result(const cJSON *entry, bool run_in_progress)
 	if (cJSON_GetObjectItemCaseSensitive(entry, "uninstalled"))
 		return "uninstalled";
 	const char *r = gp_json_string(entry, "result", NULL);
-	if (r)
+	if (r && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(entry, "running")))
 		return r;
 	return run_in_progress ? "running" : "interrupted";
 }
 
-static bool verified(const cJSON *entry)
+/* Ended verified: its last run completed (kept once uninstalled). */
+static bool verified(const cJSON *entry, bool run_in_progress)
 {
-	return gp_streq(gp_json_string(entry, "result", NULL), "completed");
+	const char *r = gp_history_result(entry, run_in_progress);
+	return gp_streq(r, "completed") ||
+	       (gp_streq(r, "uninstalled") &&
+	        gp_streq(gp_json_string(entry, "result", NULL), "completed"));
 }
 
 static int count(const cJSON *e, const char *key)
@@ -40,7 +44,7 @@ cJSON *gp_history_to_json(const cJSON *history, const cJSON *current,
 		cJSON_AddNumberToObject(o, "id", cJSON_IsNumber(id) ? id->valuedouble : 0);
 		cJSON_AddBoolToObject(o, "current", e == current);
 		cJSON_AddStringToObject(o, "result", gp_history_result(e, run_in_progress));
-		cJSON_AddBoolToObject(o, "verified", verified(e));
+		cJSON_AddBoolToObject(o, "verified", verified(e, run_in_progress));
 		cJSON_AddStringToObject(o, "started", gp_json_string(e, "started", ""));
 		gp_json_set_string(o, "ended", gp_json_string(e, "ended", NULL));
 		gp_json_set_string(o, "uninstalled", gp_json_string(e, "uninstalled", NULL));

@@ -677,7 +677,7 @@ static const struct member history_members[] = {
 	{ "result", M_STRING },    { "uninstalled", M_STRING }, { "profile", M_OBJECT },
 	{ "packages", M_OBJECT },  { "files", M_OBJECT },    { "holds", M_STRINGS },
 	{ "preexisting", M_OBJECT }, { "stages", M_OBJECT }, { "versions", M_OBJECT },
-	{ NULL, 0 },
+	{ "running", M_BOOL }, { NULL, 0 },
 };
 static const struct member history_profile_members[] = {
 	{ "name", M_STRING },
@@ -756,8 +756,7 @@ void gp_journal_history_begin(struct gp_journal *j, const char *name, const char
 	             digest)) {
 		/* The same profile again (after a reboot, a kill, a failure, or
 		 * to repair drift): the same entry goes on. */
-		cJSON_DeleteItemFromObjectCaseSensitive(last, "result");
-		cJSON_DeleteItemFromObjectCaseSensitive(last, "ended");
+		gp_json_set_item(last, "running", cJSON_CreateTrue());
 		return;
 	}
 	cJSON *h = cJSON_GetObjectItemCaseSensitive(j->doc, "history");
@@ -775,6 +774,7 @@ void gp_journal_history_begin(struct gp_journal *j, const char *name, const char
 	cJSON *e = cJSON_CreateObject();
 	cJSON_AddNumberToObject(e, "id", id);
 	cJSON_AddStringToObject(e, "started", when);
+	cJSON_AddTrueToObject(e, "running");
 	cJSON *p = cJSON_AddObjectToObject(e, "profile");
 	cJSON_AddStringToObject(p, "name", name);
 	cJSON_AddStringToObject(p, "sha256", digest);
@@ -791,15 +791,24 @@ static cJSON *copy_or_empty(const cJSON *o)
 	return o ? cJSON_Duplicate(o, true) : cJSON_CreateObject();
 }
 
+/* Sets e's key to v (taken); true when that changed e. */
+static bool set_changed(cJSON *e, const char *key, cJSON *v)
+{
+	const cJSON *was = cJSON_GetObjectItemCaseSensitive(e, key);
+	bool same = was && cJSON_Compare(was, v, true);
+	if (same)
+		cJSON_Delete(v);
+	else
+		gp_json_set_item(e, key, v);
+	return !same;
+}
+
 void gp_journal_history_end(struct gp_journal *j, const char *result)
 {
 	cJSON *e = newest_entry(j);
 	if (!e)
 		return;
-	char when[32];
-	now_iso8601(when);
-	set_string(e, "ended", when);
-	set_string(e, "result", result);
+	cJSON_DeleteItemFromObjectCaseSensitive(e, "running");
 	const cJSON *pkgs = gp_journal_packages(j);
 	cJSON *holds = cJSON_CreateArray();
 	cJSON *before = cJSON_CreateObject();
@@ -810,11 +819,6 @@ void gp_journal_history_end(struct gp_journal *j, const char *result)
 		if (was)
 			cJSON_AddStringToObject(before, p->string, was);
 	}
-	gp_json_set_item(e, "packages", copy_or_empty(pkgs));
-	gp_json_set_item(e, "holds", holds);
-	gp_json_set_item(e, "preexisting", before);
-	gp_json_set_item(e, "files", copy_or_empty(cJSON_GetObjectItemCaseSensitive(
-	                                 j->doc, "files")));
 	cJSON *stages = cJSON_CreateObject();
 	const cJSON *recs = cJSON_GetObjectItemCaseSensitive(j->doc, "stages");
 	for (const cJSON *s = recs ? recs->child : NULL; s; s = s->next) {
@@ -822,7 +826,20 @@ void gp_journal_history_end(struct gp_journal *j, const char *result)
 		if (state)
 			cJSON_AddStringToObject(stages, s->string, state);
 	}
-	gp_json_set_item(e, "stages", stages);
+	bool changed = set_changed(e, "result", cJSON_CreateString(result));
+	changed |= set_changed(e, "packages", copy_or_empty(pkgs));
+	changed |= set_changed(e, "holds", holds);
+	changed |= set_changed(e, "preexisting", before);
+	changed |= set_changed(e, "files", copy_or_empty(cJSON_GetObjectItemCaseSensitive(
+	                                       j->doc, "files")));
+	changed |= set_changed(e, "stages", stages);
+	/* A rerun that changed nothing leaves the entry (and the journal) as
+	 * it was. */
+	if (changed || !cJSON_GetObjectItemCaseSensitive(e, "ended")) {
+		char when[32];
+		now_iso8601(when);
+		set_string(e, "ended", when);
+	}
 }
 
 void gp_journal_history_uninstalled(struct gp_journal *j)

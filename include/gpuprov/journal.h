@@ -108,8 +108,9 @@ void gp_journal_record_hold_set(struct gp_journal *j, const char *name);
 /* History ("history": an array, oldest first, at most GP_HISTORY_MAX
  * entries): one entry per profile installed, with its resolved document
  * (so it can be applied again without the file), its sha256, when it
- * started and ended, how it ended ("result": completed, reboot_pending,
- * failed, interrupted; absent while it runs or after a kill), and, as the
+ * started and ended, how its last run ended ("result": completed,
+ * reboot_pending, blocked, failed, interrupted by a signal), "running" from
+ * the start of a run until it ends (left by a killed run), and, as the
  * journal had them when it ended, the packages with their versions (and
  * "installed_before"), the holds, the packages there before gpuprov
  * ("preexisting": name -> version), the files with their backups, each
@@ -125,7 +126,9 @@ const cJSON *gp_journal_history_current(const struct gp_journal *j);
 void gp_journal_history_begin(struct gp_journal *j, const char *name, const char *digest,
                               const cJSON *doc, const cJSON *versions);
 /* The install ended with result: the newest entry takes the journal's
- * packages, holds, files and stage states. */
+ * packages, holds, files and stage states; "ended" changes only with them
+ * or the result, so a rerun that changed nothing leaves the journal as it
+ * was. */
 void gp_journal_history_end(struct gp_journal *j, const char *result);
 void gp_journal_history_uninstalled(struct gp_journal *j);
 /* Drops a stage's record (state, time, marks, settings): uninstalled. */

@@ -330,7 +330,7 @@ journal_view() {
 import json, sys
 def strip(v):
     if isinstance(v, dict):
-        return {k: strip(x) for k, x in v.items() if k not in ("time", "stat")}
+        return {k: strip(x) for k, x in v.items() if k not in ("time", "stat", "started", "ended")}
     if isinstance(v, list):
         return [strip(x) for x in v]
     return v

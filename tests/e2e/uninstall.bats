@@ -120,6 +120,7 @@ uninstall_matches_plan() {
 
 @test "uninstall: --dry-run plans the removal and changes nothing; --only another stage does nothing" {
 	snapshot "$R" before
+	snapshot "$R" before-run var/log/gpuprov.log var/lib/gpuprov/lock
 	gp --root "$R" uninstall --dry-run
 	assert_status 0
 	assert_stdout_has "container_toolkit: needed - removes 4 packages and 3 files gpuprov added"
@@ -133,7 +134,7 @@ uninstall_matches_plan() {
 	gp --root "$R" uninstall --only driver
 	assert_status 0
 	assert_stdout_has "container_toolkit: skipped - excluded by --only/--skip"
-	assert_unchanged "$R" before var/log/gpuprov.log var/lib/gpuprov/lock
+	assert_unchanged "$R" before-run var/log/gpuprov.log var/lib/gpuprov/lock
 }
 
 @test "uninstall: removes what gpuprov added, exactly as planned: files, dpkg status and holds as before the first install" {

@@ -907,7 +907,8 @@ static bool undo_pass(struct session *s, const struct gp_options *o)
 		struct gp_stage_plan *sp = gp_plan_add_stage(c->plan, st->name,
 		                                             "uninstall");
 		if (!stage_selected(o, st)) {
-			gp_stage_plan_set(sp, GP_STATE_SKIPPED, "excluded by --only/--skip");
+			gp_stage_plan_set(sp, GP_STATE_SKIPPED,
+			                  "excluded by --only/--skip");
 			continue;
 		}
 		if (failed) {
@@ -916,10 +917,10 @@ static bool undo_pass(struct session *s, const struct gp_options *o)
 			continue;
 		}
 		c->stage = sp;
-		struct gp_check ck = { 0 };
-		gp_undo_check(c, st->name, &ck);
-		gp_stage_plan_set(sp, ck.state, "%s", ck.reason);
-		free(ck.reason);
+		_cleanup_free_ char *reason = NULL;
+		bool needed = gp_undo_check(c, st->name, &reason);
+		gp_stage_plan_set(sp, needed ? GP_STATE_NEEDED : GP_STATE_SATISFIED, "%s",
+		                  reason);
 		if (sp->state == GP_STATE_NEEDED) {
 			gp_log(c, "uninstall: %s", sp->reason);
 			gp_ctx_announce_stage(c, sp, false);

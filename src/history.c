@@ -41,13 +41,16 @@ cJSON *gp_history_to_json(const cJSON *history, const cJSON *current,
 		const cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "profile");
 		cJSON *o = cJSON_CreateObject();
 		const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
-		cJSON_AddNumberToObject(o, "id", cJSON_IsNumber(id) ? id->valuedouble : 0);
+		cJSON_AddNumberToObject(o, "id",
+		                        cJSON_IsNumber(id) ? id->valuedouble : 0);
 		cJSON_AddBoolToObject(o, "current", e == current);
-		cJSON_AddStringToObject(o, "result", gp_history_result(e, run_in_progress));
+		cJSON_AddStringToObject(o, "result",
+		                        gp_history_result(e, run_in_progress));
 		cJSON_AddBoolToObject(o, "verified", verified(e, run_in_progress));
 		cJSON_AddStringToObject(o, "started", gp_json_string(e, "started", ""));
 		gp_json_set_string(o, "ended", gp_json_string(e, "ended", NULL));
-		gp_json_set_string(o, "uninstalled", gp_json_string(e, "uninstalled", NULL));
+		gp_json_set_string(o, "uninstalled",
+		                   gp_json_string(e, "uninstalled", NULL));
 		cJSON *prof = cJSON_AddObjectToObject(o, "profile");
 		cJSON_AddStringToObject(prof, "name", gp_json_string(p, "name", ""));
 		cJSON_AddStringToObject(prof, "sha256", gp_json_string(p, "sha256", ""));
@@ -76,7 +79,8 @@ void gp_history_render(const cJSON *history, const cJSON *current, bool run_in_p
 	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, "entries");
 	for (const cJSON *o = arr->child; o; o = o->next) {
 		const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "profile");
-		bool is_current = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "current"));
+		bool is_current = cJSON_IsTrue(
+		    cJSON_GetObjectItemCaseSensitive(o, "current"));
 		const char *result = gp_json_string(o, "result", "");
 		bool ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "verified"));
 		_cleanup_free_ char *words = gp_str_replace_char(result, '_', ' ');

@@ -68,12 +68,8 @@ static const struct member file_members[] = {
 };
 /* "packages"."<name>": what an install left, for drift (src/stages/drift.c). */
 static const struct member package_members[] = {
-	{ "version", M_STRING },
-	{ "stage", M_STRING },
-	{ "held", M_BOOL },
-	{ "installed_before", M_STRING },
-	{ "hold_set", M_BOOL },
-	{ NULL, 0 },
+	{ "version", M_STRING },          { "stage", M_STRING },  { "held", M_BOOL },
+	{ "installed_before", M_STRING }, { "hold_set", M_BOOL }, { NULL, 0 },
 };
 static const struct member reboot_members[] = {
 	{ "reason", M_STRING },
@@ -673,11 +669,13 @@ void gp_journal_record_hold_set(struct gp_journal *j, const char *name)
 /* --- history: one entry per profile installed (gpuprov history) ---------- */
 
 static const struct member history_members[] = {
-	{ "id", M_NUMBER },        { "started", M_STRING },  { "ended", M_STRING },
-	{ "result", M_STRING },    { "uninstalled", M_STRING }, { "profile", M_OBJECT },
-	{ "packages", M_OBJECT },  { "files", M_OBJECT },    { "holds", M_STRINGS },
-	{ "preexisting", M_OBJECT }, { "stages", M_OBJECT }, { "versions", M_OBJECT },
-	{ "running", M_BOOL }, { NULL, 0 },
+	{ "id", M_NUMBER },          { "started", M_STRING },
+	{ "ended", M_STRING },       { "result", M_STRING },
+	{ "uninstalled", M_STRING }, { "profile", M_OBJECT },
+	{ "packages", M_OBJECT },    { "files", M_OBJECT },
+	{ "holds", M_STRINGS },      { "preexisting", M_OBJECT },
+	{ "stages", M_OBJECT },      { "versions", M_OBJECT },
+	{ "running", M_BOOL },       { NULL, 0 },
 };
 static const struct member history_profile_members[] = {
 	{ "name", M_STRING },
@@ -717,7 +715,8 @@ static bool check_history(const cJSON *history, struct invalid *bad)
 	int n = 0;
 	for (const cJSON *e = history->child; e; e = e->next) {
 		if (++n > GP_HISTORY_MAX)
-			return invalid(bad, e, "is entry %d, more than gpuprov keeps (%d)", n,
+			return invalid(bad, e,
+			               "is entry %d, more than gpuprov keeps (%d)", n,
 			               GP_HISTORY_MAX);
 		if (!check_history_entry(e, bad))
 			return false;
@@ -751,9 +750,9 @@ void gp_journal_history_begin(struct gp_journal *j, const char *name, const char
 {
 	cJSON *last = newest_entry(j);
 	if (last && !cJSON_GetObjectItemCaseSensitive(last, "uninstalled") &&
-	    gp_streq(get_string(cJSON_GetObjectItemCaseSensitive(last, "profile"),
-	                        "sha256"),
-	             digest)) {
+	    gp_streq(
+	        get_string(cJSON_GetObjectItemCaseSensitive(last, "profile"), "sha256"),
+	        digest)) {
 		/* The same profile again (after a reboot, a kill, a failure, or
 		 * to repair drift): the same entry goes on. */
 		gp_json_set_item(last, "running", cJSON_CreateTrue());
@@ -779,8 +778,9 @@ void gp_journal_history_begin(struct gp_journal *j, const char *name, const char
 	cJSON_AddStringToObject(p, "name", name);
 	cJSON_AddStringToObject(p, "sha256", digest);
 	cJSON_AddItemToObject(p, "doc", cJSON_Duplicate(doc, true));
-	cJSON_AddItemToObject(e, "versions", versions ? cJSON_Duplicate(versions, true)
-	                                              : cJSON_CreateObject());
+	cJSON_AddItemToObject(e, "versions",
+	                      versions ? cJSON_Duplicate(versions, true)
+	                               : cJSON_CreateObject());
 	cJSON_AddItemToArray(h, e);
 	while (cJSON_GetArraySize(h) > GP_HISTORY_MAX)
 		cJSON_DeleteItemFromArray(h, 0);
@@ -830,8 +830,8 @@ void gp_journal_history_end(struct gp_journal *j, const char *result)
 	changed |= set_changed(e, "packages", copy_or_empty(pkgs));
 	changed |= set_changed(e, "holds", holds);
 	changed |= set_changed(e, "preexisting", before);
-	changed |= set_changed(e, "files", copy_or_empty(cJSON_GetObjectItemCaseSensitive(
-	                                       j->doc, "files")));
+	changed |= set_changed(
+	    e, "files", copy_or_empty(cJSON_GetObjectItemCaseSensitive(j->doc, "files")));
 	changed |= set_changed(e, "stages", stages);
 	/* A rerun that changed nothing leaves the entry (and the journal) as
 	 * it was. */

@@ -899,7 +899,8 @@ static void record_package(struct gp_ctx *c, const char *name, char *const *befo
 	bool known = gp_journal_package(&c->journal, name) != NULL;
 	gp_journal_record_package(&c->journal, name, have, gp_ctx_stage_name(c));
 	if (!known)
-		gp_journal_set_package_before(&c->journal, name, version_in(before, name));
+		gp_journal_set_package_before(&c->journal, name,
+		                              version_in(before, name));
 }
 
 /* After a real install: each package's version as the database has it

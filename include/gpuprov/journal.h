@@ -96,7 +96,7 @@ const cJSON *gp_journal_packages(const struct gp_journal *j);
 void gp_journal_set_stage_settings(struct gp_journal *j, const char *stage,
                                    const char *sha256);
 
-/* Uninstall (src/stages/undo.c): what was there before gpuprov. A
+/* Uninstall (src/undo.c): what was there before gpuprov. A
  * recorded package that was installed before gpuprov's install
  * ("installed_before": that version; absent: gpuprov installed it), and one
  * whose hold gpuprov set ("hold_set": it was not held before). */

@@ -1,14 +1,16 @@
-/* Uninstall (src/stages/undo.c): a stage's journal records (the files it
+/* Uninstall (src/undo.c): a stage's journal records (the files it
  * wrote, the packages it installed, the holds it set) undone through the
  * effect door and the package layer, so the plan of an uninstall is exact. */
 #pragma once
 
-#include "gpuprov/stages.h"
+#include <stdbool.h>
 
-/* What undoing stage would do, from the journal alone: NEEDED (reason:
- * what goes, and what cannot be undone), or SATISFIED when gpuprov recorded
- * nothing of it. Read-only. */
-void gp_undo_check(struct gp_ctx *c, const char *stage, struct gp_check *ck);
+struct gp_ctx;
+
+/* What undoing stage would do, from the journal alone: true when there is
+ * something (*reason, free it: what goes, and what cannot be undone), false
+ * when gpuprov recorded nothing of it. Read-only. */
+bool gp_undo_check(struct gp_ctx *c, const char *stage, char **reason);
 /* Undoes it: the packages gpuprov installed are removed (holds released
  * first), the holds it set on packages that were there before are
  * released, every file it wrote is removed or, when it replaced one, the

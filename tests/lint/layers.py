@@ -30,7 +30,7 @@ LAYERS = [
                "src/progress.c", "src/prometheus.c", "src/textfile.c"]),
     # The effect door and the package layer that goes through it.
     ("door", ["src/context.c", "src/download.c", "src/pkg.c", "src/prefetch.c",
-              "src/rebootsig.c"]),
+              "src/rebootsig.c", "src/undo.c"]),
     ("stages", ["src/stages/*.c"]),
     ("engine", ["src/engine.c"]),
     ("cli", ["src/catalog.c", "src/detect.c", "src/stagelist.c", "src/main.c"]),

@@ -279,20 +279,22 @@ static void test_history(void **state)
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "profile");
 	assert_string_equal(gp_json_string(p, "sha256", NULL), SHA_A);
 	assert_true(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(p, "doc"), doc, true));
-	assert_string_equal(gp_json_string(cJSON_GetObjectItemCaseSensitive(e, "versions"),
-	                                   "cudnn", NULL),
-	                    "9.1.0");
 	assert_string_equal(
-	    gp_json_string(cJSON_GetObjectItemCaseSensitive(e, "preexisting"), "libfoo", NULL),
+	    gp_json_string(cJSON_GetObjectItemCaseSensitive(e, "versions"), "cudnn",
+	                   NULL),
+	    "9.1.0");
+	assert_string_equal(
+	    gp_json_string(cJSON_GetObjectItemCaseSensitive(e, "preexisting"), "libfoo",
+	                   NULL),
 	    "1");
 	const cJSON *holds = cJSON_GetObjectItemCaseSensitive(e, "holds");
 	assert_int_equal(cJSON_GetArraySize(holds), 1);
 	assert_string_equal(holds->child->valuestring, "libfoo");
-	assert_string_equal(gp_json_string(cJSON_GetObjectItemCaseSensitive(
-	                                       cJSON_GetObjectItemCaseSensitive(e, "files"),
-	                                       "/etc/x"),
-	                                   "backup", NULL),
-	                    GP_BACKUP_DIR "/etc/x");
+	assert_string_equal(
+	    gp_json_string(cJSON_GetObjectItemCaseSensitive(
+	                       cJSON_GetObjectItemCaseSensitive(e, "files"), "/etc/x"),
+	                   "backup", NULL),
+	    GP_BACKUP_DIR "/etc/x");
 	assert_string_equal(
 	    gp_json_string(cJSON_GetObjectItemCaseSensitive(e, "stages"), "env", NULL),
 	    "done");
@@ -302,8 +304,8 @@ static void test_history(void **state)
 	/* The same profile, nothing changed: the file stays as it was. */
 	_cleanup_free_ char *before = gp_xstrdup(j.saved);
 	gp_journal_history_begin(&j, "a", SHA_A, doc, versions);
-	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
-	    gp_journal_history_current(&j), "running")));
+	assert_true(cJSON_IsTrue(
+	    cJSON_GetObjectItemCaseSensitive(gp_journal_history_current(&j), "running")));
 	gp_journal_history_end(&j, "completed");
 	assert_int_equal(gp_journal_save(&f->root, &j), 0);
 	assert_string_equal(j.saved, before);

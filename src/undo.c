@@ -81,7 +81,7 @@ static void undo_free(struct undo *u)
 	gp_strv_free(u->files);
 }
 
-void gp_undo_check(struct gp_ctx *c, const char *stage, struct gp_check *ck)
+bool gp_undo_check(struct gp_ctx *c, const char *stage, char **reason)
 {
 	struct undo u;
 	undo_gather(c, stage, &u);
@@ -89,22 +89,22 @@ void gp_undo_check(struct gp_ctx *c, const char *stage, struct gp_check *ck)
 	       n_release = gp_strv_len(u.release);
 	_cleanup_free_ char *kept = u.kept[0] ? gp_strv_join(u.kept, ", ") : NULL;
 	_cleanup_free_ char *released = gp_strv_join(u.release, ", ");
-	if (!n_remove && !n_files && !n_release && !kept)
-		gp_check_set(ck, GP_STATE_SATISFIED, "gpuprov recorded nothing of it");
+	bool needed = n_remove || n_files || n_release || kept;
+	if (!needed)
+		*reason = gp_xstrdup("gpuprov recorded nothing of it");
 	else
-		gp_check_set(ck, GP_STATE_NEEDED,
-		             "removes %zu package%s and %zu file%s gpuprov added%s%s%s%s%s",
-		             n_remove, n_remove == 1 ? "" : "s", n_files,
-		             n_files == 1 ? "" : "s",
-		             n_release ? "; releases the holds it set on packages there "
-		                         "before it: "
-		                       : "",
-		             n_release ? released : "",
-		             kept ? "; cannot undo (kept as they are now): " : "",
-		             kept ? kept : "",
-		             kept ? ", an older version may be in no repository any more"
-		                  : "");
+		*reason = gp_xasprintf(
+		    "removes %zu package%s and %zu file%s gpuprov added%s%s%s%s%s",
+		    n_remove, n_remove == 1 ? "" : "s", n_files, n_files == 1 ? "" : "s",
+		    n_release ? "; releases the holds it set on packages there "
+		                "before it: "
+		              : "",
+		    n_release ? released : "",
+		    kept ? "; cannot undo (kept as they are now): " : "",
+		    kept ? kept : "",
+		    kept ? ", an older version may be in no repository any more" : "");
 	undo_free(&u);
+	return needed;
 }
 
 /* The file as it was before gpuprov: its backup written back, or gone. */

@@ -24,6 +24,11 @@ setup_file() {
 }
 
 setup() {
+	# The test named "(stub root)" needs neither the Debian root nor apt.
+	if [[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]]; then
+		require_root
+		return 0
+	fi
 	[ ! -e "$BATS_FILE_TMPDIR/skip" ] || skip "$(cat "$BATS_FILE_TMPDIR/skip")"
 	start_https_server
 	cp "$AR/key.asc" "$WWW/gpgkey"
@@ -33,7 +38,7 @@ setup() {
 }
 
 teardown() {
-	stop_https_server
+	[[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]] || stop_https_server
 }
 
 # profile VERSION: $P, Debian 12 with the container toolkit at VERSION.
@@ -66,6 +71,11 @@ state() {
 	chroot "$1" dpkg-query -W -f '${Package} ${Status} ${Version}\n'
 	echo "--- held"
 	chroot "$1" apt-mark showhold
+}
+
+# dpkg_status_stub NAME: the Status of NAME in the stub root's dpkg status.
+dpkg_status_stub() {
+	sed -n "/^Package: $1\$/,/^\$/s/^Status: //p" "$R/var/lib/dpkg/status"
 }
 
 # uninstall_matches_plan: `uninstall --dry-run --json` then `uninstall
@@ -188,4 +198,31 @@ uninstall_matches_plan() {
 		fail "the root differs from before the install (diff above: - before, + after)"
 	gp --root "$R" history
 	[[ "${lines[0]}" == "    "*"uninstalled"* ]] || fail "newest: ${lines[0]}"
+}
+
+@test "uninstall: the driver's packages go, and the reboot that unloads the module is asked for (stub root)" {
+	R=$BATS_TEST_TMPDIR/root
+	mkroot "$R" --nouveau unloaded --pkg-stubs
+	P=$BATS_TEST_TMPDIR/drv.json
+	cat > "$P" <<'JSON'
+{
+  "name": "drv-test",
+  "extends": "distro/ubuntu2204",
+  "stages": { "driver": { "method": "apt", "branch": "535", "flavor": "server",
+    "modules": "proprietary", "hold": true } }
+}
+JSON
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	[ "$(dpkg_status_stub nvidia-driver-535-server)" = "hold ok installed" ] ||
+		fail "not installed and held:" "$(cat "$R/var/lib/dpkg/status")"
+	rm -f "$R/var/run/reboot-required" "$R/var/run/reboot-required.pkgs" "$R/run/reboot-required" "$R/run/reboot-required.pkgs"
+	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R"
+	assert_status 5
+	assert_stderr_has "reboot required (driver: the NVIDIA driver was removed; its kernel module stays loaded until a reboot)"
+	! grep -q '^Package: nvidia' "$R/var/lib/dpkg/status" ||
+		fail "driver packages left:" "$(cat "$R/var/lib/dpkg/status")"
+	[ -e "$R/var/run/reboot-required" ] || fail "no /var/run/reboot-required"
+	grep -qx nvidia-driver-535-server "$R/var/run/reboot-required.pkgs" ||
+		fail "reboot-required.pkgs:" "$(cat "$R/var/run/reboot-required.pkgs")"
 }

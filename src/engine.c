@@ -900,6 +900,7 @@ static bool undo_pass(struct session *s, const struct gp_options *o)
 	gp_plan_free(c->plan);
 	c->plan = gp_plan_new(s->profile->name, s->profile->digest, c->root.dir,
 	                      c->mode == GP_MODE_PLAN);
+	c->plan->command = "uninstall";
 	c->reboot_requested = false;
 	bool failed = false;
 	for (size_t i = gp_stage_count; i-- > 0;) {

@@ -133,6 +133,7 @@ uninstall_matches_plan() {
 	snapshot "$R" before-run var/log/gpuprov.log var/lib/gpuprov/lock
 	gp --root "$R" uninstall --dry-run
 	assert_status 0
+	assert_stdout_has "gpuprov uninstall --dry-run: profile ctk-apt (sha256 "
 	assert_stdout_has "container_toolkit: needed - removes 4 packages and 3 files gpuprov added"
 	assert_stdout_has "run apt-mark unhold"
 	assert_stdout_has "run apt-get -y -q remove --purge"

@@ -14,6 +14,7 @@
 #include "gpuprov/drift.h"
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
+#include "gpuprov/history.h"
 #include "gpuprov/kernelinfo.h"
 #include "gpuprov/match.h"
 #include "gpuprov/osrelease.h"
@@ -27,6 +28,7 @@
 #include "gpuprov/stages.h"
 #include "gpuprov/status.h"
 #include "gpuprov/textfile.h"
+#include "gpuprov/undo.h"
 
 #define DEFAULT_CMD_TIMEOUT_MS (30 * 60 * 1000)
 
@@ -611,6 +613,35 @@ static int check_compat(struct session *s, struct gp_out *out)
 	return GP_EXIT_BLOCKED;
 }
 
+/* The exact versions the profile pins, for the history entry: each
+ * stage's "version" and the Python environment's packages. */
+static cJSON *pinned_versions(const struct gp_profile *p)
+{
+	cJSON *v = cJSON_CreateObject();
+	for (size_t i = 0; i < gp_stage_count; i++) {
+		const cJSON *cfg = gp_profile_stage(p, gp_stages[i]->name);
+		const char *version = gp_json_string(cfg, "version", NULL);
+		if (version)
+			cJSON_AddStringToObject(v, gp_stages[i]->name, version);
+	}
+	const cJSON *pins = cJSON_GetObjectItemCaseSensitive(
+	    gp_profile_stage(p, "pytorch"), "packages");
+	if (pins)
+		cJSON_AddItemToObject(v, "pytorch_packages", cJSON_Duplicate(pins, true));
+	return v;
+}
+
+/* How a real install ended, for its history entry. */
+static const char *history_result(int code, bool failed)
+{
+	if (failed)
+		return gp_run_stop_signal ? "interrupted" : "failed";
+	return code == GP_EXIT_REBOOT    ? "reboot_pending"
+	       : code == GP_EXIT_BLOCKED ? "blocked"
+	       : code == GP_EXIT_OK      ? "completed"
+	                                 : "failed";
+}
+
 int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 {
 	struct session s;
@@ -645,6 +676,10 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		gp_journal_set_profile(&c->journal, s.profile->name, s.profile->path,
 		                       s.profile->digest);
 		gp_journal_set_overrides(&c->journal, s.overrides);
+		cJSON *versions = pinned_versions(s.profile);
+		gp_journal_history_begin(&c->journal, s.profile->name, s.profile->digest,
+		                         s.profile->doc, versions);
+		cJSON_Delete(versions);
 		start_prefetch(&s, o);
 	}
 	bool failed = run_pass(&s, o);
@@ -652,6 +687,8 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 	gp_ctx_close_fetcher(c);
 	if (c->mode == GP_MODE_APPLY) {
 		record_reboot(&s, c->plan);
+		gp_journal_history_end(&c->journal,
+		                       history_result(plan_exit_code(c->plan), failed));
 		if (gp_journal_save(&c->root, &c->journal) < 0) {
 			gp_error(out, "cannot write the journal %s", GP_STATE_FILE);
 			failed = true;
@@ -819,4 +856,148 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 	gp_reboot_signals_free(&signals);
 	session_close(&s);
 	return GP_EXIT_OK;
+}
+
+int gp_engine_history(const struct gp_options *o, struct gp_out *out)
+{
+	struct session s;
+	int code = session_open(&s, o, out);
+	if (!code) {
+		const struct gp_journal *j = &s.c.journal;
+		gp_history_render(gp_journal_history(j), gp_journal_history_current(j),
+		                  gp_lock_held(&s.c.root), out);
+	}
+	session_close(&s);
+	return code;
+}
+
+/* The profile uninstall works with: the current history entry's copy (the
+ * file may be gone or changed since), else the one the journal names. */
+static int uninstall_profile(struct session *s, const struct gp_options *o)
+{
+	const cJSON *e = gp_journal_history_current(&s->c.journal);
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "profile");
+	const cJSON *doc = cJSON_GetObjectItemCaseSensitive(p, "doc");
+	if (!cJSON_IsObject(doc))
+		return session_profile(s, o, "uninstall");
+	s->profile = gp_xcalloc(1, sizeof *s->profile);
+	s->profile->name = gp_xstrdup(gp_json_string(p, "name", "?"));
+	s->profile->path = gp_xstrdup(gp_journal_profile_path(&s->c.journal)
+	                                  ? gp_journal_profile_path(&s->c.journal)
+	                                  : "");
+	s->profile->doc = cJSON_Duplicate(doc, true);
+	snprintf(s->profile->digest, sizeof s->profile->digest, "%s",
+	         gp_json_string(p, "sha256", ""));
+	s->c.profile = s->profile;
+	return 0;
+}
+
+/* One uninstall pass into a fresh c->plan, the stages in reverse order.
+ * Returns true when a stage failed. */
+static bool undo_pass(struct session *s, const struct gp_options *o)
+{
+	struct gp_ctx *c = &s->c;
+	gp_plan_free(c->plan);
+	c->plan = gp_plan_new(s->profile->name, s->profile->digest, c->root.dir,
+	                      c->mode == GP_MODE_PLAN);
+	c->plan->command = "uninstall";
+	c->reboot_requested = false;
+	bool failed = false;
+	for (size_t i = gp_stage_count; i-- > 0;) {
+		const struct gp_stage *st = gp_stages[i];
+		struct gp_stage_plan *sp = gp_plan_add_stage(c->plan, st->name,
+		                                             "uninstall");
+		if (!stage_selected(o, st)) {
+			gp_stage_plan_set(sp, GP_STATE_SKIPPED,
+			                  "excluded by --only/--skip");
+			continue;
+		}
+		if (failed) {
+			gp_stage_plan_set(sp, GP_STATE_SKIPPED,
+			                  "not run: an earlier stage failed");
+			continue;
+		}
+		c->stage = sp;
+		_cleanup_free_ char *reason = NULL;
+		bool needed = gp_undo_check(c, st->name, &reason);
+		gp_stage_plan_set(sp, needed ? GP_STATE_NEEDED : GP_STATE_SATISFIED, "%s",
+		                  reason);
+		if (sp->state == GP_STATE_NEEDED) {
+			gp_log(c, "uninstall: %s", sp->reason);
+			gp_ctx_announce_stage(c, sp, false);
+			if (gp_undo_apply(c, st->name) < 0 || gp_ctx_root_fault(c) < 0) {
+				gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
+				report_err(s);
+				failed = true;
+			}
+			gp_ctx_announce_stage(c, sp, true);
+		}
+		c->stage = NULL;
+	}
+	return failed;
+}
+
+int gp_engine_uninstall(const struct gp_options *o, struct gp_out *out)
+{
+	struct session s;
+	int code = session_open(&s, o, out);
+	if (!code)
+		code = check_stage_names(o, out);
+	if (!code && gp_journal_is_empty(&s.c.journal)) {
+		gp_info(out, "uninstall: no install recorded in %s%s; nothing to do",
+		        gp_root_is_host(&s.c.root) ? "" : s.c.root.dir, GP_STATE_FILE);
+		session_close(&s);
+		return GP_EXIT_OK;
+	}
+	if (!code)
+		code = uninstall_profile(&s, o);
+	struct gp_ctx *c = &s.c;
+	if (!code && !o->dry_run) {
+		if (!gp_root_writable(&c->root)) {
+			gp_error(out,
+			         "uninstall: the root %s is not writable; run as root or "
+			         "use --dry-run",
+			         c->root.dir);
+			code = GP_EXIT_BLOCKED;
+		} else if (gp_lock_acquire(&c->root, &s.lock_fd, &s.err) < 0 ||
+		           open_run_log(&s) < 0 || gp_ctx_recover(c) < 0) {
+			code = report_err(&s);
+		}
+	}
+	bool failed = false;
+	if (!code) {
+		/* The plan first, as install's preflight: a real run makes what
+		 * it shows, from the journal as it is on disk. */
+		c->mode = GP_MODE_PLAN;
+		failed = undo_pass(&s, o);
+		if (!failed && !o->dry_run) {
+			c->mode = GP_MODE_APPLY;
+			gp_pkg_state_free(c);
+			gp_journal_free(&c->journal);
+			if (gp_journal_load(&c->root, &c->journal, &s.err) < 0) {
+				code = report_err(&s);
+			} else {
+				gp_log(c, "uninstall: profile %s", s.profile->name);
+				failed = undo_pass(&s, o);
+				record_reboot(&s, c->plan);
+				if (!failed && !o->only && !o->skip)
+					gp_journal_history_uninstalled(&c->journal);
+				if (gp_journal_save(&c->root, &c->journal) < 0) {
+					gp_error(out, "cannot write the journal %s",
+					         GP_STATE_FILE);
+					failed = true;
+				}
+				gp_log(c, "uninstall: finished");
+			}
+		}
+	}
+	if (!code) {
+		render_plan(&s, o, out);
+		code = failed ? gp_exit_code(&s.err) : plan_exit_code(c->plan);
+	}
+	if (code == GP_EXIT_REBOOT && c->mode == GP_MODE_APPLY)
+		gp_error(out, "reboot required (%s); reboot to unload the driver",
+		         gp_journal_reboot_reason(&c->journal));
+	session_close(&s);
+	return code;
 }

@@ -46,7 +46,7 @@ static const char *get_string(const cJSON *o, const char *key)
 /* ---- validation on load: a journal is trusted only when every member
  * gpuprov reads has the type and form it writes. */
 
-enum member_kind { M_STRING, M_SHA256, M_BACKUP, M_STRINGS, M_BOOL };
+enum member_kind { M_STRING, M_SHA256, M_BACKUP, M_STRINGS, M_BOOL, M_NUMBER, M_OBJECT };
 
 struct member {
 	const char *key;
@@ -68,10 +68,8 @@ static const struct member file_members[] = {
 };
 /* "packages"."<name>": what an install left, for drift (src/stages/drift.c). */
 static const struct member package_members[] = {
-	{ "version", M_STRING },
-	{ "stage", M_STRING },
-	{ "held", M_BOOL },
-	{ NULL, 0 },
+	{ "version", M_STRING },          { "stage", M_STRING },  { "held", M_BOOL },
+	{ "installed_before", M_STRING }, { "hold_set", M_BOOL }, { NULL, 0 },
 };
 static const struct member reboot_members[] = {
 	{ "reason", M_STRING },
@@ -139,6 +137,12 @@ static bool check_member(const cJSON *v, enum member_kind kind, struct invalid *
 	if (kind == M_BOOL)
 		return cJSON_IsBool(v) ||
 		       invalid(bad, v, "must be true or false, not %s", type_name(v));
+	if (kind == M_NUMBER)
+		return cJSON_IsNumber(v) ||
+		       invalid(bad, v, "must be a number, not %s", type_name(v));
+	if (kind == M_OBJECT)
+		return cJSON_IsObject(v) ||
+		       invalid(bad, v, "must be an object, not %s", type_name(v));
 	if (!cJSON_IsString(v))
 		return invalid(bad, v, "must be a string, not %s", type_name(v));
 	if (kind == M_SHA256 && !is_sha256(v->valuestring))
@@ -199,6 +203,8 @@ static bool check_package(const cJSON *rec, struct invalid *bad)
 	return check_object(rec, package_members, bad);
 }
 
+static bool check_history(const cJSON *history, struct invalid *bad);
+
 static bool check_journal(const cJSON *doc, struct invalid *bad)
 {
 	const cJSON *format = cJSON_GetObjectItemCaseSensitive(doc, "gpuprov_state");
@@ -220,6 +226,9 @@ static bool check_journal(const cJSON *doc, struct invalid *bad)
 	}
 	v = cJSON_GetObjectItemCaseSensitive(doc, "packages");
 	if (v && !check_entries(v, check_package, bad))
+		return false;
+	v = cJSON_GetObjectItemCaseSensitive(doc, "history");
+	if (v && !check_history(v, bad))
 		return false;
 	v = cJSON_GetObjectItemCaseSensitive(doc, "reboot");
 	return !v || check_object(v, reboot_members, bad);
@@ -635,4 +644,216 @@ void gp_journal_set_stage_settings(struct gp_journal *j, const char *stage,
                                    const char *sha256)
 {
 	set_string(gp_journal_stage(j, stage), "settings_sha256", sha256);
+}
+
+const cJSON *gp_journal_package(const struct gp_journal *j, const char *name)
+{
+	return cJSON_GetObjectItemCaseSensitive(gp_journal_packages(j), name);
+}
+
+void gp_journal_set_package_before(struct gp_journal *j, const char *name,
+                                   const char *version)
+{
+	cJSON *p = (cJSON *)gp_journal_package(j, name);
+	if (p)
+		set_string(p, "installed_before", version);
+}
+
+void gp_journal_record_hold_set(struct gp_journal *j, const char *name)
+{
+	cJSON *p = (cJSON *)gp_journal_package(j, name);
+	if (p)
+		gp_json_set_item(p, "hold_set", cJSON_CreateTrue());
+}
+
+/* --- history: one entry per profile installed (gpuprov history) ---------- */
+
+static const struct member history_members[] = {
+	{ "id", M_NUMBER },          { "started", M_STRING },
+	{ "ended", M_STRING },       { "result", M_STRING },
+	{ "uninstalled", M_STRING }, { "profile", M_OBJECT },
+	{ "packages", M_OBJECT },    { "files", M_OBJECT },
+	{ "holds", M_STRINGS },      { "preexisting", M_OBJECT },
+	{ "stages", M_OBJECT },      { "versions", M_OBJECT },
+	{ "running", M_BOOL },       { NULL, 0 },
+};
+static const struct member history_profile_members[] = {
+	{ "name", M_STRING },
+	{ "sha256", M_SHA256 },
+	{ "doc", M_OBJECT },
+	{ NULL, 0 },
+};
+
+static bool check_history_entry(const cJSON *e, struct invalid *bad)
+{
+	if (!check_object(e, history_members, bad))
+		return false;
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, "profile");
+	if (v && !check_object(v, history_profile_members, bad))
+		return false;
+	v = cJSON_GetObjectItemCaseSensitive(e, "packages");
+	if (v && !check_entries(v, check_package, bad))
+		return false;
+	v = cJSON_GetObjectItemCaseSensitive(e, "files");
+	if (v && !check_entries(v, check_file, bad))
+		return false;
+	/* name -> version, stage -> state: objects of strings. */
+	static const char *const string_maps[] = { "preexisting", "stages" };
+	for (size_t i = 0; i < ARRAY_SIZE(string_maps); i++) {
+		v = cJSON_GetObjectItemCaseSensitive(e, string_maps[i]);
+		if (v && !check_stage(v, bad))
+			return false;
+	}
+	return true;
+}
+
+static bool check_history(const cJSON *history, struct invalid *bad)
+{
+	if (!cJSON_IsArray(history))
+		return invalid(bad, history, "must be an array of entries, not %s",
+		               type_name(history));
+	int n = 0;
+	for (const cJSON *e = history->child; e; e = e->next) {
+		if (++n > GP_HISTORY_MAX)
+			return invalid(bad, e,
+			               "is entry %d, more than gpuprov keeps (%d)", n,
+			               GP_HISTORY_MAX);
+		if (!check_history_entry(e, bad))
+			return false;
+	}
+	return true;
+}
+
+const cJSON *gp_journal_history(const struct gp_journal *j)
+{
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(j->doc, "history");
+	return cJSON_IsArray(h) ? h : NULL;
+}
+
+static cJSON *newest_entry(const struct gp_journal *j)
+{
+	const cJSON *h = gp_journal_history(j);
+	cJSON *e = h ? h->child : NULL;
+	while (e && e->next)
+		e = e->next;
+	return e;
+}
+
+const cJSON *gp_journal_history_current(const struct gp_journal *j)
+{
+	const cJSON *e = newest_entry(j);
+	return e && !cJSON_GetObjectItemCaseSensitive(e, "uninstalled") ? e : NULL;
+}
+
+void gp_journal_history_begin(struct gp_journal *j, const char *name, const char *digest,
+                              const cJSON *doc, const cJSON *versions)
+{
+	cJSON *last = newest_entry(j);
+	if (last && !cJSON_GetObjectItemCaseSensitive(last, "uninstalled") &&
+	    gp_streq(
+	        get_string(cJSON_GetObjectItemCaseSensitive(last, "profile"), "sha256"),
+	        digest)) {
+		/* The same profile again (after a reboot, a kill, a failure, or
+		 * to repair drift): the same entry goes on. */
+		gp_json_set_item(last, "running", cJSON_CreateTrue());
+		return;
+	}
+	cJSON *h = cJSON_GetObjectItemCaseSensitive(j->doc, "history");
+	if (!cJSON_IsArray(h)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(j->doc, "history");
+		h = cJSON_AddArrayToObject(j->doc, "history");
+	}
+	const cJSON *last_id = cJSON_GetObjectItemCaseSensitive(last, "id");
+	double id = cJSON_IsNumber(last_id) && last_id->valuedouble >= 1 &&
+	                    last_id->valuedouble < 1e9
+	                ? (double)(long)last_id->valuedouble + 1
+	                : 1;
+	char when[32];
+	now_iso8601(when);
+	cJSON *e = cJSON_CreateObject();
+	cJSON_AddNumberToObject(e, "id", id);
+	cJSON_AddStringToObject(e, "started", when);
+	cJSON_AddTrueToObject(e, "running");
+	cJSON *p = cJSON_AddObjectToObject(e, "profile");
+	cJSON_AddStringToObject(p, "name", name);
+	cJSON_AddStringToObject(p, "sha256", digest);
+	cJSON_AddItemToObject(p, "doc", cJSON_Duplicate(doc, true));
+	cJSON_AddItemToObject(e, "versions",
+	                      versions ? cJSON_Duplicate(versions, true)
+	                               : cJSON_CreateObject());
+	cJSON_AddItemToArray(h, e);
+	while (cJSON_GetArraySize(h) > GP_HISTORY_MAX)
+		cJSON_DeleteItemFromArray(h, 0);
+}
+
+static cJSON *copy_or_empty(const cJSON *o)
+{
+	return o ? cJSON_Duplicate(o, true) : cJSON_CreateObject();
+}
+
+/* Sets e's key to v (taken); true when that changed e. */
+static bool set_changed(cJSON *e, const char *key, cJSON *v)
+{
+	const cJSON *was = cJSON_GetObjectItemCaseSensitive(e, key);
+	bool same = was && cJSON_Compare(was, v, true);
+	if (same)
+		cJSON_Delete(v);
+	else
+		gp_json_set_item(e, key, v);
+	return !same;
+}
+
+void gp_journal_history_end(struct gp_journal *j, const char *result)
+{
+	cJSON *e = newest_entry(j);
+	if (!e)
+		return;
+	cJSON_DeleteItemFromObjectCaseSensitive(e, "running");
+	const cJSON *pkgs = gp_journal_packages(j);
+	cJSON *holds = cJSON_CreateArray();
+	cJSON *before = cJSON_CreateObject();
+	for (const cJSON *p = pkgs ? pkgs->child : NULL; p; p = p->next) {
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "held")))
+			cJSON_AddItemToArray(holds, cJSON_CreateString(p->string));
+		const char *was = get_string(p, "installed_before");
+		if (was)
+			cJSON_AddStringToObject(before, p->string, was);
+	}
+	cJSON *stages = cJSON_CreateObject();
+	const cJSON *recs = cJSON_GetObjectItemCaseSensitive(j->doc, "stages");
+	for (const cJSON *s = recs ? recs->child : NULL; s; s = s->next) {
+		const char *state = get_string(s, "state");
+		if (state)
+			cJSON_AddStringToObject(stages, s->string, state);
+	}
+	bool changed = set_changed(e, "result", cJSON_CreateString(result));
+	changed |= set_changed(e, "packages", copy_or_empty(pkgs));
+	changed |= set_changed(e, "holds", holds);
+	changed |= set_changed(e, "preexisting", before);
+	changed |= set_changed(
+	    e, "files", copy_or_empty(cJSON_GetObjectItemCaseSensitive(j->doc, "files")));
+	changed |= set_changed(e, "stages", stages);
+	/* A rerun that changed nothing leaves the entry (and the journal) as
+	 * it was. */
+	if (changed || !cJSON_GetObjectItemCaseSensitive(e, "ended")) {
+		char when[32];
+		now_iso8601(when);
+		set_string(e, "ended", when);
+	}
+}
+
+void gp_journal_history_uninstalled(struct gp_journal *j)
+{
+	cJSON *e = newest_entry(j);
+	if (!e)
+		return;
+	char when[32];
+	now_iso8601(when);
+	set_string(e, "uninstalled", when);
+}
+
+void gp_journal_forget_stage(struct gp_journal *j, const char *stage)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(j->doc, "stages"), stage);
 }

@@ -133,6 +133,16 @@ static int run_verify(const struct command *cmd, struct cli *cli)
 	return gp_engine_verify(&cli->o, &cli->out);
 }
 
+static int run_history(const struct command *cmd, struct cli *cli)
+{
+	return gp_engine_history(&cli->o, &cli->out);
+}
+
+static int run_uninstall(const struct command *cmd, struct cli *cli)
+{
+	return gp_engine_uninstall(&cli->o, &cli->out);
+}
+
 static int run_status(const struct command *cmd, struct cli *cli)
 {
 	return gp_engine_status(&cli->o, &cli->out);
@@ -308,6 +318,35 @@ static const struct command commands[] = {
 	  0,
 	  false,
 	  run_status },
+	{ "history",
+	  { { "history", "list the installs gpuprov recorded, newest first" } },
+	  "usage: gpuprov history\n"
+	  "\n"
+	  "Lists the history the journal keeps (the last 16 profiles installed),\n"
+	  "newest first: when each started, its profile and sha256, how it ended\n"
+	  "(completed, reboot pending, failed, blocked, interrupted by a kill or a\n"
+	  "signal, uninstalled) and whether it ended verified; * marks the current\n"
+	  "one. Each entry keeps a copy of the resolved profile, the exact package\n"
+	  "versions, holds and files with their backups (--json prints them).\n",
+	  0,
+	  false,
+	  run_history },
+	{ "uninstall",
+	  { { "uninstall [--dry-run] [--only S,..] [--skip S,..]",
+	      "remove what gpuprov added, stages in reverse order" } },
+	  "usage: gpuprov uninstall [--dry-run] [--only S,..] [--skip S,..]\n"
+	  "\n"
+	  "Removes what the journal says gpuprov added, and only that, stages in\n"
+	  "reverse order: the packages it installed (not those there before it),\n"
+	  "the holds it set (released), the files it wrote, repository lists and\n"
+	  "keys among them (a file it replaced gets its backup back). A package that\n"
+	  "was there before and that gpuprov moved to another version cannot be put\n"
+	  "back: the plan lists it and it is kept as it is. A full plan is made\n"
+	  "first; --dry-run prints it and changes nothing. Exits 5 when the driver\n"
+	  "went: reboot to unload its module.\n",
+	  OPT_DRY_RUN | OPT_SELECT,
+	  false,
+	  run_uninstall },
 	{ "detect",
 	  { { "detect", "show the OS, kernel, Secure Boot state and NVIDIA GPUs,\n"
 	                "and the profiles that fit, best first" } },

@@ -40,6 +40,7 @@ struct gp_pkg_state {
 	char **versions; /* "" when the repository's candidate */
 	char **held; /* planned holds */
 	char **unheld; /* planned releases */
+	char **removed; /* planned removals (dry run) */
 	char **repos; /* "id fingerprint" of the repositories added (or planned)
 	               * in this run: a dry run cannot read a keyring that is
 	               * not downloaded yet */
@@ -68,6 +69,7 @@ static struct gp_pkg_state *state(struct gp_ctx *c)
 		c->pkg->versions = gp_xcalloc(1, sizeof(char *));
 		c->pkg->held = gp_xcalloc(1, sizeof(char *));
 		c->pkg->unheld = gp_xcalloc(1, sizeof(char *));
+		c->pkg->removed = gp_xcalloc(1, sizeof(char *));
 		c->pkg->repos = gp_xcalloc(1, sizeof(char *));
 		c->pkg->fresh = gp_xcalloc(1, sizeof(char *));
 		c->pkg->deferred_adds = gp_xcalloc(1, sizeof(char *));
@@ -83,6 +85,7 @@ void gp_pkg_state_free(struct gp_ctx *c)
 	gp_strv_free(c->pkg->versions);
 	gp_strv_free(c->pkg->held);
 	gp_strv_free(c->pkg->unheld);
+	gp_strv_free(c->pkg->removed);
 	gp_strv_free(c->pkg->repos);
 	gp_strv_free(c->pkg->fresh);
 	free(c->pkg->fresh_repo);
@@ -203,6 +206,8 @@ int gp_pkg_installed(struct gp_ctx *c, const char *name, char **version)
 		*version = gp_xstrdup(c->pkg->versions[i]);
 		return 0;
 	}
+	if (gp_strv_contains(c->pkg->removed, name))
+		return 0;
 	const struct gp_pkgdb *db;
 	if (read_db(c, pm, &db) < 0)
 		return -1;
@@ -254,7 +259,8 @@ char **gp_pkg_nvidia_set(struct gp_ctx *c)
 	const struct gp_pkgdb *db;
 	if (read_db_quiet(c, &db) == 0)
 		for (size_t i = 0; i < db->n; i++)
-			if (is_nvidia_driver_pkg(db->e[i].name))
+			if (is_nvidia_driver_pkg(db->e[i].name) &&
+			    !gp_strv_contains(state(c)->removed, db->e[i].name))
 				gp_strv_push(&out, db->e[i].name);
 	struct gp_pkg_state *s = state(c);
 	for (size_t i = 0; s->names[i]; i++)
@@ -485,11 +491,28 @@ static char *resolve_version(struct gp_ctx *c, enum gp_pkg_manager pm,
 	return gp_xstrdup(w->version);
 }
 
+static void strv_remove_at(char **v, size_t j)
+{
+	free(v[j]);
+	memmove(&v[j], &v[j + 1], (gp_strv_len(v) - j) * sizeof(char *));
+}
+
+/* Takes name out of v (a string vector), when it is there. */
+static void strv_drop(char **v, const char *name)
+{
+	for (size_t j = 0; v[j]; j++)
+		if (strcmp(v[j], name) == 0) {
+			strv_remove_at(v, j);
+			return;
+		}
+}
+
 static void plan_install(struct gp_ctx *c, const char *name, const char *version)
 {
 	if (c->mode != GP_MODE_PLAN)
 		return;
 	struct gp_pkg_state *s = state(c);
+	strv_drop(s->removed, name);
 	ssize_t i = planned_index(s, name);
 	if (i >= 0) {
 		free(s->versions[i]);
@@ -510,13 +533,7 @@ static void plan_hold(struct gp_ctx *c, char *const *names, bool hold)
 		char ***from = hold ? &s->unheld : &s->held;
 		if (!gp_strv_contains(*to, names[i]))
 			gp_strv_push(to, names[i]);
-		for (size_t j = 0; (*from)[j]; j++)
-			if (strcmp((*from)[j], names[i]) == 0) {
-				free((*from)[j]);
-				memmove(&(*from)[j], &(*from)[j + 1],
-				        (gp_strv_len(*from) - j) * sizeof(char *));
-				break;
-			}
+		strv_drop(*from, names[i]);
 	}
 }
 
@@ -846,20 +863,67 @@ char *gp_pkg_install_problem(struct gp_ctx *c, const struct gp_pkg_want *want, s
 	return problem;
 }
 
+/* The installed packages as "name=version" (a real run, before its
+ * install command): what was there before it, for uninstall. */
+static char **installed_now(struct gp_ctx *c)
+{
+	char **out = gp_xcalloc(1, sizeof(char *));
+	const struct gp_pkgdb *db;
+	if (c->mode != GP_MODE_APPLY || read_db_quiet(c, &db) < 0)
+		return out;
+	for (size_t i = 0; i < db->n; i++) {
+		_cleanup_free_ char *nv = gp_xasprintf("%s=%s", db->e[i].name,
+		                                       db->e[i].version);
+		gp_strv_push(&out, nv);
+	}
+	return out;
+}
+
+/* The version of name in an installed_now() list, or NULL. */
+static const char *version_in(char *const *list, const char *name)
+{
+	size_t n = strlen(name);
+	for (size_t i = 0; list[i]; i++)
+		if (strncmp(list[i], name, n) == 0 && list[i][n] == '=')
+			return list[i] + n + 1;
+	return NULL;
+}
+
+/* Records name at its version now; a package new to the records that was
+ * installed before (in before) keeps that version as "installed_before". */
+static void record_package(struct gp_ctx *c, const char *name, char *const *before)
+{
+	_cleanup_free_ char *have = NULL;
+	if (gp_pkg_installed(c, name, &have) < 0 || !have)
+		return;
+	bool known = gp_journal_package(&c->journal, name) != NULL;
+	gp_journal_record_package(&c->journal, name, have, gp_ctx_stage_name(c));
+	if (!known)
+		gp_journal_set_package_before(&c->journal, name,
+		                              version_in(before, name));
+}
+
 /* After a real install: each package's version as the database has it
- * now, for verify's drift check (src/stages/drift.c). A package of this
- * stage's records that is gone after its install (a conflict of another
- * branch's) is forgotten: the profile asked for that. */
-static void record_installed(struct gp_ctx *c, char *const *names)
+ * now, for verify's drift check (src/stages/drift.c), the packages the
+ * command added besides them (dependencies apt or dnf chose), and what
+ * was there before, for uninstall. A package of this stage's records that
+ * is gone after its install (a conflict of another branch's) is forgotten:
+ * the profile asked for that. */
+static void record_installed(struct gp_ctx *c, char *const *names, char *const *before)
 {
 	if (c->mode != GP_MODE_APPLY)
 		return;
-	for (size_t i = 0; names[i]; i++) {
-		_cleanup_free_ char *have = NULL;
-		if (gp_pkg_installed(c, names[i], &have) == 0 && have)
-			gp_journal_record_package(&c->journal, names[i], have,
-			                          gp_ctx_stage_name(c));
-	}
+	for (size_t i = 0; names[i]; i++)
+		record_package(c, names[i], before);
+	const struct gp_pkgdb *db;
+	_cleanup_strv_ char **added = gp_xcalloc(1, sizeof(char *));
+	if (read_db_quiet(c, &db) == 0)
+		for (size_t i = 0; i < db->n; i++)
+			if (!version_in(before, db->e[i].name) &&
+			    !gp_strv_contains(names, db->e[i].name))
+				gp_strv_push(&added, db->e[i].name);
+	for (size_t i = 0; added[i]; i++)
+		record_package(c, added[i], before);
 	const cJSON *pkgs = gp_journal_packages(&c->journal);
 	for (const cJSON *p = pkgs ? pkgs->child : NULL, *next; p; p = next) {
 		next = p->next; /* p may go */
@@ -870,10 +934,26 @@ static void record_installed(struct gp_ctx *c, char *const *names)
 	}
 }
 
-static void record_holds(struct gp_ctx *c, const char *const *names, size_t n, bool hold)
+/* set: the names gpuprov's command changed from not held to held
+ * (uninstall releases those, not an operator's holds). */
+static void record_holds(struct gp_ctx *c, const char *const *names, size_t n, bool hold,
+                         char *const *set)
 {
-	for (size_t i = 0; c->mode == GP_MODE_APPLY && i < n; i++)
+	for (size_t i = 0; c->mode == GP_MODE_APPLY && i < n; i++) {
+		bool set_now = hold && gp_strv_contains(set, names[i]);
+		_cleanup_free_ char *have = NULL;
+		/* A package there before, which no install of gpuprov's changed:
+		 * recorded now, so that uninstall releases the hold. */
+		if (set_now && !gp_journal_package(&c->journal, names[i]) &&
+		    gp_pkg_installed(c, names[i], &have) == 0 && have) {
+			gp_journal_record_package(&c->journal, names[i], have,
+			                          gp_ctx_stage_name(c));
+			gp_journal_set_package_before(&c->journal, names[i], have);
+		}
 		gp_journal_record_hold(&c->journal, names[i], hold);
+		if (set_now)
+			gp_journal_record_hold_set(&c->journal, names[i]);
+	}
 }
 
 int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n)
@@ -924,6 +1004,7 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 		gp_effect_rule_begin(c, "run", "%s", rule);
 		state(c)->deferred = true;
 	}
+	_cleanup_strv_ char **before = installed_now(c);
 	if (rc == 0)
 		rc = run_pkg(c, b, b->install(w, k));
 	if (in_rule)
@@ -932,7 +1013,7 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	for (size_t i = 0; rc == 0 && i < k; i++)
 		plan_install(c, w[i].name, w[i].version);
 	if (rc == 0)
-		record_installed(c, t.names);
+		record_installed(c, t.names, before);
 	/* Hold again even when the install failed: a released driver left for
 	 * unattended-upgrades is how "Driver/library version mismatch" starts.
 	 * If holding fails too, that is the error reported (gp_fail keeps the
@@ -940,7 +1021,7 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	if (released && hold_names(c, b, held, true) < 0)
 		rc = -1;
 	else if (released)
-		record_holds(c, (const char *const *)held, gp_strv_len(held), true);
+		record_holds(c, (const char *const *)held, gp_strv_len(held), true, NULL);
 	gp_strv_free(held);
 	gp_strv_free(t.names);
 	gp_strv_free(t.versions);
@@ -981,7 +1062,7 @@ int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, boo
 	if (!known[0]) {
 		int rc = hold_names(c, b, todo, hold);
 		if (rc == 0)
-			record_holds(c, names, n, hold);
+			record_holds(c, names, n, hold, todo);
 		return rc;
 	}
 	_cleanup_strv_ char **argv = b->hold(known, true);
@@ -993,8 +1074,58 @@ int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, boo
 	int rc = hold_names(c, b, todo, hold);
 	gp_effect_rule_end(c);
 	if (rc == 0)
-		record_holds(c, names, n, hold);
+		record_holds(c, names, n, hold, todo);
 	return rc;
+}
+
+int gp_effect_pkg_remove(struct gp_ctx *c, const char *const *names, size_t n)
+{
+	if (gp_ctx_door_open(c, "gp_effect_pkg_remove") < 0)
+		return -1;
+	enum gp_pkg_manager pm;
+	if (gp_pkg_manager(c, &pm) < 0)
+		return -1;
+	_cleanup_strv_ char **todo = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **held = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *have = NULL;
+		if (gp_pkg_installed(c, names[i], &have) < 0)
+			return -1;
+		if (!have) {
+			gp_log(c, "%s is not installed: not removed", names[i]);
+			continue;
+		}
+		if (gp_strv_contains(todo, names[i]))
+			continue;
+		gp_strv_push(&todo, names[i]);
+		if (gp_pkg_is_held(c, names[i]))
+			gp_strv_push(&held, names[i]);
+	}
+	if (!todo[0])
+		return 0;
+	const struct gp_pkg_backend *b = gp_pkg_backend_get(pm);
+	/* A held package is not removed by apt (nor dnf with versionlock):
+	 * released first, in its own effect. */
+	if (hold_names(c, b, held, false) < 0)
+		return -1;
+	record_holds(c, (const char *const *)held, gp_strv_len(held), false, NULL);
+	if (run_pkg(c, b, b->remove(todo)) < 0)
+		return -1;
+	struct gp_pkg_state *s = state(c);
+	for (size_t i = 0; todo[i]; i++) {
+		if (c->mode == GP_MODE_PLAN) {
+			ssize_t at = planned_index(s, todo[i]);
+			if (at >= 0) {
+				strv_remove_at(s->versions, (size_t)at);
+				strv_remove_at(s->names, (size_t)at);
+			}
+			if (!gp_strv_contains(s->removed, todo[i]))
+				gp_strv_push(&s->removed, todo[i]);
+		} else {
+			gp_journal_forget_package(&c->journal, todo[i]);
+		}
+	}
+	return 0;
 }
 
 /* --- repositories ----------------------------------------------------------- */

@@ -353,8 +353,12 @@ static const char *state_color(enum gp_stage_state s)
 
 void gp_plan_render_text(const struct gp_plan *p, FILE *f, bool color)
 {
-	fprintf(f, "gpuprov %s: profile %s (sha256 %.12s)\n",
-	        p->dry_run ? "plan" : "install", p->profile_name, p->profile_digest);
+	fprintf(f, "gpuprov %s%s: profile %s (sha256 %.12s)\n",
+	        p->command   ? p->command
+	        : p->dry_run ? "plan"
+	                     : "install",
+	        p->command && p->dry_run ? " --dry-run" : "", p->profile_name,
+	        p->profile_digest);
 	if (p->mismatch)
 		fprintf(f,
 		        "%sWARNING: forced: this host does not match the profile: %s%s\n",

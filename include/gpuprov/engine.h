@@ -31,3 +31,8 @@ struct gp_options {
 int gp_engine_install(const struct gp_options *o, struct gp_out *out);
 int gp_engine_verify(const struct gp_options *o, struct gp_out *out);
 int gp_engine_status(const struct gp_options *o, struct gp_out *out);
+/* `history`: the journal's install history, newest first. */
+int gp_engine_history(const struct gp_options *o, struct gp_out *out);
+/* `uninstall`: what the journal says gpuprov added goes, stages in reverse
+ * order (--only/--skip select them), planned first (--dry-run: only). */
+int gp_engine_uninstall(const struct gp_options *o, struct gp_out *out);

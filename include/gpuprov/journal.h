@@ -96,6 +96,44 @@ const cJSON *gp_journal_packages(const struct gp_journal *j);
 void gp_journal_set_stage_settings(struct gp_journal *j, const char *stage,
                                    const char *sha256);
 
+/* Uninstall (src/undo.c): what was there before gpuprov. A
+ * recorded package that was installed before gpuprov's install
+ * ("installed_before": that version; absent: gpuprov installed it), and one
+ * whose hold gpuprov set ("hold_set": it was not held before). */
+const cJSON *gp_journal_package(const struct gp_journal *j, const char *name);
+void gp_journal_set_package_before(struct gp_journal *j, const char *name,
+                                   const char *version);
+void gp_journal_record_hold_set(struct gp_journal *j, const char *name);
+
+/* History ("history": an array, oldest first, at most GP_HISTORY_MAX
+ * entries): one entry per profile installed, with its resolved document
+ * (so it can be applied again without the file), its sha256, when it
+ * started and ended, how its last run ended ("result": completed,
+ * reboot_pending, blocked, failed, interrupted by a signal), "running" from
+ * the start of a run until it ends (left by a killed run), and, as the
+ * journal had them when it ended, the packages with their versions (and
+ * "installed_before"), the holds, the packages there before gpuprov
+ * ("preexisting": name -> version), the files with their backups, each
+ * stage's state, and "versions" (each stage's pinned version, the Python
+ * environment's pins). "uninstalled": when gpuprov uninstall removed it. */
+#define GP_HISTORY_MAX 16
+const cJSON *gp_journal_history(const struct gp_journal *j);
+/* The newest entry unless it was uninstalled, or NULL. */
+const cJSON *gp_journal_history_current(const struct gp_journal *j);
+/* An install starts: a new entry, or the newest goes on when it is of the
+ * same profile digest and not uninstalled (a rerun after a reboot, a kill
+ * or a failure). The oldest entries beyond GP_HISTORY_MAX go. */
+void gp_journal_history_begin(struct gp_journal *j, const char *name, const char *digest,
+                              const cJSON *doc, const cJSON *versions);
+/* The install ended with result: the newest entry takes the journal's
+ * packages, holds, files and stage states; "ended" changes only with them
+ * or the result, so a rerun that changed nothing leaves the journal as it
+ * was. */
+void gp_journal_history_end(struct gp_journal *j, const char *result);
+void gp_journal_history_uninstalled(struct gp_journal *j);
+/* Drops a stage's record (state, time, marks, settings): uninstalled. */
+void gp_journal_forget_stage(struct gp_journal *j, const char *stage);
+
 /* Takes the run lock; exit 6 with the holder's pid when another run has it. */
 int gp_lock_acquire(const struct gp_root *r, int *fd, struct gp_err *err);
 void gp_lock_release(int fd);

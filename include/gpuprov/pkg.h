@@ -48,6 +48,11 @@ char *gp_pkg_install_problem(struct gp_ctx *c, const struct gp_pkg_want *want, s
 /* Holds (hold=true) or releases the named packages as a set. */
 int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, bool hold);
 
+/* Removes exactly the named packages that are installed (apt-get remove
+ * --purge, dnf remove --noautoremove), releasing the held ones first; the
+ * journal forgets their records. Nothing installed: not an effect. */
+int gp_effect_pkg_remove(struct gp_ctx *c, const char *const *names, size_t n);
+
 /* --- additions (issue 5) ------------------------------------------------ */
 
 /* Frees c->pkg (NULL-safe); the engine calls it when the run ends. */

@@ -45,6 +45,8 @@ struct gp_pkg_backend {
 	char **(*refresh)(void);
 	char **(*install)(const struct gp_pkg_want *want, size_t n);
 	char **(*hold)(char *const *names, bool hold);
+	/* Removes exactly these packages (with their configuration). */
+	char **(*remove)(char *const *names);
 	/* The repository file: its in-root path and contents. keyring is the
 	 * in-root path of the keyring (signed-by= / gpgkey=), fpr the checked
 	 * fingerprint, for a comment. */

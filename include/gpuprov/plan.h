@@ -102,6 +102,7 @@ struct gp_plan {
 	char *root;
 	char *os_pretty; /* may be NULL */
 	bool dry_run;
+	const char *command; /* "uninstall" (its header); NULL: plan or install */
 	char *mismatch; /* how the host differs from the profile's match (forced) */
 	char **overrides; /* "rule: reason" for each compatibility rule overridden */
 	struct gp_stage_plan *stages;

@@ -52,6 +52,14 @@ static char **apt_hold(char *const *names, bool hold)
 	return with_names(head, names);
 }
 
+/* purge: the package's configuration files go too, as they came with it;
+ * exact names only, so apt removes nothing else the operator has. */
+static char **apt_remove(char *const *names)
+{
+	char *const head[] = { "apt-get", "-y", "-q", "remove", "--purge", NULL };
+	return with_names(head, names);
+}
+
 static char *apt_repo_path(const struct gp_pkg_repo *repo)
 {
 	return gp_xasprintf("/etc/apt/sources.list.d/%s.list", repo->id);
@@ -81,6 +89,7 @@ const struct gp_pkg_backend gp_pkg_apt = {
 	.refresh = apt_refresh,
 	.install = apt_install,
 	.hold = apt_hold,
+	.remove = apt_remove,
 	.repo_path = apt_repo_path,
 	.repo_text = apt_repo_text,
 	.keyring_path = apt_keyring_path,

@@ -36,6 +36,16 @@ static char **dnf_hold(char *const *names, bool hold)
 	return argv;
 }
 
+/* --noautoremove: exactly these, not what dnf thinks they left unneeded. */
+static char **dnf_remove(char *const *names)
+{
+	char *const head[] = { "dnf", "-y", "-q", "remove", "--noautoremove", NULL };
+	char **argv = gp_strv_copy(head);
+	for (size_t i = 0; names && names[i]; i++)
+		gp_strv_push(&argv, names[i]);
+	return argv;
+}
+
 static char *dnf_repo_path(const struct gp_pkg_repo *repo)
 {
 	return gp_xasprintf("/etc/yum.repos.d/%s.repo", repo->id);
@@ -64,6 +74,7 @@ const struct gp_pkg_backend gp_pkg_dnf = {
 	.refresh = dnf_refresh,
 	.install = dnf_install,
 	.hold = dnf_hold,
+	.remove = dnf_remove,
 	.repo_path = dnf_repo_path,
 	.repo_text = dnf_repo_text,
 	.keyring_path = dnf_keyring_path,

@@ -137,7 +137,7 @@ command_options() {
 
 @test "completion: commands, subcommands and each command's own options" {
 	complete ""
-	offered install plan verify status detect profiles stages
+	offered install plan verify status history uninstall detect profiles stages
 	[ "$(grep -cx profiles <<<"$output")" -eq 1 ] || fail "profiles twice: $output"
 	complete "pro"
 	[ "$output" = profiles ]
@@ -149,6 +149,12 @@ command_options() {
 	complete "verify --"
 	offered --profile --only --skip --root
 	not_offered --dry-run --force --offline
+	complete "uninstall --"
+	offered --dry-run --only --skip --root
+	not_offered --profile --force --offline
+	complete "history --"
+	offered --root --json
+	not_offered --profile --dry-run --only
 	complete "--root /x profiles list --na"
 	[ "$output" = --names ]
 }

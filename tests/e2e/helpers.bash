@@ -330,7 +330,7 @@ journal_view() {
 import json, sys
 def strip(v):
     if isinstance(v, dict):
-        return {k: strip(x) for k, x in v.items() if k not in ("time", "stat")}
+        return {k: strip(x) for k, x in v.items() if k not in ("time", "stat", "started", "ended")}
     if isinstance(v, list):
         return [strip(x) for x in v]
     return v
@@ -694,15 +694,18 @@ PY
 # not yet refreshed) must be planned at a granularity the run then matches.
 # The install's effect events (JSON lines on stderr) must list the same.
 # Leaves the install's result in $status/$output/$stderr (its JSON plan).
+# PLAN_CMD and RUN_CMD replace "plan" and "install" (uninstall.bats:
+# PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall).
 assert_plan_matches_run() {
 	local root=$1
 	shift
 	local dir=$BATS_TEST_TMPDIR/plan-vs-run
 	mkdir -p "$dir"
-	gp --root "$root" plan --json "$@"
+	# shellcheck disable=SC2086 # a command and its options
+	gp --root "$root" ${PLAN_CMD:-plan} --json "$@"
 	[ "$status" -eq 0 ] || [ "$status" -eq 5 ] || { show_run; fail "plan --json failed"; }
 	printf '%s\n' "$output" > "$dir/plan.json"
-	gp --root "$root" install --json "$@"
+	gp --root "$root" ${RUN_CMD:-install} --json "$@"
 	printf '%s\n' "$output" > "$dir/run.json"
 	printf '%s\n' "$stderr" > "$dir/events"
 	[ "$status" -eq 0 ] || [ "$status" -eq 5 ] || { show_run; fail "install --json failed"; }

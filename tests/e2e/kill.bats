@@ -362,6 +362,22 @@ assert_killed_in_ldconfig() {
 	expect_stub_log "$INITRAMFS_RUN" "$INITRAMFS_RUN" "$LDCONFIG_RUN"
 }
 
+@test "kill: history shows an install killed in the middle as interrupted, not completed; the rerun completes the same entry" {
+	kill_during "$INITRAMFS" KILL
+	gp --root "$R" history
+	assert_status 0
+	[[ "${lines[0]}" == "*   1  "*")  interrupted, not completed" ]] || fail "history:" "$output"
+	gp --root "$R" --json history
+	JSON=$BATS_TEST_TMPDIR/h.json
+	printf '%s\n' "$output" > "$JSON"
+	jeq '[(e["result"], e["verified"]) for e in d["entries"]]' '[["interrupted", false]]'
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	gp --root "$R" --json history
+	printf '%s\n' "$output" > "$JSON"
+	jeq '[(e["id"], e["result"], e["verified"]) for e in d["entries"]]' '[[1, "completed", true]]'
+}
+
 @test "kill: SIGTERM while update-initramfs runs; the rerun reruns it and ends like an uninterrupted run" {
 	kill_during "$INITRAMFS" TERM
 	expect_stub_log "$INITRAMFS_RUN"

@@ -57,6 +57,22 @@ static void exercise(struct gp_journal *j)
 	if (!gp_journal_reboot_reason(j))
 		abort();
 	gp_journal_clear_reboot(j);
+	/* History and uninstall's records: an install begins and ends. */
+	gp_journal_history(j);
+	gp_journal_history_current(j);
+	gp_journal_record_package(j, "nvidia-driver-535", "535.1-1", "driver");
+	gp_journal_set_package_before(j, "nvidia-driver-535", "535.0-1");
+	gp_journal_record_hold_set(j, "nvidia-driver-535");
+	if (!gp_journal_package(j, "nvidia-driver-535"))
+		abort();
+	cJSON *doc = cJSON_CreateObject();
+	gp_journal_history_begin(j, "p", "00", doc, NULL);
+	gp_journal_history_end(j, "completed");
+	cJSON_Delete(doc);
+	if (!gp_journal_history_current(j))
+		abort();
+	gp_journal_history_uninstalled(j);
+	gp_journal_forget_stage(j, "cudnn");
 	char *text = cJSON_Print(j->doc); /* what gp_journal_save writes */
 	if (!text)
 		abort();

@@ -160,6 +160,34 @@ static void test_invalid_members(void **state)
 		  "\"/packages/p/version\"", "must be a string, not a number" },
 		{ "{\"gpuprov_state\": 1, \"packages\": {\"p\": {\"held\": \"yes\"}}}",
 		  "\"/packages/p/held\"", "must be true or false, not a string" },
+		{ "{\"gpuprov_state\": 1, \"packages\": {\"p\": "
+		  "{\"installed_before\": 1}}}",
+		  "\"/packages/p/installed_before\"", "must be a string, not a number" },
+		{ "{\"gpuprov_state\": 1, \"history\": {}}", "\"/history\"",
+		  "must be an array of entries, not an object" },
+		{ "{\"gpuprov_state\": 1, \"history\": [1]}", "\"/history/0\"",
+		  "must be an object, not a number" },
+		{ "{\"gpuprov_state\": 1, \"history\": [{\"id\": \"1\"}]}",
+		  "\"/history/0/id\"", "must be a number, not a string" },
+		{ "{\"gpuprov_state\": 1, \"history\": [{\"profile\": {\"sha256\": "
+		  "\"x\"}}]}",
+		  "\"/history/0/profile/sha256\"", "64 lowercase hex digits" },
+		{ "{\"gpuprov_state\": 1, \"history\": [{\"profile\": {\"doc\": []}}]}",
+		  "\"/history/0/profile/doc\"", "must be an object, not an array" },
+		{ "{\"gpuprov_state\": 1, \"history\": [{}, {\"files\": {\"x\": {}}}]}",
+		  "\"/history/1/files/x\"", "not an absolute path" },
+		{ "{\"gpuprov_state\": 1, \"history\": [{\"packages\": {\"p\": "
+		  "{\"hold_set\": 1}}}]}",
+		  "\"/history/0/packages/p/hold_set\"", "must be true or false" },
+		{ "{\"gpuprov_state\": 1, \"history\": [{\"holds\": [true]}]}",
+		  "\"/history/0/holds\"", "only strings, not true or false" },
+		{ "{\"gpuprov_state\": 1, \"history\": [{\"preexisting\": {\"p\": 1}}]}",
+		  "\"/history/0/preexisting/p\"", "must be a string, not a number" },
+		{ "{\"gpuprov_state\": 1, \"history\": [{\"running\": \"yes\"}]}",
+		  "\"/history/0/running\"", "must be true or false, not a string" },
+		{ "{\"gpuprov_state\": 1, \"history\": [{},{},{},{},{},{},{},{},{},{},{},"
+		  "{},{},{},{},{},{}]}",
+		  "\"/history/16\"", "is entry 17, more than gpuprov keeps (16)" },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		tu_write(f->dir, "var/lib/gpuprov/state.json", cases[i].text);
@@ -210,6 +238,99 @@ static void test_drift_records(void **state)
 	    gp_json_string(gp_journal_stage_get(&j, "env"), "settings_sha256", NULL),
 	    SHA_B);
 	gp_journal_free(&j);
+}
+
+/* History: an install's entry takes the resolved profile, the versions
+ * and, when it ends, the packages (what was there before gpuprov too),
+ * holds, files and stage states; the same profile again continues the
+ * entry (a rerun that changed nothing changes nothing), another starts a
+ * new one; at most GP_HISTORY_MAX are kept, oldest dropped; all of it
+ * loads back. */
+static void test_history(void **state)
+{
+	struct fixture *f = *state;
+	struct gp_journal j;
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
+	assert_null(gp_journal_history(&j));
+	assert_null(gp_journal_history_current(&j));
+	cJSON *doc = cJSON_Parse("{\"name\": \"a\", \"stages\": {\"cudnn\": "
+	                         "{\"version\": \"9.1.0\"}}}");
+	cJSON *versions = cJSON_Parse("{\"cudnn\": \"9.1.0\"}");
+	gp_journal_history_begin(&j, "a", SHA_A, doc, versions);
+	gp_journal_record_package(&j, "libfoo", "2", "driver");
+	gp_journal_set_package_before(&j, "libfoo", "1");
+	gp_journal_record_hold(&j, "libfoo", true);
+	gp_journal_record_hold_set(&j, "libfoo");
+	gp_journal_record_package(&j, "nvidia-driver-535", "535.1-1", "driver");
+	gp_journal_record_file(&j, "/etc/x", SHA_B, "env", GP_BACKUP_DIR "/etc/x");
+	gp_journal_set_stage(&j, "env", "done");
+	gp_journal_history_end(&j, "completed");
+	assert_int_equal(gp_journal_save(&f->root, &j), 0);
+	gp_journal_free(&j);
+
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
+	const cJSON *e = gp_journal_history_current(&j);
+	assert_non_null(e);
+	assert_int_equal(cJSON_GetArraySize(gp_journal_history(&j)), 1);
+	assert_int_equal(cJSON_GetObjectItemCaseSensitive(e, "id")->valuedouble, 1);
+	assert_string_equal(gp_json_string(e, "result", NULL), "completed");
+	assert_null(cJSON_GetObjectItemCaseSensitive(e, "running"));
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "profile");
+	assert_string_equal(gp_json_string(p, "sha256", NULL), SHA_A);
+	assert_true(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(p, "doc"), doc, true));
+	assert_string_equal(
+	    gp_json_string(cJSON_GetObjectItemCaseSensitive(e, "versions"), "cudnn",
+	                   NULL),
+	    "9.1.0");
+	assert_string_equal(
+	    gp_json_string(cJSON_GetObjectItemCaseSensitive(e, "preexisting"), "libfoo",
+	                   NULL),
+	    "1");
+	const cJSON *holds = cJSON_GetObjectItemCaseSensitive(e, "holds");
+	assert_int_equal(cJSON_GetArraySize(holds), 1);
+	assert_string_equal(holds->child->valuestring, "libfoo");
+	assert_string_equal(
+	    gp_json_string(cJSON_GetObjectItemCaseSensitive(
+	                       cJSON_GetObjectItemCaseSensitive(e, "files"), "/etc/x"),
+	                   "backup", NULL),
+	    GP_BACKUP_DIR "/etc/x");
+	assert_string_equal(
+	    gp_json_string(cJSON_GetObjectItemCaseSensitive(e, "stages"), "env", NULL),
+	    "done");
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+	    (cJSON *)gp_journal_package(&j, "libfoo"), "hold_set")));
+
+	/* The same profile, nothing changed: the file stays as it was. */
+	_cleanup_free_ char *before = gp_xstrdup(j.saved);
+	gp_journal_history_begin(&j, "a", SHA_A, doc, versions);
+	assert_true(cJSON_IsTrue(
+	    cJSON_GetObjectItemCaseSensitive(gp_journal_history_current(&j), "running")));
+	gp_journal_history_end(&j, "completed");
+	assert_int_equal(gp_journal_save(&f->root, &j), 0);
+	assert_string_equal(j.saved, before);
+
+	/* Other profiles: new entries, the oldest dropped beyond the bound. */
+	for (int i = 0; i < GP_HISTORY_MAX + 2; i++) {
+		char sha[65];
+		snprintf(sha, sizeof sha, "%064d", i);
+		gp_journal_history_begin(&j, "b", sha, doc, NULL);
+		gp_journal_history_end(&j, i % 2 ? "failed" : "reboot_pending");
+	}
+	const cJSON *h = gp_journal_history(&j);
+	assert_int_equal(cJSON_GetArraySize(h), GP_HISTORY_MAX);
+	assert_int_equal(cJSON_GetObjectItemCaseSensitive(h->child, "id")->valuedouble,
+	                 (1 + GP_HISTORY_MAX + 2) - GP_HISTORY_MAX + 1);
+	gp_journal_history_uninstalled(&j);
+	assert_null(gp_journal_history_current(&j));
+	assert_int_equal(gp_journal_save(&f->root, &j), 0);
+	gp_journal_free(&j);
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
+	assert_int_equal(cJSON_GetArraySize(gp_journal_history(&j)), GP_HISTORY_MAX);
+	assert_null(gp_journal_history_current(&j));
+	gp_journal_free(&j);
+	cJSON_Delete(doc);
+	cJSON_Delete(versions);
 }
 
 /* gp_journal_parse on a file's bytes answers as gp_journal_load on the file
@@ -431,6 +552,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_corrupt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_invalid_members, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drift_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_history, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_format, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parse_from_memory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_members_kept, setup,

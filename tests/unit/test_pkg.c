@@ -267,6 +267,8 @@ static void test_commands(void **state)
 	assert_argv(gp_pkg_apt.hold(names, false), "apt-mark unhold a b");
 	assert_argv(gp_pkg_dnf.hold(names, true), "dnf -y -q versionlock add a b");
 	assert_argv(gp_pkg_dnf.hold(names, false), "dnf -y -q versionlock delete a b");
+	assert_argv(gp_pkg_apt.remove(names), "apt-get -y -q remove --purge a b");
+	assert_argv(gp_pkg_dnf.remove(names), "dnf -y -q remove --noautoremove a b");
 	assert_argv(gp_pkg_apt.refresh(), "apt-get -q -y update");
 	assert_argv(gp_pkg_dnf.refresh(), "dnf -y -q makecache");
 	const struct gp_pkg_repo repo = { .id = "cuda-rhel9-x86_64",

@@ -1,0 +1,20 @@
+/* Uninstall (src/undo.c): a stage's journal records (the files it
+ * wrote, the packages it installed, the holds it set) undone through the
+ * effect door and the package layer, so the plan of an uninstall is exact. */
+#pragma once
+
+#include <stdbool.h>
+
+struct gp_ctx;
+
+/* What undoing stage would do, from the journal alone: true when there is
+ * something (*reason, free it: what goes, and what cannot be undone), false
+ * when gpuprov recorded nothing of it. Read-only. */
+bool gp_undo_check(struct gp_ctx *c, const char *stage, char **reason);
+/* Undoes it: the packages gpuprov installed are removed (holds released
+ * first), the holds it set on packages that were there before are
+ * released, every file it wrote is removed or, when it replaced one, the
+ * backup is written back; a driver stage whose packages went asks for the
+ * reboot that unloads the module. For real, the journal then forgets the
+ * stage's records. 0, or -1 with c->err set. */
+int gp_undo_apply(struct gp_ctx *c, const char *stage);

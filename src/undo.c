@@ -1,0 +1,165 @@
+/* Uninstall: what the journal says a stage added, taken out again.
+ *
+ * The journal is the only source: a package record without
+ * "installed_before" is one gpuprov's install brought (removed), one with
+ * it was there before (kept; its hold released when gpuprov set it; listed
+ * as not undoable when gpuprov moved it to another version, since the old
+ * version may be gone from every repository); a file record with a backup
+ * replaced an operator's file (the backup is written back), one without it
+ * is a file gpuprov created (removed). Files under /run are not undone: a
+ * boot empties them (the reboot-required flag an uninstall itself writes).
+ * The order within a stage is the reverse of an install's: packages first,
+ * then the files (repository lists and keys among them). */
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gpuprov/context.h"
+#include "gpuprov/json.h"
+#include "gpuprov/pkg.h"
+#include "gpuprov/undo.h"
+
+/* What the journal holds of one stage. */
+struct undo {
+	char **remove; /* packages gpuprov installed */
+	char **release; /* packages there before whose hold gpuprov set */
+	char **kept; /* "name (VERSION before gpuprov, now NOW)": not undoable */
+	char **forget; /* package records of packages there before */
+	char **files; /* files gpuprov wrote, newest record first */
+};
+
+static bool volatile_path(const char *path)
+{
+	return gp_str_starts_with(path, "/run/") || gp_str_starts_with(path, "/var/run/");
+}
+
+static void undo_gather(struct gp_ctx *c, const char *stage, struct undo *u)
+{
+	*u = (struct undo){ gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)),
+		            gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)),
+		            gp_xcalloc(1, sizeof(char *)) };
+	const cJSON *pkgs = gp_journal_packages(&c->journal);
+	for (const cJSON *p = pkgs ? pkgs->child : NULL; p; p = p->next) {
+		if (!gp_streq(gp_json_string(p, "stage", NULL), stage))
+			continue;
+		const char *before = gp_json_string(p, "installed_before", NULL);
+		if (!before) {
+			gp_strv_push(&u->remove, p->string);
+			continue;
+		}
+		gp_strv_push(&u->forget, p->string);
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "hold_set")))
+			gp_strv_push(&u->release, p->string);
+		_cleanup_free_ char *now = NULL;
+		if (gp_pkg_installed(c, p->string, &now) == 0 && now &&
+		    !gp_streq(now, before)) {
+			_cleanup_free_ char *line = gp_xasprintf(
+			    "%s (%s before gpuprov, now %s)", p->string, before, now);
+			gp_strv_push(&u->kept, line);
+		}
+	}
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
+	size_t n = 0;
+	for (const cJSON *f = files ? files->child : NULL; f; f = f->next)
+		if (gp_streq(gp_json_string(f, "stage", NULL), stage) &&
+		    !volatile_path(f->string)) {
+			gp_strv_push(&u->files, f->string);
+			n++;
+		}
+	for (size_t i = 0; i < n / 2; i++) { /* newest first */
+		char *t = u->files[i];
+		u->files[i] = u->files[n - 1 - i];
+		u->files[n - 1 - i] = t;
+	}
+}
+
+static void undo_free(struct undo *u)
+{
+	gp_strv_free(u->remove);
+	gp_strv_free(u->release);
+	gp_strv_free(u->kept);
+	gp_strv_free(u->forget);
+	gp_strv_free(u->files);
+}
+
+bool gp_undo_check(struct gp_ctx *c, const char *stage, char **reason)
+{
+	struct undo u;
+	undo_gather(c, stage, &u);
+	size_t n_remove = gp_strv_len(u.remove), n_files = gp_strv_len(u.files),
+	       n_release = gp_strv_len(u.release);
+	_cleanup_free_ char *kept = u.kept[0] ? gp_strv_join(u.kept, ", ") : NULL;
+	_cleanup_free_ char *released = gp_strv_join(u.release, ", ");
+	bool needed = n_remove || n_files || n_release || kept;
+	if (!needed)
+		*reason = gp_xstrdup("gpuprov recorded nothing of it");
+	else
+		*reason = gp_xasprintf(
+		    "removes %zu package%s and %zu file%s gpuprov added%s%s%s%s%s",
+		    n_remove, n_remove == 1 ? "" : "s", n_files, n_files == 1 ? "" : "s",
+		    n_release ? "; releases the holds it set on packages there "
+		                "before it: "
+		              : "",
+		    n_release ? released : "",
+		    kept ? "; cannot undo (kept as they are now): " : "",
+		    kept ? kept : "",
+		    kept ? ", an older version may be in no repository any more" : "");
+	undo_free(&u);
+	return needed;
+}
+
+/* The file as it was before gpuprov: its backup written back, or gone. */
+static int undo_file(struct gp_ctx *c, const char *path)
+{
+	const cJSON *rec = gp_journal_file(&c->journal, path);
+	const char *backup = gp_json_string(rec, "backup", NULL);
+	int rc = 0;
+	if (backup) {
+		_cleanup_free_ char *data = NULL;
+		size_t len = 0;
+		struct stat st;
+		int r = gp_root_read(&c->root, backup, &data, &len);
+		if (r == 0)
+			r = gp_root_stat(&c->root, backup, &st);
+		if (r < 0)
+			return gp_fail(c->err, GP_EFAILED,
+			               "%s: cannot read the backup %s of %s: %s; nothing "
+			               "more was changed, restore it by hand or move the "
+			               "journal's record of it aside",
+			               gp_ctx_stage_name(c), backup, path, strerror(-r));
+		rc = gp_effect_write(c, path, data, len, st.st_mode & 07777);
+	} else if (gp_json_string(rec, "sha256", NULL)) {
+		rc = gp_effect_remove(c, path);
+	}
+	if (rc == 0 && c->mode == GP_MODE_APPLY) {
+		gp_journal_forget_file(&c->journal, path);
+		rc = gp_ctx_save_journal(c);
+	}
+	return rc;
+}
+
+int gp_undo_apply(struct gp_ctx *c, const char *stage)
+{
+	struct undo u;
+	undo_gather(c, stage, &u);
+	int rc = gp_effect_pkg_hold(c, (const char *const *)u.release,
+	                            gp_strv_len(u.release), false);
+	if (rc == 0)
+		rc = gp_effect_pkg_remove(c, (const char *const *)u.remove,
+		                          gp_strv_len(u.remove));
+	for (size_t i = 0; rc == 0 && c->mode == GP_MODE_APPLY && u.forget[i]; i++)
+		gp_journal_forget_package(&c->journal, u.forget[i]);
+	for (size_t i = 0; rc == 0 && u.files[i]; i++)
+		rc = undo_file(c, u.files[i]);
+	/* The driver's module stays loaded until the machine reboots. */
+	if (rc == 0 && u.remove[0] && gp_streq(stage, "driver"))
+		rc = gp_effect_reboot_for(c,
+		                          "the NVIDIA driver was removed; its kernel "
+		                          "module stays loaded until a reboot",
+		                          (const char *const *)u.remove);
+	if (rc == 0 && c->mode == GP_MODE_APPLY) {
+		gp_journal_forget_stage(&c->journal, stage);
+		rc = gp_ctx_save_journal(c);
+	}
+	undo_free(&u);
+	return rc;
+}

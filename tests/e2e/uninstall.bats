@@ -1,0 +1,229 @@
+#!/usr/bin/env bats
+# History and uninstall against real apt and dpkg: one debootstrapped
+# Debian 12 root for the whole file (tests/fixtures/debroot.sh) with the
+# stand-in repository of tests/fixtures/aptrepo.sh as NVIDIA's container
+# toolkit repository (its four packages in 1.17.7-1 and 1.17.8-1), its key
+# served over loopback HTTPS, and a daemon.json of the root's own that the
+# install replaces. The tests run in order on that root: install 1.17.7-1,
+# then 1.17.8-1 (a changed profile: two history entries), uninstall
+# --dry-run and --only (nothing changes), uninstall (the root is as before
+# the first install: files, dpkg status, holds); then packages that were
+# there before gpuprov: one at the profile's version (kept, its hold
+# released), one older (upgraded: kept and listed as not undoable).
+
+load helpers
+
+setup_file() {
+	R=$BATS_FILE_TMPDIR/root
+	AR=$BATS_FILE_TMPDIR/aptrepo
+	export R AR
+	file_apt_root "$R" "$AR" || return 0
+	mkdir -p "$R/srv" "$R/etc/docker"
+	cp -a "$AR/repo" "$R/srv/ctk-repo"
+	printf '{ "log-level": "warn" }\n' > "$R/etc/docker/daemon.json"
+}
+
+setup() {
+	# The test named "(stub root)" needs neither the Debian root nor apt.
+	if [[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]]; then
+		require_root
+		return 0
+	fi
+	[ ! -e "$BATS_FILE_TMPDIR/skip" ] || skip "$(cat "$BATS_FILE_TMPDIR/skip")"
+	start_https_server
+	cp "$AR/key.asc" "$WWW/gpgkey"
+	KSHA=$(sha256sum < "$AR/key.asc" | cut -d' ' -f1)
+	P=$BATS_TEST_TMPDIR/p.json
+	profile 1.17.7-1
+}
+
+teardown() {
+	[[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]] || stop_https_server
+}
+
+# profile VERSION: $P, Debian 12 with the container toolkit at VERSION.
+profile() {
+	cat > "$P" <<JSON
+{
+  "name": "ctk-apt",
+  "extends": "distro/debian12",
+  "distro": { "container_toolkit_repo": {
+    "url": "file:///srv/ctk-repo/",
+    "keyring_url": "https://127.0.0.1:$PORT/gpgkey",
+    "keyring_sha256": "$KSHA",
+    "keyring_fingerprint": "$(cat "$AR/key.fpr")" } },
+  "stages": { "container_toolkit": { "version": "$1" } }
+}
+JSON
+}
+
+# state ROOT: what uninstall must give back: every file (apt's and dpkg's
+# own databases, caches, logs and gpuprov's journal and backups left out;
+# ld.so.cache, which the packages' triggers rewrite, too), then each
+# package's dpkg status and version, then the held set.
+state() {
+	manifest "$1" | awk '{
+		p = (length($1) == 64 && $1 ~ /^[0-9a-f]+$/) ? $2 : $1
+		if (p ~ /^\.\/(var\/lib\/apt|var\/lib\/dpkg|var\/cache|var\/log|var\/lib\/gpuprov|etc\/ld\.so\.cache|tmp|run|var\/run)(\/|$)/) next
+		print
+	}'
+	echo "--- dpkg"
+	chroot "$1" dpkg-query -W -f '${Package} ${Status} ${Version}\n'
+	echo "--- held"
+	chroot "$1" apt-mark showhold
+}
+
+# dpkg_status_stub NAME: the Status of NAME in the stub root's dpkg status.
+dpkg_status_stub() {
+	sed -n "/^Package: $1\$/,/^\$/s/^Status: //p" "$R/var/lib/dpkg/status"
+}
+
+# uninstall_matches_plan: `uninstall --dry-run --json` then `uninstall
+# --json`, their effects equal (assert_plan_matches_run).
+uninstall_matches_plan() {
+	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R" "$@"
+}
+
+@test "uninstall: an install records a history entry with the resolved profile, versions, holds and files" {
+	state "$R" > "$BATS_FILE_TMPDIR/before.state"
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	gp --root "$R" --json history
+	assert_status 0
+	JSON=$BATS_TEST_TMPDIR/h.json
+	printf '%s\n' "$output" > "$JSON"
+	jeq 'len(d["entries"])' 1
+	jeq 'd["entries"][0]["current"]' true
+	jeq 'd["entries"][0]["result"]' completed
+	jeq 'd["entries"][0]["verified"]' true
+	jeq 'd["entries"][0]["record"]["versions"]["container_toolkit"]' 1.17.7-1
+	jeq 'd["entries"][0]["record"]["profile"]["doc"]["stages"]["container_toolkit"]["version"]' 1.17.7-1
+	jeq 'sorted(d["entries"][0]["record"]["holds"])' '["libnvidia-container-tools", "libnvidia-container1", "nvidia-container-toolkit", "nvidia-container-toolkit-base"]'
+	jeq 'd["entries"][0]["record"]["packages"]["libnvidia-container1"]["version"]' 1.17.7-1
+	jeq '"installed_before" in d["entries"][0]["record"]["packages"]["libnvidia-container1"]' false
+	jeq 'd["entries"][0]["record"]["files"]["/etc/docker/daemon.json"]["backup"]' /var/lib/gpuprov/backup/etc/docker/daemon.json
+	jeq '"extends" in d["entries"][0]["record"]["profile"]["doc"]' false
+}
+
+@test "uninstall: history after a second install of a changed profile lists both, newest first, the newest current" {
+	profile 1.17.8-1
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	gp --root "$R" history
+	assert_status 0
+	[ "${#lines[@]}" -eq 4 ] || fail "expected two entries of two lines: $output"
+	[[ "${lines[0]}" == "*   2  "*"ctk-apt (sha256 "*")  completed, verified" ]] || fail "newest: ${lines[0]}"
+	[[ "${lines[2]}" == "    1  "*"ctk-apt (sha256 "*")  completed, verified" ]] || fail "oldest: ${lines[2]}"
+	gp --root "$R" --json history
+	JSON=$BATS_TEST_TMPDIR/h.json
+	printf '%s\n' "$output" > "$JSON"
+	jeq '[e["id"] for e in d["entries"]]' '[2, 1]'
+	jeq '[e["current"] for e in d["entries"]]' '[true, false]'
+	jeq 'd["entries"][0]["record"]["versions"]["container_toolkit"]' 1.17.8-1
+	# The same profile again continues the entry: no third one.
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	gp --root "$R" --json history
+	printf '%s\n' "$output" > "$JSON"
+	jeq 'len(d["entries"])' 2
+}
+
+@test "uninstall: --dry-run plans the removal and changes nothing; --only another stage does nothing" {
+	snapshot "$R" before
+	snapshot "$R" before-run var/log/gpuprov.log var/lib/gpuprov/lock
+	gp --root "$R" uninstall --dry-run
+	assert_status 0
+	assert_stdout_has "gpuprov uninstall --dry-run: profile ctk-apt (sha256 "
+	assert_stdout_has "container_toolkit: needed - removes 4 packages and 3 files gpuprov added"
+	assert_stdout_has "run apt-mark unhold"
+	assert_stdout_has "run apt-get -y -q remove --purge"
+	assert_stdout_has "replace /etc/docker/daemon.json"
+	assert_stdout_has '+{ "log-level": "warn" }'
+	assert_stdout_has "remove /etc/apt/sources.list.d/nvidia-container-toolkit.list"
+	assert_stdout_has "remove /usr/share/keyrings/nvidia-container-toolkit-keyring.asc"
+	assert_unchanged "$R" before
+	gp --root "$R" uninstall --only driver
+	assert_status 0
+	assert_stdout_has "container_toolkit: skipped - excluded by --only/--skip"
+	assert_unchanged "$R" before-run var/log/gpuprov.log var/lib/gpuprov/lock
+}
+
+@test "uninstall: removes what gpuprov added, exactly as planned: files, dpkg status and holds as before the first install" {
+	uninstall_matches_plan
+	assert_status 0
+	state "$R" > "$BATS_TEST_TMPDIR/after.state"
+	diff -u "$BATS_FILE_TMPDIR/before.state" "$BATS_TEST_TMPDIR/after.state" ||
+		fail "the root differs from before the install (diff above: - before, + after)"
+	gp --root "$R" --json history
+	JSON=$BATS_TEST_TMPDIR/h.json
+	printf '%s\n' "$output" > "$JSON"
+	jeq '[e["result"] for e in d["entries"]]' '["uninstalled", "completed"]'
+	jeq '[e["current"] for e in d["entries"]]' '[false, false]'
+	# Nothing is left to undo.
+	gp --root "$R" uninstall
+	assert_status 0
+	assert_stdout_has "container_toolkit: satisfied - gpuprov recorded nothing of it"
+}
+
+@test "uninstall: packages there before gpuprov are kept; the upgraded one is listed as not undoable, the hold gpuprov set is released" {
+	# Before gpuprov: libnvidia-container1 at 1.17.7-1, the base package
+	# at the profile's 1.17.8-1, from the repository as a local source.
+	cp "$AR/key.asc" "$R/tmp/local.asc"
+	echo "deb [signed-by=/tmp/local.asc] file:///srv/ctk-repo/ /" > "$R/etc/apt/sources.list.d/local.list"
+	chroot "$R" apt-get -q update > /dev/null
+	chroot "$R" apt-get -y -q install --no-install-recommends libnvidia-container1=1.17.7-1 \
+		nvidia-container-toolkit-base=1.17.8-1 > /dev/null 2>&1
+	rm "$R/etc/apt/sources.list.d/local.list" "$R/tmp/local.asc"
+	state "$R" > "$BATS_TEST_TMPDIR/before.state"
+	profile 1.17.8-1
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	[ "$(dpkg_status "$R" libnvidia-container1)" = "hold ok installed 1.17.8-1" ] ||
+		fail "libnvidia-container1: $(dpkg_status "$R" libnvidia-container1)"
+	gp --root "$R" uninstall --dry-run
+	assert_status 0
+	assert_stdout_has "cannot undo (kept as they are now): libnvidia-container1 (1.17.7-1 before gpuprov, now 1.17.8-1)"
+	uninstall_matches_plan
+	assert_status 0
+	[ "$(dpkg_status "$R" libnvidia-container1)" = "install ok installed 1.17.8-1" ] ||
+		fail "libnvidia-container1: $(dpkg_status "$R" libnvidia-container1)"
+	[ "$(dpkg_status "$R" nvidia-container-toolkit-base)" = "install ok installed 1.17.8-1" ] ||
+		fail "nvidia-container-toolkit-base: $(dpkg_status "$R" nvidia-container-toolkit-base)"
+	# Everything else as before: the upgraded package (its version, its
+	# files) is the one difference.
+	grep -v '/usr/share/doc/libnvidia-container1/' "$BATS_TEST_TMPDIR/before.state" > "$BATS_TEST_TMPDIR/before.kept"
+	state "$R" | grep -v '/usr/share/doc/libnvidia-container1/' |
+		sed 's/^libnvidia-container1 install ok installed 1.17.8-1$/libnvidia-container1 install ok installed 1.17.7-1/' \
+		> "$BATS_TEST_TMPDIR/after.state"
+	diff -u "$BATS_TEST_TMPDIR/before.kept" "$BATS_TEST_TMPDIR/after.state" ||
+		fail "the root differs from before the install (diff above: - before, + after)"
+	gp --root "$R" history
+	[[ "${lines[0]}" == "    "*"uninstalled"* ]] || fail "newest: ${lines[0]}"
+}
+
+@test "uninstall: the driver's packages go, and the reboot that unloads the module is asked for (stub root)" {
+	R=$BATS_TEST_TMPDIR/root
+	mkroot "$R" --nouveau unloaded --pkg-stubs
+	P=$BATS_TEST_TMPDIR/drv.json
+	cat > "$P" <<'JSON'
+{
+  "name": "drv-test",
+  "extends": "distro/ubuntu2204",
+  "stages": { "driver": { "method": "apt", "branch": "535", "flavor": "server",
+    "modules": "proprietary", "hold": true } }
+}
+JSON
+	gp --root "$R" install --profile "$P"
+	assert_status 5
+	[ "$(dpkg_status_stub nvidia-driver-535-server)" = "hold ok installed" ] ||
+		fail "not installed and held:" "$(cat "$R/var/lib/dpkg/status")"
+	rm -f "$R/var/run/reboot-required" "$R/var/run/reboot-required.pkgs" "$R/run/reboot-required" "$R/run/reboot-required.pkgs"
+	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R"
+	assert_status 5
+	assert_stderr_has "reboot required (driver: the NVIDIA driver was removed; its kernel module stays loaded until a reboot)"
+	! grep -q '^Package: nvidia' "$R/var/lib/dpkg/status" ||
+		fail "driver packages left:" "$(cat "$R/var/lib/dpkg/status")"
+	[ -e "$R/var/run/reboot-required" ] || fail "no /var/run/reboot-required"
+	grep -qx nvidia-driver-535-server "$R/var/run/reboot-required.pkgs" ||
+		fail "reboot-required.pkgs:" "$(cat "$R/var/run/reboot-required.pkgs")"
+}

@@ -20,6 +20,7 @@ const char *gp_arch_nvidia_dir(const char *arch);
 const char *gp_arch_multiarch_libdir(const char *arch);
 /* The multiarch include directory: "/usr/include/x86_64-linux-gnu" etc. */
 const char *gp_arch_multiarch_includedir(const char *arch);
-/* Does the arch have NVIDIA's proprietary kernel modules? aarch64 servers
- * (Grace Hopper, Grace Blackwell) run the open modules only. */
+/* May the proprietary kernel modules be installed there? Not on aarch64:
+ * its servers (Grace Hopper, Grace Blackwell) run the open modules, the
+ * only ones gpuprov supports there. */
 bool gp_arch_has_proprietary_modules(const char *arch);

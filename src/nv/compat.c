@@ -435,9 +435,9 @@ static void rule_module_flavor(struct check *c)
 			    c->drv.desc, GP_BRANCH_NO_PROPRIETARY);
 		if (!gp_arch_has_proprietary_modules(c->arch))
 			add_issue(c, GP_RULE_MODULE_FLAVOR,
-			          "NVIDIA ships no proprietary kernel modules for %s "
+			          "proprietary kernel modules are not supported on %s "
 			          "(arm64 servers such as Grace Hopper and Grace "
-			          "Blackwell run the open ones only); use \"modules\": "
+			          "Blackwell run the open ones); use \"modules\": "
 			          "\"open\"",
 			          c->arch);
 		for (size_t i = 0; i < c->n_gpus; i++)

@@ -96,7 +96,7 @@ profile() {
 	gp profiles lint "$P"
 	assert_status 4
 	assert_stdout_has "rule module-flavor"
-	assert_stdout_has "NVIDIA ships no proprietary kernel modules for aarch64"
+	assert_stdout_has "proprietary kernel modules are not supported on aarch64"
 	profile '{ "name": "t-arm-open", "match": { "arch": "aarch64", "gpus": ["10de:20b0"] },
 	  "stages": { "driver": { "method": "apt", "branch": "580", "modules": "open" } } }'
 	gp profiles lint "$P"
@@ -111,7 +111,7 @@ profile() {
 	  "stages": { "driver": { "modules": "proprietary" } } }'
 	gp profiles lint "$P"
 	assert_status 4
-	assert_stdout_has "NVIDIA ships no proprietary kernel modules for aarch64"
+	assert_stdout_has "proprietary kernel modules are not supported on aarch64"
 	assert_stdout_has "GH200"
 	# "auto" resolves to open on aarch64 whatever the branch's default.
 	mkroot "$R" --distro ubuntu2404 --arch aarch64 --gpu 20b0 --nouveau unloaded

@@ -39,6 +39,15 @@ char *gp_root_arch(const struct gp_root *r)
 	struct utsname u;
 	if (!arch && uname(&u) == 0)
 		arch = gp_xstrdup(u.machine);
+	/* A word, as uname -m gives it: the root's file is not trusted to be
+	 * one, and messages print it. */
+	size_t n = arch ? strlen(arch) : 0;
+	if (arch &&
+	    (n > 32 || strspn(arch, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                            "0123456789_-") != n)) {
+		free(arch);
+		arch = NULL;
+	}
 	return arch;
 }
 

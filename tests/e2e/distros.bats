@@ -55,6 +55,15 @@ profile() {
 	assert_stderr_has "expected architecture x86_64, found aarch64"
 }
 
+@test "distros: a root's arch file that is no architecture word is an unknown architecture" {
+	mkroot "$R" --distro ubuntu2404 --arch aarch64 --gpu 2342
+	printf 'aarch64\033[2J\n' > "$R/proc/sys/kernel/arch"
+	gp --root "$R" plan --profile gh200-ubuntu2404-arm64
+	assert_status 4
+	assert_stderr_has "expected architecture aarch64, found an unknown one"
+	[[ $stderr != *$'\033'* ]] || fail "the escape reached the terminal"
+}
+
 @test "distros: an aarch64 GH200 host gets sbsa, linux-sbsa, -64k and Linux-aarch64 names" {
 	mkroot "$R" --distro ubuntu2404 --arch aarch64 --gpu 2342 --nouveau unloaded
 	# Canonical's prebuilt modules for the running kernel's -64k flavour.

@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "gpuprov/arch.h"
 #include "gpuprov/nvdriver.h"
 #include "gpuprov/pkg_dnf.h"
 #include "gpuprov/util.h"
@@ -193,6 +194,16 @@ static void test_kernels_and_versions(void **state)
 	assert_string_equal(f, "nvidia-64k");
 	free(f);
 	assert_null(gp_kernel_flavour("6.12.48+deb13-arm64"));
+	/* Vendors' names for the architectures. */
+	assert_string_equal(gp_arch_nvidia_dir("x86_64"), "x86_64");
+	assert_string_equal(gp_arch_nvidia_dir("aarch64"), "sbsa");
+	assert_null(gp_arch_nvidia_dir("ppc64le"));
+	assert_string_equal(gp_arch_multiarch_libdir("aarch64"),
+	                    "/usr/lib/aarch64-linux-gnu");
+	assert_string_equal(gp_arch_multiarch_includedir("x86_64"),
+	                    "/usr/include/x86_64-linux-gnu");
+	assert_true(gp_arch_has_proprietary_modules("x86_64"));
+	assert_false(gp_arch_has_proprietary_modules("aarch64"));
 	/* The runfile names the architecture as uname -m does. */
 	char *r = gp_drv_runfile_name("aarch64", "580.126.20");
 	assert_string_equal(r, "NVIDIA-Linux-aarch64-580.126.20.run");

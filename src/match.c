@@ -1,9 +1,9 @@
 /* Does a root fit a profile's "match" section? Used by install, plan and
  * detect. */
 #include <string.h>
-#include <sys/utsname.h>
 
 #include "gpuprov/json.h"
+#include "gpuprov/kernelinfo.h"
 #include "gpuprov/match.h"
 #include "gpuprov/osrelease.h"
 #include "gpuprov/pci.h"
@@ -33,10 +33,11 @@ char *gp_profile_mismatch(const struct gp_profile *p, const struct gp_root *r)
 		              want_id ? want_id : "any OS", want_ver ? want_ver : "",
 		              have_os ? osr.id : "no os-release", ver ? ver : "");
 	gp_os_release_free(&osr);
-	struct utsname u;
-	if (want_arch && uname(&u) == 0 && strcmp(u.machine, want_arch) != 0)
+	_cleanup_free_ char *arch = want_arch ? gp_root_arch(r) : NULL;
+	if (want_arch && !gp_streq(arch, want_arch))
 		gp_buf_printf(&b, "%sexpected architecture %s, found %s",
-		              b.len ? "; " : "", want_arch, u.machine);
+		              b.len ? "; " : "", want_arch,
+		              arch ? arch : "an unknown one");
 	_cleanup_strv_ char **gpus = gp_json_strv(match, "gpus");
 	if (gpus && gpus[0]) {
 		struct gp_pci_list pci = { 0 };

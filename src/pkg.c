@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "gpuprov/arch.h"
 #include "gpuprov/context.h"
 #include "gpuprov/debfile.h"
 #include "gpuprov/json.h"
@@ -291,11 +292,12 @@ void gp_pkg_nvidia_repo(const struct gp_profile *p, struct gp_pkg_nvidia_repo *r
 	const char *nv = gp_profile_distro_string(p, "nvidia_repo");
 	const char *url = gp_profile_distro_string(p, "repo_url");
 	const char *fpr = gp_profile_distro_string(p, "keyring_fingerprint");
-	r->id = nv ? gp_xasprintf("cuda-%s-x86_64", nv) : gp_xstrdup("cuda");
+	const char *dir = gp_arch_nvidia_dir(gp_profile_arch(p));
+	r->id = nv ? gp_xasprintf("cuda-%s-%s", nv, dir) : gp_xstrdup("cuda");
 	if (url)
 		r->url = gp_xstrdup(url);
 	else if (nv)
-		r->url = gp_xasprintf(NVIDIA_REPOS "%s/x86_64/", nv);
+		r->url = gp_xasprintf(NVIDIA_REPOS "%s/%s/", nv, dir);
 	if (!fpr && gp_streq(gp_profile_distro_string(p, "package_manager"), "apt"))
 		fpr = GP_NVIDIA_APT_KEY;
 	r->repo = (struct gp_pkg_repo){
@@ -305,7 +307,13 @@ void gp_pkg_nvidia_repo(const struct gp_profile *p, struct gp_pkg_nvidia_repo *r
 		.keyring_url = gp_profile_distro_string(p, "keyring_url"),
 		.keyring_sha256 = gp_profile_distro_string(p, "keyring_sha256"),
 		.fingerprint = fpr,
+		.deb822 = gp_pkg_deb822(p),
 	};
+}
+
+bool gp_pkg_deb822(const struct gp_profile *p)
+{
+	return gp_streq(gp_profile_distro_string(p, "apt_sources_format"), "deb822");
 }
 
 void gp_pkg_nvidia_repo_free(struct gp_pkg_nvidia_repo *r)
@@ -1161,7 +1169,8 @@ char *gp_pkg_repo_problem(const struct gp_pkg_repo *repo)
 /* The keyring path an existing repository file names, or NULL. */
 static char *named_keyring(const char *text)
 {
-	static const char *const keys[] = { "signed-by=", "gpgkey=file://" };
+	static const char *const keys[] = { "signed-by=", "Signed-By: ",
+		                            "gpgkey=file://" };
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
 		const char *p = strstr(text, keys[i]);
 		if (p) {

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpuprov/arch.h"
 #include "gpuprov/compat.h"
 #include "gpuprov/json.h"
 #include "gpuprov/profile.h"
@@ -161,8 +162,10 @@ static char *check_fingerprint(const cJSON *v, size_t i)
 }
 
 static const char *const arches[] = { "x86_64", "aarch64", NULL };
-static const char *const distro_ids[] = { "ubuntu2204", "ubuntu2404", "debian12", "rhel9",
-	                                  NULL };
+static const char *const distro_ids[] = { "ubuntu2204", "ubuntu2404", "ubuntu2604",
+	                                  "debian12",   "debian13",   "rhel9",
+	                                  "rhel10",     NULL };
+static const char *const apt_sources_formats[] = { "list", "deb822", NULL };
 static const char *const package_managers[] = { "apt", "dnf", NULL };
 
 /* A profile-level check: its JSON Schema is written in
@@ -206,6 +209,8 @@ static const struct gp_key distro_keys[] = {
 	STRINGS("initramfs", &gp_check_argv),
 	STRING("kernel_headers", check_headers_pattern),
 	OBJECT("container_toolkit_repo", vendor_repo_keys),
+	ENUM("apt_sources_format", apt_sources_formats),
+	GP_KEY_BOOL_ROW("dnf_module_streams"),
 	GP_KEY_END,
 };
 
@@ -883,4 +888,18 @@ const char *gp_profile_distro_string(const struct gp_profile *p, const char *key
 	const cJSON *distro = cJSON_GetObjectItemCaseSensitive(p->doc, "distro");
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(distro, key);
 	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+bool gp_profile_distro_bool(const struct gp_profile *p, const char *key, bool dflt)
+{
+	const cJSON *distro = cJSON_GetObjectItemCaseSensitive(p->doc, "distro");
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(distro, key);
+	return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
+}
+
+const char *gp_profile_arch(const struct gp_profile *p)
+{
+	const cJSON *match = cJSON_GetObjectItemCaseSensitive(p->doc, "match");
+	const char *arch = gp_json_string(match, "arch", NULL);
+	return gp_arch_known(arch) ? arch : GP_ARCH_DEFAULT;
 }

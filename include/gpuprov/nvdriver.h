@@ -50,6 +50,8 @@ struct gp_drv_choice {
 	bool prebuilt; /* Canonical's signed linux-modules-nvidia-* instead of DKMS */
 	char *const *kernels; /* releases to cover: the running kernel, then newer */
 	const char *kernel_flavour; /* "generic": the meta package's suffix, or NULL */
+	bool
+	    no_streams; /* dnf without module streams (RHEL 10): nvidia-open, cuda-drivers */
 };
 
 struct gp_drv_pkgs {
@@ -66,9 +68,10 @@ char *gp_drv_suffix(const struct gp_drv_choice *ch);
 void gp_drv_packages(const struct gp_drv_choice *ch, struct gp_drv_pkgs *out);
 void gp_drv_pkgs_free(struct gp_drv_pkgs *p);
 
-/* "NVIDIA-Linux-x86_64-<version>.run" and its default download URL. */
-char *gp_drv_runfile_name(const char *version);
-char *gp_drv_runfile_url(const char *version);
+/* "NVIDIA-Linux-<arch>-<version>.run" (arch as uname -m: x86_64, aarch64)
+ * and its default download URL. */
+char *gp_drv_runfile_name(const char *arch, const char *version);
+char *gp_drv_runfile_url(const char *arch, const char *version);
 /* The installer's argv, run chrooted: silent, DKMS, the module type, no
  * nouveau handling of its own (the nouveau stage owns that), no X
  * configuration, and MOK signing when key and cert are given (both or
@@ -77,7 +80,8 @@ char **gp_drv_runfile_argv(const char *path, bool open, const char *key,
                            const char *cert);
 
 /* The flavour of a kernel release, as Ubuntu names it ("generic" for
- * "5.15.0-91-generic", "aws" for "6.8.0-1012-aws"); NULL when the release has
+ * "5.15.0-91-generic", "aws" for "6.8.0-1012-aws", "generic-64k" for arm64's
+ * "6.8.0-31-generic-64k"); NULL when the release has
  * no "-<number>-<word>" tail. Free it. */
 char *gp_kernel_flavour(const char *kver);
 /* Kernel releases compared as rpmvercmp does: digit runs as numbers, other

@@ -80,9 +80,10 @@ char **gp_pkg_nvidia_set(struct gp_ctx *c);
 int gp_pkg_available(struct gp_ctx *c, const char *name);
 
 /* NVIDIA's CUDA repository as the profile describes it; the driver and CUDA
- * stages add the same one. id cuda-<distro.nvidia_repo>-x86_64 ("cuda"
+ * stages add the same one. id cuda-<distro.nvidia_repo>-<dir> ("cuda"
  * without nvidia_repo), URL distro.repo_url or NVIDIA's
- * <nvidia_repo>/x86_64/ directory, flat (suite "/"), keyring from
+ * <nvidia_repo>/<dir>/ directory, <dir> the profile's architecture as NVIDIA
+ * names it (gp_arch_nvidia_dir: x86_64, sbsa), flat (suite "/"), keyring from
  * distro.keyring_url and keyring_sha256, key distro.keyring_fingerprint,
  * else (apt only) GP_NVIDIA_APT_KEY. repo's strings point into the profile
  * and into the struct: free it with gp_pkg_nvidia_repo_free. */
@@ -92,6 +93,10 @@ struct gp_pkg_nvidia_repo {
 };
 void gp_pkg_nvidia_repo(const struct gp_profile *p, struct gp_pkg_nvidia_repo *r);
 void gp_pkg_nvidia_repo_free(struct gp_pkg_nvidia_repo *r);
+/* Does the distro base want apt sources in deb822 form
+ * (distro.apt_sources_format "deb822": Debian 13 and later)? Every apt
+ * repository gpuprov adds sets gp_pkg_repo.deb822 from it. */
+bool gp_pkg_deb822(const struct gp_profile *p);
 /* The key that signs NVIDIA's apt repositories (docs/reference/nvidia.md section 3). */
 #define GP_NVIDIA_APT_KEY "EB693B3035CD5710E231E123A4B469963BF863CC"
 

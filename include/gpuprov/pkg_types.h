@@ -34,6 +34,7 @@ struct gp_pkg_repo {
 	const char *keyring_url;
 	const char *keyring_sha256;
 	const char *fingerprint;
+	bool deb822; /* apt: a deb822 <id>.sources file, not a one-line <id>.list */
 };
 
 /* One package manager's command lines and repository files, built as argv

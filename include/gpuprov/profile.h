@@ -39,6 +39,12 @@ void gp_profile_free(struct gp_profile *p);
 const cJSON *gp_profile_stage(const struct gp_profile *p, const char *stage);
 /* A string under the profile's "distro" object, or NULL. */
 const char *gp_profile_distro_string(const struct gp_profile *p, const char *key);
+/* A boolean under "distro", dflt when absent. */
+bool gp_profile_distro_bool(const struct gp_profile *p, const char *key, bool dflt);
+/* The architecture the profile is for: match.arch, else GP_ARCH_DEFAULT
+ * (arch.h). The root's own (gp_root_arch) must equal it unless --force:
+ * gp_profile_mismatch. URLs and package names derive from this one. */
+const char *gp_profile_arch(const struct gp_profile *p);
 
 /* Every key path the loader accepts, as JSON pointers ("/stages/driver/method"),
  * parents before their children; an "override" array's entries share the

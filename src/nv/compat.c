@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gpuprov/arch.h"
 #include "gpuprov/branches.h"
 #include "gpuprov/compat.h"
 #include "gpuprov/cuda_releases.h"
@@ -49,6 +50,7 @@ struct check {
 	const char *cuda_version; /* valid, else NULL */
 	const struct gp_gpu_info **gpus; /* known GPUs of match.gpus, in order */
 	size_t n_gpus;
+	const char *arch; /* match.arch, else NULL */
 	struct gp_compat_report *rep;
 };
 
@@ -431,6 +433,13 @@ static void rule_module_flavor(struct check *c)
 			    "(Turing or later GPUs), or driver branch 580, the "
 			    "last long-term branch with them",
 			    c->drv.desc, GP_BRANCH_NO_PROPRIETARY);
+		if (!gp_arch_has_proprietary_modules(c->arch))
+			add_issue(c, GP_RULE_MODULE_FLAVOR,
+			          "proprietary kernel modules are not supported on %s "
+			          "(arm64 servers such as Grace Hopper and Grace "
+			          "Blackwell run the open ones); use \"modules\": "
+			          "\"open\"",
+			          c->arch);
 		for (size_t i = 0; i < c->n_gpus; i++)
 			if (gp_gpu_needs_open_modules(c->gpus[i]))
 				flavor_issue(c, c->gpus[i], "proprietary", "open",
@@ -487,6 +496,7 @@ static void read_gpus(struct check *c, const cJSON *profile)
 {
 	const cJSON *match = cJSON_GetObjectItemCaseSensitive(profile, "match");
 	const cJSON *ids = match ? cJSON_GetObjectItemCaseSensitive(match, "gpus") : NULL;
+	c->arch = str_member(match, "arch");
 	if (!cJSON_IsArray(ids))
 		return;
 	c->gpus = gp_xcalloc((size_t)cJSON_GetArraySize(ids) + 1, sizeof(*c->gpus));

@@ -103,13 +103,23 @@ static void nvidia_apt(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
 
 static void dnf(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
 {
-	/* dnf install @module:stream installs the stream's default profile. */
-	want(p,
-	     gp_xasprintf("@nvidia-driver:%s-%s", ch->branch, ch->open ? "open" : "dkms"),
-	     NULL);
-	/* The probe too: a stream is no package, and naming nvidia-driver
-	 * makes it installed (or planned) where the package layer looks. */
-	p->probe = gp_xstrdup("nvidia-driver");
+	if (ch->no_streams) {
+		/* RHEL 10 has no module streams: the flavor's meta package
+		 * (docs/reference/stack-2026.md section 1), at the exact
+		 * version the stage insists on there. */
+		p->probe = gp_xstrdup(ch->open ? "nvidia-open" : "cuda-drivers");
+	} else {
+		/* dnf install @module:stream installs the stream's default
+		 * profile. */
+		want(p,
+		     gp_xasprintf("@nvidia-driver:%s-%s", ch->branch,
+		                  ch->open ? "open" : "dkms"),
+		     NULL);
+		/* The probe too: a stream is no package, and naming
+		 * nvidia-driver makes it installed (or planned) where the
+		 * package layer looks. */
+		p->probe = gp_xstrdup("nvidia-driver");
+	}
 	want(p, gp_xstrdup(p->probe), ch->version);
 	if (!ch->version)
 		return;
@@ -148,16 +158,16 @@ void gp_drv_pkgs_free(struct gp_drv_pkgs *p)
 	*p = (struct gp_drv_pkgs){ 0 };
 }
 
-char *gp_drv_runfile_name(const char *version)
+char *gp_drv_runfile_name(const char *arch, const char *version)
 {
-	return gp_xasprintf("NVIDIA-Linux-x86_64-%s.run", version);
+	return gp_xasprintf("NVIDIA-Linux-%s-%s.run", arch, version);
 }
 
-char *gp_drv_runfile_url(const char *version)
+char *gp_drv_runfile_url(const char *arch, const char *version)
 {
 	return gp_xasprintf(
-	    "https://us.download.nvidia.com/tesla/%s/NVIDIA-Linux-x86_64-%s.run", version,
-	    version);
+	    "https://us.download.nvidia.com/tesla/%s/NVIDIA-Linux-%s-%s.run", version,
+	    arch, version);
 }
 
 char **gp_drv_runfile_argv(const char *path, bool open, const char *key, const char *cert)
@@ -187,20 +197,17 @@ char **gp_drv_runfile_argv(const char *path, bool open, const char *key, const c
 
 char *gp_kernel_flavour(const char *kver)
 {
-	/* <version>-<abi>-<flavour>: the last '-' separated word, when the one
-	 * before it is a number. */
-	const char *dash = strrchr(kver, '-');
-	if (!dash || !dash[1] || isdigit((unsigned char)dash[1]))
+	/* <version>-<abi>-<flavour>: what follows the number after the first
+	 * '-'; the flavour may hold a '-' itself (arm64's "generic-64k"). */
+	const char *abi = strchr(kver, '-');
+	if (!abi || !isdigit((unsigned char)abi[1]))
 		return NULL;
-	const char *prev = dash;
-	while (prev > kver && prev[-1] != '-')
-		prev--;
-	if (prev == kver || prev == dash || !isdigit((unsigned char)*prev))
+	const char *p = abi + 1;
+	while (isdigit((unsigned char)*p))
+		p++;
+	if (*p != '-' || !p[1] || isdigit((unsigned char)p[1]))
 		return NULL;
-	for (const char *p = prev; p < dash; p++)
-		if (!isdigit((unsigned char)*p))
-			return NULL;
-	return gp_xstrdup(dash + 1);
+	return gp_xstrdup(p + 1);
 }
 
 int gp_kver_compare(const char *a, const char *b)

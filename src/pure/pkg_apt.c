@@ -62,15 +62,26 @@ static char **apt_remove(char *const *names)
 
 static char *apt_repo_path(const struct gp_pkg_repo *repo)
 {
-	return gp_xasprintf("/etc/apt/sources.list.d/%s.list", repo->id);
+	return gp_xasprintf("/etc/apt/sources.list.d/%s.%s", repo->id,
+	                    repo->deb822 ? "sources" : "list");
 }
 
+/* One-line form ("deb [signed-by=K] URL SUITE [COMPONENTS]"), or the deb822
+ * stanza apt 3 expects (sources.list(5), "DEB822-STYLE FORMAT"); a flat
+ * repository has no Components field there. */
 static char *apt_repo_text(const struct gp_pkg_repo *repo, const char *keyring,
                            const char *fpr)
 {
 	const char *suite = repo->suite ? repo->suite : "/";
 	struct gp_buf b = { 0 };
 	gp_buf_written_by(&b, ": repository %s, signed by key %s", repo->id, fpr);
+	if (repo->deb822) {
+		gp_buf_printf(&b, "Types: deb\nURIs: %s\nSuites: %s\n", repo->url, suite);
+		if (repo->components)
+			gp_buf_printf(&b, "Components: %s\n", repo->components);
+		gp_buf_printf(&b, "Signed-By: %s\n", keyring);
+		return gp_buf_steal(&b);
+	}
 	gp_buf_printf(&b, "deb [signed-by=%s] %s %s%s%s\n", keyring, repo->url, suite,
 	              repo->components ? " " : "",
 	              repo->components ? repo->components : "");

@@ -182,6 +182,7 @@ static void ctk_repo(const struct gp_profile *p, struct gp_pkg_repo *r)
 		.keyring_url = gp_json_string(o, "keyring_url", NULL),
 		.keyring_sha256 = gp_json_string(o, "keyring_sha256", NULL),
 		.fingerprint = gp_json_string(o, "keyring_fingerprint", NULL),
+		.deb822 = gp_pkg_deb822(p),
 	};
 }
 

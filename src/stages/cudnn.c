@@ -45,6 +45,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "gpuprov/arch.h"
 #include "gpuprov/archive.h"
 #include "gpuprov/cudatk.h"
 #include "gpuprov/json.h"
@@ -56,8 +57,7 @@
 
 #include "cudnn.h"
 
-#define REDIST                                                                           \
-	"https://developer.download.nvidia.com/compute/cudnn/redist/cudnn/linux-x86_64/"
+#define REDIST "https://developer.download.nvidia.com/compute/cudnn/redist/cudnn/"
 #define LD_CONF "/etc/ld.so.conf.d/gpuprov-cudnn.conf"
 #define MARK_LDCONFIG "ldconfig_ran_for"
 
@@ -146,12 +146,14 @@ static void settings(struct gp_ctx *c, const cJSON *cfg, struct cudnn_settings *
 	else if (cv)
 		s->cuda_major = gp_xstrndup(cv, strcspn(cv, "."));
 	const char *url = gp_json_string(cfg, KEY_URL, NULL);
+	/* linux-x86_64 or linux-sbsa (arm64 servers). */
+	const char *dir = gp_arch_nvidia_dir(gp_profile_arch(c->profile));
 	if (url)
 		s->url = gp_xstrdup(url);
 	else if (s->version && s->cuda_major)
 		s->url = gp_xasprintf(REDIST
-		                      "cudnn-linux-x86_64-%s_cuda%s-archive.tar.xz",
-		                      s->version, s->cuda_major);
+		                      "linux-%s/cudnn-linux-%s-%s_cuda%s-archive.tar.xz",
+		                      dir, dir, s->version, s->cuda_major);
 	s->sha256 = gp_json_string(cfg, KEY_SHA256, NULL);
 	s->base = gp_json_string(cfg, KEY_PATH, NULL);
 	if (!s->base) {

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gpuprov/arch.h"
 #include "gpuprov/json.h"
 #include "gpuprov/nvdriver.h"
 #include "gpuprov/pkg.h"
@@ -32,7 +33,8 @@ void cudnn_apt_settings(struct gp_ctx *c, struct cudnn_settings *s)
 	s->major = s->version ? strtol(s->version, NULL, 10) : 9;
 	bool dnf = gp_streq(gp_profile_distro_string(c->profile, "package_manager"),
 	                    "dnf");
-	s->libdir = dnf ? "/usr/lib64" : "/usr/lib/x86_64-linux-gnu";
+	s->libdir = dnf ? "/usr/lib64"
+	                : gp_arch_multiarch_libdir(gp_profile_arch(c->profile));
 	if (s->cuda_major) {
 		s->pkgs[0] = gp_xasprintf("libcudnn%ld-cuda-%s", s->major, s->cuda_major);
 		s->pkgs[1] = gp_xasprintf("libcudnn%ld-%s-cuda-%s", s->major,
@@ -97,9 +99,11 @@ char *cudnn_apt_blocked_reason(struct gp_ctx *c, const struct cudnn_settings *s)
 static void apt_headers(struct gp_ctx *c, const struct cudnn_settings *s, char **hdr,
                         char **cudnn_h)
 {
-	static const char *const dirs[] = { "/usr/include",
-		                            "/usr/include/x86_64-linux-gnu",
-		                            "/usr/include" };
+	const char *const dirs[] = {
+		"/usr/include",
+		gp_arch_multiarch_includedir(gp_profile_arch(c->profile)),
+		"/usr/include",
+	};
 	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
 		char v[16] = "";
 		if (i > 0)

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpuprov/arch.h"
 #include "gpuprov/branches.h"
 #include "gpuprov/compat.h"
 #include "gpuprov/drift.h"
@@ -147,7 +148,10 @@ static const struct gp_key driver_keys[] = {
 	GP_KEY_END,
 };
 
-static const char *const lib_dirs[] = { "/usr/lib/x86_64-linux-gnu", "/usr/lib64",
+/* Both multiarch directories: the user-space libraries are looked for,
+ * whatever the profile's architecture says. */
+static const char *const lib_dirs[] = { "/usr/lib/x86_64-linux-gnu",
+	                                "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
 	                                "/usr/lib" };
 
 struct drv {
@@ -329,6 +333,9 @@ static void resolve_flavor(struct gp_ctx *c, struct drv *d)
 			      "%s), which needs the open ones; give these GPUs separate "
 			      "machines or profiles",
 			      p->name, p->device, p->arch, o->name, o->device, o->arch);
+		/* aarch64 has no proprietary modules to choose. */
+		else if (!gp_arch_has_proprietary_modules(gp_profile_arch(c->profile)))
+			d->ch.open = true;
 		return;
 	}
 	d->ch.open = strcmp(d->modules, "open") == 0;
@@ -491,6 +498,8 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 	d->url = gp_json_string(cfg, KEY_URL, NULL);
 	d->sha256 = gp_json_string(cfg, KEY_SHA256, NULL);
 	d->hold = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, KEY_HOLD));
+	d->ch.no_streams = !gp_profile_distro_bool(c->profile, "dnf_module_streams",
+	                                           true);
 	/* Absent or malformed is a fact (not Ubuntu); unreadable (EAGAIN after
 	 * every retry, a FIFO) is not, or the stage picks another
 	 * distribution's packages. */
@@ -522,7 +531,7 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 		      "set stages.driver.branch (e.g. \"535\") or stages.driver.version");
 	else if (d->ch.method == GP_DRV_RUNFILE && !d->ch.version)
 		block(d, "the runfile method needs an exact stages.driver.version (the "
-		         "file is NVIDIA-Linux-x86_64-<version>.run)");
+		         "file is NVIDIA-Linux-<arch>-<version>.run)");
 	else if (d->ch.method == GP_DRV_RUNFILE && !d->sha256)
 		block(d,
 		      "stages.driver.sha256 is not set: gpuprov downloads nothing "
@@ -532,6 +541,13 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 		block(d, "method apt on a dnf system; use \"method\": \"dnf\"");
 	else if (d->ch.method == GP_DRV_DNF && pm != GP_PKG_DNF)
 		block(d, "method dnf on an apt system; use \"method\": \"apt\"");
+	else if (d->ch.method == GP_DRV_DNF && d->ch.no_streams && !d->ch.version)
+		block(d,
+		      "this distribution's NVIDIA repository has no dnf module streams "
+		      "(distro.dnf_module_streams false: RHEL 10), so dnf would install "
+		      "the repository's newest driver (nvidia-open or cuda-drivers), not "
+		      "branch %s; pin an exact stages.driver.version of branch %s",
+		      d->branch, d->branch);
 	else if (d->ch.method == GP_DRV_APT && d->ch.source == GP_DRV_CANONICAL &&
 	         !ubuntu)
 		block(d, "\"source\": \"canonical\" needs Ubuntu (Canonical's archive); "
@@ -816,9 +832,10 @@ static int mok_config(struct gp_ctx *c, const struct drv *d)
 
 static int run_installer(struct gp_ctx *c, const struct drv *d)
 {
-	_cleanup_free_ char *name = gp_drv_runfile_name(d->ch.version);
+	const char *arch = gp_profile_arch(c->profile);
+	_cleanup_free_ char *name = gp_drv_runfile_name(arch, d->ch.version);
 	_cleanup_free_ char *url = d->url ? gp_xstrdup(d->url)
-	                                  : gp_drv_runfile_url(d->ch.version);
+	                                  : gp_drv_runfile_url(arch, d->ch.version);
 	const struct gp_fetch_artifact a = { .name = name,
 		                             .url = url,
 		                             .sha256 = d->sha256 };
@@ -1250,9 +1267,10 @@ static int driver_prefetch(struct gp_ctx *c, const cJSON *cfg)
 	const char *sha = gp_json_string(cfg, KEY_SHA256, NULL);
 	if (!gp_streq(method, "runfile") || !version || !sha)
 		return 0;
-	_cleanup_free_ char *name = gp_drv_runfile_name(version);
+	const char *arch = gp_profile_arch(c->profile);
+	_cleanup_free_ char *name = gp_drv_runfile_name(arch, version);
 	const char *u = gp_json_string(cfg, KEY_URL, NULL);
-	_cleanup_free_ char *url = u ? gp_xstrdup(u) : gp_drv_runfile_url(version);
+	_cleanup_free_ char *url = u ? gp_xstrdup(u) : gp_drv_runfile_url(arch, version);
 	const struct gp_fetch_artifact a = { .name = name, .url = url, .sha256 = sha };
 	gp_prefetch_add(c, &a);
 	return 0;

@@ -32,9 +32,11 @@
 #include "gpuprov/stages.h"
 #include "gpuprov/version.h"
 
-#define MINIFORGE                                                                        \
-	"https://github.com/conda-forge/miniforge/releases/latest/download/"             \
-	"Miniforge3-Linux-x86_64.sh"
+/* The default installer: the newest Miniforge for the profile's
+ * architecture (Miniforge3-Linux-x86_64.sh, Miniforge3-Linux-aarch64.sh). */
+#define MINIFORGE_LATEST                                                                 \
+	"https://github.com/conda-forge/miniforge/releases/latest/download/"
+#define MINIFORGE MINIFORGE_LATEST "Miniforge3-Linux-x86_64.sh"
 
 /* --- profile keys (stages.pytorch) --------------------------------------- */
 
@@ -211,6 +213,8 @@ struct torch {
 	char *index; /* after --mirror */
 	char **extra; /* extra_index_urls after --mirror */
 	const char *installer_url, *installer_sha256;
+	char *
+	    default_installer; /* the architecture's latest Miniforge, when no installer_url */
 	char **channels;
 	bool tos;
 	const char *ca_bundle, *proxy;
@@ -232,6 +236,7 @@ static void torch_free(struct torch *t)
 	free(t->envdir);
 	free(t->python_bin);
 	free(t->conda);
+	free(t->default_installer);
 }
 
 static bool is_conda(const struct torch *t)
@@ -304,7 +309,11 @@ static int settings(struct gp_ctx *c, const cJSON *cfg, struct torch *t)
 		t->pins = gp_xcalloc(1, sizeof(char *));
 	t->index_url = gp_json_string(cfg, KEY_INDEX_URL, NULL);
 	t->extra = gp_json_strv(cfg, KEY_EXTRA_INDEX_URLS);
-	t->installer_url = gp_json_string(cfg, KEY_INSTALLER_URL, MINIFORGE);
+	t->installer_url = gp_json_string(cfg, KEY_INSTALLER_URL, NULL);
+	if (!t->installer_url)
+		t->installer_url = t->default_installer = gp_xasprintf(
+		    MINIFORGE_LATEST "Miniforge3-Linux-%s.sh",
+		    gp_profile_arch(c->profile));
 	t->installer_sha256 = gp_json_string(cfg, KEY_INSTALLER_SHA256, NULL);
 	t->channels = gp_json_strv(cfg, KEY_CHANNELS);
 	if (!t->channels) {

@@ -1,7 +1,8 @@
 /* Small facts about the running kernel of the root: its boot id (did a
  * reboot happen since the journal was written?) and its release (which
- * /lib/modules/<kver> and which headers count). */
+ * /lib/modules/<kver> and which headers count), and its architecture. */
 #include <string.h>
+#include <sys/utsname.h>
 
 #include "gpuprov/kernelinfo.h"
 #include "gpuprov/util.h"
@@ -30,6 +31,24 @@ char *gp_boot_id(const struct gp_root *r)
 char *gp_running_kernel(const struct gp_root *r)
 {
 	return read_trimmed(r, "/proc/sys/kernel/osrelease");
+}
+
+char *gp_root_arch(const struct gp_root *r)
+{
+	char *arch = read_trimmed(r, "/proc/sys/kernel/arch");
+	struct utsname u;
+	if (!arch && uname(&u) == 0)
+		arch = gp_xstrdup(u.machine);
+	/* A word, as uname -m gives it: the root's file is not trusted to be
+	 * one, and messages print it. */
+	size_t n = arch ? strlen(arch) : 0;
+	if (arch &&
+	    (n > 32 || strspn(arch, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                            "0123456789_-") != n)) {
+		free(arch);
+		arch = NULL;
+	}
+	return arch;
 }
 
 char **gp_installed_kernels(const struct gp_root *r)

@@ -35,6 +35,14 @@ declare -gA FIXTURE=(
 	[debian12-l4]="--cuda --distro debian12 --gpu 27b8"
 	[debian12-l40s]="--cuda --distro debian12 --gpu 26b9"
 	[rocky9]="--cuda --distro rocky9"
+	[ubuntu2604-h200]="--cuda --distro ubuntu2604 --gpu 2335"
+	[ubuntu2604-b200]="--cuda --distro ubuntu2604 --gpu 2901"
+	[ubuntu2604-b300]="--cuda --distro ubuntu2604 --gpu 3182"
+	[ubuntu2604-rtxpro6000]="--cuda --distro ubuntu2604 --gpu 2bb5"
+	[ubuntu2404-arm64-gh200]="--cuda --distro ubuntu2404 --arch aarch64 --gpu 2342"
+	[ubuntu2604-arm64-gb200]="--cuda --distro ubuntu2604 --arch aarch64 --gpu 2941"
+	[debian13-l40s]="--cuda --distro debian13 --gpu 26b9"
+	[rocky10]="--cuda --distro rocky10"
 )
 
 # golden_root NAME: builds fixture NAME (or NAME without -unloaded, with
@@ -204,6 +212,38 @@ golden_plans() {
 
 @test "golden plan: t4-ubuntu2204" {
 	golden_plans t4-ubuntu2204 ubuntu2204-t4
+}
+
+@test "golden plan: h200-ubuntu2604" {
+	golden_plans h200-ubuntu2604 ubuntu2604-h200
+}
+
+@test "golden plan: b200-ubuntu2604" {
+	golden_plans b200-ubuntu2604 ubuntu2604-b200
+}
+
+@test "golden plan: b300-ubuntu2604" {
+	golden_plans b300-ubuntu2604 ubuntu2604-b300
+}
+
+@test "golden plan: rtxpro6000-ubuntu2604" {
+	golden_plans rtxpro6000-ubuntu2604 ubuntu2604-rtxpro6000
+}
+
+@test "golden plan: gh200-ubuntu2404-arm64" {
+	golden_plans gh200-ubuntu2404-arm64 ubuntu2404-arm64-gh200
+}
+
+@test "golden plan: gb200-ubuntu2604-arm64" {
+	golden_plans gb200-ubuntu2604-arm64 ubuntu2604-arm64-gb200
+}
+
+@test "golden plan: l40s-debian13" {
+	golden_plans l40s-debian13 debian13-l40s
+}
+
+@test "golden plan: a100-rocky10" {
+	golden_plans a100-rocky10 rocky10
 }
 
 @test "golden plan: every other profile on the ubuntu2204 A100 root: refused, then --force" {

@@ -481,8 +481,9 @@ write_profile() {
 JSON
 }
 
-# file_apt_root ROOT REPO (in setup_file): the debootstrapped Debian root in
-# ROOT and the stand-in repository of tests/fixtures/aptrepo.sh in REPO,
+# file_apt_root ROOT REPO [SUITE] (in setup_file): the debootstrapped Debian
+# root of SUITE (debroot.sh's: bookworm, the default, or trixie) in ROOT and
+# the stand-in repository of tests/fixtures/aptrepo.sh in REPO,
 # with the root's own apt sources emptied. Where either cannot be made (not
 # root; debroot.sh or aptrepo.sh exit 77) it returns 1 with the reason in
 # $BATS_FILE_TMPDIR/skip, which the file's setup turns into a skip.
@@ -492,7 +493,7 @@ file_apt_root() {
 		echo "needs root (chroot)" > "$why"
 		return 1
 	fi
-	sh "$REPO_ROOT/tests/fixtures/debroot.sh" "$root" 2> "$BATS_FILE_TMPDIR/debroot.err" || rc=$?
+	sh "$REPO_ROOT/tests/fixtures/debroot.sh" "$root" ${3-} 2> "$BATS_FILE_TMPDIR/debroot.err" || rc=$?
 	if [ "$rc" -eq 77 ]; then
 		cp "$BATS_FILE_TMPDIR/debroot.err" "$why"
 		return 1

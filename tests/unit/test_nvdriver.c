@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "gpuprov/arch.h"
 #include "gpuprov/nvdriver.h"
 #include "gpuprov/pkg_dnf.h"
 #include "gpuprov/util.h"
@@ -108,6 +109,27 @@ static void test_nvidia_repo_and_dnf(void **state)
 	assert_string_equal(w, "@nvidia-driver:580-open nvidia-driver");
 	free(w);
 	gp_drv_pkgs_free(&p);
+	/* RHEL 10: no streams; the flavor's meta package at the version, and
+	 * the split packages with it. */
+	ch = (struct gp_drv_choice){ .method = GP_DRV_DNF,
+		                     .branch = "580",
+		                     .version = "580.126.20",
+		                     .open = true,
+		                     .no_streams = true };
+	gp_drv_packages(&ch, &p);
+	assert_string_equal(p.probe, "nvidia-open");
+	w = wants(&p);
+	assert_string_equal(w, "nvidia-open=580.126.20 nvidia-driver-libs=580.126.20 "
+	                       "nvidia-driver-cuda=580.126.20 "
+	                       "nvidia-driver-cuda-libs=580.126.20 "
+	                       "nvidia-kmod-common=580.126.20 "
+	                       "kmod-nvidia-open-dkms=580.126.20");
+	free(w);
+	gp_drv_pkgs_free(&p);
+	ch.open = false;
+	gp_drv_packages(&ch, &p);
+	assert_string_equal(p.probe, "cuda-drivers");
+	gp_drv_pkgs_free(&p);
 }
 
 static void test_flavor(void **state)
@@ -164,6 +186,32 @@ static void test_kernels_and_versions(void **state)
 	assert_string_equal(f, "aws");
 	free(f);
 	assert_null(gp_kernel_flavour("5.14.0-362.8.1.el9_3.x86_64"));
+	/* arm64's 64k-page flavours keep their '-'. */
+	f = gp_kernel_flavour("6.8.0-31-generic-64k");
+	assert_string_equal(f, "generic-64k");
+	free(f);
+	f = gp_kernel_flavour("7.0.0-14-nvidia-64k");
+	assert_string_equal(f, "nvidia-64k");
+	free(f);
+	assert_null(gp_kernel_flavour("6.12.48+deb13-arm64"));
+	/* Vendors' names for the architectures. */
+	assert_string_equal(gp_arch_nvidia_dir("x86_64"), "x86_64");
+	assert_string_equal(gp_arch_nvidia_dir("aarch64"), "sbsa");
+	assert_null(gp_arch_nvidia_dir("ppc64le"));
+	assert_string_equal(gp_arch_multiarch_libdir("aarch64"),
+	                    "/usr/lib/aarch64-linux-gnu");
+	assert_string_equal(gp_arch_multiarch_includedir("x86_64"),
+	                    "/usr/include/x86_64-linux-gnu");
+	assert_true(gp_arch_has_proprietary_modules("x86_64"));
+	assert_false(gp_arch_has_proprietary_modules("aarch64"));
+	/* The runfile names the architecture as uname -m does. */
+	char *r = gp_drv_runfile_name("aarch64", "580.126.20");
+	assert_string_equal(r, "NVIDIA-Linux-aarch64-580.126.20.run");
+	free(r);
+	r = gp_drv_runfile_url("x86_64", "580.126.20");
+	assert_string_equal(r, "https://us.download.nvidia.com/tesla/580.126.20/"
+	                       "NVIDIA-Linux-x86_64-580.126.20.run");
+	free(r);
 	char *u = gp_pkg_upstream_version("3:580.95.05-1.el9");
 	assert_string_equal(u, "580.95.05");
 	free(u);

@@ -281,6 +281,41 @@ static void test_commands(void **state)
 	assert_non_null(
 	    strstr(t, "deb [signed-by=/k.gpg] https://x.example/rhel9/x86_64/ /\n"));
 	free(t);
+	t = gp_pkg_apt.repo_path(&repo);
+	assert_string_equal(t, "/etc/apt/sources.list.d/cuda-rhel9-x86_64.list");
+	free(t);
+}
+
+/* deb822 (apt 3, Debian 13): a .sources file with one stanza; a flat
+ * repository has no Components, a suite repository has them. The comment
+ * line is allowed where a field may start (sources.list(5)). */
+static void test_apt_deb822(void **state)
+{
+	(void)state;
+	const struct gp_pkg_repo flat = { .id = "cuda-debian13-x86_64",
+		                          .url = "https://x.example/debian13/x86_64/",
+		                          .suite = "/",
+		                          .deb822 = true };
+	char *t = gp_pkg_apt.repo_path(&flat);
+	assert_string_equal(t, "/etc/apt/sources.list.d/cuda-debian13-x86_64.sources");
+	free(t);
+	t = gp_pkg_apt.repo_text(&flat, "/usr/share/keyrings/k.gpg", "AAAA");
+	assert_string_equal(t, "# Written by gpuprov: repository cuda-debian13-x86_64, "
+	                       "signed by key AAAA\n"
+	                       "Types: deb\n"
+	                       "URIs: https://x.example/debian13/x86_64/\n"
+	                       "Suites: /\n"
+	                       "Signed-By: /usr/share/keyrings/k.gpg\n");
+	free(t);
+	const struct gp_pkg_repo suite = { .id = "r",
+		                           .url = "https://x.example/debian/",
+		                           .suite = "trixie",
+		                           .components = "main contrib",
+		                           .deb822 = true };
+	t = gp_pkg_apt.repo_text(&suite, "/k.gpg", "AAAA");
+	assert_non_null(strstr(t, "\nSuites: trixie\nComponents: main contrib\n"
+	                          "Signed-By: /k.gpg\n"));
+	free(t);
 }
 
 /* A v4 public key packet (old format, tag 6) around a fixed body; its
@@ -346,11 +381,24 @@ static void test_available_and_nvidia_repo(void **state)
 	                                 "compute/cuda/repos/ubuntu2204/x86_64/");
 	assert_string_equal(nv.repo.suite, "/");
 	assert_string_equal(nv.repo.fingerprint, GP_NVIDIA_APT_KEY);
+	assert_false(nv.repo.deb822);
 	assert_null(nv.repo.keyring_url);
 	char *why = gp_pkg_repo_problem(&nv.repo);
 	assert_string_equal(why, "no keyring URL for the repository "
 	                         "cuda-ubuntu2204-x86_64 (set distro.keyring_url)");
 	free(why);
+	gp_pkg_nvidia_repo_free(&nv);
+	cJSON_Delete(prof.doc);
+	/* aarch64 (match.arch): NVIDIA's sbsa directory; deb822 sources
+	 * where the distro base asks for them. */
+	prof.doc = cJSON_Parse("{\"match\": {\"arch\": \"aarch64\"}, \"distro\": "
+	                       "{\"package_manager\": \"apt\", \"nvidia_repo\": "
+	                       "\"debian13\", \"apt_sources_format\": \"deb822\"}}");
+	gp_pkg_nvidia_repo(&prof, &nv);
+	assert_string_equal(nv.repo.id, "cuda-debian13-sbsa");
+	assert_string_equal(nv.repo.url, "https://developer.download.nvidia.com/"
+	                                 "compute/cuda/repos/debian13/sbsa/");
+	assert_true(nv.repo.deb822);
 	gp_pkg_nvidia_repo_free(&nv);
 	cJSON_Delete(prof.doc);
 	/* dnf: availability unknown, no apt key assumed, a mirror URL kept. */
@@ -694,6 +742,7 @@ int main(void)
 		cmocka_unit_test(test_exact_closure),
 		cmocka_unit_test(test_rpmdb),
 		cmocka_unit_test(test_commands),
+		cmocka_unit_test(test_apt_deb822),
 		cmocka_unit_test(test_openpgp),
 		cmocka_unit_test(test_available_and_nvidia_repo),
 		cmocka_unit_test(test_dnf_held_set_pinned),

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 
 #include "gpuprov/root.h"
+#include "gpuprov/util.h"
 
 /* NVIDIA's return codes the verify hints tell apart. */
 #define GP_NVML_SUCCESS 0
@@ -72,3 +73,23 @@ struct gp_nvprobe {
 int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
                    struct gp_nvprobe *p);
 void gp_nvprobe_free(struct gp_nvprobe *p);
+
+/* The forked child itself, for the other probes of the driver's libraries
+ * (nvfabric.c): body(fd, arg) runs in a child that has entered the
+ * read-only namespace (read_only, as above) and chrooted into the root,
+ * and writes one "key value" fact a line with gp_nvchild_put. 0 with
+ * res->out holding the body's lines and res->error set when the child
+ * failed (chroot, crash, killed after timeout_ms, no end); or a negative
+ * errno: no child, or the namespace refused (res->read_only_refused).
+ * Clear with gp_nvchild_clear. */
+struct gp_nvchild {
+	struct gp_buf out;
+	char *error;
+	int read_only_refused;
+};
+typedef void gp_nvchild_body(int fd, void *arg);
+int gp_nvchild_run(const struct gp_root *r, int timeout_ms, bool read_only,
+                   gp_nvchild_body *body, void *arg, struct gp_nvchild *res);
+void gp_nvchild_clear(struct gp_nvchild *res);
+/* One fact line on fd (line breaks in it become blanks; at most 510 bytes). */
+void gp_nvchild_put(int fd, const char *fmt, ...) _printf_(2, 3);

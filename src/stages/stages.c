@@ -12,6 +12,9 @@
 const struct gp_stage *const gp_stages[] = {
 	&gp_stage_nouveau,
 	&gp_stage_driver,
+	/* Right after the driver: its package must be at exactly the
+	 * driver's version, and no CUDA runs on an NVSwitch system without it. */
+	&gp_stage_fabric_manager,
 	&gp_stage_cuda,
 	&gp_stage_cudnn,
 	&gp_stage_pytorch,

@@ -22,8 +22,7 @@
 
 /* --- the child --------------------------------------------------------- */
 
-static void put(int fd, const char *fmt, ...) _printf_(2, 3);
-static void put(int fd, const char *fmt, ...)
+void gp_nvchild_put(int fd, const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
@@ -40,6 +39,8 @@ static void put(int fd, const char *fmt, ...)
 	line[n++] = '\n';
 	gp_write_all(fd, line, (size_t)n);
 }
+
+#define put gp_nvchild_put
 
 /* dlsym into a function pointer; NULL when missing. */
 #define SYM(h, name) ((name##_t *)dlsym((h), #name))
@@ -191,7 +192,7 @@ static void keep_dev_writable(const struct gp_root *r)
  * cannot be made; status_fd is closed before any library is loaded, so
  * none can claim a refusal to have the probe run again writable. */
 static _Noreturn void child(const struct gp_root *r, const struct gp_run_read_only *ro,
-                            int status_fd, int fd)
+                            int status_fd, int fd, gp_nvchild_body *body, void *arg)
 {
 	if (ro && gp_run_enter_read_only(ro) < 0) {
 		int e = errno;
@@ -205,8 +206,7 @@ static _Noreturn void child(const struct gp_root *r, const struct gp_run_read_on
 		put(fd, "error cannot chroot into %s: %s", r->dir, strerror(errno));
 		_exit(1);
 	}
-	probe_nvml(fd);
-	probe_cuda(fd);
+	body(fd, arg);
 	put(fd, "end");
 	_exit(0);
 }
@@ -238,7 +238,7 @@ static void set_str(char **dst, const char *v)
 	*dst = gp_xstrdup(v);
 }
 
-static void parse_line(struct gp_nvprobe *p, char *line, bool *ended)
+static void parse_line(struct gp_nvprobe *p, char *line)
 {
 	char *sp = strchr(line, ' ');
 	const char *v = sp ? sp + 1 : "";
@@ -247,11 +247,7 @@ static void parse_line(struct gp_nvprobe *p, char *line, bool *ended)
 	struct gp_nvml_probe *n = &p->nvml;
 	struct gp_libcuda_probe *c = &p->cuda;
 	int i;
-	if (strcmp(line, "end") == 0)
-		*ended = true;
-	else if (strcmp(line, "error") == 0)
-		set_str(&p->error, v);
-	else if (strcmp(line, "nvml.loaded") == 0)
+	if (strcmp(line, "nvml.loaded") == 0)
 		n->loaded = probe_int(v) == 1;
 	else if (strcmp(line, "nvml.load_error") == 0)
 		set_str(&n->load_error, v);
@@ -309,14 +305,10 @@ static bool read_all(int fd, int timeout_ms, struct gp_buf *out)
 	}
 }
 
-int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
-                   struct gp_nvprobe *p)
+int gp_nvchild_run(const struct gp_root *r, int timeout_ms, bool read_only,
+                   gp_nvchild_body *body, void *arg, struct gp_nvchild *res)
 {
-	*p = (struct gp_nvprobe){ 0 };
-	p->nvml.init_rc = p->nvml.count = -1;
-	p->cuda.version_rc = p->cuda.init_rc = p->cuda.count = -1;
-	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
-		p->nvml.persistence[i] = -1;
+	*res = (struct gp_nvchild){ 0 };
 	struct gp_run_read_only ro;
 	gp_run_read_only_init(&ro, r->dir);
 	int fds[2], st[2];
@@ -341,7 +333,7 @@ int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
 	if (pid == 0) {
 		close(fds[0]);
 		close(st[0]);
-		child(r, read_only ? &ro : NULL, st[1], fds[1]);
+		child(r, read_only ? &ro : NULL, st[1], fds[1], body, arg);
 	}
 	close(fds[1]);
 	close(st[1]);
@@ -361,24 +353,71 @@ int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
 	close(st[0]);
 	if (got == (ssize_t)sizeof refused) {
 		gp_buf_free(&out);
-		p->read_only_refused = refused > 0 ? refused : EIO;
-		return -p->read_only_refused;
+		res->read_only_refused = refused > 0 ? refused : EIO;
+		return -res->read_only_refused;
 	}
+	/* "error" (the child's own failure) and "end" are the helper's; the
+	 * other lines are the body's, handed back as they came. */
 	bool ended = false;
+	struct gp_buf body_lines = { 0 };
 	char *save = NULL;
-	for (char *l = strtok_r(out.data, "\n", &save); l;
-	     l = strtok_r(NULL, "\n", &save))
-		parse_line(p, l, &ended);
+	for (char *l = out.data ? strtok_r(out.data, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		if (strcmp(l, "end") == 0)
+			ended = true;
+		else if (gp_str_starts_with(l, "error "))
+			set_str(&res->error, l + strlen("error "));
+		else
+			gp_buf_printf(&body_lines, "%s\n", l);
+	}
 	gp_buf_free(&out);
+	res->out = body_lines;
 	if (!done)
-		set_str(&p->error, "the probe did not finish in time and was killed "
-		                   "(a hung driver library?)");
-	else if (!ended && !p->error && WIFSIGNALED(status))
-		p->error = gp_xasprintf("the probe crashed in the driver libraries "
-		                        "(signal %d, %s)",
-		                        WTERMSIG(status), strsignal(WTERMSIG(status)));
-	else if (!ended && !p->error)
-		set_str(&p->error, "the probe ended without a result");
+		set_str(&res->error, "the probe did not finish in time and was killed "
+		                     "(a hung driver library?)");
+	else if (!ended && !res->error && WIFSIGNALED(status))
+		res->error = gp_xasprintf("the probe crashed in the driver libraries "
+		                          "(signal %d, %s)",
+		                          WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else if (!ended && !res->error)
+		set_str(&res->error, "the probe ended without a result");
+	return 0;
+}
+
+void gp_nvchild_clear(struct gp_nvchild *res)
+{
+	gp_buf_free(&res->out);
+	free(res->error);
+	*res = (struct gp_nvchild){ 0 };
+}
+
+static void probe_body(int fd, void *arg)
+{
+	probe_nvml(fd);
+	probe_cuda(fd);
+}
+
+int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
+                   struct gp_nvprobe *p)
+{
+	*p = (struct gp_nvprobe){ 0 };
+	p->nvml.init_rc = p->nvml.count = -1;
+	p->cuda.version_rc = p->cuda.init_rc = p->cuda.count = -1;
+	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
+		p->nvml.persistence[i] = -1;
+	struct gp_nvchild ch;
+	int rc = gp_nvchild_run(r, timeout_ms, read_only, probe_body, NULL, &ch);
+	if (rc < 0) {
+		p->read_only_refused = ch.read_only_refused;
+		gp_nvchild_clear(&ch);
+		return rc;
+	}
+	char *save = NULL;
+	for (char *l = ch.out.data ? strtok_r(ch.out.data, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save))
+		parse_line(p, l);
+	p->error = TAKE_PTR(ch.error);
+	gp_nvchild_clear(&ch);
 	return 0;
 }
 

@@ -46,7 +46,21 @@
 #define NVLSM "nvlsm"
 #define PROBE_TIMEOUT_MS 30000
 
+/* --- profile keys (stages.fabric_manager) ------------------------------- */
+
+#define KEY_NVSWITCH "nvswitch"
+
+static const char *const nvswitch_modes[] = { "auto", "nvlink4", "nvlink5", NULL };
+
 static const struct gp_key fabric_manager_keys[] = {
+	GP_KEY_ENUM_ROW(KEY_NVSWITCH, nvswitch_modes,
+	                .doc = "Whether this is an NVSwitch system: auto (the PCI "
+	                       "devices say: an NVSwitch bridge, or a B200/B300 GPU "
+	                       "for NVLink 5), nvlink4 (the fabric manager whatever "
+	                       "PCI says: an image for HGX A100/H100/H200 boards), "
+	                       "nvlink5 (also NVLSM and mlx5_ib, ib_umad: HGX "
+	                       "B200/B300).",
+	                .default_value = "\"auto\"", .example = "\"nvlink5\""),
 	GP_KEY_END,
 };
 
@@ -54,6 +68,9 @@ struct fm {
 	struct gp_pci_list pci;
 	bool pci_known;
 	struct gp_fabric_hw hw;
+	const char *mode; /* KEY_NVSWITCH */
+	bool needed; /* the fabric manager is needed here */
+	bool nvl5; /* NVLink 5: NVLSM and its modules too */
 	enum gp_pkg_manager pm;
 	char *version; /* the driver's, upstream; NULL when not known yet */
 	char *package; /* nvidia-fabricmanager-<branch> or nvidia-fabric-manager */
@@ -72,7 +89,7 @@ static void fm_free(struct fm *f)
 
 static bool nvlink5(const struct fm *f)
 {
-	return f->hw.nvlink5_gpus > 0;
+	return f->nvl5;
 }
 
 static char *pci_where(struct gp_ctx *c)
@@ -81,14 +98,17 @@ static char *pci_where(struct gp_ctx *c)
 	                    gp_root_is_host(&c->root) ? "" : c->root.dir);
 }
 
-/* 0 with *f filled; f->hw says whether there is anything to do. -1 with
- * c->err set. */
-static int fm_gather(struct gp_ctx *c, struct fm *f)
+/* 0 with *f filled; f->needed says whether there is anything to do. -1
+ * with c->err set. */
+static int fm_gather(struct gp_ctx *c, const cJSON *cfg, struct fm *f)
 {
-	*f = (struct fm){ 0 };
+	*f = (struct fm){ .mode = gp_json_string(cfg, KEY_NVSWITCH, "auto") };
 	f->pci_known = gp_pci_scan(&c->root, &f->pci) == 0;
 	gp_fabric_hw_scan(&f->pci, &f->hw);
-	if (!gp_fabric_hw_needs_fm(&f->hw))
+	bool automatic = strcmp(f->mode, "auto") == 0;
+	f->needed = !automatic || gp_fabric_hw_needs_fm(&f->hw);
+	f->nvl5 = automatic ? f->hw.nvlink5_gpus > 0 : strcmp(f->mode, "nvlink5") == 0;
+	if (!f->needed)
 		return 0;
 	if (gp_pkg_manager(c, &f->pm) < 0)
 		return -1;
@@ -177,12 +197,12 @@ static char *fm_missing(struct gp_ctx *c, const struct fm *f, bool *install, boo
 static int fm_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 {
 	struct fm f;
-	if (fm_gather(c, &f) < 0) {
+	if (fm_gather(c, cfg, &f) < 0) {
 		fm_free(&f);
 		return -1;
 	}
 	_cleanup_free_ char *where = pci_where(c);
-	if (!gp_fabric_hw_needs_fm(&f.hw)) {
+	if (!f.needed) {
 		gp_check_set(ck, GP_STATE_SATISFIED,
 		             f.pci_known
 		                 ? "no NVSwitch in %s (no NVIDIA bridge of an "
@@ -224,9 +244,9 @@ static int fm_apply(struct gp_ctx *c, const cJSON *cfg)
 	int rc = -1;
 	bool install, unheld;
 	_cleanup_free_ char *missing = NULL, *link = NULL;
-	if (fm_gather(c, &f) < 0)
+	if (fm_gather(c, cfg, &f) < 0)
 		goto out;
-	if (!gp_fabric_hw_needs_fm(&f.hw)) {
+	if (!f.needed) {
 		rc = 0;
 		goto out;
 	}
@@ -394,11 +414,11 @@ static void verify_fabric(struct gp_ctx *c, const struct fm *f, struct gp_report
 static int fm_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 {
 	struct fm f;
-	if (fm_gather(c, &f) < 0) {
+	if (fm_gather(c, cfg, &f) < 0) {
 		fm_free(&f);
 		return -1;
 	}
-	if (!gp_fabric_hw_needs_fm(&f.hw)) {
+	if (!f.needed) {
 		_cleanup_free_ char *where = pci_where(c);
 		gp_report_add(rep, "fabric_manager.nvswitch", GP_SKIP, "NVSwitch", NULL,
 		              "no NVSwitch in %s: the fabric manager is not needed",
@@ -406,9 +426,14 @@ static int fm_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 		fm_free(&f);
 		return 0;
 	}
-	gp_report_add(rep, "fabric_manager.nvswitch", GP_PASS, "NVSwitch", NULL,
-	              "%zu NVSwitch bridges, %zu NVLink 5 HGX GPUs (first at %s)",
-	              f.hw.switches, f.hw.nvlink5_gpus, f.hw.first);
+	if (strcmp(f.mode, "auto") != 0)
+		gp_report_add(rep, "fabric_manager.nvswitch", GP_PASS, "NVSwitch", NULL,
+		              "stages.fabric_manager." KEY_NVSWITCH " is %s", f.mode);
+	else
+		gp_report_add(rep, "fabric_manager.nvswitch", GP_PASS, "NVSwitch", NULL,
+		              "%zu NVSwitch bridges, %zu NVLink 5 HGX GPUs (the first at "
+		              "%s)",
+		              f.hw.switches, f.hw.nvlink5_gpus, f.hw.first);
 	_cleanup_free_ char *install = gp_install_hint(c, STAGE);
 	if (!f.package) {
 		gp_report_add(rep, "fabric_manager.package", GP_FAIL,

@@ -204,7 +204,7 @@ JSON
 	assert_stdout_has "this is an NVSwitch system (4 NVSwitch bridges"
 }
 
-@test "fabric_manager: on a host without NVSwitch the stage has nothing to do and says why (stub root)" {
+@test "fabric_manager: on a host without NVSwitch the stage has nothing to do and says why, unless the profile says it is one (stub root)" {
 	local root=$BATS_TEST_TMPDIR/pcie prof=$BATS_TEST_TMPDIR/fm.json
 	mkroot "$root" --distro ubuntu2204 --pkg-stubs
 	cat > "$prof" <<'JSON'
@@ -219,6 +219,12 @@ JSON
 	gp --root "$root" --json verify --profile "$prof" --only fabric_manager
 	assert_status 0
 	[ "$(json_finding "$output" fabric_manager.nvswitch | cut -d' ' -f1)" = skip ] || fail "$output"
+	# An image for an HGX board says so itself.
+	sed -i 's/"fabric_manager": {}/"fabric_manager": { "nvswitch": "nvlink4" }/' "$prof"
+	gp --root "$root" plan --profile "$prof" --only fabric_manager
+	assert_status 0
+	assert_stdout_has "fabric_manager: needed - nvidia-fabricmanager-580 is not installed"
+	refute_stdout_has "nvlsm"
 }
 
 @test "fabric_manager: an HGX B200 (NVLink 5) plan adds nvlsm and loads mlx5_ib and ib_umad at boot (stub root)" {

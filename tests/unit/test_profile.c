@@ -1211,11 +1211,12 @@ static void test_schema_keys(void **state)
 		                            "/stages/pytorch/defaults_tos_accepted",
 		                            "/stages/env/conda_init",
 		                            "/distro/container_toolkit_repo/url",
-		                            "/stages/container_toolkit/version" };
+		                            "/stages/container_toolkit/version",
+		                            "/stages/fabric_manager/nvswitch" };
 	for (size_t i = 0; i < ARRAY_SIZE(some); i++)
 		if (!gp_strv_contains(keys, some[i]))
 			fail_msg("%s is not in the key list", some[i]);
-	assert_int_equal(gp_strv_len(keys), 84);
+	assert_int_equal(gp_strv_len(keys), 86);
 	/* No duplicates, and each key's parent comes before it. */
 	for (size_t i = 0; keys[i]; i++) {
 		for (size_t j = 0; j < i; j++)

@@ -455,21 +455,22 @@ static char *installed_version(struct gp_ctx *c, const struct drv *d);
 /* An NVSwitch system runs no CUDA without the fabric manager (error 802),
  * so a profile without that stage is blocked here, before any change: the
  * driver is the one stage every GPU profile has, and its preflight runs
- * even while it waits for a reboot. */
+ * even while it waits for a reboot. Only switches seen on PCI count: a
+ * B200 or B300 alone (NVLink 5 switches are not on PCI) may be a virtual
+ * machine given one GPU of a board, whose fabric is managed elsewhere. */
 static char *fabric_manager_missing(struct gp_ctx *c, const struct drv *d)
 {
 	struct gp_fabric_hw hw;
 	gp_fabric_hw_scan(&d->pci, &hw);
-	if (!gp_fabric_hw_needs_fm(&hw) ||
-	    gp_stage_settings(c, &gp_stage_driver, "fabric_manager"))
+	if (!hw.switches || gp_stage_settings(c, &gp_stage_driver, "fabric_manager"))
 		return NULL;
 	return gp_xasprintf(
-	    "this is an NVSwitch system (%zu %s, the first at %s) and the profile "
-	    "has no stages.fabric_manager: without NVIDIA's fabric manager, at "
-	    "exactly the driver's version, CUDA fails with error 802 (system not "
-	    "yet initialized); add \"fabric_manager\": {} to the profile's stages",
-	    hw.switches ? hw.switches : hw.nvlink5_gpus,
-	    hw.switches ? "NVSwitch bridges" : "NVLink 5 HGX GPUs", hw.first);
+	    "this is an NVSwitch system (%zu NVSwitch bridges, the first at %s) and "
+	    "the profile has no stages.fabric_manager: without NVIDIA's fabric "
+	    "manager, at exactly the driver's version, CUDA fails with error 802 "
+	    "(system not yet initialized); add \"fabric_manager\": {} to the "
+	    "profile's stages",
+	    hw.switches, hw.first);
 }
 
 /* NVIDIA's repository must be addable before a driver from it is

@@ -50,7 +50,8 @@
 
 #define KEY_NVSWITCH "nvswitch"
 
-static const char *const nvswitch_modes[] = { "auto", "nvlink4", "nvlink5", NULL };
+static const char *const nvswitch_modes[] = { "auto", "nvlink4", "nvlink5", "none",
+	                                      NULL };
 
 static const struct gp_key fabric_manager_keys[] = {
 	GP_KEY_ENUM_ROW(KEY_NVSWITCH, nvswitch_modes,
@@ -59,7 +60,9 @@ static const struct gp_key fabric_manager_keys[] = {
 	                       "for NVLink 5), nvlink4 (the fabric manager whatever "
 	                       "PCI says: an image for HGX A100/H100/H200 boards), "
 	                       "nvlink5 (also NVLSM and mlx5_ib, ib_umad: HGX "
-	                       "B200/B300).",
+	                       "B200/B300), none (nothing to do: a virtual machine "
+	                       "given some of a board's GPUs, its fabric managed "
+	                       "by the host).",
 	                .default_value = "\"auto\"", .example = "\"nvlink5\""),
 	GP_KEY_END,
 };
@@ -106,7 +109,8 @@ static int fm_gather(struct gp_ctx *c, const cJSON *cfg, struct fm *f)
 	f->pci_known = gp_pci_scan(&c->root, &f->pci) == 0;
 	gp_fabric_hw_scan(&f->pci, &f->hw);
 	bool automatic = strcmp(f->mode, "auto") == 0;
-	f->needed = !automatic || gp_fabric_hw_needs_fm(&f->hw);
+	f->needed = automatic ? gp_fabric_hw_needs_fm(&f->hw)
+	                      : strcmp(f->mode, "none") != 0;
 	f->nvl5 = automatic ? f->hw.nvlink5_gpus > 0 : strcmp(f->mode, "nvlink5") == 0;
 	if (!f->needed)
 		return 0;
@@ -202,6 +206,13 @@ static int fm_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 		return -1;
 	}
 	_cleanup_free_ char *where = pci_where(c);
+	if (!f.needed && strcmp(f.mode, "none") == 0) {
+		gp_check_set(ck, GP_STATE_SATISFIED,
+		             "stages.fabric_manager." KEY_NVSWITCH " is none: the fabric "
+		             "is not managed here");
+		fm_free(&f);
+		return 0;
+	}
 	if (!f.needed) {
 		gp_check_set(ck, GP_STATE_SATISFIED,
 		             f.pci_known
@@ -420,9 +431,14 @@ static int fm_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 	}
 	if (!f.needed) {
 		_cleanup_free_ char *where = pci_where(c);
-		gp_report_add(rep, "fabric_manager.nvswitch", GP_SKIP, "NVSwitch", NULL,
-		              "no NVSwitch in %s: the fabric manager is not needed",
-		              where);
+		if (strcmp(f.mode, "none") == 0)
+			gp_report_add(rep, "fabric_manager.nvswitch", GP_SKIP, "NVSwitch",
+			              NULL,
+			              "stages.fabric_manager." KEY_NVSWITCH " is none");
+		else
+			gp_report_add(
+			    rep, "fabric_manager.nvswitch", GP_SKIP, "NVSwitch", NULL,
+			    "no NVSwitch in %s: the fabric manager is not needed", where);
 		fm_free(&f);
 		return 0;
 	}

@@ -242,4 +242,16 @@ JSON
 	assert_stdout_line "      create /etc/modules-load.d/gpuprov-fabric.conf (new file, mode 0644)"
 	assert_stdout_line "        +mlx5_ib"
 	assert_stdout_line "        +ib_umad"
+	# NVLink 5 switches are not on PCI: a B200 alone does not block the
+	# driver of a profile without the stage (a virtual machine's GPU), and a
+	# profile says "none" for one.
+	sed -i 's/"fabric_manager": {}/"fabric_manager": { "nvswitch": "none" }/' "$prof"
+	gp --root "$root" plan --profile "$prof"
+	assert_status 5
+	assert_stdout_has "fabric_manager: satisfied - stages.fabric_manager.nvswitch is none: the fabric is not managed here"
+	sed -i 's/"fabric_manager": { "nvswitch": "none" }/"env": false/' "$prof"
+	gp --root "$root" plan --profile "$prof"
+	assert_status 5
+	assert_stdout_has "fabric_manager: disabled"
+	refute_stdout_has "NVSwitch system"
 }

@@ -387,8 +387,7 @@ static void verify_fabric(struct gp_ctx *c, const struct fm *f, struct gp_report
 	                                   : NULL;
 	if (why) {
 		gp_report_add(rep, "fabric_manager.probe", GP_FAIL, "NVML fabric state",
-		              "run 'nvidia-smi -q' for the driver's own view", "%s",
-		              why ? why : "?");
+		              "run 'nvidia-smi -q' for the driver's own view", "%s", why);
 		if (rc == 0)
 			gp_nvfabric_clear(&p);
 		return;

@@ -17,6 +17,7 @@
 #include "gpuprov/context.h"
 #include "gpuprov/json.h"
 #include "gpuprov/kernelinfo.h"
+#include "gpuprov/nvfabric.h"
 #include "gpuprov/nvprobe.h"
 #include "gpuprov/rebootsig.h"
 #include "gpuprov/run.h"
@@ -767,6 +768,16 @@ int gp_ctx_nvprobe(struct gp_ctx *c, int timeout_ms, struct gp_nvprobe *p)
 	give_up_read_only(c, rc);
 	gp_nvprobe_free(p);
 	return gp_nvprobe_run(&c->root, timeout_ms, false, p);
+}
+
+int gp_ctx_nvfabric(struct gp_ctx *c, int timeout_ms, struct gp_nvfabric *f)
+{
+	int rc = gp_nvfabric_run(&c->root, timeout_ms, !c->read_only_refused, f);
+	if (rc == 0 || !f->read_only_refused)
+		return rc;
+	give_up_read_only(c, rc);
+	gp_nvfabric_clear(f);
+	return gp_nvfabric_run(&c->root, timeout_ms, false, f);
 }
 
 /* Calls fn for every non-directory entry under dir (in-root path), sorted,

@@ -210,5 +210,8 @@ int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_resu
  * warning and a writable root. Returns what gp_nvprobe_run returns. */
 struct gp_nvprobe;
 int gp_ctx_nvprobe(struct gp_ctx *c, int timeout_ms, struct gp_nvprobe *p);
+/* The fabric state probe (gp_nvfabric_run, nvfabric.h) the same way. */
+struct gp_nvfabric;
+int gp_ctx_nvfabric(struct gp_ctx *c, int timeout_ms, struct gp_nvfabric *f);
 
 #include "gpuprov/download.h"

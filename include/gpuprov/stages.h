@@ -88,6 +88,8 @@ const cJSON *gp_stage_settings(const struct gp_ctx *c, const struct gp_stage *se
 /* Keys one stage reads from another's settings: spelled once, here, and
  * used by the owner's key table and by the reader. */
 #define GP_CUDA_KEY_VERSION "version"
+#define GP_DRIVER_KEY_BRANCH "branch"
+#define GP_DRIVER_KEY_HOLD "hold"
 #define GP_CUDA_KEY_PATH "path"
 #define GP_ENV_KEY_CUDA_HOME "cuda_home"
 #define GP_ENV_KEY_PATH "path"
@@ -102,6 +104,7 @@ extern const struct gp_stage gp_stage_cuda;
 extern const struct gp_stage gp_stage_pytorch;
 extern const struct gp_stage gp_stage_container_toolkit;
 extern const struct gp_stage gp_stage_gpu_settings;
+extern const struct gp_stage gp_stage_fabric_manager;
 
 /* The command a hint tells the operator to type, as it works when typed:
  * "gpuprov COMMAND --profile P --only STAGE [--root R] [--profile-dir D]"

@@ -34,6 +34,7 @@
 #include "gpuprov/branches.h"
 #include "gpuprov/compat.h"
 #include "gpuprov/drift.h"
+#include "gpuprov/driver.h"
 #include "gpuprov/driver_hints.h"
 #include "gpuprov/json.h"
 #include "gpuprov/kernelinfo.h"
@@ -41,6 +42,7 @@
 #include "gpuprov/nvdriver.h"
 #include "gpuprov/nvprobe.h"
 #include "gpuprov/nvproc.h"
+#include "gpuprov/nvswitch.h"
 #include "gpuprov/osrelease.h"
 #include "gpuprov/pci.h"
 #include "gpuprov/pkg.h"
@@ -54,11 +56,11 @@
 /* --- profile keys (stages.driver) ---------------------------------------- */
 
 #define KEY_METHOD "method"
-#define KEY_BRANCH "branch"
+#define KEY_BRANCH GP_DRIVER_KEY_BRANCH
 #define KEY_FLAVOR "flavor"
 #define KEY_MODULES "modules"
 #define KEY_VERSION "version"
-#define KEY_HOLD "hold"
+#define KEY_HOLD GP_DRIVER_KEY_HOLD
 #define KEY_URL "url"
 #define KEY_SHA256 "sha256"
 #define KEY_SOURCE "source"
@@ -457,6 +459,27 @@ static void secure_boot(struct gp_ctx *c, struct drv *d)
 
 static char *installed_version(struct gp_ctx *c, const struct drv *d);
 
+/* An NVSwitch system runs no CUDA without the fabric manager (error 802),
+ * so a profile without that stage is blocked here, before any change: the
+ * driver is the one stage every GPU profile has, and its preflight runs
+ * even while it waits for a reboot. Only switches seen on PCI count: a
+ * B200 or B300 alone (NVLink 5 switches are not on PCI) may be a virtual
+ * machine given one GPU of a board, whose fabric is managed elsewhere. */
+static char *fabric_manager_missing(struct gp_ctx *c, const struct drv *d)
+{
+	struct gp_fabric_hw hw;
+	gp_fabric_hw_scan(&d->pci, &hw);
+	if (!hw.switches || gp_stage_settings(c, &gp_stage_driver, "fabric_manager"))
+		return NULL;
+	return gp_xasprintf(
+	    "this is an NVSwitch system (%zu NVSwitch bridges, the first at %s) and "
+	    "the profile has no stages.fabric_manager: without NVIDIA's fabric "
+	    "manager, at exactly the driver's version, CUDA fails with error 802 "
+	    "(system not yet initialized); add \"fabric_manager\": {} to the "
+	    "profile's stages",
+	    hw.switches, hw.first);
+}
+
 /* NVIDIA's repository must be addable before a driver from it is
  * installed: a keyring without sha256 or pin would fail in apply. */
 static void repo_preflight(struct gp_ctx *c, struct drv *d)
@@ -560,6 +583,11 @@ static int gather(struct gp_ctx *c, const cJSON *cfg, struct drv *d)
 		      "that is not there yet",
 		      gp_root_is_host(&c->root) ? "" : c->root.dir,
 		      "/sys/bus/pci/devices");
+	if (!d->blocked) {
+		_cleanup_free_ char *fm = fabric_manager_missing(c, d);
+		if (fm)
+			block(d, "%s", fm);
+	}
 	if (!d->blocked)
 		resolve_flavor(c, d);
 	if (!d->blocked)
@@ -1214,6 +1242,11 @@ static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 		gp_report_add(rep, "driver.mok_enrolment", GP_WARN, "MOK enrolment", NULL,
 		              "%s", d.note);
 	verify_branch_eol(c, rep);
+	_cleanup_free_ char *fm = fabric_manager_missing(c, &d);
+	if (fm)
+		gp_report_add(rep, "driver.fabric_manager", GP_FAIL, "fabric manager",
+		              "add \"fabric_manager\": {} to the profile's stages", "%s",
+		              fm);
 	if (!gp_driver_version_matches(have, d.branch, d.ch.version)) {
 		_cleanup_free_ char *target = d.blocked ? NULL : describe_target(&d);
 		_cleanup_free_ char *hint = gp_install_hint(c, STAGE);
@@ -1259,6 +1292,22 @@ static int driver_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *r
 	return 0;
 }
 
+char *gp_driver_target_version(struct gp_ctx *c, const cJSON *cfg)
+{
+	if (!cfg)
+		return NULL;
+	struct drv d;
+	char *v = NULL;
+	if (gather(c, cfg, &d) == 0 && (d.pkgs.probe || d.ch.method == GP_DRV_RUNFILE))
+		v = installed_version(c, &d);
+	if (v && !*v) /* planned at the candidate: not known before the run */
+		v = (free(v), NULL);
+	if (!v && d.ch.version)
+		v = gp_xstrdup(d.ch.version);
+	drv_free(&d);
+	return v;
+}
+
 /* Announces the runfile download: the profile alone determines it. */
 static int driver_prefetch(struct gp_ctx *c, const cJSON *cfg)
 {
@@ -1297,7 +1346,7 @@ const struct gp_stage gp_stage_driver = {
 	.flags = GP_STAGE_NEEDS_REBOOTED_KERNEL,
 	.keys = driver_keys,
 	.doc = "The NVIDIA driver.",
-	.reads = (const char *const[]){ "cuda", NULL },
+	.reads = (const char *const[]){ "cuda", "fabric_manager", NULL },
 	.check = driver_check,
 	.apply = driver_apply,
 	.verify = driver_verify,

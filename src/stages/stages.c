@@ -12,7 +12,10 @@
 const struct gp_stage *const gp_stages[] = {
 	&gp_stage_nouveau,
 	&gp_stage_driver,
-	/* Right after the driver: it needs NVML and the persistence daemon the
+	/* Right after the driver: its package must be at exactly the
+	 * driver's version, and no CUDA runs on an NVSwitch system without it. */
+	&gp_stage_fabric_manager,
+	/* After the driver: it needs NVML and the persistence daemon the
 	 * driver brings, and nothing after it depends on it. */
 	&gp_stage_gpu_settings,
 	&gp_stage_cuda,

@@ -104,7 +104,7 @@ command_options() {
 	# Values: a trailing '=', and the fixed choices from the binary.
 	run "$GPUPROV" --list-options install
 	grep -qx -- '--dry-run' <<<"$output"
-	grep -qx -- '--only= nouveau driver gpu_settings cuda cudnn pytorch env container_toolkit' <<<"$output" ||
+	grep -qx -- '--only= nouveau driver fabric_manager gpu_settings cuda cudnn pytorch env container_toolkit' <<<"$output" ||
 		fail "--only's choices are not the stages:" "$output"
 	grep -qx -- '--format= text json prometheus' <<<"$output"
 	run -2 "$GPUPROV" --list-options no-such-command
@@ -161,7 +161,7 @@ command_options() {
 
 @test "completion: stage names for --only and --skip, as comma lists" {
 	complete "install --only "
-	[ "$(tr '\n' ' ' <<<"$output")" = "nouveau driver gpu_settings cuda cudnn pytorch env container_toolkit " ]
+	[ "$(tr '\n' ' ' <<<"$output")" = "nouveau driver fabric_manager gpu_settings cuda cudnn pytorch env container_toolkit " ]
 	complete "install --only nouveau,c"
 	[ "$(tr '\n' ' ' <<<"$output")" = "nouveau,cuda nouveau,cudnn nouveau,container_toolkit " ]
 	complete "verify --skip=driver,"

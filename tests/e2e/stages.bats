@@ -25,7 +25,7 @@ setup() {
 		fail "a key lacks its name, type, description or example:" "$output"
 	# What each stage reads from another, as its hooks do.
 	[ "$(json_get "$S" '{s["name"]: s["reads"] for s in d["stages"] if s["reads"]}')" = \
-		'{"driver": ["cuda"], "cuda": ["env"], "cudnn": ["cuda"], "env": ["pytorch"]}' ]
+		'{"driver": ["cuda", "fabric_manager"], "fabric_manager": ["driver"], "cuda": ["env"], "cudnn": ["cuda"], "env": ["pytorch"]}' ]
 	[ "$(json_get "$S" '[k["type"] for s in d["stages"] if s["name"] == "env" for k in s["keys"]]')" = \
 		'["string", "array of strings", "array of strings", "object of strings", "boolean"]' ]
 }

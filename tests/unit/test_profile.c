@@ -1214,11 +1214,12 @@ static void test_schema_keys(void **state)
 		                            "/stages/container_toolkit/version",
 		                            "/stages/container_toolkit/cdi_spec",
 		                            "/stages/container_toolkit/test_image",
-		                            "/stages/gpu_settings/power_limit_watts" };
+		                            "/stages/gpu_settings/power_limit_watts",
+		                            "/stages/fabric_manager/nvswitch" };
 	for (size_t i = 0; i < ARRAY_SIZE(some); i++)
 		if (!gp_strv_contains(keys, some[i]))
 			fail_msg("%s is not in the key list", some[i]);
-	assert_int_equal(gp_strv_len(keys), 97);
+	assert_int_equal(gp_strv_len(keys), 99);
 	/* No duplicates, and each key's parent comes before it. */
 	for (size_t i = 0; keys[i]; i++) {
 		for (size_t j = 0; j < i; j++)

@@ -919,6 +919,7 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 		.profile = cJSON_GetObjectItemCaseSensitive(j->doc, "profile"),
 		.reboot = cJSON_GetObjectItemCaseSensitive(j->doc, "reboot"),
 		.reboot_reason = gp_journal_reboot_reason(j),
+		.resume = cJSON_GetObjectItemCaseSensitive(j->doc, "resume"),
 		.files_written = cJSON_GetArraySize(
 		    cJSON_GetObjectItemCaseSensitive(j->doc, "files")),
 		.signals = &signals,

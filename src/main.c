@@ -238,13 +238,16 @@ static const struct command commands[] = {
 	      "[DOWNLOAD OPTIONS]",
 	      "show what install would do (same as install --dry-run)" } },
 	  "usage: gpuprov plan --profile NAME|PATH [--force]\n"
-	  "                    [--only S,..] [--skip S,..] [--cache-dir DIR]\n"
-	  "                    [--ca-file FILE] [--mirror FROM=TO]... [--offline]\n"
+	  "                    [--only S,..] [--skip S,..] [--reboot=never|auto]\n"
+	  "                    [--cache-dir DIR] [--ca-file FILE]\n"
+	  "                    [--mirror FROM=TO]... [--offline]\n"
 	  "\n"
 	  "Prints what 'install' would do, planning later stages as if the earlier\n"
 	  "ones had run, and changes nothing. The same as 'install --dry-run'.\n"
 	  "Downloads are listed with URL, size when known, sha256 and whether the\n"
-	  "cache (--cache-dir) has them already; nothing is downloaded.\n",
+	  "cache (--cache-dir) has them already; nothing is downloaded. With\n"
+	  "--reboot=auto it also shows the arming of gpuprov-resume.service and the\n"
+	  "reboot that would follow.\n",
 	  OPT_PROFILE | OPT_SELECT | OPT_FORCE | OPT_FETCH | OPT_REBOOT,
 	  false,
 	  run_plan },

@@ -80,7 +80,6 @@ struct cli {
 	bool resolved; /* profiles show --resolved */
 	bool names; /* profiles list --names */
 	const char *rerun; /* the command line, for the reboot message */
-	const char *resume_root; /* the resumed install's: resume's --root */
 };
 
 struct command;

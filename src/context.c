@@ -759,7 +759,9 @@ int gp_effect_reboot_now(struct gp_ctx *c, const char *reason, const char *stub)
 		    "/; nothing was rebooted; this is a bug in gpuprov, please "
 		    "report it",
 		    c->root.dir);
-	char *const systemctl[] = { "systemctl", "reboot", NULL };
+	/* Queued, not waited for: the unit that runs a resumed install is one
+	 * the reboot stops. */
+	char *const systemctl[] = { "systemctl", "--no-block", "reboot", NULL };
 	char *const stubbed[] = { (char *)stub, NULL };
 	char *const *argv = stub ? stubbed : systemctl;
 	struct gp_effect *e = add_effect(c, GP_EFFECT_REBOOT);

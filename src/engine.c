@@ -3,7 +3,9 @@
  * a stage that needs a reboot records it, later stages that do not need
  * the new kernel state still run, and the run ends with exit 5. The next
  * install (after the reboot) finds the finished stages satisfied and goes
- * on. Returns exit codes; prints through the output object only. */
+ * on; with --reboot=auto the engine reboots itself and gpuprov-resume.service
+ * runs that install (gpuprov resume). Returns exit codes; prints through the
+ * output object only. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>

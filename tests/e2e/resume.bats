@@ -217,6 +217,10 @@ resume_count() {
 	gp --root "$R" plan --profile "$PROFILE" --only "$ONLY"
 	refute_stdout_has "reboot: needed"
 	assert_stdout_has "[1/7] nouveau"
+	# The run makes what the plan showed, the marker's bytes included.
+	assert_plan_matches_run "$R" --profile "$PROFILE" --only "$ONLY" --reboot=auto
+	assert_status 5
+	[ "$(reboots)" = 1 ] || fail "the stub recorded $(reboots) reboots"
 }
 
 @test "resume: a root that is not / is armed but never rebooted without the stub; no unit is blocked" {

@@ -751,13 +751,14 @@ int gp_effect_reboot_now(struct gp_ctx *c, const char *reason, const char *stub)
 		return -1;
 	/* The last guard against the worst surprise: a command chrooted into
 	 * an image or a fixture can still reach the host's systemd (a bind-
-	 * mounted /run), so a root that is not / reboots nothing but a stub. */
-	if (!stub && !gp_root_is_host(&c->root))
+	 * mounted /run), so a root that is not /, or a gpuprov that runs
+	 * chrooted itself, reboots nothing but a stub. */
+	if (!stub && (!gp_root_is_host(&c->root) || gp_run_self_chrooted() != 0))
 		return gp_fail(
 		    c->err, GP_EFAILED,
 		    "internal error: a reboot of %s was asked for, which is not "
-		    "/; nothing was rebooted; this is a bug in gpuprov, please "
-		    "report it",
+		    "the host's /; nothing was rebooted; this is a bug in "
+		    "gpuprov, please report it",
 		    c->root.dir);
 	/* Queued, not waited for: the unit that runs a resumed install is one
 	 * the reboot stops. */

@@ -471,7 +471,8 @@ static bool reboot_step(struct session *s, const struct gp_options *o)
 	struct gp_stage_plan *sp = gp_plan_add_stage(
 	    c->plan, "reboot", "arm gpuprov-resume.service and reboot (--reboot=auto)");
 	c->stage = sp;
-	bool may_reboot = gp_root_is_host(&c->root) || o->reboot_stub;
+	bool may_reboot = o->reboot_stub ||
+	                  (gp_root_is_host(&c->root) && gp_run_self_chrooted() == 0);
 	unsigned done = o->resumed ? gp_journal_resume_reboots(&c->journal) : 0;
 	const char *unit = resume_unit_path(s);
 	bool failed = false;
@@ -500,7 +501,8 @@ static bool reboot_step(struct session *s, const struct gp_options *o)
 		                  may_reboot ? "a reboot will follow; " GP_RESUME_UNIT
 		                               " then runs this command again"
 		                             : "armed for the next boot of the system in "
-		                               "the root; no reboot: the root is not /");
+		                               "the root; no reboot: the root is not the "
+		                               "host's / (or gpuprov runs chrooted)");
 		gp_ctx_announce_stage(c, sp, false);
 		_cleanup_free_ char *marker = gp_resume_marker_format(o->argv);
 		_cleanup_free_ char *why = gp_xasprintf(
@@ -760,9 +762,10 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 	    step->state == GP_STATE_NEEDED)
 		gp_error(out, "reboot required (%s); %s: %s runs '%s' after the boot",
 		         gp_journal_reboot_reason(&c->journal),
-		         gp_root_is_host(&c->root) || o->reboot_stub
+		         step->n_effects && step->effects[step->n_effects - 1].kind ==
+		                                GP_EFFECT_REBOOT
 		             ? "rebooting now (--reboot=auto)"
-		             : "armed, not rebooted (the root is not /)",
+		             : "armed, not rebooted (the root is not the host's /)",
 		         GP_RESUME_UNIT, o->rerun ? o->rerun : "gpuprov install");
 	else if (code == GP_EXIT_REBOOT && c->mode == GP_MODE_APPLY && stepped)
 		gp_error(out, "reboot required (%s); %s",

@@ -230,7 +230,7 @@ resume_count() {
 	chmod 0755 "$R/usr/bin/systemctl"
 	install_auto
 	assert_status 5
-	assert_stderr_has "armed, not rebooted (the root is not /)"
+	assert_stderr_has "armed, not rebooted (the root is not the host's /)"
 	refute_stdout_has "reboot now"
 	! grep -q 'systemctl\|reboot-stub' "$R/var/log/stub-commands.log" ||
 		fail "a reboot command ran:" "$(stub_log "$R")"

@@ -269,6 +269,9 @@ resume_count() {
 	grep -qx 'ConditionPathExists=/var/lib/gpuprov/resume' "$unit" || fail "no marker condition"
 	grep -qx 'Wants=network-online.target' "$unit" || fail "no network-online"
 	grep -q '^After=.*network-online.target.*cloud-init.target' "$unit" || fail "not after cloud-init"
+	# cloud-final.service and cloud-init.target are After=multi-user.target:
+	# without its own, the After= the target adds would close a cycle.
+	grep -q '^After=.*multi-user.target' "$unit" || fail "not after multi-user.target"
 	grep -qx 'TimeoutStartSec=45min' "$unit" || fail "start timeout"
 	grep -qx 'WantedBy=multi-user.target' "$unit" || fail "install section"
 	grep -qx "ExecStart=$BATS_FILE_TMPDIR/bin/gpuprov resume" "$unit" || fail "ExecStart: $(grep ExecStart "$unit")"

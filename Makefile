@@ -226,9 +226,13 @@ install-units:
 		> $(DESTDIR)$(UNITDIR)/gpuprov-verify.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/gpuprov-verify.service
 	install -m 0644 dist/systemd/gpuprov-verify.timer $(DESTDIR)$(UNITDIR)/gpuprov-verify.timer
+	sed 's|@BINDIR@|$(BINDIR)|g' dist/systemd/gpuprov-resume.service.in \
+		> $(DESTDIR)$(UNITDIR)/gpuprov-resume.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/gpuprov-resume.service
 
 uninstall-units:
-	rm -f $(DESTDIR)$(UNITDIR)/gpuprov-verify.service $(DESTDIR)$(UNITDIR)/gpuprov-verify.timer
+	rm -f $(DESTDIR)$(UNITDIR)/gpuprov-verify.service $(DESTDIR)$(UNITDIR)/gpuprov-verify.timer \
+		$(DESTDIR)$(UNITDIR)/gpuprov-resume.service
 
 uninstall: uninstall-units
 	rm -f $(DESTDIR)$(BINDIR)/gpuprov $(DESTDIR)$(MANDIR)/man8/gpuprov.8 \

@@ -617,6 +617,9 @@ int gp_effect_run(struct gp_ctx *c, char *const argv[])
 	return rc;
 }
 
+static int run_effect_command(struct gp_ctx *c, char *const argv[],
+                              struct gp_run_result *failed);
+
 int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
                          struct gp_run_result *failed)
 {
@@ -627,6 +630,13 @@ int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
 	e->argv = gp_strv_copy(argv);
 	if (c->mode == GP_MODE_PLAN)
 		return 0;
+	return run_effect_command(c, argv, failed);
+}
+
+/* The command of an effect, for real: run, logged, its failure explained. */
+static int run_effect_command(struct gp_ctx *c, char *const argv[],
+                              struct gp_run_result *failed)
+{
 	struct gp_run_result res = { 0 };
 	int rc = run_announced(c, argv, &res);
 	if (rc < 0)
@@ -734,6 +744,38 @@ int gp_effect_reboot_for(struct gp_ctx *c, const char *reason, const char *const
 	if (gp_journal_save(&c->root, &c->journal) < 0)
 		gp_log(c, "cannot write the journal %s", GP_STATE_FILE);
 	return 0;
+}
+
+int gp_effect_reboot_now(struct gp_ctx *c, const char *reason, const char *stub)
+{
+	if (gp_ctx_door_open(c, "gp_effect_reboot_now") < 0)
+		return -1;
+	/* The last guard against the worst surprise: a command chrooted into
+	 * an image or a fixture can still reach the host's systemd (a bind-
+	 * mounted /run), so a root that is not /, or a gpuprov that runs
+	 * chrooted itself, reboots nothing but a stub. */
+	if (!stub && (!gp_root_is_host(&c->root) || gp_run_self_chrooted() != 0))
+		return gp_fail(
+		    c->err, GP_EFAILED,
+		    "internal error: a reboot of %s was asked for, which is not "
+		    "the host's /; nothing was rebooted; this is a bug in "
+		    "gpuprov, please report it",
+		    c->root.dir);
+	/* Queued, not waited for: the unit that runs a resumed install is one
+	 * the reboot stops. */
+	char *const systemctl[] = { "systemctl", "--no-block", "reboot", NULL };
+	char *const stubbed[] = { (char *)stub, NULL };
+	char *const *argv = stub ? stubbed : systemctl;
+	struct gp_effect *e = add_effect(c, GP_EFFECT_REBOOT);
+	e->reason = gp_xstrdup(reason);
+	e->argv = gp_strv_copy(argv);
+	if (c->mode == GP_MODE_PLAN)
+		return 0;
+	gp_log(c, "rebooting: %s", reason);
+	struct gp_run_result failed = { 0 };
+	int rc = run_effect_command(c, argv, &failed);
+	gp_run_result_free(&failed);
+	return rc;
 }
 
 /* The read-only namespace could not be made (rc). Refusing would fail every

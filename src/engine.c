@@ -3,10 +3,13 @@
  * a stage that needs a reboot records it, later stages that do not need
  * the new kernel state still run, and the run ends with exit 5. The next
  * install (after the reboot) finds the finished stages satisfied and goes
- * on. Returns exit codes; prints through the output object only. */
+ * on; with --reboot=auto the engine reboots itself and gpuprov-resume.service
+ * runs that install (gpuprov resume). Returns exit codes; prints through the
+ * output object only. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +22,7 @@
 #include "gpuprov/match.h"
 #include "gpuprov/osrelease.h"
 #include "gpuprov/rebootsig.h"
+#include "gpuprov/resumemark.h"
 #include "gpuprov/pci.h"
 #include "gpuprov/journal.h"
 #include "gpuprov/pkg.h"
@@ -437,6 +441,88 @@ static void record_settings(struct gp_ctx *c, const char *stage, const cJSON *cf
 	gp_drift_accept_packages(c, stage);
 }
 
+/* Where the resume unit is installed in the root (make install-units, the
+ * package), as systemd's unit search path orders them; NULL: nowhere. */
+static const char *resume_unit_path(struct session *s)
+{
+	static const char *const paths[] = {
+		"/etc/systemd/system/" GP_RESUME_UNIT,
+		"/usr/local/lib/systemd/system/" GP_RESUME_UNIT,
+		"/usr/lib/systemd/system/" GP_RESUME_UNIT,
+		"/lib/systemd/system/" GP_RESUME_UNIT,
+	};
+	struct stat st;
+	for (size_t i = 0; i < ARRAY_SIZE(paths); i++)
+		if (gp_root_stat(&s->c.root, paths[i], &st) == 0 && S_ISREG(st.st_mode))
+			return paths[i];
+	return NULL;
+}
+
+/* --reboot=auto, once the stages are done and a reboot is what is left:
+ * one more plan entry, "reboot", owned by the engine (the door takes
+ * effects inside a plan entry only), that writes the resume marker,
+ * enables gpuprov-resume.service and reboots. A root that is not / is
+ * armed for its next boot but never rebooted (unless a test's stub stands
+ * in for the reboot). The same entry in the plan pass and the real one;
+ * the real one runs after the journal is saved. Returns true on failure. */
+static bool reboot_step(struct session *s, const struct gp_options *o)
+{
+	struct gp_ctx *c = &s->c;
+	if (!o->reboot_auto || plan_exit_code(c->plan) != GP_EXIT_REBOOT)
+		return false;
+	struct gp_stage_plan *sp = gp_plan_add_stage(
+	    c->plan, "reboot", "arm gpuprov-resume.service and reboot (--reboot=auto)");
+	c->stage = sp;
+	bool may_reboot = o->reboot_stub ||
+	                  (gp_root_is_host(&c->root) && gp_run_self_chrooted() == 0);
+	unsigned done = o->resumed ? gp_journal_resume_reboots(&c->journal) : 0;
+	const char *unit = resume_unit_path(s);
+	bool failed = false;
+	if (done >= GP_RESUME_MAX_REBOOTS) {
+		_cleanup_free_ char *install = gp_hint_command(c, "install", NULL);
+		gp_stage_plan_set(
+		    sp, GP_STATE_REBOOT_PENDING,
+		    "not rebooting: gpuprov rebooted %u times for this install, the most "
+		    "--reboot=auto makes, and a reboot is still needed; find out why it "
+		    "does not take effect ('gpuprov verify' has hints), reboot, then run "
+		    "'%s'",
+		    done, install);
+		if (c->mode == GP_MODE_APPLY) {
+			gp_log(c, "%s", sp->reason);
+			gp_journal_stop_resume(&c->journal, sp->reason);
+			failed = gp_ctx_save_journal(c) < 0;
+		}
+	} else if (!unit) {
+		gp_stage_plan_set(sp, GP_STATE_BLOCKED,
+		                  "--reboot=auto needs %s installed in the root (make "
+		                  "install-units, or gpuprov's package); install it, or "
+		                  "use --reboot=never",
+		                  GP_RESUME_UNIT);
+	} else {
+		gp_stage_plan_set(sp, GP_STATE_NEEDED, "%s",
+		                  may_reboot ? "a reboot will follow; " GP_RESUME_UNIT
+		                               " then runs this command again"
+		                             : "armed for the next boot of the system in "
+		                               "the root; no reboot: the root is not the "
+		                               "host's / (or gpuprov runs chrooted)");
+		gp_ctx_announce_stage(c, sp, false);
+		_cleanup_free_ char *marker = gp_resume_marker_format(o->argv);
+		_cleanup_free_ char *why = gp_xasprintf(
+		    "--reboot=auto; %s continues after the boot", GP_RESUME_UNIT);
+		failed = gp_effect_write(c, GP_RESUME_MARKER, marker, strlen(marker),
+		                         0600) < 0 ||
+		         gp_effect_symlink(c, unit, GP_RESUME_WANTS) < 0 ||
+		         (may_reboot && gp_effect_reboot_now(c, why, o->reboot_stub) < 0);
+		if (failed) {
+			gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
+			report_err(s);
+		}
+	}
+	gp_ctx_announce_stage(c, sp, true);
+	c->stage = NULL;
+	return failed;
+}
+
 /* One pass over the stage table into a fresh c->plan: a plan in
  * GP_MODE_PLAN, the real thing otherwise. Returns true when a stage failed. */
 static bool run_pass(struct session *s, const struct gp_options *o)
@@ -479,6 +565,9 @@ static bool run_pass(struct session *s, const struct gp_options *o)
 		gp_ctx_announce_stage(c, sp, true);
 		c->stage = NULL;
 	}
+	/* A real run reboots only after the journal is saved (the caller). */
+	if (!failed && c->mode == GP_MODE_PLAN)
+		failed = reboot_step(s, o);
 	return failed;
 }
 
@@ -680,6 +769,9 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		gp_journal_history_begin(&c->journal, s.profile->name, s.profile->digest,
 		                         s.profile->doc, versions);
 		cJSON_Delete(versions);
+		/* The cap counts the reboots of one install: a person's starts anew. */
+		if (!o->resumed)
+			gp_journal_clear_resume(&c->journal);
 		start_prefetch(&s, o);
 	}
 	bool failed = run_pass(&s, o);
@@ -689,15 +781,33 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		record_reboot(&s, c->plan);
 		gp_journal_history_end(&c->journal,
 		                       history_result(plan_exit_code(c->plan), failed));
+		if (!gp_journal_reboot_reason(&c->journal))
+			gp_journal_clear_resume(&c->journal); /* the install got there */
 		if (gp_journal_save(&c->root, &c->journal) < 0) {
 			gp_error(out, "cannot write the journal %s", GP_STATE_FILE);
 			failed = true;
 		}
 		gp_log(c, "install: finished");
+		if (!failed)
+			failed = reboot_step(&s, o);
 	}
 	render_plan(&s, o, out);
 	code = failed ? gp_exit_code(&s.err) : plan_exit_code(c->plan);
-	if (code == GP_EXIT_REBOOT && c->mode == GP_MODE_APPLY)
+	const struct gp_stage_plan *step = &c->plan->stages[c->plan->n_stages - 1];
+	bool stepped = strcmp(step->name, "reboot") == 0;
+	if (code == GP_EXIT_REBOOT && c->mode == GP_MODE_APPLY && stepped &&
+	    step->state == GP_STATE_NEEDED)
+		gp_error(out, "reboot required (%s); %s: %s runs '%s' after the boot",
+		         gp_journal_reboot_reason(&c->journal),
+		         step->n_effects && step->effects[step->n_effects - 1].kind ==
+		                                GP_EFFECT_REBOOT
+		             ? "rebooting now (--reboot=auto)"
+		             : "armed, not rebooted (the root is not the host's /)",
+		         GP_RESUME_UNIT, o->rerun ? o->rerun : "gpuprov install");
+	else if (code == GP_EXIT_REBOOT && c->mode == GP_MODE_APPLY && stepped)
+		gp_error(out, "reboot required (%s); %s",
+		         gp_journal_reboot_reason(&c->journal), step->reason);
+	else if (code == GP_EXIT_REBOOT && c->mode == GP_MODE_APPLY)
 		gp_error(out,
 		         "reboot required (%s); reboot, then run '%s' again to continue",
 		         gp_journal_reboot_reason(&c->journal),
@@ -785,6 +895,11 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 		    gp_ctx_root_fault(c) < 0)
 			code = report_err(&s);
 	}
+	const char *stopped = gp_journal_resume_stopped(&c->journal);
+	if (stopped)
+		gp_report_add(
+		    &rep, "gpuprov.resume_stopped", GP_FAIL, "automatic reboots",
+		    "the install waits for a person: see the reason", "%s", stopped);
 	const char *pending = gp_journal_reboot_reason(&c->journal);
 	if (pending) {
 		_cleanup_free_ char *install = gp_hint_command(c, "install", NULL);
@@ -846,6 +961,7 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 		.profile = cJSON_GetObjectItemCaseSensitive(j->doc, "profile"),
 		.reboot = cJSON_GetObjectItemCaseSensitive(j->doc, "reboot"),
 		.reboot_reason = gp_journal_reboot_reason(j),
+		.resume = cJSON_GetObjectItemCaseSensitive(j->doc, "resume"),
 		.files_written = cJSON_GetArraySize(
 		    cJSON_GetObjectItemCaseSensitive(j->doc, "files")),
 		.signals = &signals,
@@ -998,6 +1114,77 @@ int gp_engine_uninstall(const struct gp_options *o, struct gp_out *out)
 	if (code == GP_EXIT_REBOOT && c->mode == GP_MODE_APPLY)
 		gp_error(out, "reboot required (%s); reboot to unload the driver",
 		         gp_journal_reboot_reason(&c->journal));
+	session_close(&s);
+	return code;
+}
+
+int gp_engine_resume_take(const struct gp_options *o, struct gp_out *out, char ***argv)
+{
+	*argv = NULL;
+	struct session s;
+	int code = session_open(&s, o, out);
+	if (!code && gp_lock_acquire(&s.c.root, &s.lock_fd, &s.err) < 0)
+		code = report_err(&s);
+	if (!code && open_run_log(&s) < 0)
+		code = report_err(&s);
+	if (code) {
+		session_close(&s);
+		return code;
+	}
+	struct gp_ctx *c = &s.c;
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	int rc = gp_root_read_max(&c->root, GP_RESUME_MARKER, GP_RESUME_MARKER_MAX, &text,
+	                          &len);
+	if (rc == -ENOENT) {
+		gp_info(out, "resume: no %s: nothing to resume", GP_RESUME_MARKER);
+		session_close(&s);
+		return GP_EXIT_OK;
+	}
+	/* First, whatever the marker holds: a bad one, or a run that dies
+	 * (a crash, a power cut), must not come back at every boot. */
+	int gone = gp_root_unlink(&c->root, GP_RESUME_MARKER);
+	if (gone < 0 && gone != -ENOENT) {
+		gp_error(out,
+		         "resume: cannot remove %s: %s; nothing was run (it would run "
+		         "again at every boot); remove it, then run the install by hand",
+		         GP_RESUME_MARKER, strerror(-gone));
+		session_close(&s);
+		return GP_EXIT_APPLY_FAILED;
+	}
+	gp_journal_forget_file(&c->journal, GP_RESUME_MARKER);
+	struct stat st;
+	if (gp_root_lstat(&c->root, GP_RESUME_WANTS, &st) == 0 && S_ISLNK(st.st_mode) &&
+	    gp_root_unlink(&c->root, GP_RESUME_WANTS) == 0)
+		gp_journal_forget_file(&c->journal, GP_RESUME_WANTS);
+	char *why = NULL;
+	if (rc < 0)
+		why = gp_root_read_error(&c->root, GP_RESUME_MARKER, GP_RESUME_MARKER_MAX,
+		                         rc);
+	else
+		gp_resume_marker_parse(text, len, argv, &why); /* why: when not */
+	code = GP_EXIT_OK;
+	if (why) {
+		gp_error(out,
+		         "resume: %s: %s; removed it, nothing was run; run the install "
+		         "by hand",
+		         GP_RESUME_MARKER, why);
+		free(why);
+		code = GP_EXIT_INVALID_INPUT;
+	} else {
+		gp_journal_count_resume(&c->journal);
+		_cleanup_free_ char *shown = gp_argv_display(*argv);
+		gp_log(c, "resume: boot %u of this install: %s",
+		       gp_journal_resume_reboots(&c->journal), shown);
+	}
+	if (gp_journal_save(&c->root, &c->journal) < 0 && !code) {
+		gp_error(out, "resume: cannot write the journal %s", GP_STATE_FILE);
+		code = GP_EXIT_APPLY_FAILED;
+	}
+	if (code) {
+		gp_strv_free(*argv);
+		*argv = NULL;
+	}
 	session_close(&s);
 	return code;
 }

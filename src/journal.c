@@ -46,7 +46,7 @@ static const char *get_string(const cJSON *o, const char *key)
 /* ---- validation on load: a journal is trusted only when every member
  * gpuprov reads has the type and form it writes. */
 
-enum member_kind { M_STRING, M_SHA256, M_BACKUP, M_STRINGS, M_BOOL, M_NUMBER, M_OBJECT };
+enum member_kind { M_STRING, M_SHA256, M_BACKUP, M_STRINGS, M_BOOL, M_NUMBER, M_OBJECT, M_COUNT };
 
 struct member {
 	const char *key;
@@ -75,6 +75,13 @@ static const struct member reboot_members[] = {
 	{ "reason", M_STRING },
 	{ "boot_id", M_STRING },
 	{ "time", M_STRING },
+	{ NULL, 0 },
+};
+/* "resume": the reboots gpuprov made for one install (--reboot=auto). */
+static const struct member resume_members[] = {
+	{ "reboots", M_COUNT },
+	{ "time", M_STRING },
+	{ "stopped", M_STRING },
 	{ NULL, 0 },
 };
 
@@ -134,6 +141,12 @@ static bool check_member(const cJSON *v, enum member_kind kind, struct invalid *
 				               type_name(x));
 		return true;
 	}
+	if (kind == M_COUNT)
+		return (cJSON_IsNumber(v) && v->valuedouble >= 0 &&
+		        v->valuedouble <= GP_RESUME_REBOOTS_LIMIT &&
+		        v->valuedouble == (double)(unsigned)v->valuedouble) ||
+		       invalid(bad, v, "must be a whole number from 0 to %d",
+		               GP_RESUME_REBOOTS_LIMIT);
 	if (kind == M_BOOL)
 		return cJSON_IsBool(v) ||
 		       invalid(bad, v, "must be true or false, not %s", type_name(v));
@@ -229,6 +242,9 @@ static bool check_journal(const cJSON *doc, struct invalid *bad)
 		return false;
 	v = cJSON_GetObjectItemCaseSensitive(doc, "history");
 	if (v && !check_history(v, bad))
+		return false;
+	v = cJSON_GetObjectItemCaseSensitive(doc, "resume");
+	if (v && !check_object(v, resume_members, bad))
 		return false;
 	v = cJSON_GetObjectItemCaseSensitive(doc, "reboot");
 	return !v || check_object(v, reboot_members, bad);
@@ -519,6 +535,39 @@ const char *gp_journal_reboot_reason(const struct gp_journal *j)
 const char *gp_journal_reboot_boot_id(const struct gp_journal *j)
 {
 	return get_string(cJSON_GetObjectItemCaseSensitive(j->doc, "reboot"), "boot_id");
+}
+
+unsigned gp_journal_resume_reboots(const struct gp_journal *j)
+{
+	const cJSON *n = cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(j->doc, "resume"), "reboots");
+	return cJSON_IsNumber(n) ? (unsigned)n->valuedouble : 0; /* checked on load */
+}
+
+const char *gp_journal_resume_stopped(const struct gp_journal *j)
+{
+	return get_string(cJSON_GetObjectItemCaseSensitive(j->doc, "resume"), "stopped");
+}
+
+void gp_journal_count_resume(struct gp_journal *j)
+{
+	cJSON *rs = child_object(j->doc, "resume");
+	unsigned n = gp_journal_resume_reboots(j);
+	char when[32];
+	now_iso8601(when);
+	gp_json_set_item(rs, "reboots",
+	                 cJSON_CreateNumber(n < GP_RESUME_REBOOTS_LIMIT ? n + 1 : n));
+	set_string(rs, "time", when);
+}
+
+void gp_journal_stop_resume(struct gp_journal *j, const char *why)
+{
+	set_string(child_object(j->doc, "resume"), "stopped", why);
+}
+
+void gp_journal_clear_resume(struct gp_journal *j)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(j->doc, "resume");
 }
 
 int gp_lock_acquire(const struct gp_root *r, int *fdp, struct gp_err *err)

@@ -112,14 +112,40 @@ enum {
 	OPT_NAMES = 1u << 6, /* profiles list */
 	OPT_TEXTFILE = 1u << 8, /* verify --textfile, --textfile-dir */
 	OPT_PROMETHEUS = 1u << 9, /* --format prometheus: verify's only */
+	OPT_REBOOT = 1u << 10, /* install --reboot=never|auto */
 };
+
+static int cli_main(int argc, char **argv, const char *resume_root);
 
 static int run_install(const struct command *cmd, struct cli *cli)
 {
 	if (!cli->o.profile)
 		return usage_error(cmd, "%s needs --profile NAME|PATH", cmd->name);
 	cli->o.rerun = cli->rerun;
-	return gp_engine_install(&cli->o, &cli->out);
+	/* Tests stand a program in the root in for the reboot (context.h). */
+	cli->o.reboot_stub = getenv("GPUPROV_REBOOT_STUB");
+	int rc = gp_engine_install(&cli->o, &cli->out);
+	if (!cli->o.resumed)
+		return rc;
+	/* Resumed at boot: then verify and the textfile of the same stages, as
+	 * gpuprov-verify.service does, so monitoring sees the outcome (a
+	 * reboot under way, the cap reached) without waiting for the timer. */
+	cli->o.textfile = true;
+	int verified = gp_engine_verify(&cli->o, &cli->out);
+	return rc ? rc : verified;
+}
+
+/* gpuprov-resume.service's command: the marker's install again, on this
+ * root (run_install then verifies). */
+static int run_resume(const struct command *cmd, struct cli *cli)
+{
+	_cleanup_strv_ char **argv = NULL;
+	int rc = gp_engine_resume_take(&cli->o, &cli->out, &argv);
+	if (rc || !argv)
+		return rc;
+	_cleanup_free_ char *shown = gp_argv_display(argv);
+	gp_info(&cli->out, "resume: running '%s'", shown);
+	return cli_main((int)gp_strv_len(argv), argv, cli->o.root);
 }
 
 static int run_plan(const struct command *cmd, struct cli *cli)
@@ -252,15 +278,21 @@ static const struct command commands[] = {
 	      "          [DOWNLOAD OPTIONS]",
 	      "make the target match the profile" } },
 	  "usage: gpuprov install --profile NAME|PATH [--dry-run] [--force]\n"
-	  "                       [--only S,..] [--skip S,..] [--cache-dir DIR]\n"
-	  "                       [--ca-file FILE] [--mirror FROM=TO]... [--offline]\n"
+	  "                       [--only S,..] [--skip S,..] [--reboot=never|auto]\n"
+	  "                       [--cache-dir DIR] [--ca-file FILE]\n"
+	  "                       [--mirror FROM=TO]... [--offline]\n"
 	  "\n"
 	  "Runs the profile's stages in order: each is checked, and changed only when\n"
 	  "needed. A full plan is made first; a blocked stage stops the run before any\n"
 	  "change. --dry-run prints the exact plan (file diffs, commands, reboots) and\n"
 	  "changes nothing. --force goes ahead on a host that does not match the\n"
 	  "profile's match section. Exits 5 when a reboot is needed: reboot, then run\n"
-	  "the same command again to continue.\n"
+	  "the same command again to continue (--reboot=never, the default).\n"
+	  "--reboot=auto instead arms gpuprov-resume.service with this command line\n"
+	  "and reboots; after the boot the unit runs 'gpuprov resume', which runs it\n"
+	  "again, then verify --textfile; at most 3 reboots for one install. With\n"
+	  "--root other than / the unit is armed for the root's next boot and\n"
+	  "nothing is rebooted.\n"
 	  "\n"
 	  "Downloads are verified by sha256 and kept in the cache, --cache-dir DIR\n"
 	  "inside the root (default /var/cache/gpuprov); a cached artifact is used\n"
@@ -270,7 +302,7 @@ static const struct command commands[] = {
 	  "FILE's CAs for HTTPS (private mirrors). --mirror FROM=TO (repeatable)\n"
 	  "fetches URLs that start with FROM from TO. --offline never uses the\n"
 	  "network and fails at once naming every artifact missing from the cache.\n",
-	  OPT_PROFILE | OPT_DRY_RUN | OPT_SELECT | OPT_FORCE | OPT_FETCH,
+	  OPT_PROFILE | OPT_DRY_RUN | OPT_SELECT | OPT_FORCE | OPT_FETCH | OPT_REBOOT,
 	  false,
 	  run_install },
 	{ "plan",
@@ -278,14 +310,17 @@ static const struct command commands[] = {
 	      "[DOWNLOAD OPTIONS]",
 	      "show what install would do (same as install --dry-run)" } },
 	  "usage: gpuprov plan --profile NAME|PATH [--force]\n"
-	  "                    [--only S,..] [--skip S,..] [--cache-dir DIR]\n"
-	  "                    [--ca-file FILE] [--mirror FROM=TO]... [--offline]\n"
+	  "                    [--only S,..] [--skip S,..] [--reboot=never|auto]\n"
+	  "                    [--cache-dir DIR] [--ca-file FILE]\n"
+	  "                    [--mirror FROM=TO]... [--offline]\n"
 	  "\n"
 	  "Prints what 'install' would do, planning later stages as if the earlier\n"
 	  "ones had run, and changes nothing. The same as 'install --dry-run'.\n"
 	  "Downloads are listed with URL, size when known, sha256 and whether the\n"
-	  "cache (--cache-dir) has them already; nothing is downloaded.\n",
-	  OPT_PROFILE | OPT_SELECT | OPT_FORCE | OPT_FETCH,
+	  "cache (--cache-dir) has them already; nothing is downloaded. With\n"
+	  "--reboot=auto it also shows the arming of gpuprov-resume.service and the\n"
+	  "reboot that would follow.\n",
+	  OPT_PROFILE | OPT_SELECT | OPT_FORCE | OPT_FETCH | OPT_REBOOT,
 	  false,
 	  run_plan },
 	{ "verify",
@@ -347,6 +382,19 @@ static const struct command commands[] = {
 	  OPT_DRY_RUN | OPT_SELECT,
 	  false,
 	  run_uninstall },
+	{ "resume",
+	  { { "resume",
+	      "continue an install after its reboot (gpuprov-resume.service)" } },
+	  "usage: gpuprov resume\n"
+	  "\n"
+	  "What gpuprov-resume.service runs at boot after 'install --reboot=auto'\n"
+	  "rebooted: removes the marker /var/lib/gpuprov/resume first (so that a\n"
+	  "crash does not loop), counts the boot in the journal, runs the install\n"
+	  "command the marker records on this root, then verify --textfile. Without\n"
+	  "a marker it does nothing.\n",
+	  0,
+	  false,
+	  run_resume },
 	{ "detect",
 	  { { "detect", "show the OS, kernel, Secure Boot state and NVIDIA GPUs,\n"
 	                "and the profiles that fit, best first" } },
@@ -433,6 +481,7 @@ static const struct {
 	{ OPT_TEXTFILE, "--textfile/--textfile-dir" },
 	{ OPT_PROMETHEUS, "--format prometheus" },
 	{ OPT_NAMES, "--names" },
+	{ OPT_REBOOT, "--reboot" },
 };
 
 static const struct command *find_command(const char *name)
@@ -567,6 +616,7 @@ enum long_only {
 	L_NAMES,
 	L_LIST_OPTIONS,
 	L_LIST_COMMANDS,
+	L_REBOOT,
 	L_END, /* one past the last */
 };
 
@@ -596,6 +646,8 @@ static unsigned option_bit(int opt)
 	case L_MIRROR:
 	case L_OFFLINE:
 		return OPT_FETCH;
+	case L_REBOOT:
+		return OPT_REBOOT;
 	default:
 		return 0;
 	}
@@ -610,6 +662,8 @@ static char *option_choices(int opt)
 	case L_ONLY:
 	case L_SKIP:
 		return gp_stagelist_names(" ");
+	case L_REBOOT:
+		return gp_xstrdup("never auto");
 	case L_FORMAT: {
 		char *names = gp_format_names(), *w = names; /* "text, json" */
 		for (const char *r = names; *r; r++)
@@ -637,6 +691,7 @@ static bool single_valued(int opt)
 	case L_CA_FILE:
 	case L_FORMAT:
 	case L_TEXTFILE_DIR:
+	case L_REBOOT:
 		return true;
 	default:
 		return false;
@@ -683,6 +738,30 @@ static void list_commands(void)
 
 int main(int argc, char **argv)
 {
+	/* Everything gpuprov puts in its environment is put there now, before
+	 * any thread starts: setenv races with getenv in another thread. */
+	gp_modprobe_env_init();
+	/* The profile loader learns the stages' keys from the stage table. */
+	gp_profile_use_stage_keys(gp_stages_profile_keys());
+	return cli_main(argc, argv, NULL);
+}
+
+/* The command line of the marker of a resume (resume_root: its root) runs
+ * only an install, on that root. */
+static bool resume_refused(const char *resume_root)
+{
+	if (!resume_root)
+		return false;
+	fputs(
+	    "gpuprov: resume: the marker's command is not an install; nothing was run\n",
+	    stderr);
+	return true;
+}
+
+/* Parses argv and runs its command; resume_root set: argv is a resume
+ * marker's, run on that root. */
+static int cli_main(int argc, char **argv, const char *resume_root)
+{
 	static const struct option longopts[] = {
 		{ "root", required_argument, NULL, L_ROOT },
 		{ "profile-dir", required_argument, NULL, L_PROFILE_DIR },
@@ -708,6 +787,7 @@ int main(int argc, char **argv)
 		{ "names", no_argument, NULL, L_NAMES },
 		{ "list-options", no_argument, NULL, L_LIST_OPTIONS },
 		{ "list-commands", no_argument, NULL, L_LIST_COMMANDS },
+		{ "reboot", required_argument, NULL, L_REBOOT },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct cli cli = { .o = { .root = "/" } };
@@ -722,17 +802,20 @@ int main(int argc, char **argv)
 	enum gp_format format = GP_FORMAT_TEXT;
 	_cleanup_free_ char *problem = NULL;
 
-	/* Everything gpuprov puts in its environment is put there now, before
-	 * any thread starts: setenv races with getenv in another thread. */
-	gp_modprobe_env_init();
-	/* The profile loader learns the stages' keys from the stage table. */
-	gp_profile_use_stage_keys(gp_stages_profile_keys());
-
-	/* Before getopt permutes argv: the command to repeat after a reboot. */
+	/* Before getopt permutes argv: the command to repeat after a reboot,
+	 * and the words as typed (getopt only moves them) for the resume
+	 * marker, less those that make it a dry run. */
 	_cleanup_free_ char *args_text = gp_argv_display(argv + 1);
 	_cleanup_free_ char *rerun = gp_xasprintf("gpuprov %s", args_text);
+	_cleanup_free_ char **typed = gp_xcalloc((size_t)argc + 1, sizeof *typed);
+	memcpy(typed, argv, (size_t)argc * sizeof *argv);
+	_cleanup_free_ const char **dry_words = gp_xcalloc((size_t)argc + 1,
+	                                                   sizeof *dry_words);
+	size_t n_dry = 0;
 	cli.rerun = rerun;
+	o->resumed = resume_root != NULL;
 	opterr = 0;
+	optind = 0; /* a resume parses a second command line */
 	int opt, li = -1;
 	while ((opt = getopt_long(argc, argv, ":qvh", longopts, &li)) != -1) {
 		if (single_valued(opt)) {
@@ -775,6 +858,8 @@ int main(int argc, char **argv)
 			help = true;
 			break;
 		case L_VERSION:
+			if (resume_refused(resume_root))
+				return GP_EXIT_INVALID_INPUT;
 			printf("gpuprov %s\n", GP_VERSION);
 			return GP_EXIT_OK;
 		case L_PROFILE:
@@ -793,10 +878,15 @@ int main(int argc, char **argv)
 			want_options = true;
 			break;
 		case L_LIST_COMMANDS:
+			if (resume_refused(resume_root)) {
+				rc = GP_EXIT_INVALID_INPUT;
+				goto out;
+			}
 			list_commands();
 			goto out;
 		case L_DRY_RUN:
 			o->dry_run = true;
+			dry_words[n_dry++] = argv[optind - 1];
 			break;
 		case L_ONLY:
 		case L_SKIP: {
@@ -844,6 +934,14 @@ int main(int argc, char **argv)
 		}
 		case L_OFFLINE:
 			o->offline = true;
+			break;
+		case L_REBOOT:
+			if (strcmp(optarg, "never") != 0 && strcmp(optarg, "auto") != 0) {
+				rc = usage_error(NULL, "--reboot %s: give never or auto",
+				                 optarg);
+				goto out;
+			}
+			o->reboot_auto = strcmp(optarg, "auto") == 0;
 			break;
 		case L_FORMAT:
 			if (gp_format_parse(optarg, &format) < 0) {
@@ -896,6 +994,14 @@ int main(int argc, char **argv)
 	             out->format == GP_FORMAT_TEXT;
 	o->events = gp_progress_events(out);
 
+	if (resume_root && (want_options || help || optind >= argc ||
+	                    strcmp(argv[optind], "install") != 0)) {
+		resume_refused(resume_root);
+		rc = GP_EXIT_INVALID_INPUT;
+		goto out;
+	}
+	if (resume_root)
+		o->root = resume_root; /* the root the marker was found in */
 	if (want_options) {
 		const struct command *cmd = optind < argc ? find_command(argv[optind])
 		                                          : NULL;
@@ -940,6 +1046,19 @@ int main(int argc, char **argv)
 		rc = usage_error(cmd, "unexpected argument '%s'", cli.args[0]);
 		goto out;
 	}
+	/* The install a plan or dry run shows arming the resume unit. */
+	size_t w = 0;
+	for (int i = 0; i < argc; i++) {
+		bool dry = false;
+		for (size_t k = 0; k < n_dry; k++)
+			dry |= typed[i] == dry_words[k];
+		if (typed[i] == name)
+			typed[w++] = (char *)"install";
+		else if (!dry)
+			typed[w++] = typed[i];
+	}
+	typed[w] = NULL;
+	o->argv = typed;
 	rc = cmd->run(cmd, &cli);
 out:
 	gp_strv_free(o->only);

@@ -289,9 +289,16 @@ static void render_effect(const struct gp_effect *e, FILE *f, bool color)
 		fprintf(f, "%srun %s\n", indent, cmd);
 		break;
 	}
-	case GP_EFFECT_REBOOT:
-		fprintf(f, "%sreboot required: %s\n", indent, e->reason);
+	case GP_EFFECT_REBOOT: {
+		if (!e->argv) {
+			fprintf(f, "%sreboot required: %s\n", indent, e->reason);
+			break;
+		}
+		_cleanup_free_ char *cmd = gp_argv_display(e->argv);
+		fprintf(f, "%sreboot now: run %s (a reboot will follow: %s)\n", indent,
+		        cmd, e->reason);
 		break;
+	}
 	case GP_EFFECT_DOWNLOAD:
 		fprintf(f, "%sdownload %s\n", indent, e->url);
 		if (e->size)
@@ -351,6 +358,17 @@ static const char *state_color(enum gp_stage_state s)
 	}
 }
 
+/* Does the plan reboot the machine itself (a reboot effect with a command)? */
+static bool plan_reboots(const struct gp_plan *p)
+{
+	for (size_t i = 0; i < p->n_stages; i++)
+		for (size_t j = 0; j < p->stages[i].n_effects; j++)
+			if (p->stages[i].effects[j].kind == GP_EFFECT_REBOOT &&
+			    p->stages[i].effects[j].argv)
+				return true;
+	return false;
+}
+
 void gp_plan_render_text(const struct gp_plan *p, FILE *f, bool color)
 {
 	fprintf(f, "gpuprov %s%s: profile %s (sha256 %.12s)\n",
@@ -396,7 +414,9 @@ void gp_plan_render_text(const struct gp_plan *p, FILE *f, bool color)
 		fprintf(f, "%s%zu %s", sep, counts[s], state_word(p, s));
 		sep = ", ";
 	}
-	if (gp_plan_reboot_required(p))
+	if (plan_reboots(p))
+		fputs("; a reboot will follow (--reboot=auto)", f);
+	else if (gp_plan_reboot_required(p))
 		fputs("; a reboot is required after this run", f);
 	fputc('\n', f);
 }
@@ -464,6 +484,12 @@ cJSON *gp_effect_to_json(const struct gp_effect *e)
 	}
 	case GP_EFFECT_REBOOT:
 		cJSON_AddStringToObject(o, "reason", e->reason);
+		if (e->argv) { /* made now, by this command (--reboot=auto) */
+			cJSON *argv = cJSON_AddArrayToObject(o, "argv");
+			for (size_t i = 0; e->argv[i]; i++)
+				cJSON_AddItemToArray(argv,
+				                     cJSON_CreateString(e->argv[i]));
+		}
 		break;
 	case GP_EFFECT_DOWNLOAD:
 		cJSON_AddStringToObject(o, "url", e->url);

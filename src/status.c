@@ -75,6 +75,9 @@ cJSON *gp_status_to_json(const struct gp_status *s)
 	cJSON_AddItemToObject(doc, "reboot",
 	                      s->reboot ? cJSON_Duplicate(s->reboot, 1)
 	                                : cJSON_CreateNull());
+	cJSON_AddItemToObject(doc, "resume",
+	                      s->resume ? cJSON_Duplicate(s->resume, 1)
+	                                : cJSON_CreateNull());
 	cJSON_AddNumberToObject(doc, "files_written", s->files_written);
 	if (s->signals)
 		cJSON_AddItemToObject(doc, "reboot_signals", signals_to_json(s->signals));
@@ -121,6 +124,13 @@ void gp_status_render_text(const struct gp_status *s, FILE *f)
 		fprintf(f, "reboot pending: %s\n", s->reboot_reason);
 	else
 		fputs("reboot pending: no\n", f);
+	const cJSON *boots = cJSON_GetObjectItemCaseSensitive(s->resume, "reboots");
+	if (cJSON_IsNumber(boots))
+		fprintf(f, "automatic reboots (--reboot=auto): %d for this install\n",
+		        boots->valueint);
+	const char *stopped = gp_json_string(s->resume, "stopped", NULL);
+	if (stopped)
+		fprintf(f, "automatic reboots stopped: %s\n", stopped);
 	if (s->signals)
 		render_signals(s->signals, f);
 }

@@ -188,6 +188,12 @@ void gp_ctx_announce_stage(struct gp_ctx *c, const struct gp_stage_plan *sp, boo
 #define GP_REBOOT_REQUIRED_PKGS "/var/run/reboot-required.pkgs"
 int gp_effect_reboot(struct gp_ctx *c, const char *reason);
 int gp_effect_reboot_for(struct gp_ctx *c, const char *reason, const char *const *pkgs);
+/* Reboots the machine now (--reboot=auto, after the engine armed
+ * gpuprov-resume.service): `systemctl --no-block reboot`, or the program stub (an
+ * in-root path, GPUPROV_REBOOT_STUB: tests) instead. Refused, as an
+ * internal error, when the root is not / and there is no stub: a chrooted
+ * systemctl may reach the host's systemd. In plan mode only recorded. */
+int gp_effect_reboot_now(struct gp_ctx *c, const char *reason, const char *stub);
 /* Only the two files, for a stage whose check says it still waits for its
  * reboot: a run killed between its effects leaves them written the next
  * time (nothing, when they are there; a list that names anything is kept

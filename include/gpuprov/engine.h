@@ -26,7 +26,19 @@ struct gp_options {
 	bool textfile; /* verify --textfile (or --textfile-dir): write the metrics file */
 	const char *textfile_dir; /* --textfile-dir, in the root; NULL: configured */
 	struct gp_events events; /* where a real run's events go (event.h) */
+	/* install --reboot=auto: arm gpuprov-resume.service and reboot when a
+	 * stage needs it (at most GP_RESUME_MAX_REBOOTS times for one install). */
+	bool reboot_auto;
+	bool resumed; /* run by `gpuprov resume`: its reboots count toward the cap */
+	const char *reboot_stub; /* GPUPROV_REBOOT_STUB: in-root program run instead */
+	char *const *argv; /* the command line as typed: the resume marker's */
 };
+
+/* The reboots --reboot=auto makes for one install before it stops. */
+#define GP_RESUME_MAX_REBOOTS 3
+/* The unit that continues an install after its reboot, and its enabling. */
+#define GP_RESUME_UNIT "gpuprov-resume.service"
+#define GP_RESUME_WANTS "/etc/systemd/system/multi-user.target.wants/" GP_RESUME_UNIT
 
 int gp_engine_install(const struct gp_options *o, struct gp_out *out);
 int gp_engine_verify(const struct gp_options *o, struct gp_out *out);
@@ -36,3 +48,9 @@ int gp_engine_history(const struct gp_options *o, struct gp_out *out);
 /* `uninstall`: what the journal says gpuprov added goes, stages in reverse
  * order (--only/--skip select them), planned first (--dry-run: only). */
 int gp_engine_uninstall(const struct gp_options *o, struct gp_out *out);
+/* `gpuprov resume`, before the install it continues: under the lock it
+ * removes the resume marker (first, whatever it holds, so that nothing
+ * loops at the next boot) and the unit's enabling link, counts the boot in
+ * the journal and returns the recorded command line in *argv. No marker:
+ * 0 and *argv NULL. Else 0 or an exit code. */
+int gp_engine_resume_take(const struct gp_options *o, struct gp_out *out, char ***argv);

@@ -79,6 +79,17 @@ void gp_journal_clear_reboot(struct gp_journal *j);
 const char *gp_journal_reboot_reason(const struct gp_journal *j);
 const char *gp_journal_reboot_boot_id(const struct gp_journal *j);
 
+/* Reboots that resume themselves (--reboot=auto): "resume"."reboots"
+ * counts the boots `gpuprov resume` continued an install after, "stopped"
+ * says why gpuprov rebooted no more (the cap). Cleared by an install a
+ * person started and by one that needs no reboot. */
+#define GP_RESUME_REBOOTS_LIMIT 1000 /* what a journal may hold */
+unsigned gp_journal_resume_reboots(const struct gp_journal *j);
+const char *gp_journal_resume_stopped(const struct gp_journal *j);
+void gp_journal_count_resume(struct gp_journal *j);
+void gp_journal_stop_resume(struct gp_journal *j, const char *why);
+void gp_journal_clear_resume(struct gp_journal *j);
+
 /* Drift (src/stages/drift.c compares these with the root). The mode and
  * owner of a file just recorded ("mode": "0644", "owner": "0:0"). */
 void gp_journal_record_file_stat(struct gp_journal *j, const char *path, unsigned mode,

@@ -32,7 +32,7 @@ enum gp_effect_kind {
 	GP_EFFECT_SYMLINK, /* create or replace a symlink */
 	GP_EFFECT_MKDIR, /* create a directory */
 	GP_EFFECT_RUN, /* run a mutating command */
-	GP_EFFECT_REBOOT, /* a reboot is needed for changes to take effect */
+	GP_EFFECT_REBOOT, /* a reboot is needed (with argv: made now) */
 	GP_EFFECT_DOWNLOAD, /* fetch an artifact into the download cache */
 	GP_EFFECT_EXTRACT, /* extract a verified tarball into a directory */
 	GP_EFFECT_REMOVE_TREE, /* remove a directory tree gpuprov installed */
@@ -63,7 +63,7 @@ struct gp_effect {
 	size_t new_len;
 	mode_t mode; /* WRITE, MKDIR */
 	char *target; /* SYMLINK */
-	char **argv; /* RUN */
+	char **argv; /* RUN; REBOOT made now (--reboot=auto): its command */
 	char *reason; /* REBOOT */
 	/* DOWNLOAD: path is the cache path, url the URL after mirror rewriting,
 	 * size 0 when unknown, cached when the cache already holds it (no

@@ -85,3 +85,7 @@ void gp_run_result_free(struct gp_run_result *res);
  * ".." are followed inside the root. Sets *path (free it) to the in-root
  * path, e.g. "/usr/sbin/update-initramfs", or NULL on error. */
 int gp_run_resolve(const char *root, const char *argv0, char **path);
+/* Is gpuprov itself chrooted, its / not PID 1's (what systemd's
+ * running_in_chroot() asks)? 1 yes, 0 no, -errno when it cannot tell (no
+ * /proc): a reboot asked from a chroot would reboot the host it is in. */
+int gp_run_self_chrooted(void);

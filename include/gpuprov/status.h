@@ -36,6 +36,9 @@ struct gp_status {
 	const cJSON *profile; /* the journal's profile record, NULL when none */
 	const cJSON *reboot; /* the journal's pending reboot, NULL when none */
 	const char *reboot_reason;
+	/* The journal's "resume" record (--reboot=auto: reboots counted, why
+	 * they stopped), NULL when none. */
+	const cJSON *resume;
 	int files_written;
 	const struct gp_reboot_signals *signals; /* NULL: none read */
 	const struct gp_status_stage *stages; /* in run order */

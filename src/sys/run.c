@@ -785,3 +785,11 @@ void gp_run_result_free(struct gp_run_result *res)
 	free(res->output);
 	*res = (struct gp_run_result){ 0 };
 }
+
+int gp_run_self_chrooted(void)
+{
+	struct stat init_root, own_root;
+	if (stat("/proc/1/root", &init_root) < 0 || stat("/", &own_root) < 0)
+		return -errno;
+	return init_root.st_dev != own_root.st_dev || init_root.st_ino != own_root.st_ino;
+}

@@ -95,6 +95,7 @@ command_options() {
 			--ca-file) v=("$ca") ;;
 			--mirror) v=(a=b) ;;
 			--textfile-dir) v=(/x) ;;
+			--reboot) v=(auto) ;;
 			esac
 			run --separate-stderr "$GPUPROV" --root "$BATS_TEST_TMPDIR" "$c" "$o" "${v[@]}"
 			[ "$status" -eq 2 ] && [[ $stderr == *"does not apply"* ]] ||

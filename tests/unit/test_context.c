@@ -459,6 +459,32 @@ static void test_real_run_failure_message(void **state)
 	assert_non_null(strstr(f->err.msg, strerror(ENOENT)));
 }
 
+/* The door reboots a root that is not / only through a stub: without one
+ * it refuses before anything (a systemctl in the root must not run, it may
+ * reach the host's systemd); with one it runs the stub, and a plan only
+ * records the effect. */
+static void test_reboot_now_only_through_a_stub(void **state)
+{
+	struct fixture *f = *state;
+	make_runnable(f, "systemctl", "#!/bin/sh\n/bin/busybox touch /systemctl-ran\n");
+	make_runnable(f, "reboot-stub", "#!/bin/sh\n/bin/busybox touch /stub-ran\n");
+	f->c.mode = GP_MODE_APPLY;
+	assert_int_equal(gp_effect_reboot_now(&f->c, "test", NULL), -1);
+	assert_non_null(strstr(f->err.msg, "internal error: a reboot of"));
+	assert_int_equal(f->sp->n_effects, 0);
+	assert_false(gp_root_exists(&f->c.root, "/systemctl-ran"));
+	f->c.mode = GP_MODE_PLAN;
+	assert_int_equal(gp_effect_reboot_now(&f->c, "test", "/bin/reboot-stub"), 0);
+	assert_false(gp_root_exists(&f->c.root, "/stub-ran"));
+	f->c.mode = GP_MODE_APPLY;
+	assert_int_equal(gp_effect_reboot_now(&f->c, "test", "/bin/reboot-stub"), 0);
+	assert_true(gp_root_exists(&f->c.root, "/stub-ran"));
+	assert_int_equal(f->sp->n_effects, 2);
+	assert_int_equal(f->sp->effects[1].kind, GP_EFFECT_REBOOT);
+	assert_string_equal(f->sp->effects[1].argv[0], "/bin/reboot-stub");
+	assert_false(gp_root_exists(&f->c.root, "/systemctl-ran"));
+}
+
 static void test_real_run_logs(void **state)
 {
 	struct fixture *f = *state;
@@ -582,6 +608,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_real_run_failure_message, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_real_run_logs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reboot_now_only_through_a_stub,
+		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readonly_commands_cannot_write,
 		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_over_file_backs_up, setup,

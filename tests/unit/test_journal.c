@@ -188,6 +188,12 @@ static void test_invalid_members(void **state)
 		{ "{\"gpuprov_state\": 1, \"history\": [{},{},{},{},{},{},{},{},{},{},{},"
 		  "{},{},{},{},{},{}]}",
 		  "\"/history/16\"", "is entry 17, more than gpuprov keeps (16)" },
+		{ "{\"gpuprov_state\": 1, \"resume\": {\"reboots\": -1}}",
+		  "\"/resume/reboots\"", "a whole number from 0 to 1000" },
+		{ "{\"gpuprov_state\": 1, \"resume\": {\"reboots\": 1.5}}",
+		  "\"/resume/reboots\"", "a whole number from 0 to 1000" },
+		{ "{\"gpuprov_state\": 1, \"resume\": {\"stopped\": 3}}",
+		  "\"/resume/stopped\"", "must be a string, not a number" },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		tu_write(f->dir, "var/lib/gpuprov/state.json", cases[i].text);
@@ -201,6 +207,29 @@ static void test_invalid_members(void **state)
 			fail_msg("case %zu: %s", i, err.msg);
 		assert_null(j.doc);
 	}
+}
+
+/* The reboots --reboot=auto made for one install: counted, stopped,
+ * saved, loaded back and cleared. */
+static void test_resume_record(void **state)
+{
+	struct fixture *f = *state;
+	struct gp_journal j;
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
+	assert_int_equal(gp_journal_resume_reboots(&j), 0);
+	gp_journal_count_resume(&j);
+	gp_journal_count_resume(&j);
+	gp_journal_stop_resume(&j, "the cap");
+	assert_int_equal(gp_journal_save(&f->root, &j), 0);
+	gp_journal_free(&j);
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
+	assert_int_equal(gp_journal_resume_reboots(&j), 2);
+	assert_string_equal(gp_journal_resume_stopped(&j), "the cap");
+	gp_journal_clear_resume(&j);
+	assert_int_equal(gp_journal_resume_reboots(&j), 0);
+	assert_null(gp_journal_resume_stopped(&j));
+	gp_journal_free(&j);
 }
 
 /* What drift is measured against: a file's mode and owner, the packages an
@@ -553,6 +582,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_invalid_members, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drift_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_history, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_resume_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_format, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parse_from_memory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_members_kept, setup,

@@ -965,6 +965,26 @@ static void test_read_only_refused(_unused_ void **state)
 	free(root);
 }
 
+/* gpuprov's own chroot: not in this test's process (or cannot tell), yes
+ * or cannot tell in a child chrooted into an empty directory (no /proc):
+ * either way no reboot is asked for there (context.c). */
+static void test_self_chrooted(_unused_ void **state)
+{
+	if (!can_chroot())
+		skip();
+	/* 0, or -EACCES where PID 1 may not be looked at (a sandbox). */
+	assert_int_not_equal(gp_run_self_chrooted(), 1);
+	char *dir = tu_tmpdir();
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(chroot(dir) == 0 && gp_run_self_chrooted() != 0 ? 0 : 1);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -998,6 +1018,7 @@ int main(void)
 		cmocka_unit_test(test_read_only_unprivileged),
 		cmocka_unit_test(test_read_only_refused),
 		cmocka_unit_test(test_enter_read_only),
+		cmocka_unit_test(test_self_chrooted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -112,7 +112,8 @@ static void test_json(void **state)
 	    "null},"
 	    "{\"name\":\"cudnn\",\"implemented\":false,\"state\":\"not_implemented\","
 	    "\"time\":null}],"
-	    "\"reboot\":{\"reason\":\"nouveau: loaded\"},\"files_written\":3}");
+	    "\"reboot\":{\"reason\":\"nouveau: "
+	    "loaded\"},\"resume\":null,\"files_written\":3}");
 	cJSON_free(compact);
 	cJSON_Delete(doc);
 	free(t);

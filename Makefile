@@ -50,6 +50,7 @@ BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-de
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
 	python3-jsonschema clang-format cppcheck shellcheck openssl debootstrap apt-utils dpkg-dev gnupg
 TEST_DEPS += bash-completion debhelper lintian
+TEST_DEPS += ansible ansible-lint cloud-init
 
 .PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long deps-fuzz lint install uninstall clean deps deps-demo demo schema-json
 .PHONY: install-units uninstall-units

@@ -12,6 +12,7 @@
 
 #include "gpuprov/compat.h"
 #include "gpuprov/drift.h"
+#include "gpuprov/deep.h"
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/kernelinfo.h"
@@ -748,6 +749,8 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 		    gp_ctx_root_fault(c) < 0)
 			code = report_err(&s);
 	}
+	if (!code && o->deep && gp_deep_verify(c, o->deep, o->force, &rep) < 0)
+		code = report_err(&s);
 	const char *pending = gp_journal_reboot_reason(&c->journal);
 	if (pending) {
 		_cleanup_free_ char *install = gp_hint_command(c, "install", NULL);

@@ -72,3 +72,35 @@ struct gp_nvprobe {
 int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
                    struct gp_nvprobe *p);
 void gp_nvprobe_free(struct gp_nvprobe *p);
+
+/* The forked child behind gp_nvprobe_run, for other NVML and libcuda
+ * children (nvhealth.h): fn(fd, arg) runs in the child after it entered
+ * the read-only namespace ro (NULL: none) and chrooted into r, writes
+ * "key value" lines on fd with gp_nvchild_put, and the child then writes
+ * "end" and exits. Several children run at once: start each, then collect
+ * them together under one deadline. */
+#include <sys/types.h>
+
+#include "gpuprov/run.h"
+#include "gpuprov/util.h"
+
+#define GP_NVCHILD_OUTPUT_MAX (1u << 20) /* what is kept of one child's output */
+
+typedef void gp_nvchild_fn(int fd, void *arg);
+struct gp_nvchild {
+	pid_t pid;
+	int out_fd, status_fd;
+	struct gp_buf out; /* what it wrote, at most GP_NVCHILD_OUTPUT_MAX */
+	bool timed_out; /* killed (SIGKILL) at the deadline */
+	bool ended; /* its output ends with the "end" line */
+	int status; /* waitpid's */
+	int read_only_refused; /* the errno the namespace failed with; 0 */
+};
+void gp_nvchild_put(int fd, const char *fmt, ...) _printf_(2, 3);
+/* 0, or a negative errno when the child could not be started. */
+int gp_nvchild_start(const struct gp_root *r, const struct gp_run_read_only *ro,
+                     gp_nvchild_fn *fn, void *arg, struct gp_nvchild *ch);
+/* Reads the n children's output until each ends or timeout_ms passes, kills
+ * the ones still running then, and reaps them all. */
+void gp_nvchild_collect(struct gp_nvchild *ch, size_t n, int timeout_ms);
+void gp_nvchild_free(struct gp_nvchild *ch);

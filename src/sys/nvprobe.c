@@ -22,8 +22,7 @@
 
 /* --- the child --------------------------------------------------------- */
 
-static void put(int fd, const char *fmt, ...) _printf_(2, 3);
-static void put(int fd, const char *fmt, ...)
+void gp_nvchild_put(int fd, const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
@@ -40,6 +39,8 @@ static void put(int fd, const char *fmt, ...)
 	line[n++] = '\n';
 	gp_write_all(fd, line, (size_t)n);
 }
+
+#define put gp_nvchild_put
 
 /* dlsym into a function pointer; NULL when missing. */
 #define SYM(h, name) ((name##_t *)dlsym((h), #name))
@@ -191,7 +192,7 @@ static void keep_dev_writable(const struct gp_root *r)
  * cannot be made; status_fd is closed before any library is loaded, so
  * none can claim a refusal to have the probe run again writable. */
 static _Noreturn void child(const struct gp_root *r, const struct gp_run_read_only *ro,
-                            int status_fd, int fd)
+                            int status_fd, int fd, gp_nvchild_fn *fn, void *arg)
 {
 	if (ro && gp_run_enter_read_only(ro) < 0) {
 		int e = errno;
@@ -205,10 +206,16 @@ static _Noreturn void child(const struct gp_root *r, const struct gp_run_read_on
 		put(fd, "error cannot chroot into %s: %s", r->dir, strerror(errno));
 		_exit(1);
 	}
-	probe_nvml(fd);
-	probe_cuda(fd);
+	fn(fd, arg);
 	put(fd, "end");
 	_exit(0);
+}
+
+static void probe(int fd, void *arg)
+{
+	(void)arg;
+	probe_nvml(fd);
+	probe_cuda(fd);
 }
 
 /* --- the parent -------------------------------------------------------- */
@@ -285,40 +292,10 @@ static void parse_line(struct gp_nvprobe *p, char *line, bool *ended)
 		set_str(&c->names[i], v);
 }
 
-/* Reads the child's output until EOF or the deadline. */
-static bool read_all(int fd, int timeout_ms, struct gp_buf *out)
+int gp_nvchild_start(const struct gp_root *r, const struct gp_run_read_only *ro,
+                     gp_nvchild_fn *fn, void *arg, struct gp_nvchild *ch)
 {
-	int64_t deadline = gp_monotonic_ms() + timeout_ms;
-	for (;;) {
-		int64_t left = deadline - gp_monotonic_ms();
-		if (left <= 0)
-			return false;
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int rc = poll(&pfd, 1, (int)left);
-		if (rc < 0 && errno == EINTR)
-			continue;
-		if (rc <= 0)
-			return rc == 0 ? false : true;
-		char buf[4096];
-		ssize_t n = read(fd, buf, sizeof buf);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return true;
-		gp_buf_append(out, buf, (size_t)n);
-	}
-}
-
-int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
-                   struct gp_nvprobe *p)
-{
-	*p = (struct gp_nvprobe){ 0 };
-	p->nvml.init_rc = p->nvml.count = -1;
-	p->cuda.version_rc = p->cuda.init_rc = p->cuda.count = -1;
-	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
-		p->nvml.persistence[i] = -1;
-	struct gp_run_read_only ro;
-	gp_run_read_only_init(&ro, r->dir);
+	*ch = (struct gp_nvchild){ .pid = -1, .out_fd = -1, .status_fd = -1 };
 	int fds[2], st[2];
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return -errno;
@@ -341,35 +318,120 @@ int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
 	if (pid == 0) {
 		close(fds[0]);
 		close(st[0]);
-		child(r, read_only ? &ro : NULL, st[1], fds[1]);
+		child(r, ro, st[1], fds[1], fn, arg);
 	}
 	close(fds[1]);
 	close(st[1]);
-	struct gp_buf out = { 0 };
-	bool done = read_all(fds[0], timeout_ms, &out);
-	close(fds[0]);
-	if (!done)
-		kill(pid, SIGKILL);
-	int status = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+	ch->pid = pid;
+	ch->out_fd = fds[0];
+	ch->status_fd = st[0];
+	return 0;
+}
+
+/* Reads what one child wrote; false at its end of file (or a read error). */
+static bool read_some(struct gp_nvchild *ch)
+{
+	char buf[4096];
+	ssize_t n = read(ch->out_fd, buf, sizeof buf);
+	if (n < 0 && errno == EINTR)
+		return true;
+	if (n <= 0)
+		return false;
+	/* Bounded: a child is ours, but the libraries in it are not. */
+	if (ch->out.len < GP_NVCHILD_OUTPUT_MAX)
+		gp_buf_append(&ch->out, buf, (size_t)n);
+	return true;
+}
+
+static void reap(struct gp_nvchild *ch)
+{
+	close(ch->out_fd);
+	ch->out_fd = -1;
+	if (ch->timed_out)
+		kill(ch->pid, SIGKILL);
+	while (waitpid(ch->pid, &ch->status, 0) < 0 && errno == EINTR)
 		;
 	/* The child is gone: its errno, or end-of-file once it had entered. */
 	int refused = 0;
 	ssize_t got;
-	while ((got = read(st[0], &refused, sizeof refused)) < 0 && errno == EINTR)
+	while ((got = read(ch->status_fd, &refused, sizeof refused)) < 0 &&
+	       errno == EINTR)
 		;
-	close(st[0]);
-	if (got == (ssize_t)sizeof refused) {
-		gp_buf_free(&out);
-		p->read_only_refused = refused > 0 ? refused : EIO;
+	close(ch->status_fd);
+	ch->status_fd = -1;
+	if (got == (ssize_t)sizeof refused)
+		ch->read_only_refused = refused > 0 ? refused : EIO;
+	ch->ended = ch->out.len >= 4 &&
+	            (strcmp(ch->out.data + ch->out.len - 4, "end\n") == 0);
+}
+
+void gp_nvchild_collect(struct gp_nvchild *ch, size_t n, int timeout_ms)
+{
+	int64_t deadline = gp_monotonic_ms() + timeout_ms;
+	struct pollfd *pfd = gp_xcalloc(n ? n : 1, sizeof *pfd);
+	for (;;) {
+		size_t open = 0;
+		for (size_t i = 0; i < n; i++)
+			if (ch[i].out_fd >= 0)
+				pfd[open++] = (struct pollfd){ .fd = ch[i].out_fd,
+					                       .events = POLLIN };
+		int64_t left = deadline - gp_monotonic_ms();
+		if (!open)
+			break;
+		if (left <= 0) {
+			for (size_t i = 0; i < n; i++)
+				if (ch[i].out_fd >= 0) {
+					ch[i].timed_out = true;
+					reap(&ch[i]);
+				}
+			break;
+		}
+		int rc = poll(pfd, open, (int)left);
+		if (rc < 0 && errno != EINTR)
+			deadline = 0; /* cannot wait: end them all */
+		for (size_t i = 0, k = 0; rc > 0 && i < n; i++) {
+			if (ch[i].out_fd < 0)
+				continue;
+			if (pfd[k++].revents && !read_some(&ch[i]))
+				reap(&ch[i]);
+		}
+	}
+	free(pfd);
+}
+
+void gp_nvchild_free(struct gp_nvchild *ch)
+{
+	gp_buf_free(&ch->out);
+}
+
+int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
+                   struct gp_nvprobe *p)
+{
+	*p = (struct gp_nvprobe){ 0 };
+	p->nvml.init_rc = p->nvml.count = -1;
+	p->cuda.version_rc = p->cuda.init_rc = p->cuda.count = -1;
+	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
+		p->nvml.persistence[i] = -1;
+	struct gp_run_read_only ro;
+	gp_run_read_only_init(&ro, r->dir);
+	struct gp_nvchild ch;
+	int rc = gp_nvchild_start(r, read_only ? &ro : NULL, probe, NULL, &ch);
+	if (rc < 0)
+		return rc;
+	gp_nvchild_collect(&ch, 1, timeout_ms);
+	if (ch.read_only_refused) {
+		gp_nvchild_free(&ch);
+		p->read_only_refused = ch.read_only_refused;
 		return -p->read_only_refused;
 	}
 	bool ended = false;
 	char *save = NULL;
-	for (char *l = strtok_r(out.data, "\n", &save); l;
+	for (char *l = strtok_r(ch.out.data, "\n", &save); l;
 	     l = strtok_r(NULL, "\n", &save))
 		parse_line(p, l, &ended);
-	gp_buf_free(&out);
+	int status = ch.status;
+	bool done = !ch.timed_out;
+	gp_nvchild_free(&ch);
 	if (!done)
 		set_str(&p->error, "the probe did not finish in time and was killed "
 		                   "(a hung driver library?)");

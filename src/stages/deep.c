@@ -50,8 +50,9 @@ static void add(struct gp_report *rep, struct judged *j, const char *base, int g
 {
 	char subject[16];
 	snprintf(subject, sizeof subject, "gpu%d", gpu);
-	gp_report_add_subject(rep, base, subject, level, check, hint, "GPU %d: %s", gpu,
-	                      evidence);
+	/* The subject in the check's text too: one text, one id. */
+	_cleanup_free_ char *text = gp_xasprintf("GPU %d %s", gpu, check);
+	gp_report_add_subject(rep, base, subject, level, text, hint, "%s", evidence);
 	if (level != GP_SKIP && level > j->worst)
 		j->worst = level;
 }

@@ -62,6 +62,15 @@ deep() {
 	assert_documented_status
 }
 
+# assert_ids_listed: the report in $output keeps the rules of
+# docs/findings.md (findings_check.py: listed, unique, one id per check).
+assert_ids_listed() {
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/report.json"
+	local out
+	out=$("$PYTHON" "$BATS_TEST_DIRNAME/findings_check.py" reports "$REPO_ROOT/docs/findings.md" \
+		"$BATS_TEST_TMPDIR/report.json") || fail "finding ids: $out"
+}
+
 # finding ID: "LEVEL EVIDENCE" of the finding ID in $output, or "absent".
 finding() {
 	"$PYTHON" -c 'import json, sys
@@ -104,6 +113,7 @@ assert_finding() {
 	assert_finding deep.idle pass "no compute process on 2 GPUs"
 	assert_finding deep.node pass "2 GPUs, pass; slowest: GPU"
 	[ "$(finding deep.child.gpu0)" = absent ] || fail "a child failed: $(finding deep.child.gpu0)"
+	assert_ids_listed
 }
 
 @test "deep: a slow GPU at 55% fails and the node names it as the slowest" {
@@ -114,6 +124,7 @@ assert_finding() {
 	assert_finding deep.verdict.gpu1 fail
 	assert_finding deep.verdict.gpu0 pass
 	assert_finding deep.node fail "slowest: GPU 1 at 56% of expected"
+	assert_ids_listed
 }
 
 @test "deep: a link downtrained to x8 fails the link and halves the host bandwidth" {
@@ -152,6 +163,7 @@ assert_finding() {
 	assert_finding deep.child.gpu1 fail "killed after 3 s without a result"
 	assert_finding deep.verdict.gpu1 fail
 	assert_finding deep.gemm_bf16.gpu0 pass
+	assert_ids_listed
 	# Its health was read before the measurement hung.
 	assert_finding deep.ecc.gpu1 pass
 	run pgrep -f "gpuprov --root $DEEP_ROOT"

@@ -50,6 +50,13 @@ int gp_nvhealth_health(const struct gp_root *r, const struct gp_run_read_only *r
 int gp_nvhealth_perf(const struct gp_root *r, const struct gp_run_read_only *ro,
                      struct gp_deep_gpu *gpus, int n, enum gp_deep_level level,
                      int timeout_ms);
+/* The kernel log since boot, for its Xid events (xid.h): on the host the
+ * records of /dev/kmsg, read without blocking; in another root its
+ * /dev/kmsg only when that is a regular file (a test's fixture: an image
+ * has no log of this boot). At most GP_KERNEL_LOG_MAX bytes, the newest
+ * kept. 0 with *text (NUL-terminated, free it), or a negative errno. */
+#define GP_KERNEL_LOG_MAX ((size_t)8 << 20)
+int gp_nvhealth_kernel_log(const struct gp_root *r, char **text, size_t *len);
 /* One line of a child's output into g (exposed for the fuzz target). */
 void gp_nvhealth_parse_line(struct gp_deep_gpu *g, char *line);
 void gp_deep_gpu_init(struct gp_deep_gpu *g);

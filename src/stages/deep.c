@@ -3,6 +3,7 @@
  * (the model's spec figure times the fraction a healthy GPU reaches) and
  * the fraction of it; a GPU's verdict is its worst finding; the node's
  * names the slowest GPU. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "gpuprov/error.h"
 #include "gpuprov/gpuspec.h"
 #include "gpuprov/util.h"
+#include "gpuprov/xid.h"
 
 /* Clock-event reason bits (nvml.h, nvmlClocksEventReason*): the ones that
  * mean hardware trouble under load, and the power cap, a warning. */
@@ -249,6 +251,49 @@ static void judge_perf(struct gp_report *rep, struct judged *j, int i,
 	}
 }
 
+/* Xid events since boot, for the whole node: the kernel log names a GPU
+ * by its PCI address, which is said as it is. */
+static void judge_xid(struct gp_ctx *c, struct gp_report *rep)
+{
+	_cleanup_free_ char *log = NULL;
+	size_t len = 0;
+	int rc = gp_nvhealth_kernel_log(&c->root, &log, &len);
+	if (rc == -ENOENT && !gp_root_is_host(&c->root))
+		return; /* an image: no log of this boot */
+	if (rc < 0) {
+		gp_report_add(rep, "deep.xid", GP_WARN, "Xid events since boot",
+		              "run as root, or read 'dmesg | grep Xid' yourself",
+		              "cannot read the kernel log (/dev/kmsg): %s",
+		              strerror(-rc));
+		return;
+	}
+	struct gp_xid_event ev[64];
+	size_t n = gp_xid_scan(log, len, ev, ARRAY_SIZE(ev));
+	size_t kept = n < ARRAY_SIZE(ev) ? n : ARRAY_SIZE(ev), critical = 0;
+	struct gp_buf seen = { 0 };
+	for (size_t i = 0; i < kept; i++) {
+		bool bad = gp_xid_is_critical(ev[i].xid);
+		critical += bad;
+		if (bad && critical <= 8)
+			gp_buf_printf(&seen, "%sXid %d on %s", critical > 1 ? ", " : "",
+			              ev[i].xid, ev[i].pci);
+	}
+	if (critical)
+		gp_report_add(
+		    rep, "deep.xid", GP_FAIL, "Xid events since boot",
+		    "drain the node and look up the codes in NVIDIA's Xid catalog "
+		    "(docs/reference/gpu-health.md); a reboot clears the log",
+		    "%zu critical Xid event%s in the kernel log: %s%s", critical,
+		    critical == 1 ? "" : "s", seen.data, critical > 8 ? ", ..." : "");
+	else
+		gp_report_add(
+		    rep, "deep.xid", GP_PASS, "Xid events since boot", NULL,
+		    "no critical Xid event in the kernel log (%zu other%s, such as "
+		    "an application's fault)",
+		    n, n == 1 ? "" : "s");
+	gp_buf_free(&seen);
+}
+
 int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
                    struct gp_report *rep)
 {
@@ -296,6 +341,7 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 		gp_report_add(rep, "deep.idle", GP_PASS, "GPUs idle", NULL,
 		              "no compute process on %d GPU%s", n, n == 1 ? "" : "s");
 	}
+	judge_xid(c, rep);
 	bool measure = busy_gpu < 0 || force;
 	if (measure &&
 	    gp_nvhealth_perf(&c->root, rop, gpus, n, level,

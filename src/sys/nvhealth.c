@@ -13,12 +13,14 @@
  * GPU i is the same GPU in both libraries. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "gpuprov/nvhealth.h"
 #include "gpuprov/util.h"
@@ -609,6 +611,37 @@ void gp_nvhealth_parse_line(struct gp_deep_gpu *g, char *line)
 		set_once(&g->gemm_skip[t], v);
 	else if (strcmp(line, "perf_skip") == 0)
 		set_once(&g->perf_skip, v);
+}
+
+int gp_nvhealth_kernel_log(const struct gp_root *r, char **text, size_t *len)
+{
+	if (!gp_root_is_host(r))
+		return gp_root_read_max(r, "/dev/kmsg", GP_KERNEL_LOG_MAX, text, len);
+	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct gp_buf b = { 0 };
+	char rec[8192];
+	/* One record a read; EPIPE: a record was overwritten while we read,
+	 * go on; EAGAIN: no more. The count bounds a log that keeps growing. */
+	for (size_t records = 0; records < 1000000; records++) {
+		ssize_t n = read(fd, rec, sizeof rec);
+		if (n < 0 && (errno == EPIPE || errno == EINTR))
+			continue;
+		if (n <= 0)
+			break;
+		if (b.len + (size_t)n > GP_KERNEL_LOG_MAX) {
+			/* Keep the newest half. */
+			size_t drop = b.len / 2;
+			memmove(b.data, b.data + drop, b.len - drop);
+			b.len -= drop;
+		}
+		gp_buf_append(&b, rec, (size_t)n);
+	}
+	close(fd);
+	*len = b.len;
+	*text = gp_buf_steal(&b);
+	return 0;
 }
 
 /* What a child's end says, as an error to keep; NULL when it ended well. */

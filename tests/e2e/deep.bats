@@ -45,7 +45,8 @@ JSON
 
 # deep KEY=VALUE... -- ARGS...: /etc/fakenv.conf is a healthy pair of H100
 # SXM plus these lines (fakedeep.h), then gpuprov --format FORMAT verify
-# ARGS (FORMAT: $DEEP_FORMAT, default json).
+# ARGS (FORMAT: $DEEP_FORMAT, default json); the root's kernel log is
+# $DEEP_KMSG (none when unset).
 deep() {
 	R=$DEEP_ROOT
 	{
@@ -56,6 +57,10 @@ deep() {
 			shift
 		done
 	} > "$R/etc/fakenv.conf"
+	# The kernel log: a regular file stands in for /dev/kmsg in a root.
+	rm -f "$R/dev/kmsg"
+	[ -z "${DEEP_KMSG-}" ] || mkdir -p "$R/dev"
+	[ -z "${DEEP_KMSG-}" ] || printf '%s\n' "$DEEP_KMSG" > "$R/dev/kmsg"
 	[ "${1-}" = -- ] && shift
 	gp --root "$R" --format "${DEEP_FORMAT:-json}" verify --profile "$DEEP_PROFILE" \
 		--only driver "$@"
@@ -93,7 +98,8 @@ assert_finding() {
 }
 
 @test "deep: two healthy H100s pass, every figure measured against the model's" {
-	deep -- --deep=quick
+	DEEP_KMSG="4,1001,6000,-;NVRM: Xid (PCI:0000:18:00): 13, pid=42, name=python, Graphics Exception" \
+		deep -- --deep=quick
 	assert_status 0
 	for g in 0 1; do
 		for c in ecc row_remap pcie_link clocks thermal nvlink verdict; do
@@ -111,6 +117,7 @@ assert_finding() {
 	assert_finding deep.host_to_device.gpu1 pass "52.0 GB/s, expected 50.0"
 	assert_finding deep.device_to_host.gpu1 pass "52.0 GB/s"
 	assert_finding deep.idle pass "no compute process on 2 GPUs"
+	assert_finding deep.xid pass "no critical Xid event in the kernel log (1 other"
 	assert_finding deep.node pass "2 GPUs, pass; slowest: GPU"
 	[ "$(finding deep.child.gpu0)" = absent ] || fail "a child failed: $(finding deep.child.gpu0)"
 	assert_ids_listed
@@ -136,8 +143,9 @@ assert_finding() {
 	assert_finding deep.node fail "slowest: GPU 0"
 }
 
-@test "deep: a pending row remap and an ECC error fail their GPU's health" {
-	deep deep.gpu0.remap_pending=1 deep.gpu1.ecc_unc=2 -- --deep=quick
+@test "deep: a pending row remap, an ECC error and an Xid 79 fail the health checks" {
+	DEEP_KMSG="4,1001,6000,-;NVRM: Xid (PCI:0000:17:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus." \
+		deep deep.gpu0.remap_pending=1 deep.gpu1.ecc_unc=2 -- --deep=quick
 	assert_status 3
 	assert_finding deep.row_remap.gpu0 fail "a row remap is pending"
 	assert_finding deep.row_remap.gpu1 pass
@@ -145,6 +153,7 @@ assert_finding() {
 	assert_finding deep.ecc.gpu0 pass
 	assert_finding deep.verdict.gpu0 fail
 	assert_finding deep.verdict.gpu1 fail
+	assert_finding deep.xid fail "1 critical Xid event in the kernel log: Xid 79 on 0000:17:00"
 }
 
 @test "deep: thermal slowdown under load fails, a power cap warns, idle is normal" {

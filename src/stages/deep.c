@@ -75,11 +75,14 @@ static void judge_rate(struct gp_report *rep, struct judged *j, const char *base
                        const char *unit, double scale, const char *how)
 {
 	double f;
+	/* JSON's measurement in base units: FLOP/s, bytes per second. */
+	const char *base_unit = scale == 1e12 ? "FLOP/s" : "B/s";
 	if (expected <= 0) {
 		_cleanup_free_ char *e = gp_xasprintf("%.1f %s (%s); no expected figure "
 		                                      "for this model, not compared",
 		                                      measured / scale, unit, how);
 		add(rep, j, base, gpu, GP_PASS, check, NULL, e);
+		gp_report_measure(rep, measured, 0, base_unit);
 		return;
 	}
 	enum gp_level l = level_of(gp_gpuspec_judge(measured, expected, &f));
@@ -91,6 +94,7 @@ static void judge_rate(struct gp_report *rep, struct judged *j, const char *base
 	    "PCIe and thermal findings of this GPU, then compare with the node's other "
 	    "GPUs",
 	    e);
+	gp_report_measure(rep, measured, expected, base_unit);
 	if (f < j->slowest) {
 		j->slowest = f;
 		j->slowest_what = check;

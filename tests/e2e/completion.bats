@@ -147,8 +147,8 @@ command_options() {
 	offered --profile --dry-run --force --only --skip --mirror --offline --root --json
 	not_offered --resolved --names --list-options
 	complete "verify --"
-	offered --profile --only --skip --root
-	not_offered --dry-run --force --offline
+	offered --profile --only --skip --root --deep --force
+	not_offered --dry-run --offline
 	complete "--root /x profiles list --na"
 	[ "$output" = --names ]
 }

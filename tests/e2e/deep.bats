@@ -119,6 +119,14 @@ assert_finding() {
 	assert_finding deep.idle pass "no compute process on 2 GPUs"
 	assert_finding deep.xid pass "no critical Xid event in the kernel log (1 other"
 	assert_finding deep.node pass "2 GPUs, pass; slowest: GPU"
+	# The figures as numbers too, in base units.
+	"$PYTHON" -c 'import json, sys
+f = {f["id"]: f for f in json.loads(sys.argv[1])["findings"]}
+m = f["deep.gemm_bf16.gpu0"]["measurement"]
+assert m["unit"] == "FLOP/s" and m["measured"] == 8e14, m
+assert abs(m["expected"] - 0.8 * 989e12) < 1e6 and abs(m["fraction"] - 8e14 / (0.8 * 989e12)) < 1e-9, m
+assert f["deep.memory_bandwidth.gpu1"]["measurement"]["unit"] == "B/s"
+assert "measurement" not in f["deep.ecc.gpu0"]' "$output" || fail "measurements in the JSON: $output"
 	[ "$(finding deep.child.gpu0)" = absent ] || fail "a child failed: $(finding deep.child.gpu0)"
 	assert_ids_listed
 }

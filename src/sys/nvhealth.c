@@ -340,12 +340,59 @@ static void *open_cublas(char *why, size_t len)
 struct level {
 	size_t copy_bytes, host_bytes;
 	int gemm_m, warmup, runs, batch;
+	double soak_s; /* BF16 GEMMs first, for boost and heat to settle */
 };
 
 static const struct level levels[] = {
-	[GP_DEEP_QUICK] = { 1ul << 30, 256ul << 20, 4096, 20, 3, 10 },
-	[GP_DEEP_FULL] = { 2ul << 30, 1ul << 30, 8192, 200, 7, 20 },
+	[GP_DEEP_QUICK] = { 1ul << 30, 256ul << 20, 4096, 20, 3, 10, 2 },
+	[GP_DEEP_FULL] = { 2ul << 30, 1ul << 30, 8192, 200, 7, 20, 30 },
 };
+
+/* Random inputs in [-2, -1] and [1, 2] for the GEMMs: zeros would draw
+ * less power and flatter the clocks. size 2 with in CUDA_R_16BF is BF16,
+ * else FP16; size 4 FP32. Bits from a xorshift generator. */
+static void fill_random(void *host, size_t elems, int in)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i < elems; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		unsigned r = (unsigned)x;
+		if (in == CUDA_R_32F)
+			((uint32_t *)host)[i] = (r & 0x80000000u) | 0x3f800000u |
+			                        (r & 0x7fffffu);
+		else if (in == CUDA_R_16BF)
+			((uint16_t *)host)[i] = (uint16_t)((r & 0x8000u) | 0x3f80u |
+			                                   (r & 0x7fu));
+		else
+			((uint16_t *)host)[i] = (uint16_t)((r & 0x8000u) | 0x3c00u |
+			                                   (r & 0x3ffu));
+	}
+}
+
+/* Runs w for at least seconds of GPU time by the events (at most 100000
+ * batches), sampling NVML after each batch is queued. */
+static void soak(const struct cuda *cu, const struct nvml *n, struct load *l,
+                 struct work *w, int batch, double seconds)
+{
+	double done = 0;
+	for (int k = 0; k < 100000 && done < seconds; k++) {
+		float ms = 0;
+		if (cu->record(cu->start, NULL) != 0)
+			return;
+		for (int i = 0; i < batch; i++)
+			if (w->enqueue(w) != 0)
+				return;
+		if (cu->record(cu->stop, NULL) != 0)
+			return;
+		sample(n, l);
+		if (cu->sync(cu->stop) != 0 ||
+		    cu->elapsed(&ms, cu->start, cu->stop) != 0 || ms <= 0)
+			return;
+		done += ms / 1000.0;
+	}
+}
 
 struct perf_arg {
 	unsigned index;
@@ -353,7 +400,7 @@ struct perf_arg {
 };
 
 static void gemms(int fd, const struct cuda *cu, const struct nvml *n, struct load *l,
-                  const struct level *lv, cuMemAlloc_v2_t *alloc)
+                  const struct level *lv, cuMemAlloc_v2_t *alloc, void *htod, void *host)
 {
 	static const struct {
 		enum gp_dtype t;
@@ -380,16 +427,38 @@ static void gemms(int fd, const struct cuda *cu, const struct nvml *n, struct lo
 		snprintf(why, sizeof why, "cannot allocate 3 x %zu MiB", bytes >> 20);
 		handle = NULL;
 	}
+	if (handle && !host) {
+		snprintf(why, sizeof why, "no pinned host memory for the inputs");
+		handle = NULL;
+	}
+	size_t elems = (size_t)lv->gemm_m * (size_t)lv->gemm_m;
 	for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
 		const char *dt = gp_dtype_name(kinds[k].t);
 		if (!handle) {
 			put(fd, "gemm_skip %s %s", dt, why);
 			continue;
 		}
-		struct work w = {
-			enqueue_gemm, (void *)gemm, handle,          a, b, c, NULL, 0,
-			lv->gemm_m,   kinds[k].in,  kinds[k].compute
-		};
+		fill_random(host, elems, kinds[k].in);
+		struct work fill = { .enqueue = enqueue_htod,
+			             .fn = htod,
+			             .a = a,
+			             .host = host,
+			             .bytes = elems * (size_t)kinds[k].size };
+		if (fill.enqueue(&fill) != 0 || (fill.a = b, fill.enqueue(&fill)) != 0) {
+			put(fd, "gemm_skip %s cannot copy the inputs to the GPU", dt);
+			continue;
+		}
+		struct work w = { .enqueue = enqueue_gemm,
+			          .fn = (void *)gemm,
+			          .handle = handle,
+			          .a = a,
+			          .b = b,
+			          .c = c,
+			          .m = lv->gemm_m,
+			          .dtype_in = kinds[k].in,
+			          .compute = kinds[k].compute };
+		if (k == 0)
+			soak(cu, n, l, &w, lv->batch, lv->soak_s);
 		double s = timed(cu, n, l, &w, lv->warmup, lv->runs, lv->batch);
 		double flops = 2.0 * lv->gemm_m * lv->gemm_m * lv->gemm_m;
 		if (s > 0)
@@ -470,7 +539,7 @@ static void perf(int fd, void *arg)
 		if ((s = timed(&cu, &n, &l, &w, 2, lv->runs, 2)) > 0)
 			put(fd, "d2h_bps %.6g", (double)lv->host_bytes / s);
 	}
-	gemms(fd, &cu, &n, &l, lv, alloc);
+	gemms(fd, &cu, &n, &l, lv, alloc, htod, host);
 	if (l.have_link)
 		put(fd, "load_pcie %u %u", l.gen, l.width);
 	if (l.have_reasons)

@@ -13,6 +13,7 @@
 #include "gpuprov/compat.h"
 #include "gpuprov/drift.h"
 #include "gpuprov/deep.h"
+#include "gpuprov/deeptable.h"
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/kernelinfo.h"
@@ -767,6 +768,13 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 			fputs(metrics.data, out->out);
 		else
 			gp_report_render(&rep, out);
+		if (out->format == GP_FORMAT_TEXT && o->deep) {
+			struct gp_buf table = { 0 };
+			gp_deeptable_render(&rep, &table);
+			if (table.data)
+				fputs(table.data, out->out);
+			gp_buf_free(&table);
+		}
 		code = gp_report_count(&rep, GP_FAIL) ? GP_EXIT_VERIFY_FAILED
 		       : unimplemented                ? GP_EXIT_BLOCKED
 		                                      : GP_EXIT_OK;

@@ -142,6 +142,18 @@ assert "measurement" not in f["deep.ecc.gpu0"]' "$output" || fail "measurements 
 	assert_ids_listed
 }
 
+@test "deep: the text report ends with the GPUs side by side" {
+	DEEP_FORMAT=text deep deep.gpu1.scale=0.55 -- --deep=quick
+	assert_status 3
+	[ "$(tail -n 3 <<<"$output" | head -n 1)" = \
+		"GPU  verdict  BF16 TFLOPS    FP16 TFLOPS    TF32 TFLOPS    memory GB/s    H2D GB/s       D2H GB/s" ] ||
+		fail "no table header: $output"
+	[ "$(tail -n 1 <<<"$output" | tr -s ' ')" = \
+		"1 fail 440.0 (56%) 440.0 (56%) 220.0 (56%) 1650.0 (62%) 52.0 (104%) 52.0 (104%)" ] ||
+		fail "GPU 1's row: $output"
+	tail -n 2 <<<"$output" | head -n 1 | grep -q '^0    pass     800\.0 (101%)' || fail "GPU 0's row: $output"
+}
+
 @test "deep: a link downtrained to x8 fails the link and halves the host bandwidth" {
 	deep deep.gpu0.pcie_width=8 -- --deep=quick
 	assert_status 3

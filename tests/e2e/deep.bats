@@ -199,6 +199,15 @@ assert "measurement" not in f["deep.ecc.gpu0"]' "$output" || fail "measurements 
 	[ "$status" -ne 0 ] || fail "a child outlived gpuprov: $output"
 }
 
+@test "deep: a crash in the driver library costs only that GPU's measurement" {
+	deep deep.gpu0.crash=1 -- --deep=quick
+	assert_status 3
+	assert_finding deep.child.gpu0 fail "crashed in the driver libraries (signal 6"
+	assert_finding deep.ecc.gpu0 pass
+	assert_finding deep.gemm_bf16.gpu1 pass
+	assert_finding deep.node fail
+}
+
 @test "deep: without cuBLAS the GEMMs are skipped with the reason, the rest is measured" {
 	mv "$DEEP_ROOT/$LIBDIR/libcublas.so.12" "$BATS_TEST_TMPDIR/"
 	deep -- --deep=quick

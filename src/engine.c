@@ -15,6 +15,8 @@
 
 #include "gpuprov/compat.h"
 #include "gpuprov/drift.h"
+#include "gpuprov/deep.h"
+#include "gpuprov/deeptable.h"
 #include "gpuprov/engine.h"
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/history.h"
@@ -900,6 +902,8 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 		gp_report_add(
 		    &rep, "gpuprov.resume_stopped", GP_FAIL, "automatic reboots",
 		    "the install waits for a person: see the reason", "%s", stopped);
+	if (!code && o->deep && gp_deep_verify(c, o->deep, o->force, &rep) < 0)
+		code = report_err(&s);
 	const char *pending = gp_journal_reboot_reason(&c->journal);
 	if (pending) {
 		_cleanup_free_ char *install = gp_hint_command(c, "install", NULL);
@@ -916,6 +920,13 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 			fputs(metrics.data, out->out);
 		else
 			gp_report_render(&rep, out);
+		if (out->format == GP_FORMAT_TEXT && o->deep) {
+			struct gp_buf table = { 0 };
+			gp_deeptable_render(&rep, &table);
+			if (table.data)
+				fputs(table.data, out->out);
+			gp_buf_free(&table);
+		}
 		code = gp_report_count(&rep, GP_FAIL) ? GP_EXIT_VERIFY_FAILED
 		       : unimplemented                ? GP_EXIT_BLOCKED
 		                                      : GP_EXIT_OK;

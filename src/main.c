@@ -17,6 +17,7 @@
 #include "gpuprov/exitcodes.h"
 #include "gpuprov/modprobe.h"
 #include "gpuprov/nvsettings.h"
+#include "gpuprov/nvhealth.h"
 #include "gpuprov/profile.h"
 #include "gpuprov/run.h"
 #include "gpuprov/stagelist.h"
@@ -113,6 +114,7 @@ enum {
 	OPT_TEXTFILE = 1u << 8, /* verify --textfile, --textfile-dir */
 	OPT_PROMETHEUS = 1u << 9, /* --format prometheus: verify's only */
 	OPT_REBOOT = 1u << 10, /* install --reboot=never|auto */
+	OPT_DEEP = 1u << 11, /* verify --deep[=quick] */
 };
 
 static int cli_main(int argc, char **argv, const char *resume_root);
@@ -325,10 +327,11 @@ static const struct command commands[] = {
 	  run_plan },
 	{ "verify",
 	  { { "verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
-	      "         [--textfile | --textfile-dir DIR]",
+	      "         [--textfile | --textfile-dir DIR] [--deep[=quick]] [--force]",
 	      "check that the installed stack works" } },
 	  "usage: gpuprov verify [--profile NAME|PATH] [--only S,..] [--skip S,..]\n"
 	  "                      [--textfile | --textfile-dir DIR]\n"
+	  "                      [--deep[=quick]] [--force]\n"
 	  "\n"
 	  "Checks, read-only, that every stage's result works. The profile defaults\n"
 	  "to the one the last install recorded. Exits 3 when a check fails.\n"
@@ -338,8 +341,14 @@ static const struct command commands[] = {
 	  "them, atomically, to DIR/gpuprov.prom, DIR being textfile_dir in\n"
 	  "/etc/gpuprov/gpuprov.conf or /var/lib/prometheus/node-exporter;\n"
 	  "--textfile-dir DIR (a path inside the root) gives DIR. The file is\n"
-	  "written after a failed check too; stdout keeps the chosen format.\n",
-	  OPT_PROFILE | OPT_SELECT | OPT_TEXTFILE | OPT_PROMETHEUS,
+	  "written after a failed check too; stdout keeps the chosen format.\n"
+	  "\n"
+	  "--deep also checks each GPU's health (ECC, row remapping, clocks, PCIe\n"
+	  "link, NVLink) and measures its memory, host-link and GEMM throughput\n"
+	  "against what its model should reach, all GPUs at once (under 2 minutes;\n"
+	  "--deep=quick under 20 s). It refuses while compute processes use a GPU,\n"
+	  "unless --force. It changes no GPU setting.\n",
+	  OPT_PROFILE | OPT_SELECT | OPT_TEXTFILE | OPT_PROMETHEUS | OPT_DEEP | OPT_FORCE,
 	  false,
 	  run_verify },
 	{ "status",
@@ -482,6 +491,7 @@ static const struct {
 	{ OPT_PROMETHEUS, "--format prometheus" },
 	{ OPT_NAMES, "--names" },
 	{ OPT_REBOOT, "--reboot" },
+	{ OPT_DEEP, "--deep" },
 };
 
 static const struct command *find_command(const char *name)
@@ -614,6 +624,7 @@ enum long_only {
 	L_TEXTFILE,
 	L_TEXTFILE_DIR,
 	L_NAMES,
+	L_DEEP,
 	L_LIST_OPTIONS,
 	L_LIST_COMMANDS,
 	L_REBOOT,
@@ -648,6 +659,8 @@ static unsigned option_bit(int opt)
 		return OPT_FETCH;
 	case L_REBOOT:
 		return OPT_REBOOT;
+	case L_DEEP:
+		return OPT_DEEP;
 	default:
 		return 0;
 	}
@@ -785,6 +798,7 @@ static int cli_main(int argc, char **argv, const char *resume_root)
 		{ "textfile", no_argument, NULL, L_TEXTFILE },
 		{ "textfile-dir", required_argument, NULL, L_TEXTFILE_DIR },
 		{ "names", no_argument, NULL, L_NAMES },
+		{ "deep", optional_argument, NULL, L_DEEP },
 		{ "list-options", no_argument, NULL, L_LIST_OPTIONS },
 		{ "list-commands", no_argument, NULL, L_LIST_COMMANDS },
 		{ "reboot", required_argument, NULL, L_REBOOT },
@@ -967,6 +981,15 @@ static int cli_main(int argc, char **argv, const char *resume_root)
 			__attribute__((fallthrough));
 		case L_TEXTFILE:
 			o->textfile = true;
+			break;
+		case L_DEEP:
+			if (optarg && strcmp(optarg, "quick") != 0) {
+				rc = usage_error(NULL,
+				                 "--deep=%s: give --deep or --deep=quick",
+				                 optarg);
+				goto out;
+			}
+			o->deep = optarg ? GP_DEEP_QUICK : GP_DEEP_FULL;
 			break;
 		case ':':
 			rc = usage_error(NULL, "option '%s' needs an argument",

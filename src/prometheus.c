@@ -166,6 +166,65 @@ static void drift_items(struct gp_buf *b, const struct gp_report *r)
 	}
 }
 
+/* The facts "deep/<metric>/<gpu>[/<dtype>]" of verify --deep as samples of
+ * name with the labels gpu (and dtype). */
+static void deep_rates(struct gp_buf *b, const struct gp_report *r, const char *metric,
+                       const char *name, const char *help)
+{
+	family(b, name, help);
+	_cleanup_free_ char *prefix = gp_xasprintf("deep/%s/", metric);
+	size_t n = strlen(prefix);
+	for (size_t i = 0; r->facts && r->facts[i]; i += 2) {
+		const char *key = r->facts[i], *value = r->facts[i + 1];
+		if (strncmp(key, prefix, n) != 0 || !value)
+			continue;
+		_cleanup_free_ char *gpu = gp_xstrdup(key + n);
+		char *dtype = strchr(gpu, '/');
+		if (dtype)
+			*dtype++ = '\0';
+		const char *labels[] = { "gpu", gpu, dtype ? "dtype" : NULL, dtype,
+			                 NULL };
+		sample(b, name, labels, value);
+	}
+}
+
+/* verify --deep's families, only when it ran: per GPU and check, 1 for a
+ * pass or warning, 0 for a failure (findings "deep.<check>.gpu<N>"). */
+static void deep_metrics(struct gp_buf *b, const struct gp_report *r)
+{
+	bool ran = false;
+	for (size_t i = 0; i < r->n && !ran; i++)
+		ran = strcmp(r->findings[i].stage, "deep") == 0;
+	if (!ran)
+		return;
+	deep_rates(b, r, "gemm_flops", "gpuprov_gpu_gemm_flops",
+	           "dense GEMM throughput verify --deep measured (cuBLAS, 2*M*N*K FLOPs "
+	           "per second; labels gpu: NVML index, dtype)");
+	deep_rates(b, r, "memory_bps", "gpuprov_gpu_memory_bandwidth_bytes_per_second",
+	           "device memory bandwidth verify --deep measured (a device-to-device "
+	           "copy, bytes read plus written per second)");
+	deep_rates(b, r, "h2d_bps", "gpuprov_gpu_host_to_device_bytes_per_second",
+	           "host-to-device bandwidth from pinned memory verify --deep measured");
+	deep_rates(b, r, "d2h_bps", "gpuprov_gpu_device_to_host_bytes_per_second",
+	           "device-to-host bandwidth to pinned memory verify --deep measured");
+	family(b, "gpuprov_gpu_health_success",
+	       "1 when verify --deep's check (label check) of the GPU (label gpu) passed "
+	       "or only warned, 0 when it failed; skipped checks have no sample");
+	for (size_t i = 0; i < r->n; i++) {
+		const struct gp_finding *f = &r->findings[i];
+		const char *check = strchr(f->id, '.'), *subject = NULL;
+		if (strcmp(f->stage, "deep") != 0 || f->level == GP_SKIP || !check ||
+		    !(subject = strchr(check + 1, '.')) ||
+		    strncmp(subject, ".gpu", 4) != 0)
+			continue;
+		_cleanup_free_ char *name = gp_xstrndup(check + 1,
+		                                        (size_t)(subject - check - 1));
+		const char *labels[] = { "gpu", subject + 4, "check", name, NULL };
+		sample(b, "gpuprov_gpu_health_success", labels,
+		       bool_value(f->level != GP_FAIL));
+	}
+}
+
 void gp_prometheus_render(const struct gp_metrics *m, struct gp_buf *b)
 {
 	const struct gp_report *r = m->report;
@@ -222,4 +281,5 @@ void gp_prometheus_render(const struct gp_metrics *m, struct gp_buf *b)
 		_cleanup_free_ char *v = gp_xasprintf("%.6f", m->duration_seconds);
 		sample(b, "gpuprov_verify_duration_seconds", NULL, v);
 	}
+	deep_metrics(b, r);
 }

@@ -209,6 +209,17 @@ void gp_report_render_text(const struct gp_report *r, FILE *f, bool color)
 	        gp_report_count(r, GP_FAIL), gp_report_count(r, GP_SKIP));
 }
 
+void gp_report_measure(struct gp_report *r, double measured, double expected,
+                       const char *unit)
+{
+	if (!r->n)
+		return;
+	struct gp_finding *f = &r->findings[r->n - 1];
+	f->measured = measured;
+	f->expected = expected;
+	f->unit = unit;
+}
+
 cJSON *gp_report_to_json(const struct gp_report *r)
 {
 	cJSON *root = cJSON_CreateObject();
@@ -228,6 +239,19 @@ cJSON *gp_report_to_json(const struct gp_report *r)
 			cJSON_AddStringToObject(o, "hint", x->hint);
 		else
 			cJSON_AddNullToObject(o, "hint");
+		if (x->unit) {
+			cJSON *m = cJSON_AddObjectToObject(o, "measurement");
+			cJSON_AddNumberToObject(m, "measured", x->measured);
+			cJSON_AddStringToObject(m, "unit", x->unit);
+			if (x->expected > 0) {
+				cJSON_AddNumberToObject(m, "expected", x->expected);
+				cJSON_AddNumberToObject(m, "fraction",
+				                        x->measured / x->expected);
+			} else {
+				cJSON_AddNullToObject(m, "expected");
+				cJSON_AddNullToObject(m, "fraction");
+			}
+		}
 		cJSON_AddItemToArray(arr, o);
 	}
 	cJSON *counts = cJSON_AddObjectToObject(root, "counts");

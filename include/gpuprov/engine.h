@@ -25,6 +25,7 @@ struct gp_options {
 	bool offline; /* --offline */
 	bool textfile; /* verify --textfile (or --textfile-dir): write the metrics file */
 	const char *textfile_dir; /* --textfile-dir, in the root; NULL: configured */
+	int deep; /* verify --deep: enum gp_deep_level (nvhealth.h), 0 off */
 	struct gp_events events; /* where a real run's events go (event.h) */
 	/* install --reboot=auto: arm gpuprov-resume.service and reboot when a
 	 * stage needs it (at most GP_RESUME_MAX_REBOOTS times for one install). */

@@ -15,7 +15,6 @@
 #include <stdbool.h>
 
 #include "gpuprov/root.h"
-#include "gpuprov/util.h"
 
 /* NVIDIA's return codes the verify hints tell apart. */
 #define GP_NVML_SUCCESS 0
@@ -74,23 +73,44 @@ int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
                    struct gp_nvprobe *p);
 void gp_nvprobe_free(struct gp_nvprobe *p);
 
-/* The forked, chrooted child every NVML user shares (the probe above, the
- * GPU settings of nvsettings.h): body(fd, data) runs in it after the chroot
- * (into a read-only namespace first with read_only) and writes its facts
- * on fd, with gp_nvchild_put; "end" follows when it returns. 0 with
- * res->out holding what it wrote (gp_buf_free it) until EOF or timeout_ms,
- * or a negative errno: no child, or with res->read_only_refused set the
- * read-only namespace could not be made and body did not run. */
+/* The forked child behind gp_nvprobe_run, for other NVML and libcuda
+ * children (nvhealth.h): fn(fd, arg) runs in the child after it entered
+ * the read-only namespace ro (NULL: none) and chrooted into r, writes
+ * "key value" lines on fd with gp_nvchild_put, and the child then writes
+ * "end" and exits. Several children run at once: start each, then collect
+ * them together under one deadline. */
+#include <sys/types.h>
+
+#include "gpuprov/run.h"
+#include "gpuprov/util.h"
+
+#define GP_NVCHILD_OUTPUT_MAX (1u << 20) /* what is kept of one child's output */
+
+typedef void gp_nvchild_fn(int fd, void *arg);
 struct gp_nvchild {
-	struct gp_buf out;
-	bool finished; /* EOF before the deadline (else the child was killed) */
+	pid_t pid;
+	int out_fd, status_fd;
+	struct gp_buf out; /* what it wrote, at most GP_NVCHILD_OUTPUT_MAX */
+	bool timed_out; /* killed (SIGKILL) at the deadline */
+	bool ended; /* its output ends with the "end" line */
 	int status; /* waitpid's */
-	int read_only_refused;
+	int read_only_refused; /* the errno the namespace failed with; 0 */
 };
-int gp_nvchild_run(const struct gp_root *r, int timeout_ms, bool read_only,
-                   void (*body)(int fd, void *data), void *data, struct gp_nvchild *res);
-/* One "key value" line on fd (newlines in the values made spaces). */
 void gp_nvchild_put(int fd, const char *fmt, ...) _printf_(2, 3);
+/* 0, or a negative errno when the child could not be started. */
+int gp_nvchild_start(const struct gp_root *r, const struct gp_run_read_only *ro,
+                     gp_nvchild_fn *fn, void *arg, struct gp_nvchild *ch);
+/* Reads the n children's output until each ends or timeout_ms passes, kills
+ * the ones still running then, and reaps them all. */
+void gp_nvchild_collect(struct gp_nvchild *ch, size_t n, int timeout_ms);
+void gp_nvchild_free(struct gp_nvchild *ch);
+/* One child, started and collected: 0 with ch->out holding what it wrote
+ * (gp_nvchild_free it), or a negative errno: no child, or with
+ * ch->read_only_refused set the read-only namespace (read_only) could not
+ * be made and fn did not run. The probe above, the GPU settings
+ * (nvsettings.h) and the fabric state (nvfabric.h) use it. */
+int gp_nvchild_run(const struct gp_root *r, int timeout_ms, bool read_only,
+                   gp_nvchild_fn *fn, void *arg, struct gp_nvchild *ch);
 /* How a child that did not say "end" (ended false) or was killed failed, as
  * a sentence (allocated); NULL when it did not. */
-char *gp_nvchild_failure(const struct gp_nvchild *res, bool ended);
+char *gp_nvchild_failure(const struct gp_nvchild *ch, bool ended);

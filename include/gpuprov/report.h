@@ -18,6 +18,10 @@ struct gp_finding {
 	char *check; /* what was checked, short */
 	char *evidence; /* what was seen */
 	char *hint; /* what to do (fail/warn), may be NULL */
+	/* A measurement the finding judged (verify --deep): unit NULL when
+	 * none; expected 0 when there was nothing to compare with. */
+	const char *unit;
+	double measured, expected;
 };
 
 struct gp_report {
@@ -45,6 +49,11 @@ void gp_report_add_subject(struct gp_report *r, const char *base, const char *su
                            enum gp_level level, const char *check, const char *hint,
                            const char *evidence_fmt, ...)
     __attribute__((format(printf, 7, 8), nonnull(1, 2, 3)));
+/* Attaches a measurement to the last finding added (unit: a constant,
+ * "FLOP/s", "B/s"); verify --json gives it as the finding's "measurement"
+ * with the fraction measured / expected. */
+void gp_report_measure(struct gp_report *r, double measured, double expected,
+                       const char *unit);
 /* name as an id's subject part: ASCII letters lowercased, every run of
  * characters other than [a-z0-9] one '_', none at either end; "_" when
  * nothing is left. "/usr/local/cuda/bin" -> "usr_local_cuda_bin",

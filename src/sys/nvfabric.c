@@ -161,8 +161,8 @@ int gp_nvfabric_run(const struct gp_root *r, int timeout_ms, bool read_only,
 		else
 			parse_line(f, l);
 	}
-	gp_buf_free(&ch.out);
-	if (!f->error || !ch.finished) {
+	gp_nvchild_free(&ch);
+	if (!f->error || ch.timed_out) {
 		char *why = gp_nvchild_failure(&ch, ended);
 		if (why) {
 			free(f->error);

@@ -192,8 +192,7 @@ static void keep_dev_writable(const struct gp_root *r)
  * cannot be made; status_fd is closed before any library is loaded, so
  * none can claim a refusal to have the probe run again writable. */
 static _Noreturn void child(const struct gp_root *r, const struct gp_run_read_only *ro,
-                            int status_fd, int fd, void (*body)(int fd, void *data),
-                            void *data)
+                            int status_fd, int fd, gp_nvchild_fn *fn, void *arg)
 {
 	if (ro && gp_run_enter_read_only(ro) < 0) {
 		int e = errno;
@@ -207,13 +206,14 @@ static _Noreturn void child(const struct gp_root *r, const struct gp_run_read_on
 		put(fd, "error cannot chroot into %s: %s", r->dir, strerror(errno));
 		_exit(1);
 	}
-	body(fd, data);
+	fn(fd, arg);
 	put(fd, "end");
 	_exit(0);
 }
 
-static void probe_body(int fd, void *data)
+static void probe(int fd, void *arg)
 {
+	(void)arg;
 	probe_nvml(fd);
 	probe_cuda(fd);
 }
@@ -292,36 +292,10 @@ static void parse_line(struct gp_nvprobe *p, char *line, bool *ended)
 		set_str(&c->names[i], v);
 }
 
-/* Reads the child's output until EOF or the deadline. */
-static bool read_all(int fd, int timeout_ms, struct gp_buf *out)
+int gp_nvchild_start(const struct gp_root *r, const struct gp_run_read_only *ro,
+                     gp_nvchild_fn *fn, void *arg, struct gp_nvchild *ch)
 {
-	int64_t deadline = gp_monotonic_ms() + timeout_ms;
-	for (;;) {
-		int64_t left = deadline - gp_monotonic_ms();
-		if (left <= 0)
-			return false;
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int rc = poll(&pfd, 1, (int)left);
-		if (rc < 0 && errno == EINTR)
-			continue;
-		if (rc <= 0)
-			return rc == 0 ? false : true;
-		char buf[4096];
-		ssize_t n = read(fd, buf, sizeof buf);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return true;
-		gp_buf_append(out, buf, (size_t)n);
-	}
-}
-
-int gp_nvchild_run(const struct gp_root *r, int timeout_ms, bool read_only,
-                   void (*body)(int fd, void *data), void *data, struct gp_nvchild *res)
-{
-	*res = (struct gp_nvchild){ 0 };
-	struct gp_run_read_only ro;
-	gp_run_read_only_init(&ro, r->dir);
+	*ch = (struct gp_nvchild){ .pid = -1, .out_fd = -1, .status_fd = -1 };
 	int fds[2], st[2];
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return -errno;
@@ -344,40 +318,117 @@ int gp_nvchild_run(const struct gp_root *r, int timeout_ms, bool read_only,
 	if (pid == 0) {
 		close(fds[0]);
 		close(st[0]);
-		child(r, read_only ? &ro : NULL, st[1], fds[1], body, data);
+		child(r, ro, st[1], fds[1], fn, arg);
 	}
 	close(fds[1]);
 	close(st[1]);
-	res->finished = read_all(fds[0], timeout_ms, &res->out);
-	close(fds[0]);
-	if (!res->finished)
-		kill(pid, SIGKILL);
-	while (waitpid(pid, &res->status, 0) < 0 && errno == EINTR)
+	ch->pid = pid;
+	ch->out_fd = fds[0];
+	ch->status_fd = st[0];
+	return 0;
+}
+
+/* Reads what one child wrote; false at its end of file (or a read error). */
+static bool read_some(struct gp_nvchild *ch)
+{
+	char buf[4096];
+	ssize_t n = read(ch->out_fd, buf, sizeof buf);
+	if (n < 0 && errno == EINTR)
+		return true;
+	if (n <= 0)
+		return false;
+	/* Bounded: a child is ours, but the libraries in it are not. */
+	if (ch->out.len < GP_NVCHILD_OUTPUT_MAX)
+		gp_buf_append(&ch->out, buf, (size_t)n);
+	return true;
+}
+
+static void reap(struct gp_nvchild *ch)
+{
+	close(ch->out_fd);
+	ch->out_fd = -1;
+	if (ch->timed_out)
+		kill(ch->pid, SIGKILL);
+	while (waitpid(ch->pid, &ch->status, 0) < 0 && errno == EINTR)
 		;
 	/* The child is gone: its errno, or end-of-file once it had entered. */
 	int refused = 0;
 	ssize_t got;
-	while ((got = read(st[0], &refused, sizeof refused)) < 0 && errno == EINTR)
+	while ((got = read(ch->status_fd, &refused, sizeof refused)) < 0 &&
+	       errno == EINTR)
 		;
-	close(st[0]);
-	if (got == (ssize_t)sizeof refused) {
-		gp_buf_free(&res->out);
-		res->read_only_refused = refused > 0 ? refused : EIO;
-		return -res->read_only_refused;
+	close(ch->status_fd);
+	ch->status_fd = -1;
+	if (got == (ssize_t)sizeof refused)
+		ch->read_only_refused = refused > 0 ? refused : EIO;
+	ch->ended = ch->out.len >= 4 &&
+	            (strcmp(ch->out.data + ch->out.len - 4, "end\n") == 0);
+}
+
+void gp_nvchild_collect(struct gp_nvchild *ch, size_t n, int timeout_ms)
+{
+	int64_t deadline = gp_monotonic_ms() + timeout_ms;
+	struct pollfd *pfd = gp_xcalloc(n ? n : 1, sizeof *pfd);
+	for (;;) {
+		size_t open = 0;
+		for (size_t i = 0; i < n; i++)
+			if (ch[i].out_fd >= 0)
+				pfd[open++] = (struct pollfd){ .fd = ch[i].out_fd,
+					                       .events = POLLIN };
+		int64_t left = deadline - gp_monotonic_ms();
+		if (!open)
+			break;
+		if (left <= 0) {
+			for (size_t i = 0; i < n; i++)
+				if (ch[i].out_fd >= 0) {
+					ch[i].timed_out = true;
+					reap(&ch[i]);
+				}
+			break;
+		}
+		int rc = poll(pfd, open, (int)left);
+		if (rc < 0 && errno != EINTR)
+			deadline = 0; /* cannot wait: end them all */
+		for (size_t i = 0, k = 0; rc > 0 && i < n; i++) {
+			if (ch[i].out_fd < 0)
+				continue;
+			if (pfd[k++].revents && !read_some(&ch[i]))
+				reap(&ch[i]);
+		}
+	}
+	free(pfd);
+}
+
+void gp_nvchild_free(struct gp_nvchild *ch)
+{
+	gp_buf_free(&ch->out);
+}
+
+int gp_nvchild_run(const struct gp_root *r, int timeout_ms, bool read_only,
+                   gp_nvchild_fn *fn, void *arg, struct gp_nvchild *ch)
+{
+	struct gp_run_read_only ro;
+	gp_run_read_only_init(&ro, r->dir);
+	int rc = gp_nvchild_start(r, read_only ? &ro : NULL, fn, arg, ch);
+	if (rc < 0)
+		return rc;
+	gp_nvchild_collect(ch, 1, timeout_ms);
+	if (ch->read_only_refused) {
+		gp_nvchild_free(ch);
+		return -ch->read_only_refused;
 	}
 	return 0;
 }
 
-char *gp_nvchild_failure(const struct gp_nvchild *res, bool ended)
+char *gp_nvchild_failure(const struct gp_nvchild *ch, bool ended)
 {
-	if (!res->finished)
+	if (ch->timed_out)
 		return gp_xstrdup("the probe did not finish in time and was killed "
 		                  "(a hung driver library?)");
-	if (!ended && WIFSIGNALED(res->status))
+	if (!ended && WIFSIGNALED(ch->status))
 		return gp_xasprintf("the probe crashed in the driver libraries "
 		                    "(signal %d, %s)",
-		                    WTERMSIG(res->status),
-		                    strsignal(WTERMSIG(res->status)));
+		                    WTERMSIG(ch->status), strsignal(WTERMSIG(ch->status)));
 	if (!ended)
 		return gp_xstrdup("the probe ended without a result");
 	return NULL;
@@ -391,25 +442,25 @@ int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
 	p->cuda.version_rc = p->cuda.init_rc = p->cuda.count = -1;
 	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
 		p->nvml.persistence[i] = -1;
-	struct gp_nvchild res;
-	int rc = gp_nvchild_run(r, timeout_ms, read_only, probe_body, NULL, &res);
+	struct gp_nvchild ch;
+	int rc = gp_nvchild_run(r, timeout_ms, read_only, probe, NULL, &ch);
 	if (rc < 0) {
-		p->read_only_refused = res.read_only_refused;
+		p->read_only_refused = ch.read_only_refused;
 		return rc;
 	}
 	bool ended = false;
 	char *save = NULL;
-	for (char *l = strtok_r(res.out.data, "\n", &save); l;
+	for (char *l = ch.out.data ? strtok_r(ch.out.data, "\n", &save) : NULL; l;
 	     l = strtok_r(NULL, "\n", &save))
 		parse_line(p, l, &ended);
-	gp_buf_free(&res.out);
-	if (!p->error || !res.finished) {
-		char *why = gp_nvchild_failure(&res, ended);
+	if (!p->error || ch.timed_out) {
+		char *why = gp_nvchild_failure(&ch, ended);
 		if (why) {
 			free(p->error);
 			p->error = why;
 		}
 	}
+	gp_nvchild_free(&ch);
 	return 0;
 }
 

@@ -338,11 +338,11 @@ static int run(const struct gp_root *r, int timeout_ms, bool read_only,
 	}
 	bool ended = false;
 	char *save = NULL;
-	for (char *l = strtok_r(res.out.data, "\n", &save); l;
+	for (char *l = res.out.data ? strtok_r(res.out.data, "\n", &save) : NULL; l;
 	     l = strtok_r(NULL, "\n", &save))
 		parse_line(s, l, &ended);
-	gp_buf_free(&res.out);
-	if (!s->error || !res.finished) {
+	gp_nvchild_free(&res);
+	if (!s->error || res.timed_out) {
 		char *why = gp_nvchild_failure(&res, ended);
 		if (why) {
 			free(s->error);

@@ -148,8 +148,8 @@ command_options() {
 	offered --profile --dry-run --force --only --skip --mirror --offline --root --json
 	not_offered --resolved --names --list-options
 	complete "verify --"
-	offered --profile --only --skip --root
-	not_offered --dry-run --force --offline
+	offered --profile --only --skip --root --deep --force
+	not_offered --dry-run --offline
 	complete "uninstall --"
 	offered --dry-run --only --skip --root
 	not_offered --profile --force --offline

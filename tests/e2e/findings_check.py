@@ -23,7 +23,7 @@ import re
 import sys
 
 ID_FORM = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+){1,2}$")
-STAGES = ("nouveau", "driver", "cuda", "cudnn", "pytorch", "env", "gpuprov")
+STAGES = ("nouveau", "driver", "cuda", "cudnn", "pytorch", "env", "gpuprov", "deep")
 SUBJECT = re.compile(r"<[^>]+>")
 
 

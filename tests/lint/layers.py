@@ -27,7 +27,8 @@ LAYERS = [
     # The run's data and its renderers: profile, journal, plan, report, output.
     ("model", ["src/profile.c", "src/match.c", "src/journal.c", "src/plan.c",
                "src/report.c", "src/status.c", "src/history.c", "src/output.c", "src/event.c",
-               "src/progress.c", "src/prometheus.c", "src/textfile.c"]),
+               "src/progress.c", "src/prometheus.c", "src/textfile.c",
+               "src/deeptable.c"]),
     # The effect door and the package layer that goes through it.
     ("door", ["src/context.c", "src/download.c", "src/pkg.c", "src/prefetch.c",
               "src/rebootsig.c", "src/undo.c"]),

@@ -128,12 +128,42 @@ static void test_refused(void **state)
 	assert_true(refused("env.path.x", "/usr/bin")); /* three parts and a subject */
 }
 
+/* A measurement on the last finding: in the JSON with its fraction, null
+ * expected and fraction without a figure to compare with; none on the
+ * others. */
+static void test_measurement(void **state)
+{
+	(void)state;
+	struct gp_report r;
+	gp_report_init(&r, "p");
+	gp_report_measure(&r, 1, 2, "B/s"); /* no finding yet: nothing */
+	gp_report_add(&r, "deep.ecc.gpu0", GP_PASS, "GPU 0 ECC", NULL, "0");
+	gp_report_add(&r, "deep.gemm_bf16.gpu0", GP_PASS, "GPU 0 BF16", NULL, "x");
+	gp_report_measure(&r, 8e14, 1e15, "FLOP/s");
+	gp_report_add(&r, "deep.gemm_bf16.gpu1", GP_PASS, "GPU 1 BF16", NULL, "y");
+	gp_report_measure(&r, 5e14, 0, "FLOP/s");
+	cJSON *j = gp_report_to_json(&r);
+	const cJSON *f = cJSON_GetObjectItem(j, "findings");
+	assert_null(cJSON_GetObjectItem(cJSON_GetArrayItem(f, 0), "measurement"));
+	const cJSON *m = cJSON_GetObjectItem(cJSON_GetArrayItem(f, 1), "measurement");
+	assert_true(cJSON_GetObjectItem(m, "measured")->valuedouble == 8e14);
+	assert_true(cJSON_GetObjectItem(m, "expected")->valuedouble == 1e15);
+	assert_true(cJSON_GetObjectItem(m, "fraction")->valuedouble == 0.8);
+	assert_string_equal(cJSON_GetObjectItem(m, "unit")->valuestring, "FLOP/s");
+	m = cJSON_GetObjectItem(cJSON_GetArrayItem(f, 2), "measurement");
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(m, "expected")));
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(m, "fraction")));
+	cJSON_Delete(j);
+	gp_report_free(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_json_has_ids),
 		cmocka_unit_test(test_subject),
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_measurement),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,63 @@
+/* verify --deep's measurements: each GPU's health from NVML and its
+ * performance through the CUDA driver API and cuBLAS, in forked children
+ * (gp_nvchild_start, nvprobe.h), one per GPU, all running at once so the
+ * GPUs are measured together. Libraries are dlopen'd in the child, never
+ * in gpuprov's process; nothing is compiled on the target and no GPU
+ * setting is changed. Protocol on the pipe: "key value" lines (see
+ * nvhealth.c), parsed into struct gp_deep_gpu. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "gpuprov/gpuspec.h"
+#include "gpuprov/nvprobe.h"
+#include "gpuprov/root.h"
+
+enum gp_deep_level { GP_DEEP_OFF, GP_DEEP_QUICK, GP_DEEP_FULL };
+
+/* What was seen of one GPU; -1 (or 0 for the rates) where unknown or not
+ * supported. */
+struct gp_deep_gpu {
+	char *name;
+	int busy; /* compute processes on it (nvmlDeviceGetComputeRunningProcesses) */
+	long long ecc_volatile_unc; /* volatile uncorrectable ECC errors */
+	int remap_pending, remap_failure; /* remapped rows (Ampere and later) */
+	int retired_pending; /* retired pages pending (before Ampere) */
+	int nvlink_active, nvlink_inactive;
+	long long nvlink_errors; /* replay + recovery + CRC counters, all links */
+	int pcie_max_gen, pcie_max_width; /* of the GPU and the slot */
+	/* Sampled under load (during the timed copies and GEMMs): the worst. */
+	int load_pcie_gen, load_pcie_width;
+	long long load_reasons; /* clock-event reason bits seen, OR-ed; -1 */
+	int load_temp_c, slowdown_temp_c;
+	int load_power_w, power_limit_w;
+	/* Bytes per second; memory: a device-to-device copy counted read +
+	 * write; host: bytes moved per direction from pinned memory. */
+	double memory_bps, h2d_bps, d2h_bps;
+	double gemm_flops[GP_DTYPE_COUNT]; /* FLOP/s, 2*M*N*K per GEMM */
+	char *gemm_skip[GP_DTYPE_COUNT]; /* why a dtype was not measured */
+	char *perf_skip; /* why nothing was measured (libcuda missing, ...) */
+	/* A child that failed: "killed after 30 s (a hung driver?)", ... */
+	char *health_error, *perf_error;
+};
+
+/* Asks NVML about gpus[0..n) (the NVML indexes), one child per GPU, all
+ * at once, each killed at timeout_ms. ro: the read-only namespace, NULL for
+ * none. 0, or a negative errno when no child could be started. */
+int gp_nvhealth_health(const struct gp_root *r, const struct gp_run_read_only *ro,
+                       struct gp_deep_gpu *gpus, int n, int timeout_ms);
+/* Measures them the same way (level: how long), sampling NVML under load. */
+int gp_nvhealth_perf(const struct gp_root *r, const struct gp_run_read_only *ro,
+                     struct gp_deep_gpu *gpus, int n, enum gp_deep_level level,
+                     int timeout_ms);
+/* The kernel log since boot, for its Xid events (xid.h): on the host the
+ * records of /dev/kmsg, read without blocking; in another root its
+ * /dev/kmsg only when that is a regular file (a test's fixture: an image
+ * has no log of this boot). At most GP_KERNEL_LOG_MAX bytes, the newest
+ * kept. 0 with *text (NUL-terminated, free it), or a negative errno. */
+#define GP_KERNEL_LOG_MAX ((size_t)8 << 20)
+int gp_nvhealth_kernel_log(const struct gp_root *r, char **text, size_t *len);
+/* One line of a child's output into g (exposed for the fuzz target). */
+void gp_nvhealth_parse_line(struct gp_deep_gpu *g, char *line);
+void gp_deep_gpu_init(struct gp_deep_gpu *g);
+void gp_deep_gpu_free(struct gp_deep_gpu *g);

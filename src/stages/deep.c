@@ -1,0 +1,406 @@
+/* verify --deep (see deep.h): what the children measured, judged. Each
+ * measurement is a finding with the measured value, the expected one
+ * (the model's spec figure times the fraction a healthy GPU reaches) and
+ * the fraction of it; a GPU's verdict is its worst finding; the node's
+ * names the slowest GPU. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpuprov/deep.h"
+#include "gpuprov/error.h"
+#include "gpuprov/gpuspec.h"
+#include "gpuprov/util.h"
+#include "gpuprov/xid.h"
+
+/* Clock-event reason bits (nvml.h, nvmlClocksEventReason*): the ones that
+ * mean hardware trouble under load, and the power cap, a warning. */
+#define REASON_SW_POWER_CAP 0x4ull
+#define REASON_HW_SLOWDOWN 0x8ull
+#define REASON_SW_THERMAL 0x20ull
+#define REASON_HW_THERMAL 0x40ull
+#define REASON_HW_POWER_BRAKE 0x80ull
+
+/* How long the children may take: the health children (NVML only), and
+ * the measurements by level; GPUPROV_DEEP_TIMEOUT_S sets both (tests). */
+#define HEALTH_TIMEOUT_MS 30000
+#define QUICK_TIMEOUT_MS 18000
+#define FULL_TIMEOUT_MS 110000
+
+static int timeout_ms(int fallback)
+{
+	const char *s = getenv("GPUPROV_DEEP_TIMEOUT_S");
+	char *end;
+	long v = s ? strtol(s, &end, 10) : 0;
+	return s && *s && !*end && v > 0 && v <= 3600 ? (int)v * 1000 : fallback;
+}
+
+static enum gp_level level_of(enum gp_verdict v)
+{
+	return v == GP_VERDICT_PASS ? GP_PASS : v == GP_VERDICT_WARN ? GP_WARN : GP_FAIL;
+}
+
+struct judged {
+	enum gp_level worst; /* of this GPU's findings */
+	double slowest; /* the lowest fraction of a performance figure; 2: none */
+	const char *slowest_what;
+};
+
+static void add(struct gp_report *rep, struct judged *j, const char *base, int gpu,
+                enum gp_level level, const char *check, const char *hint,
+                const char *evidence)
+{
+	char subject[16];
+	snprintf(subject, sizeof subject, "gpu%d", gpu);
+	/* The subject in the check's text too: one text, one id. */
+	_cleanup_free_ char *text = gp_xasprintf("GPU %d %s", gpu, check);
+	gp_report_add_subject(rep, base, subject, level, text, hint, "%s", evidence);
+	if (level != GP_SKIP && level > j->worst)
+		j->worst = level;
+}
+
+static void fact(struct gp_report *rep, const char *metric, int gpu, const char *dtype,
+                 double value)
+{
+	_cleanup_free_ char *key = dtype
+	                               ? gp_xasprintf("deep/%s/%d/%s", metric, gpu, dtype)
+	                               : gp_xasprintf("deep/%s/%d", metric, gpu);
+	_cleanup_free_ char *v = gp_xasprintf("%.6g", value);
+	gp_report_set_fact(rep, key, v);
+}
+
+/* A measured rate against expected (0: unknown model, measured only). */
+static void judge_rate(struct gp_report *rep, struct judged *j, const char *base, int gpu,
+                       const char *check, double measured, double expected,
+                       const char *unit, double scale, const char *how)
+{
+	double f;
+	/* JSON's measurement in base units: FLOP/s, bytes per second. */
+	const char *base_unit = scale == 1e12 ? "FLOP/s" : "B/s";
+	if (expected <= 0) {
+		_cleanup_free_ char *e = gp_xasprintf("%.1f %s (%s); no expected figure "
+		                                      "for this model, not compared",
+		                                      measured / scale, unit, how);
+		add(rep, j, base, gpu, GP_PASS, check, NULL, e);
+		gp_report_measure(rep, measured, 0, base_unit);
+		return;
+	}
+	enum gp_level l = level_of(gp_gpuspec_judge(measured, expected, &f));
+	_cleanup_free_ char *e = gp_xasprintf("%.1f %s, expected %.1f, %.0f%% of it (%s)",
+	                                      measured / scale, unit, expected / scale,
+	                                      f * 100, how);
+	add(rep, j, base, gpu, l, check,
+	    "a healthy GPU of this model reaches the expected figure: look at the clock, "
+	    "PCIe and thermal findings of this GPU, then compare with the node's other "
+	    "GPUs",
+	    e);
+	gp_report_measure(rep, measured, expected, base_unit);
+	if (f < j->slowest) {
+		j->slowest = f;
+		j->slowest_what = check;
+	}
+}
+
+static void judge_health(struct gp_report *rep, struct judged *j, int i,
+                         const struct gp_deep_gpu *g)
+{
+	if (g->ecc_volatile_unc >= 0) {
+		_cleanup_free_ char *e = gp_xasprintf("%lld volatile uncorrectable ECC "
+		                                      "errors since the driver loaded",
+		                                      g->ecc_volatile_unc);
+		add(rep, j, "deep.ecc", i, g->ecc_volatile_unc ? GP_FAIL : GP_PASS,
+		    "uncorrectable ECC errors",
+		    "drain the node and reset the GPU (or reboot); repeated errors: RMA",
+		    e);
+	}
+	if (g->remap_pending >= 0)
+		add(rep, j, "deep.row_remap", i,
+		    g->remap_failure > 0 || g->remap_pending > 0 ? GP_FAIL : GP_PASS,
+		    "remapped rows",
+		    g->remap_failure > 0
+		        ? "a row remap failed: the GPU needs an RMA"
+		        : "a row remap is pending: reset the GPU or reboot",
+		    g->remap_failure > 0   ? "a row remap failed"
+		    : g->remap_pending > 0 ? "a row remap is pending"
+		                           : "no remap pending or failed");
+	if (g->retired_pending >= 0)
+		add(rep, j, "deep.retired_pages", i,
+		    g->retired_pending ? GP_FAIL : GP_PASS, "retired pages",
+		    "a page retirement is pending: reboot",
+		    g->retired_pending ? "a page retirement is pending"
+		                       : "no page retirement pending");
+	if (g->nvlink_active >= 0) {
+		_cleanup_free_ char *e = gp_xasprintf(
+		    "%d NVLink links active, %d inactive, "
+		    "%lld replay/recovery/CRC errors",
+		    g->nvlink_active, g->nvlink_inactive, g->nvlink_errors);
+		add(rep, j, "deep.nvlink", i,
+		    g->nvlink_inactive > 0 || g->nvlink_errors > 0 ? GP_WARN : GP_PASS,
+		    "NVLink state and errors",
+		    "an inactive link or link errors slow collectives: look at "
+		    "nvidia-smi "
+		    "nvlink -s and the kernel log",
+		    e);
+	}
+	if (g->load_pcie_gen > 0 && g->pcie_max_gen > 0) {
+		bool down = g->load_pcie_width < g->pcie_max_width ||
+		            g->load_pcie_gen < g->pcie_max_gen;
+		_cleanup_free_ char *e = gp_xasprintf(
+		    "PCIe Gen%d x%d under load, the GPU "
+		    "and slot allow Gen%d x%d",
+		    g->load_pcie_gen, g->load_pcie_width, g->pcie_max_gen,
+		    g->pcie_max_width);
+		add(rep, j, "deep.pcie_link", i, down ? GP_FAIL : GP_PASS,
+		    "PCIe link under load",
+		    "the link trained below its maximum: reseat the GPU or its riser, "
+		    "check "
+		    "the slot's BIOS setting",
+		    e);
+	}
+	if (g->load_reasons >= 0) {
+		unsigned long long r = (unsigned long long)g->load_reasons;
+		const unsigned long long bad = REASON_HW_SLOWDOWN | REASON_SW_THERMAL |
+		                               REASON_HW_THERMAL | REASON_HW_POWER_BRAKE;
+		_cleanup_free_ char *e = gp_xasprintf(
+		    "clock-event reasons under load 0x%llx%s%s%s%s%s", r,
+		    r & REASON_HW_SLOWDOWN ? " hardware-slowdown" : "",
+		    r & REASON_SW_THERMAL ? " software-thermal" : "",
+		    r & REASON_HW_THERMAL ? " hardware-thermal" : "",
+		    r & REASON_HW_POWER_BRAKE ? " power-brake" : "",
+		    r & REASON_SW_POWER_CAP ? " power-cap" : "");
+		add(rep, j, "deep.clocks", i,
+		    r & bad                   ? GP_FAIL
+		    : r & REASON_SW_POWER_CAP ? GP_WARN
+		                              : GP_PASS,
+		    "clock slowdowns under load",
+		    r & bad
+		        ? "the GPU slows itself down: check its cooling, power supply "
+		          "and the power-brake signal"
+		        : "the GPU runs at its power limit: compare the limit with the "
+		          "model's default",
+		    e);
+	}
+	if (g->load_temp_c >= 0) {
+		_cleanup_free_ char *e = gp_xasprintf(
+		    "%d C under load (slowdown at %d C), %d W of a %d W limit",
+		    g->load_temp_c, g->slowdown_temp_c, g->load_power_w,
+		    g->power_limit_w);
+		add(rep, j, "deep.thermal", i,
+		    g->slowdown_temp_c > 0 && g->load_temp_c >= g->slowdown_temp_c - 5
+		        ? GP_WARN
+		        : GP_PASS,
+		    "temperature and power under load",
+		    "the GPU runs near its slowdown temperature: check the airflow", e);
+	}
+}
+
+static void judge_perf(struct gp_report *rep, struct judged *j, int i,
+                       const struct gp_deep_gpu *g, const struct gp_gpuspec *spec)
+{
+	if (g->perf_skip) {
+		add(rep, j, "deep.perf", i, GP_FAIL, "performance measurement",
+		    "check the driver stage's verify (libcuda must load and see the GPU)",
+		    g->perf_skip);
+		return;
+	}
+	if (g->memory_bps > 0) {
+		fact(rep, "memory_bps", i, NULL, g->memory_bps);
+		judge_rate(rep, j, "deep.memory_bandwidth", i, "device memory bandwidth",
+		           g->memory_bps,
+		           spec ? spec->memory_gbps * 1e9 * spec->memory_healthy : 0,
+		           "GB/s", 1e9,
+		           "a device-to-device copy, bytes read plus written");
+	}
+	double host = g->pcie_max_gen > 0
+	                  ? gp_pcie_expected_gbps(g->pcie_max_gen, g->pcie_max_width) *
+	                        1e9
+	                  : 0;
+	if (g->h2d_bps > 0) {
+		fact(rep, "h2d_bps", i, NULL, g->h2d_bps);
+		judge_rate(rep, j, "deep.host_to_device", i, "host-to-device bandwidth",
+		           g->h2d_bps, host, "GB/s", 1e9,
+		           "from pinned memory, per direction");
+	}
+	if (g->d2h_bps > 0) {
+		fact(rep, "d2h_bps", i, NULL, g->d2h_bps);
+		judge_rate(rep, j, "deep.device_to_host", i, "device-to-host bandwidth",
+		           g->d2h_bps, host, "GB/s", 1e9,
+		           "to pinned memory, per direction");
+	}
+	static const char *const bases[GP_DTYPE_COUNT] = {
+		"deep.gemm_bf16", "deep.gemm_fp16", "deep.gemm_tf32", "deep.gemm_fp8"
+	};
+	static const char *const checks[GP_DTYPE_COUNT] = { "dense BF16 GEMM throughput",
+		                                            "dense FP16 GEMM throughput",
+		                                            "dense TF32 GEMM throughput",
+		                                            "dense FP8 GEMM throughput" };
+	for (int t = 0; t < GP_DTYPE_COUNT; t++) {
+		double peak = spec ? spec->dense_tflops[t] * 1e12 : 0;
+		if (spec && peak <= 0)
+			continue; /* the model has no such tensor-core path */
+		const char *check = checks[t];
+		if (g->gemm_flops[t] > 0) {
+			fact(rep, "gemm_flops", i, gp_dtype_name((enum gp_dtype)t),
+			     g->gemm_flops[t]);
+			judge_rate(
+			    rep, j, bases[t], i, check, g->gemm_flops[t],
+			    spec ? peak * spec->gemm_healthy : 0, "TFLOPS", 1e12,
+			    "cuBLAS GEMM, 2*M*N*K FLOPs, median of the timed runs");
+		} else if (g->gemm_skip[t]) {
+			add(rep, j, bases[t], i, GP_SKIP, check,
+			    "install the CUDA toolkit's cuBLAS (the cuda stage) to "
+			    "measure it",
+			    g->gemm_skip[t]);
+		}
+	}
+}
+
+/* Xid events since boot, for the whole node: the kernel log names a GPU
+ * by its PCI address, which is said as it is. */
+static void judge_xid(struct gp_ctx *c, struct gp_report *rep)
+{
+	_cleanup_free_ char *log = NULL;
+	size_t len = 0;
+	int rc = gp_nvhealth_kernel_log(&c->root, &log, &len);
+	if (rc == -ENOENT && !gp_root_is_host(&c->root))
+		return; /* an image: no log of this boot */
+	if (rc < 0) {
+		gp_report_add(rep, "deep.xid", GP_WARN, "Xid events since boot",
+		              "run as root, or read 'dmesg | grep Xid' yourself",
+		              "cannot read the kernel log (/dev/kmsg): %s",
+		              strerror(-rc));
+		return;
+	}
+	struct gp_xid_event ev[64];
+	size_t n = gp_xid_scan(log, len, ev, ARRAY_SIZE(ev));
+	size_t kept = n < ARRAY_SIZE(ev) ? n : ARRAY_SIZE(ev), critical = 0;
+	struct gp_buf seen = { 0 };
+	for (size_t i = 0; i < kept; i++) {
+		bool bad = gp_xid_is_critical(ev[i].xid);
+		critical += bad;
+		if (bad && critical <= 8)
+			gp_buf_printf(&seen, "%sXid %d on %s", critical > 1 ? ", " : "",
+			              ev[i].xid, ev[i].pci);
+	}
+	if (critical)
+		gp_report_add(
+		    rep, "deep.xid", GP_FAIL, "Xid events since boot",
+		    "drain the node and look up the codes in NVIDIA's Xid catalog "
+		    "(docs/reference/gpu-health.md); a reboot clears the log",
+		    "%zu critical Xid event%s in the kernel log: %s%s", critical,
+		    critical == 1 ? "" : "s", seen.data, critical > 8 ? ", ..." : "");
+	else
+		gp_report_add(
+		    rep, "deep.xid", GP_PASS, "Xid events since boot", NULL,
+		    "no critical Xid event in the kernel log (%zu other%s, such as "
+		    "an application's fault)",
+		    n, n == 1 ? "" : "s");
+	gp_buf_free(&seen);
+}
+
+int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
+                   struct gp_report *rep)
+{
+	struct gp_nvprobe p;
+	int rc = gp_ctx_nvprobe(c, HEALTH_TIMEOUT_MS, &p);
+	int n = rc == 0 && !p.error && p.nvml.init_rc == 0 ? p.nvml.count : 0;
+	if (n > GP_PROBE_MAX_GPUS)
+		n = GP_PROBE_MAX_GPUS;
+	if (n <= 0) {
+		gp_report_add(rep, "deep.gpus", GP_FAIL, "GPUs to measure",
+		              "run 'gpuprov verify --only driver' for why NVML sees none",
+		              "NVML sees no GPU%s%s", p.error ? ": " : "",
+		              p.error ? p.error : "");
+		gp_nvprobe_free(&p);
+		return 0;
+	}
+	gp_nvprobe_free(&p);
+	struct gp_run_read_only ro;
+	gp_run_read_only_init(&ro, c->root.dir);
+	const struct gp_run_read_only *rop = c->read_only_refused ? NULL : &ro;
+	struct gp_deep_gpu *gpus = gp_xcalloc((size_t)n, sizeof *gpus);
+	for (int i = 0; i < n; i++)
+		gp_deep_gpu_init(&gpus[i]);
+	int ret = 0;
+	if (gp_nvhealth_health(&c->root, rop, gpus, n, timeout_ms(HEALTH_TIMEOUT_MS)) <
+	    0) {
+		ret = gp_fail(c->err, GP_EFAILED,
+		              "verify --deep: cannot start a measuring child "
+		              "process: out of processes or memory?");
+		goto out;
+	}
+	int busy_gpu = -1;
+	for (int i = 0; i < n && busy_gpu < 0; i++)
+		if (gpus[i].busy > 0)
+			busy_gpu = i;
+	if (busy_gpu >= 0) {
+		gp_report_add(rep, "deep.idle", force ? GP_WARN : GP_FAIL, "GPUs idle",
+		              "run again when the GPUs are idle, or with --force",
+		              "GPU %d runs %d compute process%s: %s", busy_gpu,
+		              gpus[busy_gpu].busy, gpus[busy_gpu].busy == 1 ? "" : "es",
+		              force ? "measured anyway (--force): the figures are low"
+		                    : "not measured (it would be wrong and would disturb "
+		                      "them)");
+	} else {
+		gp_report_add(rep, "deep.idle", GP_PASS, "GPUs idle", NULL,
+		              "no compute process on %d GPU%s", n, n == 1 ? "" : "s");
+	}
+	judge_xid(c, rep);
+	bool measure = busy_gpu < 0 || force;
+	if (measure &&
+	    gp_nvhealth_perf(&c->root, rop, gpus, n, level,
+	                     timeout_ms(level == GP_DEEP_FULL ? FULL_TIMEOUT_MS
+	                                                      : QUICK_TIMEOUT_MS)) < 0) {
+		ret = gp_fail(c->err, GP_EFAILED,
+		              "verify --deep: cannot start a measuring child "
+		              "process: out of processes or memory?");
+		goto out;
+	}
+	enum gp_level node = GP_PASS;
+	int slowest_gpu = -1;
+	double slowest = 2;
+	const char *slowest_what = NULL;
+	for (int i = 0; i < n; i++) {
+		const struct gp_deep_gpu *g = &gpus[i];
+		struct judged j = { GP_PASS, 2, NULL };
+		const struct gp_gpuspec *spec = gp_gpuspec_lookup(g->name);
+		const char *err = g->health_error ? g->health_error : g->perf_error;
+		if (err)
+			add(rep, &j, "deep.child", i, GP_FAIL, "measuring child process",
+			    "look at the kernel log (Xid) and nvidia-smi for this GPU",
+			    err);
+		judge_health(rep, &j, i, g);
+		if (measure && !g->perf_error)
+			judge_perf(rep, &j, i, g, spec);
+		_cleanup_free_ char *e = gp_xasprintf(
+		    "%s (%s): %s%s%s", g->name ? g->name : "unknown",
+		    spec ? spec->model : "not in the model table", gp_level_name(j.worst),
+		    j.slowest_what ? ", slowest: " : "",
+		    j.slowest_what ? j.slowest_what : "");
+		add(rep, &j, "deep.verdict", i, j.worst,
+		    "the GPU's verdict (its worst finding)",
+		    "see this GPU's other deep findings", e);
+		if (j.worst > node)
+			node = j.worst;
+		if (j.slowest < slowest) {
+			slowest = j.slowest;
+			slowest_gpu = i;
+			slowest_what = j.slowest_what;
+		}
+	}
+	if (slowest_gpu >= 0)
+		gp_report_add(rep, "deep.node", node, "the node's verdict",
+		              "see the slowest GPU's findings",
+		              "%d GPU%s, %s; slowest: GPU %d at %.0f%% of expected (%s)",
+		              n, n == 1 ? "" : "s", gp_level_name(node), slowest_gpu,
+		              slowest * 100, slowest_what);
+	else
+		gp_report_add(rep, "deep.node", node, "the node's verdict",
+		              "see the GPUs' findings", "%d GPU%s, %s; nothing measured",
+		              n, n == 1 ? "" : "s", gp_level_name(node));
+out:
+	for (int i = 0; i < n; i++)
+		gp_deep_gpu_free(&gpus[i]);
+	free(gpus);
+	return ret;
+}

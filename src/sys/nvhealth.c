@@ -1,0 +1,788 @@
+/* verify --deep's children (see nvhealth.h). One child per GPU and phase:
+ * health (NVML only, the GPU idle) and then performance (libcuda, cuBLAS,
+ * and NVML sampled while the timed work runs). What each writes, one fact
+ * a line:
+ *   name NAME | busy N | ecc_unc N | remap PENDING FAILURE |
+ *   retired_pending 0|1 | nvlink ACTIVE INACTIVE ERRORS | pcie_max GEN WIDTH |
+ *   load_pcie GEN WIDTH | load_reasons BITS | load_temp C | slowdown_temp C |
+ *   load_power W | power_limit W | memory_bps X | h2d_bps X | d2h_bps X |
+ *   gemm DTYPE FLOPS | gemm_skip DTYPE REASON | perf_skip REASON |
+ *   error REASON | end
+ * The CUDA ordinals are made the NVML (PCI bus) order with
+ * CUDA_DEVICE_ORDER=PCI_BUS_ID, and CUDA_VISIBLE_DEVICES is dropped, so
+ * GPU i is the same GPU in both libraries. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpuprov/nvhealth.h"
+#include "gpuprov/util.h"
+
+#define put gp_nvchild_put
+#define SYM(h, name) ((name##_t *)dlsym((h), #name))
+
+/* NVML's constants (nvml.h of the CUDA toolkit). */
+enum {
+	NVML_SUCCESS = 0,
+	NVML_ERROR_INSUFFICIENT_SIZE = 7,
+	NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1,
+	NVML_VOLATILE_ECC = 0,
+	NVML_TEMPERATURE_GPU = 0,
+	NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1,
+	NVML_NVLINK_MAX_LINKS = 18,
+	NVML_NVLINK_ERROR_DL_REPLAY = 0,
+	NVML_NVLINK_ERROR_DL_CRC_DATA = 3,
+};
+
+typedef int nvmlInit_v2_t(void);
+typedef int nvmlShutdown_t(void);
+typedef int nvmlDeviceGetHandleByIndex_v2_t(unsigned, void **);
+typedef int nvmlDeviceGetName_t(void *, char *, unsigned);
+typedef int nvmlDeviceGetComputeRunningProcesses_v3_t(void *, unsigned *, void *);
+typedef int nvmlDeviceGetTotalEccErrors_t(void *, int, int, unsigned long long *);
+typedef int nvmlDeviceGetRemappedRows_t(void *, unsigned *, unsigned *, unsigned *,
+                                        unsigned *);
+typedef int nvmlDeviceGetRetiredPagesPendingStatus_t(void *, int *);
+typedef int nvmlDeviceGetNvLinkState_t(void *, unsigned, int *);
+typedef int nvmlDeviceGetNvLinkErrorCounter_t(void *, unsigned, int,
+                                              unsigned long long *);
+typedef int nvmlDeviceGetMaxPcieLinkGeneration_t(void *, unsigned *);
+typedef int nvmlDeviceGetMaxPcieLinkWidth_t(void *, unsigned *);
+typedef int nvmlDeviceGetCurrPcieLinkGeneration_t(void *, unsigned *);
+typedef int nvmlDeviceGetCurrPcieLinkWidth_t(void *, unsigned *);
+typedef int nvmlDeviceGetCurrentClocksEventReasons_t(void *, unsigned long long *);
+typedef int nvmlDeviceGetTemperature_t(void *, int, unsigned *);
+typedef int nvmlDeviceGetTemperatureThreshold_t(void *, int, unsigned *);
+typedef int nvmlDeviceGetPowerUsage_t(void *, unsigned *);
+typedef int nvmlDeviceGetEnforcedPowerLimit_t(void *, unsigned *);
+
+struct nvml {
+	void *lib, *dev;
+	nvmlDeviceGetMaxPcieLinkGeneration_t *max_gen;
+	nvmlDeviceGetMaxPcieLinkWidth_t *max_width;
+	nvmlDeviceGetCurrPcieLinkGeneration_t *cur_gen;
+	nvmlDeviceGetCurrPcieLinkWidth_t *cur_width;
+	nvmlDeviceGetCurrentClocksEventReasons_t *reasons;
+	nvmlDeviceGetTemperature_t *temp;
+	nvmlDeviceGetPowerUsage_t *power;
+};
+
+/* NVML for GPU index, or false with an "error" line written. */
+static bool nvml_open(int fd, unsigned index, struct nvml *n)
+{
+	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		put(fd, "error cannot load libnvidia-ml.so.1: %s", dlerror());
+		return false;
+	}
+	nvmlInit_v2_t *init = SYM(h, nvmlInit_v2);
+	nvmlDeviceGetHandleByIndex_v2_t *handle = SYM(h, nvmlDeviceGetHandleByIndex_v2);
+	int rc = -1;
+	if (!init || !handle || (rc = init()) != NVML_SUCCESS ||
+	    (rc = handle(index, &n->dev)) != NVML_SUCCESS) {
+		put(fd, "error NVML cannot open GPU %u (return code %d)", index, rc);
+		return false;
+	}
+	n->lib = h;
+	n->max_gen = SYM(h, nvmlDeviceGetMaxPcieLinkGeneration);
+	n->max_width = SYM(h, nvmlDeviceGetMaxPcieLinkWidth);
+	n->cur_gen = SYM(h, nvmlDeviceGetCurrPcieLinkGeneration);
+	n->cur_width = SYM(h, nvmlDeviceGetCurrPcieLinkWidth);
+	n->reasons = SYM(h, nvmlDeviceGetCurrentClocksEventReasons);
+	n->temp = SYM(h, nvmlDeviceGetTemperature);
+	n->power = SYM(h, nvmlDeviceGetPowerUsage);
+	return true;
+}
+
+static void health(int fd, void *arg)
+{
+	unsigned index = (unsigned)*(const uintptr_t *)arg;
+	struct nvml n = { 0 };
+	if (!nvml_open(fd, index, &n))
+		return;
+	void *h = n.lib, *dev = n.dev;
+	char name[96];
+	nvmlDeviceGetName_t *get_name = SYM(h, nvmlDeviceGetName);
+	if (get_name && get_name(dev, name, sizeof name) == NVML_SUCCESS) {
+		name[sizeof name - 1] = '\0';
+		put(fd, "name %s", name);
+	}
+	nvmlDeviceGetComputeRunningProcesses_v3_t *procs = SYM(
+	    h, nvmlDeviceGetComputeRunningProcesses_v3);
+	unsigned count = 0;
+	int rc;
+	/* With no room, NVML says how many there are. */
+	if (procs && ((rc = procs(dev, &count, NULL)) == NVML_SUCCESS ||
+	              rc == NVML_ERROR_INSUFFICIENT_SIZE))
+		put(fd, "busy %u", rc == NVML_SUCCESS ? 0 : count ? count : 1);
+	nvmlDeviceGetTotalEccErrors_t *ecc = SYM(h, nvmlDeviceGetTotalEccErrors);
+	unsigned long long errs;
+	if (ecc && ecc(dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
+	               &errs) == NVML_SUCCESS)
+		put(fd, "ecc_unc %llu", errs);
+	nvmlDeviceGetRemappedRows_t *remap = SYM(h, nvmlDeviceGetRemappedRows);
+	unsigned corr, unc, pending, failure;
+	if (remap && remap(dev, &corr, &unc, &pending, &failure) == NVML_SUCCESS)
+		put(fd, "remap %u %u", pending ? 1 : 0, failure ? 1 : 0);
+	nvmlDeviceGetRetiredPagesPendingStatus_t *retired = SYM(
+	    h, nvmlDeviceGetRetiredPagesPendingStatus);
+	int on;
+	if (retired && retired(dev, &on) == NVML_SUCCESS)
+		put(fd, "retired_pending %d", on ? 1 : 0);
+	nvmlDeviceGetNvLinkState_t *link = SYM(h, nvmlDeviceGetNvLinkState);
+	nvmlDeviceGetNvLinkErrorCounter_t *link_errs = SYM(
+	    h, nvmlDeviceGetNvLinkErrorCounter);
+	unsigned active = 0, inactive = 0;
+	unsigned long long total = 0;
+	for (unsigned l = 0; link && l < NVML_NVLINK_MAX_LINKS; l++) {
+		if (link(dev, l, &on) != NVML_SUCCESS)
+			continue; /* no such link */
+		if (!on) {
+			inactive++;
+			continue;
+		}
+		active++;
+		for (int c = NVML_NVLINK_ERROR_DL_REPLAY;
+		     link_errs && c <= NVML_NVLINK_ERROR_DL_CRC_DATA; c++)
+			if (link_errs(dev, l, c, &errs) == NVML_SUCCESS)
+				total += errs;
+	}
+	if (active || inactive)
+		put(fd, "nvlink %u %u %llu", active, inactive, total);
+	unsigned gen, width;
+	if (n.max_gen && n.max_width && n.max_gen(dev, &gen) == NVML_SUCCESS &&
+	    n.max_width(dev, &width) == NVML_SUCCESS)
+		put(fd, "pcie_max %u %u", gen, width);
+	nvmlDeviceGetTemperatureThreshold_t *thr = SYM(h,
+	                                               nvmlDeviceGetTemperatureThreshold);
+	unsigned t;
+	if (thr && thr(dev, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, &t) == NVML_SUCCESS)
+		put(fd, "slowdown_temp %u", t);
+	nvmlDeviceGetEnforcedPowerLimit_t *limit = SYM(h,
+	                                               nvmlDeviceGetEnforcedPowerLimit);
+	if (limit && limit(dev, &t) == NVML_SUCCESS)
+		put(fd, "power_limit %u", t / 1000);
+}
+
+/* --- performance ------------------------------------------------------- */
+
+typedef unsigned long long CUdeviceptr;
+typedef int cuInit_t(unsigned);
+typedef int cuDeviceGet_t(int *, int);
+typedef int cuDevicePrimaryCtxRetain_t(void **, int);
+typedef int cuCtxSetCurrent_t(void *);
+typedef int cuMemAlloc_v2_t(CUdeviceptr *, size_t);
+typedef int cuMemFree_v2_t(CUdeviceptr);
+typedef int cuMemHostAlloc_t(void **, size_t, unsigned);
+typedef int cuMemcpyDtoDAsync_v2_t(CUdeviceptr, CUdeviceptr, size_t, void *);
+typedef int cuMemcpyHtoDAsync_v2_t(CUdeviceptr, const void *, size_t, void *);
+typedef int cuMemcpyDtoHAsync_v2_t(void *, CUdeviceptr, size_t, void *);
+typedef int cuEventCreate_t(void **, unsigned);
+typedef int cuEventRecord_t(void *, void *);
+typedef int cuEventSynchronize_t(void *);
+typedef int cuEventElapsedTime_t(float *, void *, void *);
+typedef int cuCtxSynchronize_t(void);
+
+/* cuBLAS (cublas_api.h, library_types.h). */
+typedef int cublasCreate_v2_t(void **);
+typedef int cublasSetStream_v2_t(void *, void *);
+typedef int cublasGemmEx_t(void *, int, int, int, int, int, const void *, const void *,
+                           int, int, const void *, int, int, const void *, void *, int,
+                           int, int, int);
+enum {
+	CUDA_R_32F = 0,
+	CUDA_R_16F = 2,
+	CUDA_R_16BF = 14,
+	CUBLAS_COMPUTE_32F = 68,
+	CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+	CUBLAS_GEMM_DEFAULT = -1,
+	CUBLAS_OP_N = 0,
+};
+
+struct cuda {
+	cuEventRecord_t *record;
+	cuEventSynchronize_t *sync;
+	cuEventElapsedTime_t *elapsed;
+	void *start, *stop;
+};
+
+/* The worst of what NVML shows while work is queued: the lowest link,
+ * every clock-event reason, the highest temperature and power. */
+struct load {
+	unsigned gen, width, temp, power_mw;
+	unsigned long long reasons;
+	bool have_link, have_reasons;
+};
+
+static void sample(const struct nvml *n, struct load *l)
+{
+	unsigned g, w, v;
+	unsigned long long r;
+	if (n->cur_gen && n->cur_width && n->cur_gen(n->dev, &g) == NVML_SUCCESS &&
+	    n->cur_width(n->dev, &w) == NVML_SUCCESS) {
+		l->gen = l->have_link && l->gen < g ? l->gen : g;
+		l->width = l->have_link && l->width < w ? l->width : w;
+		l->have_link = true;
+	}
+	if (n->reasons && n->reasons(n->dev, &r) == NVML_SUCCESS) {
+		l->reasons |= r;
+		l->have_reasons = true;
+	}
+	if (n->temp && n->temp(n->dev, NVML_TEMPERATURE_GPU, &v) == NVML_SUCCESS &&
+	    v > l->temp)
+		l->temp = v;
+	if (n->power && n->power(n->dev, &v) == NVML_SUCCESS && v > l->power_mw)
+		l->power_mw = v;
+}
+
+struct work {
+	int (*enqueue)(struct work *w);
+	void *fn;
+	void *handle;
+	CUdeviceptr a, b, c;
+	void *host;
+	size_t bytes;
+	int m, dtype_in, compute;
+};
+
+static int enqueue_dtod(struct work *w)
+{
+	return ((cuMemcpyDtoDAsync_v2_t *)w->fn)(w->b, w->a, w->bytes, NULL);
+}
+
+static int enqueue_htod(struct work *w)
+{
+	return ((cuMemcpyHtoDAsync_v2_t *)w->fn)(w->a, w->host, w->bytes, NULL);
+}
+
+static int enqueue_dtoh(struct work *w)
+{
+	return ((cuMemcpyDtoHAsync_v2_t *)w->fn)(w->host, w->a, w->bytes, NULL);
+}
+
+static int enqueue_gemm(struct work *w)
+{
+	static const float one = 1, zero = 0;
+	return ((cublasGemmEx_t *)w->fn)(w->handle, CUBLAS_OP_N, CUBLAS_OP_N, w->m, w->m,
+	                                 w->m, &one, (void *)(uintptr_t)w->a, w->dtype_in,
+	                                 w->m, (void *)(uintptr_t)w->b, w->dtype_in, w->m,
+	                                 &zero, (void *)(uintptr_t)w->c, w->dtype_in,
+	                                 w->m, w->compute, CUBLAS_GEMM_DEFAULT);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The median over runs of batch enqueues each, timed by events, in
+ * seconds per enqueue, after warmup enqueues; NVML sampled while each run
+ * is queued. 0 when a call failed. */
+static double timed(const struct cuda *cu, const struct nvml *n, struct load *l,
+                    struct work *w, int warmup, int runs, int batch)
+{
+	double t[16];
+	if (runs > (int)ARRAY_SIZE(t))
+		runs = ARRAY_SIZE(t);
+	for (int i = 0; i < warmup; i++)
+		if (w->enqueue(w) != 0)
+			return 0;
+	for (int r = 0; r < runs; r++) {
+		if (cu->record(cu->start, NULL) != 0)
+			return 0;
+		for (int i = 0; i < batch; i++)
+			if (w->enqueue(w) != 0)
+				return 0;
+		float ms = 0;
+		if (cu->record(cu->stop, NULL) != 0)
+			return 0;
+		sample(n, l);
+		if (cu->sync(cu->stop) != 0 ||
+		    cu->elapsed(&ms, cu->start, cu->stop) != 0 || ms <= 0)
+			return 0;
+		t[r] = ms / 1000.0 / batch;
+	}
+	qsort(t, (size_t)runs, sizeof t[0], cmp_double);
+	return t[runs / 2];
+}
+
+/* cuBLAS from the loader paths, or the toolkit's usual directories (the
+ * cuda stage installs to /usr/local/cuda). */
+static void *open_cublas(char *why, size_t len)
+{
+	static const char *const names[] = {
+		"libcublas.so.13",
+		"libcublas.so.12",
+		"libcublas.so.11",
+		"/usr/local/cuda/lib64/libcublas.so.13",
+		"/usr/local/cuda/lib64/libcublas.so.12",
+		"/usr/local/cuda/lib64/libcublas.so.11",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+		if (h)
+			return h;
+	}
+	snprintf(why, len,
+	         "no libcublas.so.13, .12 or .11 in the loader paths or "
+	         "/usr/local/cuda/lib64");
+	return NULL;
+}
+
+struct level {
+	size_t copy_bytes, host_bytes;
+	int gemm_m, warmup, runs, batch;
+	double soak_s; /* BF16 GEMMs first, for boost and heat to settle */
+};
+
+static const struct level levels[] = {
+	[GP_DEEP_QUICK] = { 1ul << 30, 256ul << 20, 4096, 20, 3, 10, 2 },
+	[GP_DEEP_FULL] = { 2ul << 30, 1ul << 30, 8192, 200, 7, 20, 30 },
+};
+
+/* Random inputs in [-2, -1] and [1, 2] for the GEMMs: zeros would draw
+ * less power and flatter the clocks. size 2 with in CUDA_R_16BF is BF16,
+ * else FP16; size 4 FP32. Bits from a xorshift generator. */
+static void fill_random(void *host, size_t elems, int in)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i < elems; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		unsigned r = (unsigned)x;
+		if (in == CUDA_R_32F)
+			((uint32_t *)host)[i] = (r & 0x80000000u) | 0x3f800000u |
+			                        (r & 0x7fffffu);
+		else if (in == CUDA_R_16BF)
+			((uint16_t *)host)[i] = (uint16_t)((r & 0x8000u) | 0x3f80u |
+			                                   (r & 0x7fu));
+		else
+			((uint16_t *)host)[i] = (uint16_t)((r & 0x8000u) | 0x3c00u |
+			                                   (r & 0x3ffu));
+	}
+}
+
+/* Runs w for at least seconds of GPU time by the events (at most 100000
+ * batches), sampling NVML after each batch is queued. */
+static void soak(const struct cuda *cu, const struct nvml *n, struct load *l,
+                 struct work *w, int batch, double seconds)
+{
+	double done = 0;
+	for (int k = 0; k < 100000 && done < seconds; k++) {
+		float ms = 0;
+		if (cu->record(cu->start, NULL) != 0)
+			return;
+		for (int i = 0; i < batch; i++)
+			if (w->enqueue(w) != 0)
+				return;
+		if (cu->record(cu->stop, NULL) != 0)
+			return;
+		sample(n, l);
+		if (cu->sync(cu->stop) != 0 ||
+		    cu->elapsed(&ms, cu->start, cu->stop) != 0 || ms <= 0)
+			return;
+		done += ms / 1000.0;
+	}
+}
+
+struct perf_arg {
+	unsigned index;
+	enum gp_deep_level level;
+};
+
+static void gemms(int fd, const struct cuda *cu, const struct nvml *n, struct load *l,
+                  const struct level *lv, cuMemAlloc_v2_t *alloc, void *htod, void *host)
+{
+	static const struct {
+		enum gp_dtype t;
+		int in, compute, size;
+	} kinds[] = {
+		{ GP_DTYPE_BF16, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 2 },
+		{ GP_DTYPE_FP16, CUDA_R_16F, CUBLAS_COMPUTE_32F, 2 },
+		{ GP_DTYPE_TF32, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, 4 },
+	};
+	char why[160];
+	void *h = open_cublas(why, sizeof why);
+	cublasCreate_v2_t *create = h ? SYM(h, cublasCreate_v2) : NULL;
+	cublasGemmEx_t *gemm = h ? SYM(h, cublasGemmEx) : NULL;
+	void *handle = NULL;
+	int rc = 0;
+	if (h && (!create || !gemm))
+		snprintf(why, sizeof why,
+		         "cuBLAS has no cublasCreate_v2 or cublasGemmEx");
+	else if (h && (rc = create(&handle)) != 0)
+		snprintf(why, sizeof why, "cublasCreate_v2 failed (status %d)", rc);
+	size_t bytes = (size_t)lv->gemm_m * (size_t)lv->gemm_m * 4;
+	CUdeviceptr a = 0, b = 0, c = 0;
+	if (handle && (alloc(&a, bytes) || alloc(&b, bytes) || alloc(&c, bytes))) {
+		snprintf(why, sizeof why, "cannot allocate 3 x %zu MiB", bytes >> 20);
+		handle = NULL;
+	}
+	if (handle && !host) {
+		snprintf(why, sizeof why, "no pinned host memory for the inputs");
+		handle = NULL;
+	}
+	size_t elems = (size_t)lv->gemm_m * (size_t)lv->gemm_m;
+	for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
+		const char *dt = gp_dtype_name(kinds[k].t);
+		if (!handle) {
+			put(fd, "gemm_skip %s %s", dt, why);
+			continue;
+		}
+		fill_random(host, elems, kinds[k].in);
+		struct work fill = { .enqueue = enqueue_htod,
+			             .fn = htod,
+			             .a = a,
+			             .host = host,
+			             .bytes = elems * (size_t)kinds[k].size };
+		if (fill.enqueue(&fill) != 0 || (fill.a = b, fill.enqueue(&fill)) != 0) {
+			put(fd, "gemm_skip %s cannot copy the inputs to the GPU", dt);
+			continue;
+		}
+		struct work w = { .enqueue = enqueue_gemm,
+			          .fn = (void *)gemm,
+			          .handle = handle,
+			          .a = a,
+			          .b = b,
+			          .c = c,
+			          .m = lv->gemm_m,
+			          .dtype_in = kinds[k].in,
+			          .compute = kinds[k].compute };
+		if (k == 0)
+			soak(cu, n, l, &w, lv->batch, lv->soak_s);
+		double s = timed(cu, n, l, &w, lv->warmup, lv->runs, lv->batch);
+		double flops = 2.0 * lv->gemm_m * lv->gemm_m * lv->gemm_m;
+		if (s > 0)
+			put(fd, "gemm %s %.6g", dt, flops / s);
+		else
+			put(fd, "gemm_skip %s a cuBLAS or event call failed", dt);
+	}
+	put(fd, "gemm_skip fp8 FP8 needs cuBLASLt, which gpuprov does not call yet");
+}
+
+static void perf(int fd, void *arg)
+{
+	const struct perf_arg *pa = arg;
+	const struct level *lv = &levels[pa->level];
+	struct nvml n = { 0 };
+	if (!nvml_open(fd, pa->index, &n))
+		return;
+	setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+	unsetenv("CUDA_VISIBLE_DEVICES");
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		put(fd, "perf_skip cannot load libcuda.so.1: %s", dlerror());
+		return;
+	}
+	cuInit_t *init = SYM(h, cuInit);
+	cuDeviceGet_t *get = SYM(h, cuDeviceGet);
+	cuDevicePrimaryCtxRetain_t *retain = SYM(h, cuDevicePrimaryCtxRetain);
+	cuCtxSetCurrent_t *set_current = SYM(h, cuCtxSetCurrent);
+	cuMemAlloc_v2_t *alloc = SYM(h, cuMemAlloc_v2);
+	cuMemHostAlloc_t *host_alloc = SYM(h, cuMemHostAlloc);
+	cuEventCreate_t *event = SYM(h, cuEventCreate);
+	struct cuda cu = { SYM(h, cuEventRecord), SYM(h, cuEventSynchronize),
+		           SYM(h, cuEventElapsedTime), NULL, NULL };
+	void *dtod = SYM(h, cuMemcpyDtoDAsync_v2), *htod = SYM(h, cuMemcpyHtoDAsync_v2),
+	     *dtoh = SYM(h, cuMemcpyDtoHAsync_v2);
+	if (!init || !get || !retain || !set_current || !alloc || !host_alloc || !event ||
+	    !cu.record || !cu.sync || !cu.elapsed || !dtod || !htod || !dtoh) {
+		put(fd, "perf_skip libcuda.so.1 lacks a driver API entry point verify "
+		        "--deep uses");
+		return;
+	}
+	int dev, rc;
+	void *ctx = NULL;
+	/* The primary context: the one cuBLAS's runtime uses too. */
+	if ((rc = init(0)) || (rc = get(&dev, (int)pa->index)) ||
+	    (rc = retain(&ctx, dev)) || (rc = set_current(ctx)) ||
+	    (rc = event(&cu.start, 0)) || (rc = event(&cu.stop, 0))) {
+		put(fd, "perf_skip the CUDA driver API failed on GPU %u (return code %d)",
+		    pa->index, rc);
+		return;
+	}
+	struct load l = { 0 };
+	CUdeviceptr a, b;
+	void *host = NULL;
+	if (alloc(&a, lv->copy_bytes) || alloc(&b, lv->copy_bytes)) {
+		put(fd, "perf_skip cannot allocate 2 x %zu MiB on GPU %u",
+		    lv->copy_bytes >> 20, pa->index);
+		return;
+	}
+	struct work w = { .enqueue = enqueue_dtod,
+		          .fn = dtod,
+		          .a = a,
+		          .b = b,
+		          .bytes = lv->copy_bytes };
+	double s = timed(&cu, &n, &l, &w, 2, lv->runs, 2);
+	if (s > 0) /* each byte is read once and written once */
+		put(fd, "memory_bps %.6g", 2.0 * (double)lv->copy_bytes / s);
+	if (host_alloc(&host, lv->host_bytes, 0) == 0) {
+		w = (struct work){ .enqueue = enqueue_htod,
+			           .fn = htod,
+			           .a = a,
+			           .host = host,
+			           .bytes = lv->host_bytes };
+		if ((s = timed(&cu, &n, &l, &w, 2, lv->runs, 2)) > 0)
+			put(fd, "h2d_bps %.6g", (double)lv->host_bytes / s);
+		w.enqueue = enqueue_dtoh;
+		w.fn = dtoh;
+		if ((s = timed(&cu, &n, &l, &w, 2, lv->runs, 2)) > 0)
+			put(fd, "d2h_bps %.6g", (double)lv->host_bytes / s);
+	}
+	gemms(fd, &cu, &n, &l, lv, alloc, htod, host);
+	if (l.have_link)
+		put(fd, "load_pcie %u %u", l.gen, l.width);
+	if (l.have_reasons)
+		put(fd, "load_reasons %llu", l.reasons);
+	if (l.temp)
+		put(fd, "load_temp %u", l.temp);
+	if (l.power_mw)
+		put(fd, "load_power %u", l.power_mw / 1000);
+}
+
+/* --- the parent -------------------------------------------------------- */
+
+void gp_deep_gpu_init(struct gp_deep_gpu *g)
+{
+	*g = (struct gp_deep_gpu){
+		.busy = -1,
+		.ecc_volatile_unc = -1,
+		.remap_pending = -1,
+		.remap_failure = -1,
+		.retired_pending = -1,
+		.nvlink_active = -1,
+		.nvlink_inactive = -1,
+		.nvlink_errors = -1,
+		.pcie_max_gen = -1,
+		.pcie_max_width = -1,
+		.load_pcie_gen = -1,
+		.load_pcie_width = -1,
+		.load_reasons = -1,
+		.load_temp_c = -1,
+		.slowdown_temp_c = -1,
+		.load_power_w = -1,
+		.power_limit_w = -1,
+	};
+}
+
+void gp_deep_gpu_free(struct gp_deep_gpu *g)
+{
+	free(g->name);
+	for (size_t i = 0; i < GP_DTYPE_COUNT; i++)
+		free(g->gemm_skip[i]);
+	free(g->perf_skip);
+	free(g->health_error);
+	free(g->perf_error);
+	gp_deep_gpu_init(g);
+}
+
+/* Up to max non-negative integers from v; the count read. */
+static int ints(const char *v, long long *out, int max)
+{
+	int k = 0;
+	while (k < max) {
+		char *end;
+		errno = 0;
+		long long x = strtoll(v, &end, 10);
+		if (end == v || errno || x < 0 || (*end && *end != ' '))
+			break;
+		out[k++] = x;
+		v = end + strspn(end, " ");
+	}
+	return k;
+}
+
+static int as_int(long long x)
+{
+	return x > INT_MAX ? INT_MAX : (int)x;
+}
+
+static double rate(const char *v)
+{
+	char *end;
+	double x = strtod(v, &end);
+	return end != v && *end == '\0' && x > 0 && x < 1e18 ? x : 0;
+}
+
+static void set_once(char **dst, const char *v)
+{
+	if (!*dst)
+		*dst = gp_xstrndup(v, 200);
+}
+
+static int dtype_of(const char **v)
+{
+	for (int t = 0; t < GP_DTYPE_COUNT; t++) {
+		const char *n = gp_dtype_name((enum gp_dtype)t);
+		size_t len = strlen(n);
+		if (strncmp(*v, n, len) == 0 && ((*v)[len] == ' ' || !(*v)[len])) {
+			*v += len + ((*v)[len] == ' ');
+			return t;
+		}
+	}
+	return -1;
+}
+
+void gp_nvhealth_parse_line(struct gp_deep_gpu *g, char *line)
+{
+	char *sp = strchr(line, ' ');
+	const char *v = sp ? sp + 1 : "";
+	if (sp)
+		*sp = '\0';
+	long long x[3];
+	int n = ints(v, x, 3), t;
+	if (strcmp(line, "name") == 0)
+		set_once(&g->name, v);
+	else if (strcmp(line, "busy") == 0 && n == 1)
+		g->busy = as_int(x[0]);
+	else if (strcmp(line, "ecc_unc") == 0 && n == 1)
+		g->ecc_volatile_unc = x[0];
+	else if (strcmp(line, "remap") == 0 && n == 2)
+		g->remap_pending = x[0] != 0, g->remap_failure = x[1] != 0;
+	else if (strcmp(line, "retired_pending") == 0 && n == 1)
+		g->retired_pending = x[0] != 0;
+	else if (strcmp(line, "nvlink") == 0 && n == 3)
+		g->nvlink_active = as_int(x[0]), g->nvlink_inactive = as_int(x[1]),
+		g->nvlink_errors = x[2];
+	else if (strcmp(line, "pcie_max") == 0 && n == 2)
+		g->pcie_max_gen = as_int(x[0]), g->pcie_max_width = as_int(x[1]);
+	else if (strcmp(line, "load_pcie") == 0 && n == 2)
+		g->load_pcie_gen = as_int(x[0]), g->load_pcie_width = as_int(x[1]);
+	else if (strcmp(line, "load_reasons") == 0 && n == 1)
+		g->load_reasons = x[0];
+	else if (strcmp(line, "load_temp") == 0 && n == 1)
+		g->load_temp_c = as_int(x[0]);
+	else if (strcmp(line, "slowdown_temp") == 0 && n == 1)
+		g->slowdown_temp_c = as_int(x[0]);
+	else if (strcmp(line, "load_power") == 0 && n == 1)
+		g->load_power_w = as_int(x[0]);
+	else if (strcmp(line, "power_limit") == 0 && n == 1)
+		g->power_limit_w = as_int(x[0]);
+	else if (strcmp(line, "memory_bps") == 0)
+		g->memory_bps = rate(v);
+	else if (strcmp(line, "h2d_bps") == 0)
+		g->h2d_bps = rate(v);
+	else if (strcmp(line, "d2h_bps") == 0)
+		g->d2h_bps = rate(v);
+	else if (strcmp(line, "gemm") == 0 && (t = dtype_of(&v)) >= 0)
+		g->gemm_flops[t] = rate(v);
+	else if (strcmp(line, "gemm_skip") == 0 && (t = dtype_of(&v)) >= 0)
+		set_once(&g->gemm_skip[t], v);
+	else if (strcmp(line, "perf_skip") == 0)
+		set_once(&g->perf_skip, v);
+}
+
+int gp_nvhealth_kernel_log(const struct gp_root *r, char **text, size_t *len)
+{
+	if (!gp_root_is_host(r))
+		return gp_root_read_max(r, "/dev/kmsg", GP_KERNEL_LOG_MAX, text, len);
+	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct gp_buf b = { 0 };
+	char rec[8192];
+	/* One record a read; EPIPE: a record was overwritten while we read,
+	 * go on; EAGAIN: no more. The count bounds a log that keeps growing. */
+	for (size_t records = 0; records < 1000000; records++) {
+		ssize_t n = read(fd, rec, sizeof rec);
+		if (n < 0 && (errno == EPIPE || errno == EINTR))
+			continue;
+		if (n <= 0)
+			break;
+		if (b.len + (size_t)n > GP_KERNEL_LOG_MAX) {
+			/* Keep the newest half. */
+			size_t drop = b.len / 2;
+			memmove(b.data, b.data + drop, b.len - drop);
+			b.len -= drop;
+		}
+		gp_buf_append(&b, rec, (size_t)n);
+	}
+	close(fd);
+	*len = b.len;
+	*text = gp_buf_steal(&b);
+	return 0;
+}
+
+/* What a child's end says, as an error to keep; NULL when it ended well. */
+static char *child_error(const struct gp_nvchild *ch, int timeout_ms, const char *error)
+{
+	if (ch->timed_out)
+		return gp_xasprintf("killed after %d s without a result (a hung GPU or "
+		                    "driver?)",
+		                    timeout_ms / 1000);
+	if (error)
+		return gp_xstrndup(error, 200);
+	if (!ch->ended && WIFSIGNALED(ch->status))
+		return gp_xasprintf("crashed in the driver libraries (signal %d, %s)",
+		                    WTERMSIG(ch->status),
+		                    strsignal(WTERMSIG(ch->status)));
+	if (!ch->ended)
+		return gp_xstrdup("ended without a result");
+	return NULL;
+}
+
+static int run_all(const struct gp_root *r, const struct gp_run_read_only *ro,
+                   struct gp_deep_gpu *gpus, int n, int timeout_ms, gp_nvchild_fn *fn,
+                   void *args, size_t arg_size, bool perf_phase)
+{
+	struct gp_nvchild *ch = gp_xcalloc((size_t)(n ? n : 1), sizeof *ch);
+	int rc = 0, started = 0;
+	for (; started < n; started++)
+		if ((rc = gp_nvchild_start(r, ro, fn,
+		                           (char *)args + arg_size * (size_t)started,
+		                           &ch[started])) < 0)
+			break;
+	gp_nvchild_collect(ch, (size_t)started, timeout_ms);
+	for (int i = 0; i < started; i++) {
+		char *error = NULL, *save = NULL;
+		for (char *l = ch[i].out.data ? strtok_r(ch[i].out.data, "\n", &save)
+		                              : NULL;
+		     l; l = strtok_r(NULL, "\n", &save)) {
+			if (strncmp(l, "error ", 6) == 0 && !error)
+				error = l + 6;
+			else
+				gp_nvhealth_parse_line(&gpus[i], l);
+		}
+		char **dst = perf_phase ? &gpus[i].perf_error : &gpus[i].health_error;
+		if (!*dst)
+			*dst = child_error(&ch[i], timeout_ms, error);
+		if (ch[i].read_only_refused && !*dst)
+			*dst = gp_xasprintf("cannot enter the read-only namespace: %s",
+			                    strerror(ch[i].read_only_refused));
+		gp_nvchild_free(&ch[i]);
+	}
+	free(ch);
+	return rc;
+}
+
+int gp_nvhealth_health(const struct gp_root *r, const struct gp_run_read_only *ro,
+                       struct gp_deep_gpu *gpus, int n, int timeout_ms)
+{
+	_cleanup_free_ uintptr_t *idx = gp_xcalloc((size_t)(n ? n : 1), sizeof *idx);
+	for (int i = 0; i < n; i++)
+		idx[i] = (uintptr_t)i;
+	return run_all(r, ro, gpus, n, timeout_ms, health, idx, sizeof *idx, false);
+}
+
+int gp_nvhealth_perf(const struct gp_root *r, const struct gp_run_read_only *ro,
+                     struct gp_deep_gpu *gpus, int n, enum gp_deep_level level,
+                     int timeout_ms)
+{
+	_cleanup_free_ struct perf_arg *args = gp_xcalloc((size_t)(n ? n : 1),
+	                                                  sizeof *args);
+	for (int i = 0; i < n; i++)
+		args[i] = (struct perf_arg){ (unsigned)i, level == GP_DEEP_FULL
+			                                      ? GP_DEEP_FULL
+			                                      : GP_DEEP_QUICK };
+	return run_all(r, ro, gpus, n, timeout_ms, perf, args, sizeof *args, true);
+}

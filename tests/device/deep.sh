@@ -1,0 +1,121 @@
+#!/bin/sh
+# verify --deep on a real GPU machine, and the same figures measured
+# independently with PyTorch, for comparison. Read-only: it changes no GPU
+# setting, loads or unloads no module and installs nothing; every step has
+# a timeout. Run from the repository root:
+#
+#   OUT=/some/dir sh tests/device/deep.sh
+#
+# GPUPROV: the gpuprov binary (default build/gpuprov; built with make when
+# missing, which needs the build dependencies of the Makefile). PROFILE: the
+# catalogue profile to verify with (default h200-ubuntu2404; only the
+# driver stage's checks run, --deep does not depend on the profile).
+# PYTHON: a Python with torch (default python3). Everything goes to $OUT:
+# detect.json, deep.json (+ .stderr, .rc), deep-quick.json, torch.json,
+# nvidia-smi.txt, summary.txt. The figures are to be recorded, with the
+# date, in docs/reference/gpu-health.md and src/nv/gpuspec.c's comments.
+set -u
+OUT=${OUT:?set OUT to the directory for the results}
+mkdir -p "$OUT"
+GPUPROV=${GPUPROV:-build/gpuprov}
+PROFILE=${PROFILE:-h200-ubuntu2404}
+PYTHON=${PYTHON:-python3}
+
+log() { printf '%s\n' "$*" | tee -a "$OUT/summary.txt"; }
+
+log "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+if [ ! -x "$GPUPROV" ]; then
+	log "building gpuprov"
+	timeout 300 make -j"$(nproc)" build/gpuprov > "$OUT/build.log" 2>&1 ||
+		log "build failed (see build.log)"
+fi
+# What nvidia-smi says, for the record (queries only).
+timeout 60 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+timeout 60 nvidia-smi -q > "$OUT/nvidia-smi-q.txt" 2>&1
+
+if [ -x "$GPUPROV" ]; then
+	timeout 60 "$GPUPROV" --json detect > "$OUT/detect.json" 2> "$OUT/detect.stderr"
+	log "detect: exit $?"
+	timeout 60 "$GPUPROV" --json verify --profile "$PROFILE" --only driver --deep=quick \
+		> "$OUT/deep-quick.json" 2> "$OUT/deep-quick.stderr"
+	log "verify --deep=quick: exit $?"
+	start=$(date +%s)
+	timeout 180 "$GPUPROV" --json verify --profile "$PROFILE" --only driver --deep \
+		> "$OUT/deep.json" 2> "$OUT/deep.stderr"
+	rc=$?
+	echo "$rc" > "$OUT/deep.rc"
+	log "verify --deep: exit $rc in $(( $(date +%s) - start )) s"
+	timeout 60 "$GPUPROV" --format prometheus verify --profile "$PROFILE" --only driver \
+		--deep=quick > "$OUT/deep-quick.prom" 2> /dev/null
+fi
+
+# The same measurements with PyTorch: BF16/FP16/TF32 matmul TFLOPS timed
+# with CUDA events (warm-up, median of 7 batches of 20), and a 2 GiB
+# device-to-device copy counted read + written, on every GPU in turn.
+timeout 300 "$PYTHON" - > "$OUT/torch.json" 2> "$OUT/torch.stderr" <<'PY'
+import json, statistics, torch
+
+def timed(fn, warmup, runs, batch):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(batch):
+            fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / 1000 / batch)
+    return statistics.median(times)
+
+result = {"torch": torch.__version__, "cuda": torch.version.cuda, "gpus": []}
+for i in range(torch.cuda.device_count()):
+    torch.cuda.set_device(i)
+    g = {"gpu": i, "name": torch.cuda.get_device_name(i)}
+    n = 8192
+    for name, dtype, tf32 in (("bf16", torch.bfloat16, False), ("fp16", torch.float16, False),
+                              ("tf32", torch.float32, True)):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        a = torch.randn(n, n, device="cuda", dtype=dtype)
+        b = torch.randn(n, n, device="cuda", dtype=dtype)
+        s = timed(lambda: torch.matmul(a, b), 50, 7, 20)
+        g["gemm_tflops_" + name] = 2 * n ** 3 / s / 1e12
+        del a, b
+    size = 2 << 30
+    src = torch.empty(size, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    s = timed(lambda: dst.copy_(src), 2, 7, 2)
+    g["memory_gbps_read_plus_written"] = 2 * size / s / 1e9
+    del src, dst
+    host = torch.empty(1 << 30, dtype=torch.uint8, pin_memory=True)
+    dev = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    g["h2d_gbps"] = (1 << 30) / timed(lambda: dev.copy_(host, non_blocking=True), 2, 7, 2) / 1e9
+    g["d2h_gbps"] = (1 << 30) / timed(lambda: host.copy_(dev, non_blocking=True), 2, 7, 2) / 1e9
+    del host, dev
+    torch.cuda.empty_cache()
+    result["gpus"].append(g)
+print(json.dumps(result, indent=1))
+PY
+log "torch: exit $?"
+
+# A side-by-side summary of the two, when both ran.
+"$PYTHON" - "$OUT" >> "$OUT/summary.txt" 2>&1 <<'PY'
+import json, os, sys
+out = sys.argv[1]
+try:
+    deep = json.load(open(os.path.join(out, "deep.json")))
+except Exception as e:
+    print("no deep.json:", e); deep = {"findings": []}
+try:
+    torch = json.load(open(os.path.join(out, "torch.json")))
+except Exception as e:
+    print("no torch.json:", e); torch = {"gpus": []}
+for f in deep["findings"]:
+    if f["id"].startswith("deep."):
+        print(f["level"], f["id"], f["evidence"])
+for g in torch["gpus"]:
+    print("torch", json.dumps(g))
+PY
+log "done"

@@ -1,0 +1,252 @@
+#!/usr/bin/env bats
+# verify --deep end to end, against stand-in NVML, libcuda and cuBLAS
+# (tests/fixtures/fakenv/: fakenvml.c + fakenvml_health.c, fakecuda.c +
+# fakecuda_deep.c, fakecublas.c) in one busybox root with two H100s and the
+# driver installed, shared by the tests. The fake libcuda reports elapsed
+# time from the configured throughput (fakedeep.h), so every figure below
+# is exact and the runs take no real GPU time. No test here touches a GPU.
+
+load helpers
+
+FAKENV=$REPO_ROOT/tests/fixtures/fakenv
+LIBDIR=usr/lib/x86_64-linux-gnu
+
+setup_file() {
+	require_root
+	local lib=$BATS_FILE_TMPDIR/fakenv
+	mkdir -p "$lib"
+	cc -shared -fPIC -o "$lib/libnvidia-ml.so.1" -Wl,-soname,libnvidia-ml.so.1 \
+		"$FAKENV/fakenvml.c" "$FAKENV/fakenvml_health.c" || fail "cannot build the fake NVML"
+	cc -shared -fPIC -o "$lib/libcuda.so.1" -Wl,-soname,libcuda.so.1 \
+		"$FAKENV/fakecuda.c" "$FAKENV/fakecuda_deep.c" || fail "cannot build the fake libcuda"
+	cc -shared -fPIC -o "$lib/libcublas.so.12" -Wl,-soname,libcublas.so.12 \
+		"$FAKENV/fakecublas.c" -ldl || fail "cannot build the fake cuBLAS"
+	export DEEP_ROOT=$BATS_FILE_TMPDIR/root DEEP_PROFILE=$BATS_FILE_TMPDIR/drv.json
+	local R=$DEEP_ROOT
+	mkroot "$R" --nouveau unloaded --pkg-stubs --gpu 2330 --gpu 2330
+	cat > "$DEEP_PROFILE" <<'JSON'
+{ "name": "deep-test", "extends": "distro/ubuntu2204",
+  "stages": { "driver": { "method": "apt", "branch": "535", "flavor": "server",
+                          "modules": "proprietary" } } }
+JSON
+	# Exit 5: done, reboot required.
+	local rc=0
+	"$GPUPROV" --root "$R" install --profile "$DEEP_PROFILE" > /dev/null 2>&1 || rc=$?
+	[ "$rc" -eq 5 ] || fail "cannot install the driver into the fixture root (exit $rc)"
+	mkdir -p "$R/proc/driver/nvidia" "$R/sys/bus/pci/drivers/nvidia" "$R/$LIBDIR"
+	printf 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun Jan 1\n' \
+		> "$R/proc/driver/nvidia/version"
+	echo "nvidia 56000000 0 - Live 0x0" >> "$R/proc/modules"
+	for d in 0000:17:00.0 0000:18:00.0; do
+		ln -sfn ../../../bus/pci/drivers/nvidia "$R/sys/bus/pci/devices/$d/driver"
+	done
+	cp "$lib/libnvidia-ml.so.1" "$lib/libcuda.so.1" "$lib/libcublas.so.12" "$R/$LIBDIR/"
+}
+
+# deep KEY=VALUE... -- ARGS...: /etc/fakenv.conf is a healthy pair of H100
+# SXM plus these lines (fakedeep.h), then gpuprov --format FORMAT verify
+# ARGS (FORMAT: $DEEP_FORMAT, default json); the root's kernel log is
+# $DEEP_KMSG (none when unset).
+deep() {
+	R=$DEEP_ROOT
+	{
+		printf '%s\n' mode=ok version=535.183.01 cuda=12020 count=2 persistence=1 \
+			"name=NVIDIA H100 80GB HBM3"
+		while [ $# -gt 0 ] && [ "$1" != -- ]; do
+			printf '%s\n' "$1"
+			shift
+		done
+	} > "$R/etc/fakenv.conf"
+	# The kernel log: a regular file stands in for /dev/kmsg in a root.
+	rm -f "$R/dev/kmsg"
+	[ -z "${DEEP_KMSG-}" ] || mkdir -p "$R/dev"
+	[ -z "${DEEP_KMSG-}" ] || printf '%s\n' "$DEEP_KMSG" > "$R/dev/kmsg"
+	[ "${1-}" = -- ] && shift
+	gp --root "$R" --format "${DEEP_FORMAT:-json}" verify --profile "$DEEP_PROFILE" \
+		--only driver "$@"
+	assert_documented_status
+}
+
+# assert_ids_listed: the report in $output keeps the rules of
+# docs/findings.md (findings_check.py: listed, unique, one id per check).
+assert_ids_listed() {
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/report.json"
+	local out
+	out=$("$PYTHON" "$BATS_TEST_DIRNAME/findings_check.py" reports "$REPO_ROOT/docs/findings.md" \
+		"$BATS_TEST_TMPDIR/report.json") || fail "finding ids: $out"
+}
+
+# finding ID: "LEVEL EVIDENCE" of the finding ID in $output, or "absent".
+finding() {
+	"$PYTHON" -c 'import json, sys
+for f in json.loads(sys.argv[1])["findings"]:
+    if f["id"] == sys.argv[2]:
+        print(f["level"], f["evidence"]); break
+else:
+    print("absent")' "$output" "$1"
+}
+
+# assert_finding ID LEVEL [TEXT]: the finding ID has LEVEL (and TEXT in its
+# evidence).
+assert_finding() {
+	local got
+	got=$(finding "$1")
+	case "$got" in
+	"$2 "*"${3-}"*) ;;
+	*) show_run; fail "finding $1: expected '$2 ...${3-}...', got '$got'" ;;
+	esac
+}
+
+@test "deep: two healthy H100s pass, every figure measured against the model's" {
+	DEEP_KMSG="4,1001,6000,-;NVRM: Xid (PCI:0000:18:00): 13, pid=42, name=python, Graphics Exception" \
+		deep -- --deep=quick
+	assert_status 0
+	for g in 0 1; do
+		for c in ecc row_remap pcie_link clocks thermal nvlink verdict; do
+			assert_finding "deep.$c.gpu$g" pass
+		done
+	done
+	# 800 TFLOPS against 0.80 x 989; 3000 GB/s (read + written) against
+	# 0.80 x 3350; 52 GB/s against the 50 of a Gen5 x16 link.
+	assert_finding deep.gemm_bf16.gpu0 pass "800.0 TFLOPS, expected 791.2, 101% of it"
+	assert_finding deep.gemm_fp16.gpu1 pass "800.0 TFLOPS"
+	assert_finding deep.gemm_tf32.gpu0 pass "400.0 TFLOPS, expected 396.0"
+	assert_finding deep.gemm_fp8.gpu0 skip "cuBLASLt"
+	assert_finding deep.memory_bandwidth.gpu0 pass "3000.0 GB/s, expected 2680.0"
+	assert_finding deep.memory_bandwidth.gpu0 pass "bytes read plus written"
+	assert_finding deep.host_to_device.gpu1 pass "52.0 GB/s, expected 50.0"
+	assert_finding deep.device_to_host.gpu1 pass "52.0 GB/s"
+	assert_finding deep.idle pass "no compute process on 2 GPUs"
+	assert_finding deep.xid pass "no critical Xid event in the kernel log (1 other"
+	assert_finding deep.node pass "2 GPUs, pass; slowest: GPU"
+	# The figures as numbers too, in base units.
+	"$PYTHON" -c 'import json, sys
+f = {f["id"]: f for f in json.loads(sys.argv[1])["findings"]}
+m = f["deep.gemm_bf16.gpu0"]["measurement"]
+assert m["unit"] == "FLOP/s" and m["measured"] == 8e14, m
+assert abs(m["expected"] - 0.8 * 989e12) < 1e6 and abs(m["fraction"] - 8e14 / (0.8 * 989e12)) < 1e-9, m
+assert f["deep.memory_bandwidth.gpu1"]["measurement"]["unit"] == "B/s"
+assert "measurement" not in f["deep.ecc.gpu0"]' "$output" || fail "measurements in the JSON: $output"
+	[ "$(finding deep.child.gpu0)" = absent ] || fail "a child failed: $(finding deep.child.gpu0)"
+	assert_ids_listed
+}
+
+@test "deep: a slow GPU at 55% fails and the node names it as the slowest" {
+	deep deep.gpu1.scale=0.55 -- --deep
+	assert_status 3
+	assert_finding deep.gemm_bf16.gpu0 pass
+	assert_finding deep.gemm_bf16.gpu1 fail "440.0 TFLOPS, expected 791.2, 56% of it"
+	assert_finding deep.verdict.gpu1 fail
+	assert_finding deep.verdict.gpu0 pass
+	assert_finding deep.node fail "slowest: GPU 1 at 56% of expected"
+	assert_ids_listed
+}
+
+@test "deep: the text report ends with the GPUs side by side" {
+	DEEP_FORMAT=text deep deep.gpu1.scale=0.55 -- --deep=quick
+	assert_status 3
+	[ "$(tail -n 3 <<<"$output" | head -n 1)" = \
+		"GPU  verdict  BF16 TFLOPS    FP16 TFLOPS    TF32 TFLOPS    memory GB/s    H2D GB/s       D2H GB/s" ] ||
+		fail "no table header: $output"
+	[ "$(tail -n 1 <<<"$output" | tr -s ' ')" = \
+		"1 fail 440.0 (56%) 440.0 (56%) 220.0 (56%) 1650.0 (62%) 52.0 (104%) 52.0 (104%)" ] ||
+		fail "GPU 1's row: $output"
+	tail -n 2 <<<"$output" | head -n 1 | grep -q '^0    pass     800\.0 (101%)' || fail "GPU 0's row: $output"
+}
+
+@test "deep: a link downtrained to x8 fails the link and halves the host bandwidth" {
+	deep deep.gpu0.pcie_width=8 -- --deep=quick
+	assert_status 3
+	assert_finding deep.pcie_link.gpu0 fail "PCIe Gen5 x8 under load, the GPU and slot allow Gen5 x16"
+	assert_finding deep.host_to_device.gpu0 fail "26.0 GB/s, expected 50.0, 52% of it"
+	assert_finding deep.pcie_link.gpu1 pass
+	assert_finding deep.node fail "slowest: GPU 0"
+}
+
+@test "deep: a pending row remap, an ECC error and an Xid 79 fail the health checks" {
+	DEEP_KMSG="4,1001,6000,-;NVRM: Xid (PCI:0000:17:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus." \
+		deep deep.gpu0.remap_pending=1 deep.gpu1.ecc_unc=2 -- --deep=quick
+	assert_status 3
+	assert_finding deep.row_remap.gpu0 fail "a row remap is pending"
+	assert_finding deep.row_remap.gpu1 pass
+	assert_finding deep.ecc.gpu1 fail "2 volatile uncorrectable ECC errors"
+	assert_finding deep.ecc.gpu0 pass
+	assert_finding deep.verdict.gpu0 fail
+	assert_finding deep.verdict.gpu1 fail
+	assert_finding deep.xid fail "1 critical Xid event in the kernel log: Xid 79 on 0000:17:00"
+}
+
+@test "deep: thermal slowdown under load fails, a power cap warns, idle is normal" {
+	deep deep.gpu0.reasons=64 deep.gpu1.reasons=5 -- --deep=quick
+	assert_finding deep.clocks.gpu0 fail "0x40 hardware-thermal"
+	assert_finding deep.clocks.gpu1 warn "0x5 power-cap"
+	deep deep.reasons=1 -- --deep=quick
+	assert_status 0
+	assert_finding deep.clocks.gpu0 pass "0x1"
+}
+
+@test "deep: a GPU that hangs is killed at the timeout, the other one is measured" {
+	export GPUPROV_DEEP_TIMEOUT_S=3
+	deep deep.gpu1.hang=1 -- --deep=quick
+	assert_status 3
+	assert_finding deep.child.gpu1 fail "killed after 3 s without a result"
+	assert_finding deep.verdict.gpu1 fail
+	assert_finding deep.gemm_bf16.gpu0 pass
+	assert_ids_listed
+	# Its health was read before the measurement hung.
+	assert_finding deep.ecc.gpu1 pass
+	run pgrep -f "gpuprov --root $DEEP_ROOT"
+	[ "$status" -ne 0 ] || fail "a child outlived gpuprov: $output"
+}
+
+@test "deep: a crash in the driver library costs only that GPU's measurement" {
+	deep deep.gpu0.crash=1 -- --deep=quick
+	assert_status 3
+	assert_finding deep.child.gpu0 fail "crashed in the driver libraries (signal 6"
+	assert_finding deep.ecc.gpu0 pass
+	assert_finding deep.gemm_bf16.gpu1 pass
+	assert_finding deep.node fail
+}
+
+@test "deep: without cuBLAS the GEMMs are skipped with the reason, the rest is measured" {
+	mv "$DEEP_ROOT/$LIBDIR/libcublas.so.12" "$BATS_TEST_TMPDIR/"
+	deep -- --deep=quick
+	mv "$BATS_TEST_TMPDIR/libcublas.so.12" "$DEEP_ROOT/$LIBDIR/"
+	assert_status 0
+	assert_finding deep.gemm_bf16.gpu0 skip "no libcublas.so.13, .12 or .11"
+	assert_finding deep.memory_bandwidth.gpu0 pass
+	assert_finding deep.host_to_device.gpu1 pass
+}
+
+@test "deep: busy GPUs are not measured unless --force" {
+	deep deep.gpu1.busy=2 -- --deep=quick
+	assert_status 3
+	assert_finding deep.idle fail "GPU 1 runs 2 compute processes: not measured"
+	[ "$(finding deep.gemm_bf16.gpu0)" = absent ] || fail "measured a busy node"
+	assert_finding deep.ecc.gpu0 pass
+	deep deep.gpu1.busy=2 -- --deep=quick --force
+	assert_finding deep.idle warn "measured anyway (--force)"
+	assert_finding deep.gemm_bf16.gpu0 pass
+}
+
+@test "deep: the measurements as Prometheus metrics, read by a real parser" {
+	DEEP_FORMAT=prometheus deep deep.gpu1.scale=0.5 deep.gpu1.pcie_width=8 -- --deep=quick
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/m.prom"
+	run "$PYTHON" "$BATS_TEST_DIRNAME/prom_parse.py" "$BATS_TEST_TMPDIR/m.prom"
+	[ "$status" -eq 0 ] || fail "prom_parse: $output"
+	m=$BATS_TEST_TMPDIR/m.prom
+	grep -qx 'gpuprov_gpu_gemm_flops{gpu="0",dtype="bf16"} 8e+14' "$m" || fail "$(cat "$m")"
+	grep -qx 'gpuprov_gpu_gemm_flops{gpu="1",dtype="bf16"} 4e+14' "$m" || fail "$(cat "$m")"
+	grep -qx 'gpuprov_gpu_memory_bandwidth_bytes_per_second{gpu="0"} 3e+12' "$m" || fail "$(cat "$m")"
+	grep -qx 'gpuprov_gpu_host_to_device_bytes_per_second{gpu="1"} 2.6e+10' "$m" || fail "$(cat "$m")"
+	grep -qx 'gpuprov_gpu_health_success{gpu="0",check="ecc"} 1' "$m" || fail "$(cat "$m")"
+	grep -qx 'gpuprov_gpu_health_success{gpu="1",check="verdict"} 0' "$m" || fail "$(cat "$m")"
+}
+
+@test "deep: --deep takes only quick, and only verify takes it" {
+	gp --root "$DEEP_ROOT" verify --deep=slow
+	assert_status 2
+	assert_stderr_has "--deep=slow: give --deep or --deep=quick"
+	gp --root "$DEEP_ROOT" status --deep
+	assert_status 2
+}

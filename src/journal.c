@@ -46,7 +46,16 @@ static const char *get_string(const cJSON *o, const char *key)
 /* ---- validation on load: a journal is trusted only when every member
  * gpuprov reads has the type and form it writes. */
 
-enum member_kind { M_STRING, M_SHA256, M_BACKUP, M_STRINGS, M_BOOL, M_NUMBER, M_OBJECT, M_COUNT };
+enum member_kind {
+	M_STRING,
+	M_SHA256,
+	M_BACKUP,
+	M_STRINGS,
+	M_BOOL,
+	M_NUMBER,
+	M_OBJECT,
+	M_COUNT
+};
 
 struct member {
 	const char *key;

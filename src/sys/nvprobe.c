@@ -428,7 +428,8 @@ char *gp_nvchild_failure(const struct gp_nvchild *ch, bool ended)
 	if (!ended && WIFSIGNALED(ch->status))
 		return gp_xasprintf("the probe crashed in the driver libraries "
 		                    "(signal %d, %s)",
-		                    WTERMSIG(ch->status), strsignal(WTERMSIG(ch->status)));
+		                    WTERMSIG(ch->status),
+		                    strsignal(WTERMSIG(ch->status)));
 	if (!ended)
 		return gp_xstrdup("the probe ended without a result");
 	return NULL;

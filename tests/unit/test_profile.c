@@ -1313,9 +1313,11 @@ static void test_catalogue_complete(void **state)
 		 * operator sets it (tests/e2e/profiles.bats). */
 		const char *id = gp_profile_distro_string(p, "id");
 		bool keyring_unpinned = gp_streq(id, "ubuntu2604") ||
-		                        gp_streq(id, "debian13") || gp_streq(id, "rhel10");
+		                        gp_streq(id, "debian13") ||
+		                        gp_streq(id, "rhel10");
 		for (size_t k = 0; pins[k]; k++)
-			if (!keyring_unpinned || !strstr(pins[k], "no sha256 for the keyring"))
+			if (!keyring_unpinned ||
+			    !strstr(pins[k], "no sha256 for the keyring"))
 				fail_msg("%s would be blocked: %s", names[i], pins[k]);
 		if (base == gp_catalog_enables_stage(p))
 			fail_msg("%s: a base must enable no stage, a profile some",

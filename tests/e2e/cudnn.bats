@@ -38,9 +38,9 @@ requests() {
 	gp --root "$R" --ca-file "$CA" --json plan --profile "$P" --only cudnn
 	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/plan.json"
 	JSON=$BATS_TEST_TMPDIR/plan.json
-	jeq 'd["stages"][4]["effects"][0]["type"]' download
-	jeq 'd["stages"][4]["effects"][0]["cached"]' false
-	jeq 'd["stages"][4]["effects"][0]["sha256"]' "$SHA"
+	jeq 'd["stages"][5]["effects"][0]["type"]' download
+	jeq 'd["stages"][5]["effects"][0]["cached"]' false
+	jeq 'd["stages"][5]["effects"][0]["sha256"]' "$SHA"
 }
 
 @test "cudnn: the plan's effects are the run's, the links as one rule (their names are in the archive), also for a version change" {
@@ -51,7 +51,7 @@ requests() {
 	[ "$(readlink "$R/$BASE/lib64/libcudnn.so.8")" = ../cudnn-8.9.7.29/lib/libcudnn.so.8 ] ||
 		fail "lib64 link missing"
 	JSON=$BATS_TEST_TMPDIR/plan-vs-run/run.json
-	jeq '[e["makes"] for e in d["stages"][4]["effects"] if e["type"] == "rule"]' '["symlink"]'
+	jeq '[e["makes"] for e in d["stages"][5]["effects"] if e["type"] == "rule"]' '["symlink"]'
 	# A version change: every link into the old version goes first (the
 	# plan lists each), then the new version's are made.
 	VER=8.9.8.15

@@ -211,9 +211,9 @@ read_fifo() {
 	assert_status 5 # a reboot will follow (nouveau)
 	refute_stdout_has "not implemented"
 	refute_stdout_has "blocked"
-	assert_stdout_has "[4/8] cuda: needed - cuda-toolkit-11-8 is not installed"
+	assert_stdout_has "[5/9] cuda: needed - cuda-toolkit-11-8 is not installed"
 	# The toolkit directory does not exist yet: the cuda stage installs it first.
-	assert_stdout_has "[5/8] cudnn: needed - no cuDNN in /usr/local/cuda-11.8"
+	assert_stdout_has "[6/9] cudnn: needed - no cuDNN in /usr/local/cuda-11.8"
 	assert_untouched_by_gpuprov "$R"
 	# Without the cuda stage in the run, cudnn has nowhere to go.
 	gp --root "$R" plan --profile "$PROFILE" --skip cuda

@@ -40,7 +40,7 @@ assert_no_pending_reboot() {
 	# Nothing new ran and nothing changed: the work is done, only the reboot is missing.
 	assert_same_file "$EXPECTED/ubuntu2204/stub-commands.log" "$R/var/log/stub-commands.log"
 	assert_unchanged "$R" pending var/lib/gpuprov/state.json var/log/gpuprov.log
-	printf '%s\n' "$output" | grep -Eq '^\[1/7\] nouveau: reboot[ _]pending' ||
+	printf '%s\n' "$output" | grep -Eq '^\[1/9\] nouveau: reboot[ _]pending' ||
 		fail "nouveau should be reboot pending:" "$output"
 	# The boot id of the first request is kept.
 	[ "$(json_get "$R/var/lib/gpuprov/state.json" 'd["reboot"]["boot_id"]')" = \
@@ -82,7 +82,7 @@ assert_no_pending_reboot() {
 	install_ubuntu
 	assert_status 4
 	# The stage says why, with the original reason intact.
-	line=$(printf '%s\n' "$output" | grep -a '^\[1/7\] nouveau:') || fail "no nouveau line: $output"
+	line=$(printf '%s\n' "$output" | grep -a '^\[1/9\] nouveau:') || fail "no nouveau line: $output"
 	case $line in
 	*"nouveau: blocked - "*"nouveau is loaded"*"did not take effect"*) ;;
 	*) fail "unexpected nouveau line: $line" ;;

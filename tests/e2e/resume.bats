@@ -61,7 +61,7 @@ resume_count() {
 	install_auto
 	assert_status 5
 	assert_stderr_has "rebooting now (--reboot=auto)"
-	assert_stdout_has "[8/8] reboot: changed"
+	assert_stdout_has "[10/10] reboot: changed"
 	assert_stdout_has "a reboot will follow (--reboot=auto)"
 	[ "$(reboots)" = 1 ] || fail "the stub recorded $(reboots) reboots:" "$(stub_log "$R")"
 	# The reboot comes last, after every stage's command.
@@ -195,11 +195,11 @@ resume_count() {
 	snapshot "$R" before
 	install_auto --dry-run
 	assert_status 5
-	assert_stdout_has "[8/8] reboot: needed - a reboot will follow"
+	assert_stdout_has "[10/10] reboot: needed - a reboot will follow"
 	assert_stdout_has "create /$MARKER (new file, mode 0600)"
 	assert_stdout_has "symlink /$WANTS -> /$UNIT_REL"
 	assert_stdout_has "reboot now: run /usr/sbin/reboot-stub"
-	assert_stdout_has "summary: 3 needed, 5 skipped; a reboot will follow (--reboot=auto)"
+	assert_stdout_has "summary: 3 needed, 7 skipped; a reboot will follow (--reboot=auto)"
 	# The marker shown is the install's, not the dry run's.
 	assert_stdout_has "\"install\",\"--profile\",\"$PROFILE\""
 	refute_stdout_has '"--dry-run"'
@@ -216,7 +216,7 @@ resume_count() {
 	# Without --reboot=auto the plan is what it always was.
 	gp --root "$R" plan --profile "$PROFILE" --only "$ONLY"
 	refute_stdout_has "reboot: needed"
-	assert_stdout_has "[1/7] nouveau"
+	assert_stdout_has "[1/9] nouveau"
 	# The run makes what the plan showed, the marker's bytes included.
 	assert_plan_matches_run "$R" --profile "$PROFILE" --only "$ONLY" --reboot=auto
 	assert_status 5

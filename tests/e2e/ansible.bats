@@ -13,9 +13,12 @@
 #   fresh        nothing provisioned
 #   provisioned  the package, the site profile, installed and rebooted
 #   mismatch     an H100 (10de:2330), which the A100 site profile refuses
+#   fromrepo     as fresh, outside the group gpu: the package from a signed
+#                local apt repository (a site mirror), not from a file
 #
 # The tests run in order on those hosts: check mode, a failed canary, the
-# real run, the reboot path, a second run.
+# real run, the reboot path, a second run, a verify that fails, the
+# package from the repository.
 
 load helpers
 
@@ -122,6 +125,7 @@ setup_file() {
 JSON
 	export SITE
 	cp -a "$base" "$H/fresh"
+	cp -a "$base" "$H/fromrepo"
 	cp -a "$base" "$H/mismatch"
 	echo 0x2330 > "$H/mismatch/$GPU_DEV/device"
 	# What the role leaves on a host: the package (and its file), the site
@@ -144,6 +148,9 @@ JSON
 fresh ansible_host=$H/fresh
 provisioned ansible_host=$H/provisioned
 mismatch ansible_host=$H/mismatch
+
+[repo]
+fromrepo ansible_host=$H/fromrepo
 
 [canary_first]
 mismatch
@@ -325,6 +332,102 @@ host_manifest() {
 		host_manifest "$h" | diff -u "$BATS_TEST_TMPDIR/$h.before" - >&2 ||
 			fail "the second run changed host $h (diff above)"
 	done
+}
+
+@test "ansible: a verify that fails where install has nothing to do fails that host alone; gpuprov_verify_fails_host false only reports it" {
+	# The CUDA libraries gone from the provisioned host after gpuprov ran
+	# (the toolkit removed under it): the env stage's files are all as the
+	# profile says, so install has nothing to do, and verify finds the
+	# profile's LD_LIBRARY_PATH directory missing (exit 3; the finding's
+	# subject is the path in id form).
+	local lib=usr/local/cuda/lib64
+	mv "$H/provisioned/$lib" "$BATS_TEST_TMPDIR/lib64"
+	play "$BATS_FILE_TMPDIR/site.yml" -e test_hosts=fresh:provisioned
+	[ "$status" -eq 2 ] || fail "ansible-playbook: $status (a host failed: 2)" "$RESULTS"
+	assert_result provisioned "Run gpuprov install (" ok
+	assert_result provisioned "Run gpuprov verify" failed \
+		"gpuprov verify failed: env.directory.usr_local_cuda_lib64: no such directory in / (install the CUDA toolkit"
+	assert_recap_has provisioned failed=1
+	assert_recap_has fresh failed=0
+	assert_recap_has fresh changed=0
+	assert_result fresh "Run gpuprov verify" ok
+	# Reported, not failed: the findings in the registered result and the
+	# report in the fact.
+	play "$BATS_FILE_TMPDIR/site.yml" -e test_hosts=provisioned -e '{"gpuprov_verify_fails_host": false}'
+	mv "$BATS_TEST_TMPDIR/lib64" "$H/provisioned/$lib"
+	[ "$status" -eq 0 ] || fail "ansible-playbook: $status" "$RESULTS"
+	assert_result provisioned "Run gpuprov verify" ok
+	"$PYTHON" - "$BATS_TEST_TMPDIR/play.json" <<'PY' || fail "no failures in the verify result" "$RESULTS"
+import json, sys
+doc = json.load(open(sys.argv[1], encoding="utf-8"))
+task = [t for t in doc["plays"][0]["tasks"] if t["task"]["name"].endswith("Run gpuprov verify")][0]
+r = task["hosts"]["provisioned"]
+assert r["exit_status"] == 3, r
+assert [f.split(" (")[0] for f in r["failures"]] == ["env.directory.usr_local_cuda_lib64: no such directory in /"], r
+assert any(f["id"] == "env.directory.usr_local_cuda_lib64" and f["level"] == "fail"
+           for f in r["ansible_facts"]["gpuprov_report"]["findings"]), r
+PY
+}
+
+@test "ansible: without gpuprov_package_file the package comes from the host's signed repository (ansible.builtin.package); a second run is ok" {
+	local r=$H/fromrepo mirror=$BATS_TEST_TMPDIR/mirror rc=0 extra d
+	# python3-apt, which the apt module behind ansible.builtin.package needs
+	# and installs itself from the host's repositories when it is missing
+	# (Debian's mirror has it): downloaded once with what it needs and
+	# cached by debdeps.sh, as the dependencies of a package that wants it.
+	mkdir -p "$BATS_TEST_TMPDIR/want/DEBIAN"
+	printf '%s\n' 'Package: gpuprov-test-wants-python3-apt' 'Version: 1' 'Architecture: all' \
+		'Maintainer: gpuprov tests <tests@gpuprov.invalid>' 'Depends: python3-apt' \
+		'Description: what the apt module needs (gpuprov tests)' > "$BATS_TEST_TMPDIR/want/DEBIAN/control"
+	dpkg-deb --root-owner-group -b "$BATS_TEST_TMPDIR/want" "$BATS_TEST_TMPDIR/want.deb" > /dev/null
+	extra=$(sh "$REPO_ROOT/tests/fixtures/debdeps.sh" "$r" "$BATS_TEST_TMPDIR/want.deb" \
+		2> "$BATS_TEST_TMPDIR/debdeps.err") || rc=$?
+	[ "$rc" -ne 77 ] || skip "$(tail -1 "$BATS_TEST_TMPDIR/debdeps.err")"
+	[ "$rc" -eq 0 ] || fail "debdeps.sh failed ($rc):" "$(cat "$BATS_TEST_TMPDIR/debdeps.err")"
+	# The site's mirror: signed (aptrepo.sh's test key), with the package
+	# the file built, python3-apt and what it needs, and the stand-ins.
+	set -- --add "$DEB"
+	for d in "$extra"/*.deb; do set -- "$@" --add "$d"; done
+	sh "$REPO_ROOT/tests/fixtures/aptrepo.sh" "$mirror" --url file:///srv/site-mirror/ "$@" \
+		> "$BATS_TEST_TMPDIR/aptrepo.log" 2>&1 || fail "aptrepo.sh failed:" "$(cat "$BATS_TEST_TMPDIR/aptrepo.log")"
+	cp -a "$mirror/repo" "$r/srv/site-mirror"
+	cp "$mirror/key.gpg" "$r/usr/share/keyrings/site-mirror.gpg"
+	echo "deb [signed-by=/usr/share/keyrings/site-mirror.gpg] file:///srv/site-mirror/ /" \
+		> "$r/etc/apt/sources.list.d/site-mirror.list"
+	# A host has its lists; apt checks the mirror's signature here.
+	chroot "$r" apt-get -q update > "$BATS_TEST_TMPDIR/update.log" 2>&1 ||
+		fail "apt-get update failed:" "$(cat "$BATS_TEST_TMPDIR/update.log")"
+	[ "$(dpkg_status "$r" gpuprov)" = not-installed ] || fail "gpuprov is there: $(dpkg_status "$r" gpuprov)"
+	# env only: no reboot on this fresh host.
+	local vars='{"gpuprov_package_file": "", "gpuprov_only": ["env"]}'
+	# Check mode: the apt module may not install python3-apt, and says so.
+	play "$BATS_FILE_TMPDIR/site.yml" --check -e test_hosts=repo -e "$vars"
+	[ "$status" -eq 2 ] || fail "ansible-playbook --check: $status (a host failed: 2)" "$RESULTS"
+	assert_result fromrepo "Install gpuprov from the host's repositories" failed \
+		"python3-apt must be installed to use check mode"
+	[ "$(dpkg_status "$r" python3-apt)" = not-installed ] || fail "check mode installed python3-apt"
+	play "$BATS_FILE_TMPDIR/site.yml" -e test_hosts=repo -e "$vars"
+	[ "$status" -eq 0 ] || fail "ansible-playbook: $status" "$RESULTS"
+	assert_result fromrepo "Install gpuprov from the host's repositories" changed
+	assert_result fromrepo "Install the package file" skipped
+	assert_result fromrepo "Run gpuprov install (" changed
+	assert_result fromrepo "Run gpuprov verify" ok
+	[ "$(dpkg_status "$r" gpuprov)" = "install ok installed $VERSION" ] ||
+		fail "fromrepo: the package is $(dpkg_status "$r" gpuprov)"
+	[[ "$(dpkg_status "$r" python3-apt)" == "install ok installed "* ]] ||
+		fail "python3-apt: $(dpkg_status "$r" python3-apt)"
+	# The installed version is the mirror's.
+	chroot "$r" apt-cache policy gpuprov > "$BATS_TEST_TMPDIR/policy"
+	grep -A1 -F "*** $VERSION " "$BATS_TEST_TMPDIR/policy" | grep -qF 'file:/srv/site-mirror' ||
+		fail "not the mirror's version:" "$(cat "$BATS_TEST_TMPDIR/policy")"
+	host_manifest fromrepo > "$BATS_TEST_TMPDIR/fromrepo.before"
+	play "$BATS_FILE_TMPDIR/site.yml" -e test_hosts=repo -e "$vars"
+	[ "$status" -eq 0 ] || fail "ansible-playbook: $status" "$RESULTS"
+	assert_result fromrepo "Install gpuprov from the host's repositories" ok
+	assert_recap_has fromrepo changed=0
+	assert_recap_has fromrepo failed=0
+	host_manifest fromrepo | diff -u "$BATS_TEST_TMPDIR/fromrepo.before" - >&2 ||
+		fail "the second run changed host fromrepo (diff above)"
 }
 
 @test "ansible: the module's root and binary: gpuprov --root on an image from the controller" {

@@ -126,6 +126,12 @@ report:
   description: The verify report.
   returned: command is verify
   type: dict
+failures:
+  description: With I(command=verify), each failed finding of the report as
+    "ID: EVIDENCE (HINT)", when verify found failures (exit 3).
+  returned: command is verify and verify found failures
+  type: list
+  elements: str
 """
 
 import json

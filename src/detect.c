@@ -164,8 +164,8 @@ static void print_gpu(struct gp_out *out, const struct gpu *g)
 
 static void render_json(struct gp_out *out, const struct gp_root *r,
                         const struct gp_os_release *osr, const char *kernel,
-                        enum gp_secure_boot sb, const struct gpu *gpus, size_t n_gpus,
-                        const struct candidate *c, size_t n_c)
+                        const char *arch, enum gp_secure_boot sb, const struct gpu *gpus,
+                        size_t n_gpus, const struct candidate *c, size_t n_c)
 {
 	cJSON *doc = cJSON_CreateObject();
 	cJSON_AddStringToObject(doc, "root", r->dir);
@@ -178,6 +178,7 @@ static void render_json(struct gp_out *out, const struct gp_root *r,
 		cJSON_AddNullToObject(doc, "os");
 	}
 	add_string_or_null(doc, "kernel", kernel);
+	add_string_or_null(doc, "arch", arch);
 	cJSON_AddStringToObject(doc, "secure_boot", gp_secure_boot_name(sb));
 	cJSON *arr = cJSON_AddArrayToObject(doc, "gpus");
 	for (size_t i = 0; i < n_gpus; i++)
@@ -197,7 +198,7 @@ static void render_json(struct gp_out *out, const struct gp_root *r,
 }
 
 static void render_text(struct gp_out *out, const struct gp_os_release *osr,
-                        const char *kernel, enum gp_secure_boot sb,
+                        const char *kernel, const char *arch, enum gp_secure_boot sb,
                         const struct gpu *gpus, size_t n_gpus, int pci_rc,
                         const struct candidate *c, size_t n_c)
 {
@@ -208,6 +209,7 @@ static void render_text(struct gp_out *out, const struct gp_os_release *osr,
 	else
 		fprintf(out->out, "OS:          unknown (no etc/os-release)\n");
 	fprintf(out->out, "Kernel:      %s\n", kernel ? kernel : "unknown");
+	fprintf(out->out, "Arch:        %s\n", arch ? arch : "unknown");
 	fprintf(out->out, "Secure Boot: %s\n", gp_secure_boot_name(sb));
 	if (n_gpus == 0) {
 		fprintf(out->out, "GPUs:        no NVIDIA GPU found%s\n",
@@ -253,6 +255,7 @@ int gp_engine_detect(const struct gp_options *o, struct gp_out *out)
 	}
 	bool have_os = rc == 0;
 	_cleanup_free_ char *kernel = gp_running_kernel(&r);
+	_cleanup_free_ char *arch = gp_root_arch(&r);
 	enum gp_secure_boot sb = gp_secure_boot_state(&r);
 
 	struct gp_pci_list pci = { 0 };
@@ -278,11 +281,11 @@ int gp_engine_detect(const struct gp_options *o, struct gp_out *out)
 	size_t n_c;
 	struct candidate *c = matching_profiles(o, &r, gpus, n_gpus, out, &n_c);
 	if (out->format == GP_FORMAT_JSON)
-		render_json(out, &r, have_os ? &osr : NULL, kernel, sb, gpus, n_gpus, c,
-		            n_c);
+		render_json(out, &r, have_os ? &osr : NULL, kernel, arch, sb, gpus,
+		            n_gpus, c, n_c);
 	else
-		render_text(out, have_os ? &osr : NULL, kernel, sb, gpus, n_gpus, pci_rc,
-		            c, n_c);
+		render_text(out, have_os ? &osr : NULL, kernel, arch, sb, gpus, n_gpus,
+		            pci_rc, c, n_c);
 
 	for (size_t i = 0; i < n_c; i++)
 		gp_profile_free(c[i].p);

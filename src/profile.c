@@ -26,6 +26,7 @@
 #include "gpuprov/root.h"
 #include "gpuprov/schema.h"
 #include "gpuprov/strmap.h"
+#include "gpuprov/urltemplate.h"
 
 #ifndef GP_DATADIR
 #define GP_DATADIR "/usr/local/share/gpuprov"
@@ -812,6 +813,39 @@ static int check_insecure_http(const cJSON *doc, const struct load_state *st,
 static int finish_load(const char *path, cJSON *doc, struct load_state *st,
                        struct gp_profile **out, struct gp_err *err);
 
+static const char *doc_arch(const cJSON *doc)
+{
+	const cJSON *match = cJSON_GetObjectItemCaseSensitive(doc, "match");
+	const char *arch = gp_json_string(match, "arch", NULL);
+	return gp_arch_known(arch) ? arch : GP_ARCH_DEFAULT;
+}
+
+/* The URL placeholders ({nvidia_arch}, ...: urltemplate.h) of every string
+ * in the resolved profile replaced with arch's names, once the chain is
+ * resolved, so that a base serves the architecture its child matches and
+ * plans, journal and digest show the URLs gpuprov fetches. */
+static void expand_arch_placeholders(cJSON *node, const char *arch)
+{
+	const char *values[GP_URL_PLACEHOLDERS] = {
+		[GP_URL_ARCH] = arch,
+		[GP_URL_NVIDIA_ARCH] = gp_arch_nvidia_dir(arch),
+		[GP_URL_DEB_ARCH] = gp_arch_deb_name(arch),
+	};
+	cJSON *v;
+	cJSON_ArrayForEach(v, node)
+	{
+		if (cJSON_IsString(v) && strchr(v->valuestring, '{')) {
+			char *x = gp_url_template_expand(v->valuestring, values);
+			if (x) {
+				cJSON_SetValuestring(v, x);
+				free(x);
+			}
+		} else if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
+			expand_arch_placeholders(v, arch);
+		}
+	}
+}
+
 int gp_profile_load(const char *name_or_path, char *const *search,
                     struct gp_profile **out, struct gp_err *err)
 {
@@ -846,6 +880,7 @@ static int finish_load(const char *path, cJSON *doc, struct load_state *st,
 	load_state_free(st);
 	if (!doc)
 		return -1;
+	expand_arch_placeholders(doc, doc_arch(doc));
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(doc, "name");
 	if (!cJSON_IsString(name)) { /* a present name was checked with its position */
 		cJSON_Delete(doc);
@@ -899,7 +934,5 @@ bool gp_profile_distro_bool(const struct gp_profile *p, const char *key, bool df
 
 const char *gp_profile_arch(const struct gp_profile *p)
 {
-	const cJSON *match = cJSON_GetObjectItemCaseSensitive(p->doc, "match");
-	const char *arch = gp_json_string(match, "arch", NULL);
-	return gp_arch_known(arch) ? arch : GP_ARCH_DEFAULT;
+	return doc_arch(p->doc);
 }

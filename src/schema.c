@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gpuprov/schema.h"
+#include "gpuprov/urltemplate.h"
 
 bool gp_schema_only(const char *s, const char *set)
 {
@@ -129,6 +130,9 @@ char *gp_schema_check_url(const cJSON *v, size_t i)
 			    s, "must not contain spaces or control characters");
 	if (strcspn(rest, "/?#") == 0)
 		return gp_schema_why_got(s, "must name a host after the scheme");
+	_cleanup_free_ char *why = gp_url_template_check(s);
+	if (why)
+		return gp_schema_why_got(s, why);
 	return NULL;
 }
 

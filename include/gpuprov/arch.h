@@ -15,6 +15,9 @@ bool gp_arch_known(const char *arch);
  * CUDA redistributables: "x86_64", "sbsa" (arm64 servers; NVIDIA has no
  * "arm64" directory). NULL for an unknown arch. */
 const char *gp_arch_nvidia_dir(const char *arch);
+/* Debian's name for it ("amd64", "arm64"), as in apt repository paths such
+ * as NVIDIA's container toolkit's deb/amd64/. NULL when unknown. */
+const char *gp_arch_deb_name(const char *arch);
 /* The multiarch library directory: "/usr/lib/x86_64-linux-gnu",
  * "/usr/lib/aarch64-linux-gnu" (Debian, Ubuntu). NULL when unknown. */
 const char *gp_arch_multiarch_libdir(const char *arch);

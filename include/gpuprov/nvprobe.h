@@ -111,6 +111,11 @@ void gp_nvchild_free(struct gp_nvchild *ch);
  * (nvsettings.h) and the fabric state (nvfabric.h) use it. */
 int gp_nvchild_run(const struct gp_root *r, int timeout_ms, bool read_only,
                    gp_nvchild_fn *fn, void *arg, struct gp_nvchild *ch);
-/* How a child that did not say "end" (ended false) or was killed failed, as
- * a sentence (allocated); NULL when it did not. */
-char *gp_nvchild_failure(const struct gp_nvchild *ch, bool ended);
+/* Hands each line of ch's output to fn split at its first blank (key,
+ * value; "" without one), all but the child's own "end" and "error" lines
+ * (the output is cut into the lines). Returns how the child failed as a
+ * sentence (allocated): killed at the deadline, its "error" line, a crash,
+ * an end without "end"; NULL when it ended well. */
+char *gp_nvchild_each(struct gp_nvchild *ch,
+                      void (*fn)(void *arg, const char *key, const char *value),
+                      void *arg);

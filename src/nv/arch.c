@@ -11,14 +11,15 @@
 struct arch_names {
 	const char *arch; /* uname -m */
 	const char *nvidia_dir;
+	const char *deb; /* Debian's architecture name */
 	const char *libdir, *includedir;
 	bool proprietary;
 };
 
 static const struct arch_names table[] = {
-	{ "x86_64", "x86_64", "/usr/lib/x86_64-linux-gnu",
+	{ "x86_64", "x86_64", "amd64", "/usr/lib/x86_64-linux-gnu",
 	  "/usr/include/x86_64-linux-gnu", true },
-	{ "aarch64", "sbsa", "/usr/lib/aarch64-linux-gnu",
+	{ "aarch64", "sbsa", "arm64", "/usr/lib/aarch64-linux-gnu",
 	  "/usr/include/aarch64-linux-gnu", false },
 };
 
@@ -39,6 +40,12 @@ const char *gp_arch_nvidia_dir(const char *arch)
 {
 	const struct arch_names *a = find(arch);
 	return a ? a->nvidia_dir : NULL;
+}
+
+const char *gp_arch_deb_name(const char *arch)
+{
+	const struct arch_names *a = find(arch);
+	return a ? a->deb : NULL;
 }
 
 const char *gp_arch_multiarch_libdir(const char *arch)

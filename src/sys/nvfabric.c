@@ -114,12 +114,9 @@ static void parse_gpu(struct gp_nvfabric *f, const char *v)
 	f->status[idx] = status;
 }
 
-static void parse_line(struct gp_nvfabric *f, char *line)
+static void parse_line(void *arg, const char *line, const char *v)
 {
-	char *sp = strchr(line, ' ');
-	const char *v = sp ? sp + 1 : "";
-	if (sp)
-		*sp = '\0';
+	struct gp_nvfabric *f = arg;
 	char *end;
 	int n;
 	if (strcmp(line, "nvml.loaded") == 0)
@@ -148,27 +145,8 @@ int gp_nvfabric_run(const struct gp_root *r, int timeout_ms, bool read_only,
 		f->read_only_refused = ch.read_only_refused;
 		return rc;
 	}
-	/* "error" (the child's own failure) and "end" are the child helper's
-	 * lines; the others are fabric_body's. */
-	bool ended = false;
-	char *save = NULL;
-	for (char *l = ch.out.data ? strtok_r(ch.out.data, "\n", &save) : NULL; l;
-	     l = strtok_r(NULL, "\n", &save)) {
-		if (strcmp(l, "end") == 0)
-			ended = true;
-		else if (gp_str_starts_with(l, "error ") && !f->error)
-			f->error = gp_xstrdup(l + strlen("error "));
-		else
-			parse_line(f, l);
-	}
+	f->error = gp_nvchild_each(&ch, parse_line, f);
 	gp_nvchild_free(&ch);
-	if (!f->error || ch.timed_out) {
-		char *why = gp_nvchild_failure(&ch, ended);
-		if (why) {
-			free(f->error);
-			f->error = why;
-		}
-	}
 	return 0;
 }
 

@@ -245,20 +245,13 @@ static void set_str(char **dst, const char *v)
 	*dst = gp_xstrdup(v);
 }
 
-static void parse_line(struct gp_nvprobe *p, char *line, bool *ended)
+static void parse_line(void *arg, const char *line, const char *v)
 {
-	char *sp = strchr(line, ' ');
-	const char *v = sp ? sp + 1 : "";
-	if (sp)
-		*sp = '\0';
+	struct gp_nvprobe *p = arg;
 	struct gp_nvml_probe *n = &p->nvml;
 	struct gp_libcuda_probe *c = &p->cuda;
 	int i;
-	if (strcmp(line, "end") == 0)
-		*ended = true;
-	else if (strcmp(line, "error") == 0)
-		set_str(&p->error, v);
-	else if (strcmp(line, "nvml.loaded") == 0)
+	if (strcmp(line, "nvml.loaded") == 0)
 		n->loaded = probe_int(v) == 1;
 	else if (strcmp(line, "nvml.load_error") == 0)
 		set_str(&n->load_error, v);
@@ -420,19 +413,41 @@ int gp_nvchild_run(const struct gp_root *r, int timeout_ms, bool read_only,
 	return 0;
 }
 
-char *gp_nvchild_failure(const struct gp_nvchild *ch, bool ended)
+char *gp_nvchild_each(struct gp_nvchild *ch,
+                      void (*fn)(void *arg, const char *key, const char *value),
+                      void *arg)
 {
-	if (ch->timed_out)
+	bool ended = false;
+	char *error = NULL;
+	char *save = NULL;
+	for (char *l = ch->out.data ? strtok_r(ch->out.data, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		char *sp = strchr(l, ' ');
+		if (sp)
+			*sp = '\0';
+		const char *v = sp ? sp + 1 : "";
+		if (strcmp(l, "end") == 0) {
+			ended = true;
+		} else if (strcmp(l, "error") == 0) {
+			free(error);
+			error = gp_xstrdup(v);
+		} else {
+			fn(arg, l, v);
+		}
+	}
+	if (ch->timed_out) {
+		free(error);
 		return gp_xstrdup("the probe did not finish in time and was killed "
 		                  "(a hung driver library?)");
-	if (!ended && WIFSIGNALED(ch->status))
+	}
+	if (error || ended)
+		return error;
+	if (WIFSIGNALED(ch->status))
 		return gp_xasprintf("the probe crashed in the driver libraries "
 		                    "(signal %d, %s)",
 		                    WTERMSIG(ch->status),
 		                    strsignal(WTERMSIG(ch->status)));
-	if (!ended)
-		return gp_xstrdup("the probe ended without a result");
-	return NULL;
+	return gp_xstrdup("the probe ended without a result");
 }
 
 int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
@@ -449,18 +464,7 @@ int gp_nvprobe_run(const struct gp_root *r, int timeout_ms, bool read_only,
 		p->read_only_refused = ch.read_only_refused;
 		return rc;
 	}
-	bool ended = false;
-	char *save = NULL;
-	for (char *l = ch.out.data ? strtok_r(ch.out.data, "\n", &save) : NULL; l;
-	     l = strtok_r(NULL, "\n", &save))
-		parse_line(p, l, &ended);
-	if (!p->error || ch.timed_out) {
-		char *why = gp_nvchild_failure(&ch, ended);
-		if (why) {
-			free(p->error);
-			p->error = why;
-		}
-	}
+	p->error = gp_nvchild_each(&ch, parse_line, p);
 	gp_nvchild_free(&ch);
 	return 0;
 }

@@ -281,18 +281,10 @@ static void parse_set(struct gp_nvsettings *s, const char *v)
 	free(line);
 }
 
-static void parse_line(struct gp_nvsettings *s, char *line, bool *ended)
+static void parse_line(void *arg, const char *line, const char *v)
 {
-	char *sp = strchr(line, ' ');
-	const char *v = sp ? sp + 1 : "";
-	if (sp)
-		*sp = '\0';
-	if (strcmp(line, "end") == 0)
-		*ended = true;
-	else if (strcmp(line, "error") == 0) {
-		free(s->error);
-		s->error = gp_xstrdup(v);
-	} else if (strcmp(line, "loaded") == 0)
+	struct gp_nvsettings *s = arg;
+	if (strcmp(line, "loaded") == 0)
 		s->loaded = strcmp(v, "1") == 0;
 	else if (strcmp(line, "load_error") == 0) {
 		free(s->load_error);
@@ -336,19 +328,8 @@ static int run(const struct gp_root *r, int timeout_ms, bool read_only,
 		s->read_only_refused = res.read_only_refused;
 		return rc;
 	}
-	bool ended = false;
-	char *save = NULL;
-	for (char *l = res.out.data ? strtok_r(res.out.data, "\n", &save) : NULL; l;
-	     l = strtok_r(NULL, "\n", &save))
-		parse_line(s, l, &ended);
+	s->error = gp_nvchild_each(&res, parse_line, s);
 	gp_nvchild_free(&res);
-	if (!s->error || res.timed_out) {
-		char *why = gp_nvchild_failure(&res, ended);
-		if (why) {
-			free(s->error);
-			s->error = why;
-		}
-	}
 	return 0;
 }
 

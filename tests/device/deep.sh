@@ -11,7 +11,7 @@
 # catalogue profile to verify with (default h200-ubuntu2404; only the
 # driver stage's checks run, --deep does not depend on the profile).
 # PYTHON: a Python with torch (default python3). Everything goes to $OUT:
-# detect.json, deep.json (+ .stderr, .rc), deep-quick.json, torch.json,
+# detect.json, verify.json, plan.txt, deep.json (+ .stderr, .rc), deep-quick.json, torch.json,
 # nvidia-smi.txt, summary.txt. The figures are to be recorded, with the
 # date, in docs/reference/gpu-health.md and src/nv/gpuspec.c's comments.
 set -u
@@ -36,6 +36,14 @@ timeout 60 nvidia-smi -q > "$OUT/nvidia-smi-q.txt" 2>&1
 if [ -x "$GPUPROV" ]; then
 	timeout 60 "$GPUPROV" --json detect > "$OUT/detect.json" 2> "$OUT/detect.stderr"
 	log "detect: exit $?"
+	# The stages' own read-only checks on the live host (the GPU settings and
+	# the fabric manager read NVML and systemd, change nothing), and the plan
+	# an install would follow (printed, never applied).
+	timeout 120 "$GPUPROV" --json verify --profile "$PROFILE" \
+		> "$OUT/verify.json" 2> "$OUT/verify.stderr"
+	log "verify: exit $?"
+	timeout 120 "$GPUPROV" plan --profile "$PROFILE" > "$OUT/plan.txt" 2> "$OUT/plan.stderr"
+	log "plan: exit $?"
 	timeout 60 "$GPUPROV" --json verify --profile "$PROFILE" --only driver --deep=quick \
 		> "$OUT/deep-quick.json" 2> "$OUT/deep-quick.stderr"
 	log "verify --deep=quick: exit $?"

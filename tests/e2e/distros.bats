@@ -35,6 +35,11 @@ profile() {
 		gp --root "$R" detect
 		assert_status 0
 		assert_stdout_has "$want"
+		assert_stdout_has "Arch:        $a"
+		gp --root "$R" --json detect
+		printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/detect.json"
+		[ "$(json_get "$BATS_TEST_TMPDIR/detect.json" 'd["arch"]')" = "$a" ] ||
+			fail "$d: detect --json arch:" "$output"
 	done
 	# The -64k flavour of Ubuntu's arm64 servers, Debian's arm64 kernel.
 	[ -d "$R/lib/modules/6.8.0-31-generic-64k" ] || fail "no generic-64k kernel"

@@ -625,6 +625,14 @@ verify_root() {
 	assert_stdout_has "cuInit: 100 (no CUDA-capable device is detected)"
 }
 
+@test "driver verify: a driver library that crashes costs only the probe, and the finding says how it ended" {
+	verify_root
+	fake_libs mode=crash
+	gp --root "$R" verify --profile "$P" --only driver
+	assert_status 3
+	assert_stdout_has "the probe crashed in the driver libraries (signal 6"
+}
+
 @test "driver verify: insufficient driver for the toolkit" {
 	verify_root
 	fake_libs mode=insufficient version=535.183.01 cuda=12020

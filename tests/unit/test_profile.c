@@ -547,6 +547,46 @@ static void test_extends_merge(void **state)
 	free(path);
 }
 
+/* URL placeholders in a base take the architecture of the profile that
+ * extends it (match.arch, x86_64 when none); an unknown one is refused
+ * with its position. */
+static void test_arch_placeholders(void **state)
+{
+	struct fixture *fx = *state;
+	free(fx_write(fx, "d2/archbase.json",
+	              "{ \"name\": \"archbase\",\n"
+	              "  \"distro\": { \"id\": \"ubuntu2404\",\n"
+	              "    \"repo_url\": \"https://example.com/{nvidia_arch}/\",\n"
+	              "    \"container_toolkit_repo\": { \"url\": "
+	              "\"https://example.com/deb/{deb_arch}/{arch}\" } } }\n"));
+	free(fx_write(fx, "d1/arm.json",
+	              "{ \"name\": \"arm\", \"extends\": \"archbase\",\n"
+	              "  \"match\": { \"arch\": \"aarch64\" } }\n"));
+	struct gp_profile *p = load_ok(fx, "arm");
+	assert_string_equal(gp_profile_distro_string(p, "repo_url"),
+	                    "https://example.com/sbsa/");
+	assert_string_equal(str_at(p->doc, "distro", "container_toolkit_repo", "url"),
+	                    "https://example.com/deb/arm64/aarch64");
+	gp_profile_free(p);
+	p = load_ok(fx, "archbase");
+	assert_string_equal(gp_profile_distro_string(p, "repo_url"),
+	                    "https://example.com/x86_64/");
+	assert_string_equal(str_at(p->doc, "distro", "container_toolkit_repo", "url"),
+	                    "https://example.com/deb/amd64/x86_64");
+	gp_profile_free(p);
+	char *bad = fx_write(
+	    fx, "d1/badarch.json",
+	    "{ \"name\": \"badarch\",\n"
+	    "  \"distro\": { \"repo_url\": \"https://example.com/{os}/\" } }\n");
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_profile_load(bad, fx->search, &p, &err), -1);
+	if (!strstr(err.msg, "badarch.json:2:27: \"repo_url\"") ||
+	    !strstr(err.msg,
+	            "not one of the placeholders {arch}, {nvidia_arch}, {deb_arch}"))
+		fail_msg("got: %s", err.msg);
+	free(bad);
+}
+
 /* gp_profile_load_text on a file's bytes answers as gp_profile_load on the
  * file: the profile (extends followed from files), or the same message. */
 static void expect_text_as_file(struct fixture *fx, const char *rel, const char *text)
@@ -1345,6 +1385,7 @@ int main(void)
 		FX_TEST(test_wrong_types),
 		FX_TEST(test_stage_false),
 		FX_TEST(test_extends_merge),
+		FX_TEST(test_arch_placeholders),
 		FX_TEST(test_load_text),
 		FX_TEST(test_extends_child_description_and_disable),
 		FX_TEST(test_extends_chains),

@@ -8,6 +8,8 @@
  *   load_power W | power_limit W | memory_bps X | h2d_bps X | d2h_bps X |
  *   gemm DTYPE FLOPS | gemm_skip DTYPE REASON | perf_skip REASON |
  *   error REASON | end
+ * and the peer-to-peer child, one for all GPUs, GPU I to GPU J:
+ *   p2p I J BPS | p2p_skip I J REASON
  * The CUDA ordinals are made the NVML (PCI bus) order with
  * CUDA_DEVICE_ORDER=PCI_BUS_ID, and CUDA_VISIBLE_DEVICES is dropped, so
  * GPU i is the same GPU in both libraries. */
@@ -189,6 +191,10 @@ typedef int cuEventRecord_t(void *, void *);
 typedef int cuEventSynchronize_t(void *);
 typedef int cuEventElapsedTime_t(float *, void *, void *);
 typedef int cuCtxSynchronize_t(void);
+typedef int cuDeviceCanAccessPeer_t(int *, int, int);
+typedef int cuCtxEnablePeerAccess_t(void *, unsigned);
+typedef int cuMemcpyPeerAsync_t(CUdeviceptr, void *, CUdeviceptr, void *, size_t, void *);
+enum { CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704 };
 
 /* cuBLAS (cublas_api.h, library_types.h). */
 typedef int cublasCreate_v2_t(void **);
@@ -248,6 +254,7 @@ struct work {
 	void *handle;
 	CUdeviceptr a, b, c;
 	void *host;
+	void *src_ctx, *dst_ctx; /* a peer copy's contexts */
 	size_t bytes;
 	int m, dtype_in, compute;
 };
@@ -265,6 +272,12 @@ static int enqueue_htod(struct work *w)
 static int enqueue_dtoh(struct work *w)
 {
 	return ((cuMemcpyDtoHAsync_v2_t *)w->fn)(w->host, w->a, w->bytes, NULL);
+}
+
+static int enqueue_peer(struct work *w)
+{
+	return ((cuMemcpyPeerAsync_t *)w->fn)(w->b, w->dst_ctx, w->a, w->src_ctx,
+	                                      w->bytes, NULL);
 }
 
 static int enqueue_gemm(struct work *w)
@@ -338,14 +351,14 @@ static void *open_cublas(char *why, size_t len)
 }
 
 struct level {
-	size_t copy_bytes, host_bytes;
+	size_t copy_bytes, host_bytes, peer_bytes;
 	int gemm_m, warmup, runs, batch;
 	double soak_s; /* BF16 GEMMs first, for boost and heat to settle */
 };
 
 static const struct level levels[] = {
-	[GP_DEEP_QUICK] = { 1ul << 30, 256ul << 20, 4096, 20, 3, 10, 2 },
-	[GP_DEEP_FULL] = { 2ul << 30, 1ul << 30, 8192, 200, 7, 20, 30 },
+	[GP_DEEP_QUICK] = { 1ul << 30, 256ul << 20, 64ul << 20, 4096, 20, 3, 10, 2 },
+	[GP_DEEP_FULL] = { 2ul << 30, 1ul << 30, 512ul << 20, 8192, 200, 7, 20, 30 },
 };
 
 /* Random inputs in [-2, -1] and [1, 2] for the GEMMs: zeros would draw
@@ -550,6 +563,119 @@ static void perf(int fd, void *arg)
 		put(fd, "load_power %u", l.power_mw / 1000);
 }
 
+/* --- peer to peer ------------------------------------------------------ */
+
+struct p2p_arg {
+	int n; /* GPUs taking part */
+	unsigned index[GP_PROBE_MAX_GPUS]; /* their NVML indexes */
+	enum gp_deep_level level;
+};
+
+/* One GPU's part in the peer copies: its primary context, a buffer and the
+ * events its copies are timed by (an event belongs to one context). */
+struct peer_gpu {
+	int dev;
+	void *ctx, *start, *stop;
+	CUdeviceptr buf;
+	char why[120]; /* empty when usable */
+};
+
+static void p2p(int fd, void *arg)
+{
+	const struct p2p_arg *pa = arg;
+	const struct level *lv = &levels[pa->level];
+	setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+	unsetenv("CUDA_VISIBLE_DEVICES");
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		put(fd, "error cannot load libcuda.so.1: %s", dlerror());
+		return;
+	}
+	cuInit_t *init = SYM(h, cuInit);
+	cuDeviceGet_t *get = SYM(h, cuDeviceGet);
+	cuDevicePrimaryCtxRetain_t *retain = SYM(h, cuDevicePrimaryCtxRetain);
+	cuCtxSetCurrent_t *set_current = SYM(h, cuCtxSetCurrent);
+	cuMemAlloc_v2_t *alloc = SYM(h, cuMemAlloc_v2);
+	cuEventCreate_t *event = SYM(h, cuEventCreate);
+	cuDeviceCanAccessPeer_t *can_access = SYM(h, cuDeviceCanAccessPeer);
+	cuCtxEnablePeerAccess_t *enable = SYM(h, cuCtxEnablePeerAccess);
+	struct cuda cu = { SYM(h, cuEventRecord), SYM(h, cuEventSynchronize),
+		           SYM(h, cuEventElapsedTime), NULL, NULL };
+	void *copy = SYM(h, cuMemcpyPeerAsync);
+	if (!init || !get || !retain || !set_current || !alloc || !event || !can_access ||
+	    !enable || !cu.record || !cu.sync || !cu.elapsed || !copy) {
+		put(fd, "error libcuda.so.1 lacks a driver API entry point of the "
+		        "peer-to-peer copies");
+		return;
+	}
+	int rc = init(0);
+	if (rc) {
+		put(fd, "error cuInit failed (return code %d)", rc);
+		return;
+	}
+	struct peer_gpu *g = calloc((size_t)pa->n, sizeof *g);
+	if (!g) {
+		put(fd, "error out of memory");
+		return;
+	}
+	for (int k = 0; k < pa->n; k++)
+		if ((rc = get(&g[k].dev, (int)pa->index[k])) ||
+		    (rc = retain(&g[k].ctx, g[k].dev)) || (rc = set_current(g[k].ctx)) ||
+		    (rc = alloc(&g[k].buf, lv->peer_bytes)) ||
+		    (rc = event(&g[k].start, 0)) || (rc = event(&g[k].stop, 0)))
+			snprintf(g[k].why, sizeof g[k].why,
+			         "GPU %u: the driver API failed (return code %d)",
+			         pa->index[k], rc);
+	const struct nvml none = { 0 }; /* nothing sampled: the GEMMs did */
+	struct load l = { 0 };
+	for (int i = 0; i < pa->n; i++)
+		for (int k = i + 1; k < pa->n; k++) {
+			unsigned a = pa->index[i], b = pa->index[k];
+			int yes = 0;
+			if (g[i].why[0] || g[k].why[0]) {
+				put(fd, "p2p_skip %u %u %s", a, b,
+				    g[i].why[0] ? g[i].why : g[k].why);
+				continue;
+			}
+			if ((rc = can_access(&yes, g[i].dev, g[k].dev)) || !yes) {
+				put(fd,
+				    "p2p_skip %u %u cuDeviceCanAccessPeer: GPU %u cannot "
+				    "reach GPU %u's memory directly (no NVLink or PCIe "
+				    "peer "
+				    "path; return code %d)",
+				    a, b, a, b, rc);
+				continue;
+			}
+			/* GPU i's context may then use GPU k's memory. */
+			if ((rc = set_current(g[i].ctx)) ||
+			    ((rc = enable(g[k].ctx, 0)) &&
+			     rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)) {
+				put(fd,
+				    "p2p_skip %u %u cuCtxEnablePeerAccess failed (return "
+				    "code %d)",
+				    a, b, rc);
+				continue;
+			}
+			cu.start = g[i].start;
+			cu.stop = g[i].stop;
+			struct work w = { .enqueue = enqueue_peer,
+				          .fn = copy,
+				          .a = g[i].buf,
+				          .b = g[k].buf,
+				          .src_ctx = g[i].ctx,
+				          .dst_ctx = g[k].ctx,
+				          .bytes = lv->peer_bytes };
+			double s = timed(&cu, &none, &l, &w, 2, lv->runs, 2);
+			if (s > 0) /* one way: each byte counted once */
+				put(fd, "p2p %u %u %.6g", a, b,
+				    (double)lv->peer_bytes / s);
+			else
+				put(fd, "p2p_skip %u %u a copy or event call failed", a,
+				    b);
+		}
+	free(g);
+}
+
 /* --- the parent -------------------------------------------------------- */
 
 void gp_deep_gpu_init(struct gp_deep_gpu *g)
@@ -583,6 +709,8 @@ void gp_deep_gpu_free(struct gp_deep_gpu *g)
 	free(g->perf_skip);
 	free(g->health_error);
 	free(g->perf_error);
+	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
+		free(g->peer_skip[i]);
 	gp_deep_gpu_init(g);
 }
 
@@ -682,6 +810,27 @@ void gp_nvhealth_parse_line(struct gp_deep_gpu *g, char *line)
 		set_once(&g->perf_skip, v);
 }
 
+void gp_nvhealth_parse_peer_line(struct gp_deep_gpu *gpus, int n, char *line)
+{
+	bool skip = strncmp(line, "p2p_skip ", 9) == 0;
+	if (!skip && strncmp(line, "p2p ", 4) != 0)
+		return;
+	char *v = line + (skip ? 9 : 4);
+	long long x[2];
+	if (ints(v, x, 2) != 2 || x[0] >= n || x[1] >= n || x[0] >= x[1])
+		return;
+	/* Past the two numbers: the rate or the reason. */
+	for (int k = 0; k < 2; k++) {
+		v += strspn(v, "0123456789");
+		v += strspn(v, " ");
+	}
+	struct gp_deep_gpu *g = &gpus[x[0]];
+	if (skip)
+		set_once(&g->peer_skip[x[1]], v);
+	else
+		g->peer_bps[x[1]] = rate(v);
+}
+
 int gp_nvhealth_kernel_log(const struct gp_root *r, char **text, size_t *len)
 {
 	if (!gp_root_is_host(r))
@@ -772,6 +921,45 @@ int gp_nvhealth_health(const struct gp_root *r, const struct gp_run_read_only *r
 	for (int i = 0; i < n; i++)
 		idx[i] = (uintptr_t)i;
 	return run_all(r, ro, gpus, n, timeout_ms, health, idx, sizeof *idx, false);
+}
+
+bool gp_deep_gpu_measured(const struct gp_deep_gpu *g)
+{
+	return !g->perf_error && !g->perf_skip;
+}
+
+int gp_nvhealth_p2p(const struct gp_root *r, const struct gp_run_read_only *ro,
+                    struct gp_deep_gpu *gpus, int n, enum gp_deep_level level,
+                    int timeout_ms, char **error)
+{
+	*error = NULL;
+	_cleanup_free_ struct p2p_arg *arg = gp_xcalloc(1, sizeof *arg);
+	arg->level = level == GP_DEEP_FULL ? GP_DEEP_FULL : GP_DEEP_QUICK;
+	for (int i = 0; i < n && i < GP_PROBE_MAX_GPUS; i++)
+		if (gp_deep_gpu_measured(&gpus[i]))
+			arg->index[arg->n++] = (unsigned)i;
+	if (arg->n < 2)
+		return 0;
+	struct gp_nvchild ch;
+	int rc = gp_nvchild_start(r, ro, p2p, arg, &ch);
+	if (rc < 0)
+		return rc;
+	gp_nvchild_collect(&ch, 1, timeout_ms);
+	const char *said = NULL;
+	char *save = NULL;
+	for (char *l = ch.out.data ? strtok_r(ch.out.data, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(l, "error ", 6) == 0 && !said)
+			said = l + 6;
+		else
+			gp_nvhealth_parse_peer_line(gpus, n, l);
+	}
+	*error = child_error(&ch, timeout_ms, said);
+	if (ch.read_only_refused && !*error)
+		*error = gp_xasprintf("cannot enter the read-only namespace: %s",
+		                      strerror(ch.read_only_refused));
+	gp_nvchild_free(&ch);
+	return 0;
 }
 
 int gp_nvhealth_perf(const struct gp_root *r, const struct gp_run_read_only *ro,

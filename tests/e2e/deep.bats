@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # verify --deep end to end, against stand-in NVML, libcuda and cuBLAS
 # (tests/fixtures/fakenv/: fakenvml.c + fakenvml_health.c, fakecuda.c +
-# fakecuda_deep.c, fakecublas.c) in one busybox root with two H100s and the
+# fakecuda_deep.c + fakecuda_p2p.c, fakecublas.c) in one busybox root with two H100s and the
 # driver installed, shared by the tests. The fake libcuda reports elapsed
 # time from the configured throughput (fakedeep.h), so every figure below
 # is exact and the runs take no real GPU time. No test here touches a GPU.
@@ -18,7 +18,7 @@ setup_file() {
 	cc -shared -fPIC -o "$lib/libnvidia-ml.so.1" -Wl,-soname,libnvidia-ml.so.1 \
 		"$FAKENV/fakenvml.c" "$FAKENV/fakenvml_health.c" || fail "cannot build the fake NVML"
 	cc -shared -fPIC -o "$lib/libcuda.so.1" -Wl,-soname,libcuda.so.1 \
-		"$FAKENV/fakecuda.c" "$FAKENV/fakecuda_deep.c" || fail "cannot build the fake libcuda"
+		"$FAKENV/fakecuda.c" "$FAKENV/fakecuda_deep.c" "$FAKENV/fakecuda_p2p.c" || fail "cannot build the fake libcuda"
 	cc -shared -fPIC -o "$lib/libcublas.so.12" -Wl,-soname,libcublas.so.12 \
 		"$FAKENV/fakecublas.c" -ldl || fail "cannot build the fake cuBLAS"
 	export DEEP_ROOT=$BATS_FILE_TMPDIR/root DEEP_PROFILE=$BATS_FILE_TMPDIR/drv.json
@@ -116,6 +116,10 @@ assert_finding() {
 	assert_finding deep.memory_bandwidth.gpu0 pass "bytes read plus written"
 	assert_finding deep.host_to_device.gpu1 pass "52.0 GB/s, expected 50.0"
 	assert_finding deep.device_to_host.gpu1 pass "52.0 GB/s"
+	# GPU 0 to GPU 1 over NVLink: 380 GB/s one way against 0.80 x 900 / 2.
+	assert_finding deep.p2p.gpu0_gpu1 pass \
+		"380.0 GB/s, expected 360.0, 106% of it (cuMemcpyPeerAsync one way, bytes counted once; NVLink"
+	[ "$(finding deep.p2p.gpu1_gpu0)" = absent ] || fail "a pair measured twice"
 	assert_finding deep.idle pass "no compute process on 2 GPUs"
 	assert_finding deep.xid pass "no critical Xid event in the kernel log (1 other"
 	assert_finding deep.node pass "2 GPUs, pass; slowest: GPU"
@@ -145,13 +149,35 @@ assert "measurement" not in f["deep.ecc.gpu0"]' "$output" || fail "measurements 
 @test "deep: the text report ends with the GPUs side by side" {
 	DEEP_FORMAT=text deep deep.gpu1.scale=0.55 -- --deep=quick
 	assert_status 3
-	[ "$(tail -n 3 <<<"$output" | head -n 1)" = \
+	[ "$(tail -n 6 <<<"$output" | head -n 1)" = \
 		"GPU  verdict  BF16 TFLOPS    FP16 TFLOPS    TF32 TFLOPS    memory GB/s    H2D GB/s       D2H GB/s" ] ||
 		fail "no table header: $output"
-	[ "$(tail -n 1 <<<"$output" | tr -s ' ')" = \
+	[ "$(tail -n 4 <<<"$output" | head -n 1 | tr -s ' ')" = \
 		"1 fail 440.0 (56%) 440.0 (56%) 220.0 (56%) 1650.0 (62%) 52.0 (104%) 52.0 (104%)" ] ||
 		fail "GPU 1's row: $output"
-	tail -n 2 <<<"$output" | head -n 1 | grep -q '^0    pass     800\.0 (101%)' || fail "GPU 0's row: $output"
+	tail -n 5 <<<"$output" | head -n 1 | grep -q '^0    pass     800\.0 (101%)' || fail "GPU 0's row: $output"
+	# Then the pairs.
+	[ "$(tail -n 2 <<<"$output")" = "GPU  peer  verdict  P2P GB/s (one way)
+0    1     pass     380.0 (106%)" ] || fail "the pairs' table: $output"
+}
+
+@test "deep: a slow pair fails, a pair without peer access warns, without NVLink PCIe counts" {
+	deep deep.gpu0.peer1_gbps=150 -- --deep=quick
+	assert_status 3
+	assert_finding deep.p2p.gpu0_gpu1 fail "150.0 GB/s, expected 360.0, 42% of it"
+	# The pair counts in both GPUs' verdicts; their own figures pass.
+	assert_finding deep.gemm_bf16.gpu1 pass
+	assert_finding deep.verdict.gpu1 fail "slowest: peer-to-peer bandwidth"
+	assert_finding deep.node fail "slowest: GPU 0 at 42% of expected (peer-to-peer bandwidth)"
+	assert_ids_listed
+	deep deep.gpu0.peer1_access=0 -- --deep=quick
+	assert_finding deep.p2p.gpu0_gpu1 warn \
+		"cuDeviceCanAccessPeer: GPU 0 cannot reach GPU 1's memory directly"
+	assert_finding deep.verdict.gpu1 warn
+	# No NVLink: the Gen5 x16 link's 50 GB/s is expected.
+	deep deep.nvlinks=0 deep.gpu0.peer1_gbps=45 -- --deep=quick
+	assert_finding deep.p2p.gpu0_gpu1 pass "45.0 GB/s, expected 50.0, 90% of it"
+	assert_finding deep.p2p.gpu0_gpu1 pass "PCIe: the narrower link's figure"
 }
 
 @test "deep: a link downtrained to x8 fails the link and halves the host bandwidth" {
@@ -241,6 +267,8 @@ assert "measurement" not in f["deep.ecc.gpu0"]' "$output" || fail "measurements 
 	grep -qx 'gpuprov_gpu_host_to_device_bytes_per_second{gpu="1"} 2.6e+10' "$m" || fail "$(cat "$m")"
 	grep -qx 'gpuprov_gpu_health_success{gpu="0",check="ecc"} 1' "$m" || fail "$(cat "$m")"
 	grep -qx 'gpuprov_gpu_health_success{gpu="1",check="verdict"} 0' "$m" || fail "$(cat "$m")"
+	grep -qx 'gpuprov_gpu_p2p_bandwidth_bytes_per_second{gpu="0",peer="1"} 3.8e+11' "$m" || fail "$(cat "$m")"
+	grep -qx 'gpuprov_gpu_health_success{gpu="0",check="p2p",peer="1"} 1' "$m" || fail "$(cat "$m")"
 }
 
 @test "deep: --deep takes only quick, and only verify takes it" {

@@ -37,6 +37,7 @@ struct gp_deep_gpu {
 	double gemm_flops[GP_DTYPE_COUNT]; /* FLOP/s, 2*M*N*K per GEMM */
 	char *gemm_skip[GP_DTYPE_COUNT]; /* why a dtype was not measured */
 	char *perf_skip; /* why nothing was measured (libcuda missing, ...) */
+	char *cublas; /* the cuBLAS library the GEMMs used, as loaded */
 	/* A child that failed: "killed after 30 s (a hung driver?)", ... */
 	char *health_error, *perf_error;
 	/* Peer-to-peer copies from this GPU to GPU j > its index, bytes
@@ -51,10 +52,12 @@ struct gp_deep_gpu {
  * none. 0, or a negative errno when no child could be started. */
 int gp_nvhealth_health(const struct gp_root *r, const struct gp_run_read_only *ro,
                        struct gp_deep_gpu *gpus, int n, int timeout_ms);
-/* Measures them the same way (level: how long), sampling NVML under load. */
+/* Measures them the same way (level: how long), sampling NVML under load.
+ * cuBLAS comes from cublas_dirs (NULL-terminated, may be NULL) first, then
+ * the loader paths and /usr/local/cuda/lib64. */
 int gp_nvhealth_perf(const struct gp_root *r, const struct gp_run_read_only *ro,
                      struct gp_deep_gpu *gpus, int n, enum gp_deep_level level,
-                     int timeout_ms);
+                     const char *const *cublas_dirs, int timeout_ms);
 /* Whether GPU g's performance child ended with a result (no perf_error
  * or perf_skip): only such GPUs take part in the peer-to-peer copies. */
 bool gp_deep_gpu_measured(const struct gp_deep_gpu *g);

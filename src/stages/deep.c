@@ -10,6 +10,8 @@
 #include "gpuprov/deep.h"
 #include "gpuprov/error.h"
 #include "gpuprov/gpuspec.h"
+#include "gpuprov/profile.h"
+#include "gpuprov/stages.h"
 #include "gpuprov/util.h"
 #include "gpuprov/xid.h"
 
@@ -276,10 +278,12 @@ static void judge_perf(struct gp_report *rep, struct judged *j, int i,
 		if (g->gemm_flops[t] > 0) {
 			fact(rep, "gemm_flops", i, gp_dtype_name((enum gp_dtype)t),
 			     g->gemm_flops[t]);
-			judge_rate(
-			    rep, j, bases[t], i, -1, check, g->gemm_flops[t],
-			    spec ? peak * spec->gemm_healthy : 0, "TFLOPS", 1e12,
-			    "cuBLAS GEMM, 2*M*N*K FLOPs, median of the timed runs");
+			_cleanup_free_ char *how = gp_xasprintf(
+			    "cuBLAS GEMM (%s), 2*M*N*K FLOPs, median of the timed runs",
+			    g->cublas ? g->cublas : "library not named");
+			judge_rate(rep, j, bases[t], i, -1, check, g->gemm_flops[t],
+			           spec ? peak * spec->gemm_healthy : 0, "TFLOPS", 1e12,
+			           how);
 		} else if (g->gemm_skip[t]) {
 			add(rep, j, bases[t], i, GP_SKIP, check,
 			    "install the CUDA toolkit's cuBLAS (the cuda stage) to "
@@ -362,6 +366,37 @@ static void judge_peers(struct gp_report *rep, struct judged *js, int i,
 	}
 }
 
+/* Where the profile put cuBLAS, for the children to try first: the cuda
+ * stage's toolkit (lib64) and the pytorch stage's environment's NVIDIA
+ * wheels (site-packages/nvidia/cublas/lib of each python3.* there). */
+static char **cublas_dirs(struct gp_ctx *c)
+{
+	char **dirs = gp_xcalloc(1, sizeof *dirs);
+	if (!c->profile)
+		return dirs;
+	_cleanup_free_ char *toolkit = gp_cuda_toolkit_path(
+	    gp_profile_stage(c->profile, "cuda"));
+	if (toolkit) {
+		_cleanup_free_ char *lib = gp_xasprintf("%s/lib64", toolkit);
+		gp_strv_push(&dirs, lib);
+	}
+	const cJSON *py = gp_profile_stage(c->profile, "pytorch");
+	_cleanup_free_ char *env = py ? gp_pytorch_envdir(py) : NULL;
+	_cleanup_free_ char *lib = env ? gp_xasprintf("%s/lib", env) : NULL;
+	_cleanup_strv_ char **names = NULL;
+	if (!lib || gp_root_list_dir(&c->root, lib, &names) < 0)
+		return dirs;
+	/* A bound: an environment has one Python. */
+	for (size_t i = 0, kept = 0; names[i] && kept < 4; i++)
+		if (gp_str_starts_with(names[i], "python3.") && !strchr(names[i], '/')) {
+			_cleanup_free_ char *d = gp_xasprintf(
+			    "%s/%s/site-packages/nvidia/cublas/lib", lib, names[i]);
+			gp_strv_push(&dirs, d);
+			kept++;
+		}
+	return dirs;
+}
+
 /* Xid events since boot, for the whole node: the kernel log names a GPU
  * by its PCI address, which is said as it is. */
 static void judge_xid(struct gp_ctx *c, struct gp_report *rep)
@@ -431,6 +466,7 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 	int ret = 0;
 	char *p2p_error = NULL;
 	struct judged *js = NULL;
+	char **dirs = NULL;
 	if (gp_nvhealth_health(&c->root, rop, gpus, n, timeout_ms(HEALTH_TIMEOUT_MS)) <
 	    0) {
 		ret = gp_fail(c->err, GP_EFAILED,
@@ -456,8 +492,9 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 	}
 	judge_xid(c, rep);
 	bool measure = busy_gpu < 0 || force;
+	dirs = cublas_dirs(c);
 	if (measure &&
-	    gp_nvhealth_perf(&c->root, rop, gpus, n, level,
+	    gp_nvhealth_perf(&c->root, rop, gpus, n, level, (const char *const *)dirs,
 	                     timeout_ms(level == GP_DEEP_FULL ? FULL_TIMEOUT_MS
 	                                                      : QUICK_TIMEOUT_MS)) < 0) {
 		ret = gp_fail(c->err, GP_EFAILED,
@@ -523,6 +560,7 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 		              "see the GPUs' findings", "%d GPU%s, %s; nothing measured",
 		              n, n == 1 ? "" : "s", gp_level_name(node));
 out:
+	gp_strv_free(dirs);
 	free(p2p_error);
 	free(js);
 	for (int i = 0; i < n; i++)

@@ -327,26 +327,33 @@ static double timed(const struct cuda *cu, const struct nvml *n, struct load *l,
 	return t[runs / 2];
 }
 
-/* cuBLAS from the loader paths, or the toolkit's usual directories (the
- * cuda stage installs to /usr/local/cuda). */
-static void *open_cublas(char *why, size_t len)
+/* cuBLAS from dirs first (where the profile provisioned it: the cuda
+ * stage's toolkit, the Python environment's NVIDIA wheels), then the loader
+ * paths, then the toolkit's usual directory (the cuda stage's link). */
+static void *open_cublas(const char *const *dirs, char *why, size_t len)
 {
-	static const char *const names[] = {
-		"libcublas.so.13",
-		"libcublas.so.12",
-		"libcublas.so.11",
-		"/usr/local/cuda/lib64/libcublas.so.13",
-		"/usr/local/cuda/lib64/libcublas.so.12",
-		"/usr/local/cuda/lib64/libcublas.so.11",
-	};
-	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
-		void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-		if (h)
-			return h;
+	static const char *const sonames[] = { "libcublas.so.13", "libcublas.so.12",
+		                               "libcublas.so.11" };
+	char path[PATH_MAX];
+	void *h = NULL;
+	for (size_t d = 0; !h && dirs && dirs[d]; d++)
+		for (size_t k = 0; !h && k < ARRAY_SIZE(sonames); k++)
+			if ((size_t)snprintf(path, sizeof path, "%s/%s", dirs[d],
+			                     sonames[k]) < sizeof path)
+				h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	for (size_t k = 0; !h && k < ARRAY_SIZE(sonames); k++)
+		h = dlopen(sonames[k], RTLD_NOW | RTLD_LOCAL);
+	for (size_t k = 0; !h && k < ARRAY_SIZE(sonames); k++) {
+		snprintf(path, sizeof path, "/usr/local/cuda/lib64/%s", sonames[k]);
+		h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	}
-	snprintf(why, len,
-	         "no libcublas.so.13, .12 or .11 in the loader paths or "
-	         "/usr/local/cuda/lib64");
+	if (h)
+		return h;
+	size_t n = (size_t)snprintf(why, len, "no libcublas.so.13, .12 or .11 in ");
+	for (size_t d = 0; dirs && dirs[d] && n < len; d++)
+		n += (size_t)snprintf(why + n, len - n, "%s, ", dirs[d]);
+	if (n < len)
+		snprintf(why + n, len - n, "the loader paths or /usr/local/cuda/lib64");
 	return NULL;
 }
 
@@ -410,10 +417,12 @@ static void soak(const struct cuda *cu, const struct nvml *n, struct load *l,
 struct perf_arg {
 	unsigned index;
 	enum gp_deep_level level;
+	const char *const *cublas_dirs; /* the parent's, NULL-terminated */
 };
 
 static void gemms(int fd, const struct cuda *cu, const struct nvml *n, struct load *l,
-                  const struct level *lv, cuMemAlloc_v2_t *alloc, void *htod, void *host)
+                  const struct level *lv, const char *const *cublas_dirs,
+                  cuMemAlloc_v2_t *alloc, void *htod, void *host)
 {
 	static const struct {
 		enum gp_dtype t;
@@ -423,9 +432,12 @@ static void gemms(int fd, const struct cuda *cu, const struct nvml *n, struct lo
 		{ GP_DTYPE_FP16, CUDA_R_16F, CUBLAS_COMPUTE_32F, 2 },
 		{ GP_DTYPE_TF32, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, 4 },
 	};
-	char why[160];
-	void *h = open_cublas(why, sizeof why);
+	char why[512];
+	void *h = open_cublas(cublas_dirs, why, sizeof why);
 	cublasCreate_v2_t *create = h ? SYM(h, cublasCreate_v2) : NULL;
+	Dl_info info;
+	if (create && dladdr((void *)create, &info) && info.dli_fname)
+		put(fd, "cublas %s", info.dli_fname);
 	cublasGemmEx_t *gemm = h ? SYM(h, cublasGemmEx) : NULL;
 	void *handle = NULL;
 	int rc = 0;
@@ -552,7 +564,7 @@ static void perf(int fd, void *arg)
 		if ((s = timed(&cu, &n, &l, &w, 2, lv->runs, 2)) > 0)
 			put(fd, "d2h_bps %.6g", (double)lv->host_bytes / s);
 	}
-	gemms(fd, &cu, &n, &l, lv, alloc, htod, host);
+	gemms(fd, &cu, &n, &l, lv, pa->cublas_dirs, alloc, htod, host);
 	if (l.have_link)
 		put(fd, "load_pcie %u %u", l.gen, l.width);
 	if (l.have_reasons)
@@ -707,6 +719,7 @@ void gp_deep_gpu_free(struct gp_deep_gpu *g)
 	for (size_t i = 0; i < GP_DTYPE_COUNT; i++)
 		free(g->gemm_skip[i]);
 	free(g->perf_skip);
+	free(g->cublas);
 	free(g->health_error);
 	free(g->perf_error);
 	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
@@ -808,6 +821,8 @@ void gp_nvhealth_parse_line(struct gp_deep_gpu *g, char *line)
 		set_once(&g->gemm_skip[t], v);
 	else if (strcmp(line, "perf_skip") == 0)
 		set_once(&g->perf_skip, v);
+	else if (strcmp(line, "cublas") == 0)
+		set_once(&g->cublas, v);
 }
 
 void gp_nvhealth_parse_peer_line(struct gp_deep_gpu *gpus, int n, char *line)
@@ -964,13 +979,14 @@ int gp_nvhealth_p2p(const struct gp_root *r, const struct gp_run_read_only *ro,
 
 int gp_nvhealth_perf(const struct gp_root *r, const struct gp_run_read_only *ro,
                      struct gp_deep_gpu *gpus, int n, enum gp_deep_level level,
-                     int timeout_ms)
+                     const char *const *cublas_dirs, int timeout_ms)
 {
 	_cleanup_free_ struct perf_arg *args = gp_xcalloc((size_t)(n ? n : 1),
 	                                                  sizeof *args);
 	for (int i = 0; i < n; i++)
-		args[i] = (struct perf_arg){ (unsigned)i, level == GP_DEEP_FULL
-			                                      ? GP_DEEP_FULL
-			                                      : GP_DEEP_QUICK };
+		args[i] = (struct perf_arg){ (unsigned)i,
+			                     level == GP_DEEP_FULL ? GP_DEEP_FULL
+			                                           : GP_DEEP_QUICK,
+			                     cublas_dirs };
 	return run_all(r, ro, gpus, n, timeout_ms, perf, args, sizeof *args, true);
 }

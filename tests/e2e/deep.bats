@@ -244,6 +244,36 @@ assert "measurement" not in f["deep.ecc.gpu0"]' "$output" || fail "measurements 
 	assert_finding deep.host_to_device.gpu1 pass
 }
 
+@test "deep: cuBLAS from the profile's toolkit path, then its Python environment's wheels, named" {
+	local wheels=opt/torchenv/lib/python3.11/site-packages/nvidia/cublas/lib
+	mkdir -p "$DEEP_ROOT/opt/cuda-test/lib64" "$DEEP_ROOT/$wheels"
+	cp "$DEEP_ROOT/$LIBDIR/libcublas.so.12" "$DEEP_ROOT/opt/cuda-test/lib64/"
+	cp "$DEEP_ROOT/$LIBDIR/libcublas.so.12" "$DEEP_ROOT/$wheels/"
+	DEEP_PROFILE=$BATS_TEST_TMPDIR/cuda.json
+	cat > "$DEEP_PROFILE" <<'JSON'
+{ "name": "deep-test", "extends": "distro/ubuntu2204",
+  "stages": { "driver": { "method": "apt", "branch": "535", "flavor": "server",
+                          "modules": "proprietary" },
+              "cuda": { "version": "12.2", "path": "/opt/cuda-test" },
+              "pytorch": { "method": "venv", "prefix": "/opt/torchenv", "python": "3.11",
+                           "packages": ["torch==2.7.1"] } } }
+JSON
+	# The profile's places come before the loader's copy.
+	deep -- --deep=quick
+	assert_finding deep.gemm_bf16.gpu0 pass "cuBLAS GEMM (/opt/cuda-test/lib64/libcublas.so.12)"
+	rm "$DEEP_ROOT/opt/cuda-test/lib64/libcublas.so.12"
+	deep -- --deep=quick
+	assert_finding deep.gemm_fp16.gpu1 pass "cuBLAS GEMM (/$wheels/libcublas.so.12)"
+	# Neither there nor in the loader paths: the reason names where it looked.
+	mv "$DEEP_ROOT/$LIBDIR/libcublas.so.12" "$BATS_TEST_TMPDIR/"
+	rm "$DEEP_ROOT/$wheels/libcublas.so.12"
+	deep -- --deep=quick
+	mv "$BATS_TEST_TMPDIR/libcublas.so.12" "$DEEP_ROOT/$LIBDIR/"
+	assert_finding deep.gemm_bf16.gpu0 skip \
+		"no libcublas.so.13, .12 or .11 in /opt/cuda-test/lib64, /$wheels, the loader paths"
+	rm -r "$DEEP_ROOT/opt/cuda-test" "$DEEP_ROOT/opt/torchenv"
+}
+
 @test "deep: busy GPUs are not measured unless --force" {
 	deep deep.gpu1.busy=2 -- --deep=quick
 	assert_status 3

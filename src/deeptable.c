@@ -11,9 +11,10 @@ static const struct {
 	const char *check, *title;
 	double scale;
 } columns[] = {
-	{ "gemm_bf16", "BF16 TFLOPS", 1e12 },  { "gemm_fp16", "FP16 TFLOPS", 1e12 },
-	{ "gemm_tf32", "TF32 TFLOPS", 1e12 },  { "memory_bandwidth", "memory GB/s", 1e9 },
-	{ "host_to_device", "H2D GB/s", 1e9 }, { "device_to_host", "D2H GB/s", 1e9 },
+	{ "gemm_bf16", "BF16 TFLOPS", 1e12 },       { "gemm_fp16", "FP16 TFLOPS", 1e12 },
+	{ "gemm_tf32", "TF32 TFLOPS", 1e12 },       { "gemm_fp8", "FP8 TFLOPS", 1e12 },
+	{ "memory_bandwidth", "memory GB/s", 1e9 }, { "host_to_device", "H2D GB/s", 1e9 },
+	{ "device_to_host", "D2H GB/s", 1e9 },
 };
 
 /* Ends the row: without the last cell's padding. */

@@ -38,6 +38,7 @@ struct gp_deep_gpu {
 	char *gemm_skip[GP_DTYPE_COUNT]; /* why a dtype was not measured */
 	char *perf_skip; /* why nothing was measured (libcuda missing, ...) */
 	char *cublas; /* the cuBLAS library the GEMMs used, as loaded */
+	char *cublaslt; /* the cuBLASLt library of the FP8 GEMM */
 	/* A child that failed: "killed after 30 s (a hung driver?)", ... */
 	char *health_error, *perf_error;
 	/* Peer-to-peer copies from this GPU to GPU j > its index, bytes

@@ -278,16 +278,22 @@ static void judge_perf(struct gp_report *rep, struct judged *j, int i,
 		if (g->gemm_flops[t] > 0) {
 			fact(rep, "gemm_flops", i, gp_dtype_name((enum gp_dtype)t),
 			     g->gemm_flops[t]);
+			bool lt = t == GP_DTYPE_FP8;
+			const char *lib = lt ? g->cublaslt : g->cublas;
 			_cleanup_free_ char *how = gp_xasprintf(
-			    "cuBLAS GEMM (%s), 2*M*N*K FLOPs, median of the timed runs",
-			    g->cublas ? g->cublas : "library not named");
+			    "%s (%s), 2*M*N*K FLOPs, median of the timed runs",
+			    lt ? "cuBLASLt FP8 E4M3 GEMM, BF16 out" : "cuBLAS GEMM",
+			    lib ? lib : "library not named");
 			judge_rate(rep, j, bases[t], i, -1, check, g->gemm_flops[t],
 			           spec ? peak * spec->gemm_healthy : 0, "TFLOPS", 1e12,
 			           how);
 		} else if (g->gemm_skip[t]) {
 			add(rep, j, bases[t], i, GP_SKIP, check,
-			    "install the CUDA toolkit's cuBLAS (the cuda stage) to "
-			    "measure it",
+			    t == GP_DTYPE_FP8
+			        ? "FP8 needs a GPU the model table lists with an FP8 "
+			          "peak and the CUDA toolkit's cuBLASLt (the cuda stage)"
+			        : "install the CUDA toolkit's cuBLAS (the cuda stage) to "
+			          "measure it",
 			    g->gemm_skip[t]);
 		}
 	}

@@ -6,6 +6,7 @@
  *   retired_pending 0|1 | nvlink ACTIVE INACTIVE ERRORS | pcie_max GEN WIDTH |
  *   load_pcie GEN WIDTH | load_reasons BITS | load_temp C | slowdown_temp C |
  *   load_power W | power_limit W | memory_bps X | h2d_bps X | d2h_bps X |
+ *   cublas PATH | cublaslt PATH |
  *   gemm DTYPE FLOPS | gemm_skip DTYPE REASON | perf_skip REASON |
  *   error REASON | end
  * and the peer-to-peer child, one for all GPUs, GPU I to GPU J:
@@ -206,10 +207,46 @@ enum {
 	CUDA_R_32F = 0,
 	CUDA_R_16F = 2,
 	CUDA_R_16BF = 14,
+	CUDA_R_8F_E4M3 = 28,
 	CUBLAS_COMPUTE_32F = 68,
 	CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
 	CUBLAS_GEMM_DEFAULT = -1,
 	CUBLAS_OP_N = 0,
+	CUBLAS_OP_T = 1,
+};
+
+/* cuBLASLt (cublasLt.h): the few calls of an FP8 matmul. */
+typedef int cublasLtCreate_t(void **);
+typedef int cublasLtMatmulDescCreate_t(void **, int, int);
+typedef int cublasLtMatmulDescSetAttribute_t(void *, int, const void *, size_t);
+typedef int cublasLtMatrixLayoutCreate_t(void **, int, uint64_t, uint64_t, int64_t);
+typedef int cublasLtMatmulPreferenceCreate_t(void **);
+typedef int cublasLtMatmulPreferenceSetAttribute_t(void *, int, const void *, size_t);
+typedef int cublasLtMatmulAlgoGetHeuristic_t(void *, void *, void *, void *, void *,
+                                             void *, void *, int, void *, int *);
+typedef int cublasLtMatmul_t(void *, void *, const void *, const void *, void *,
+                             const void *, void *, const void *, const void *, void *,
+                             void *, void *, const void *, void *, size_t, void *);
+enum {
+	CUBLASLT_MATMUL_DESC_TRANSA = 3,
+	CUBLASLT_MATMUL_DESC_TRANSB = 4,
+	CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+};
+/* cublasLtMatmulHeuristicResult_t */
+struct lt_heuristic {
+	uint64_t algo[8]; /* cublasLtMatmulAlgo_t */
+	size_t workspace_bytes;
+	int state;
+	float waves;
+	int reserved[4];
+};
+
+struct lt {
+	cublasLtMatmul_t *matmul;
+	void *handle, *desc, *layout_a, *layout_b, *layout_c;
+	struct lt_heuristic best;
+	CUdeviceptr workspace;
+	size_t workspace_bytes;
 };
 
 struct cuda {
@@ -255,6 +292,7 @@ struct work {
 	CUdeviceptr a, b, c;
 	void *host;
 	void *src_ctx, *dst_ctx; /* a peer copy's contexts */
+	const struct lt *lt; /* a cuBLASLt matmul's */
 	size_t bytes;
 	int m, dtype_in, compute;
 };
@@ -288,6 +326,18 @@ static int enqueue_gemm(struct work *w)
 	                                 w->m, (void *)(uintptr_t)w->b, w->dtype_in, w->m,
 	                                 &zero, (void *)(uintptr_t)w->c, w->dtype_in,
 	                                 w->m, w->compute, CUBLAS_GEMM_DEFAULT);
+}
+
+/* D = A^T B in FP8 E4M3 with BF16 out, C and D the same buffer. */
+static int enqueue_lt(struct work *w)
+{
+	static const float one = 1, zero = 0;
+	const struct lt *t = w->lt;
+	void *a = (void *)(uintptr_t)w->a, *b = (void *)(uintptr_t)w->b,
+	     *c = (void *)(uintptr_t)w->c;
+	return t->matmul(t->handle, t->desc, &one, a, t->layout_a, b, t->layout_b, &zero,
+	                 c, t->layout_c, c, t->layout_c, t->best.algo,
+	                 (void *)(uintptr_t)t->workspace, t->workspace_bytes, NULL);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -369,8 +419,8 @@ static const struct level levels[] = {
 };
 
 /* Random inputs in [-2, -1] and [1, 2] for the GEMMs: zeros would draw
- * less power and flatter the clocks. size 2 with in CUDA_R_16BF is BF16,
- * else FP16; size 4 FP32. Bits from a xorshift generator. */
+ * less power and flatter the clocks. in: CUDA_R_32F, CUDA_R_16BF,
+ * CUDA_R_8F_E4M3, else FP16. Bits from a xorshift generator. */
 static void fill_random(void *host, size_t elems, int in)
 {
 	uint64_t x = 0x9e3779b97f4a7c15ull;
@@ -382,6 +432,9 @@ static void fill_random(void *host, size_t elems, int in)
 		if (in == CUDA_R_32F)
 			((uint32_t *)host)[i] = (r & 0x80000000u) | 0x3f800000u |
 			                        (r & 0x7fffffu);
+		else if (in == CUDA_R_8F_E4M3) /* exponent 7 (bias 7), 3 bits */
+			((uint8_t *)host)[i] = (uint8_t)((r & 0x80u) | 0x38u |
+			                                 (r & 0x7u));
 		else if (in == CUDA_R_16BF)
 			((uint16_t *)host)[i] = (uint16_t)((r & 0x8000u) | 0x3f80u |
 			                                   (r & 0x7fu));
@@ -417,11 +470,115 @@ static void soak(const struct cuda *cu, const struct nvml *n, struct load *l,
 struct perf_arg {
 	unsigned index;
 	enum gp_deep_level level;
+	bool fp8; /* the model table lists an FP8 peak for the GPU */
 	const char *const *cublas_dirs; /* the parent's, NULL-terminated */
 };
 
+/* cuBLASLt next to the cuBLAS loaded (cublas_path: its file, or NULL),
+ * else by soname. */
+static void *open_cublaslt(const char *cublas_path, char *why, size_t len)
+{
+	static const char *const sonames[] = { "libcublasLt.so.13", "libcublasLt.so.12",
+		                               "libcublasLt.so.11" };
+	const char *base = cublas_path ? strrchr(cublas_path, '/') : NULL;
+	void *h = NULL;
+	char path[PATH_MAX];
+	if (base && strncmp(base, "/libcublas.so.", 14) == 0 &&
+	    (size_t)snprintf(path, sizeof path, "%.*s/libcublasLt.so.%s",
+	                     (int)(base - cublas_path), cublas_path,
+	                     base + 14) < sizeof path)
+		h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	for (size_t k = 0; !h && k < ARRAY_SIZE(sonames); k++)
+		h = dlopen(sonames[k], RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		snprintf(why, len,
+		         "no libcublasLt.so.13, .12 or .11 next to %s or in the loader "
+		         "paths",
+		         cublas_path ? cublas_path : "cuBLAS");
+	return h;
+}
+
+/* FP8 (E4M3 inputs, BF16 out, FP32 accumulate) through cublasLtMatmul in
+ * the "TN" layout FP8 needs (A transposed), on buffers a, b, c of at least
+ * m*m*2 bytes. */
+static void fp8_gemm(int fd, const struct cuda *cu, const struct nvml *n, struct load *l,
+                     const struct level *lv, const char *cublas_path,
+                     cuMemAlloc_v2_t *alloc, void *htod, void *host, CUdeviceptr a,
+                     CUdeviceptr b, CUdeviceptr c)
+{
+	char why[512];
+	void *h = open_cublaslt(cublas_path, why, sizeof why);
+	if (!h) {
+		put(fd, "gemm_skip fp8 %s", why);
+		return;
+	}
+	Dl_info info;
+	cublasLtCreate_t *create = SYM(h, cublasLtCreate);
+	cublasLtMatmulDescCreate_t *desc_create = SYM(h, cublasLtMatmulDescCreate);
+	cublasLtMatmulDescSetAttribute_t *desc_set = SYM(h,
+	                                                 cublasLtMatmulDescSetAttribute);
+	cublasLtMatrixLayoutCreate_t *layout = SYM(h, cublasLtMatrixLayoutCreate);
+	cublasLtMatmulPreferenceCreate_t *pref_create = SYM(
+	    h, cublasLtMatmulPreferenceCreate);
+	cublasLtMatmulPreferenceSetAttribute_t *pref_set = SYM(
+	    h, cublasLtMatmulPreferenceSetAttribute);
+	cublasLtMatmulAlgoGetHeuristic_t *heuristic = SYM(h,
+	                                                  cublasLtMatmulAlgoGetHeuristic);
+	struct lt t = { .matmul = SYM(h, cublasLtMatmul), .workspace_bytes = 32ul << 20 };
+	if (!create || !desc_create || !desc_set || !layout || !pref_create ||
+	    !pref_set || !heuristic || !t.matmul) {
+		put(fd, "gemm_skip fp8 cuBLASLt lacks an entry point of its matmul");
+		return;
+	}
+	if (dladdr((void *)t.matmul, &info) && info.dli_fname)
+		put(fd, "cublaslt %s", info.dli_fname);
+	const int op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+	const uint64_t m = (uint64_t)lv->gemm_m;
+	void *pref = NULL;
+	int rc, found = 0;
+	if (alloc(&t.workspace, t.workspace_bytes))
+		t.workspace_bytes = 0;
+	if ((rc = create(&t.handle)) ||
+	    (rc = desc_create(&t.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
+	    (rc = desc_set(t.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t)) ||
+	    (rc = desc_set(t.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n)) ||
+	    (rc = layout(&t.layout_a, CUDA_R_8F_E4M3, m, m, (int64_t)m)) ||
+	    (rc = layout(&t.layout_b, CUDA_R_8F_E4M3, m, m, (int64_t)m)) ||
+	    (rc = layout(&t.layout_c, CUDA_R_16BF, m, m, (int64_t)m)) ||
+	    (rc = pref_create(&pref)) ||
+	    (rc = pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+	                   &t.workspace_bytes, sizeof t.workspace_bytes))) {
+		put(fd, "gemm_skip fp8 cuBLASLt's matmul setup failed (status %d)", rc);
+		return;
+	}
+	if ((rc = heuristic(t.handle, t.desc, t.layout_a, t.layout_b, t.layout_c,
+	                    t.layout_c, pref, 1, &t.best, &found)) ||
+	    found < 1) {
+		put(fd,
+		    "gemm_skip fp8 cuBLASLt has no FP8 E4M3 algorithm for this GPU "
+		    "(status %d)",
+		    rc);
+		return;
+	}
+	size_t elems = (size_t)m * (size_t)m;
+	fill_random(host, elems, CUDA_R_8F_E4M3);
+	struct work fill = {
+		.enqueue = enqueue_htod, .fn = htod, .a = a, .host = host, .bytes = elems
+	};
+	if (fill.enqueue(&fill) != 0 || (fill.a = b, fill.enqueue(&fill)) != 0) {
+		put(fd, "gemm_skip fp8 cannot copy the inputs to the GPU");
+		return;
+	}
+	struct work w = { .enqueue = enqueue_lt, .lt = &t, .a = a, .b = b, .c = c };
+	double s = timed(cu, n, l, &w, lv->warmup, lv->runs, lv->batch);
+	if (s > 0)
+		put(fd, "gemm fp8 %.6g", 2.0 * (double)m * (double)m * (double)m / s);
+	else
+		put(fd, "gemm_skip fp8 a cuBLASLt or event call failed");
+}
+
 static void gemms(int fd, const struct cuda *cu, const struct nvml *n, struct load *l,
-                  const struct level *lv, const char *const *cublas_dirs,
+                  const struct level *lv, const struct perf_arg *pa,
                   cuMemAlloc_v2_t *alloc, void *htod, void *host)
 {
 	static const struct {
@@ -433,11 +590,14 @@ static void gemms(int fd, const struct cuda *cu, const struct nvml *n, struct lo
 		{ GP_DTYPE_TF32, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, 4 },
 	};
 	char why[512];
-	void *h = open_cublas(cublas_dirs, why, sizeof why);
+	void *h = open_cublas(pa->cublas_dirs, why, sizeof why);
 	cublasCreate_v2_t *create = h ? SYM(h, cublasCreate_v2) : NULL;
 	Dl_info info;
-	if (create && dladdr((void *)create, &info) && info.dli_fname)
-		put(fd, "cublas %s", info.dli_fname);
+	const char *path = NULL;
+	if (create && dladdr((void *)create, &info) && info.dli_fname) {
+		path = info.dli_fname;
+		put(fd, "cublas %s", path);
+	}
 	cublasGemmEx_t *gemm = h ? SYM(h, cublasGemmEx) : NULL;
 	void *handle = NULL;
 	int rc = 0;
@@ -491,7 +651,12 @@ static void gemms(int fd, const struct cuda *cu, const struct nvml *n, struct lo
 		else
 			put(fd, "gemm_skip %s a cuBLAS or event call failed", dt);
 	}
-	put(fd, "gemm_skip fp8 FP8 needs cuBLASLt, which gpuprov does not call yet");
+	if (!pa->fp8)
+		put(fd, "gemm_skip fp8 the model table lists no FP8 peak for this GPU");
+	else if (!handle)
+		put(fd, "gemm_skip fp8 %s", why);
+	else
+		fp8_gemm(fd, cu, n, l, lv, path, alloc, htod, host, a, b, c);
 }
 
 static void perf(int fd, void *arg)
@@ -564,7 +729,7 @@ static void perf(int fd, void *arg)
 		if ((s = timed(&cu, &n, &l, &w, 2, lv->runs, 2)) > 0)
 			put(fd, "d2h_bps %.6g", (double)lv->host_bytes / s);
 	}
-	gemms(fd, &cu, &n, &l, lv, pa->cublas_dirs, alloc, htod, host);
+	gemms(fd, &cu, &n, &l, lv, pa, alloc, htod, host);
 	if (l.have_link)
 		put(fd, "load_pcie %u %u", l.gen, l.width);
 	if (l.have_reasons)
@@ -720,6 +885,7 @@ void gp_deep_gpu_free(struct gp_deep_gpu *g)
 		free(g->gemm_skip[i]);
 	free(g->perf_skip);
 	free(g->cublas);
+	free(g->cublaslt);
 	free(g->health_error);
 	free(g->perf_error);
 	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
@@ -823,6 +989,8 @@ void gp_nvhealth_parse_line(struct gp_deep_gpu *g, char *line)
 		set_once(&g->perf_skip, v);
 	else if (strcmp(line, "cublas") == 0)
 		set_once(&g->cublas, v);
+	else if (strcmp(line, "cublaslt") == 0)
+		set_once(&g->cublaslt, v);
 }
 
 void gp_nvhealth_parse_peer_line(struct gp_deep_gpu *gpus, int n, char *line)
@@ -983,10 +1151,14 @@ int gp_nvhealth_perf(const struct gp_root *r, const struct gp_run_read_only *ro,
 {
 	_cleanup_free_ struct perf_arg *args = gp_xcalloc((size_t)(n ? n : 1),
 	                                                  sizeof *args);
-	for (int i = 0; i < n; i++)
-		args[i] = (struct perf_arg){ (unsigned)i,
-			                     level == GP_DEEP_FULL ? GP_DEEP_FULL
-			                                           : GP_DEEP_QUICK,
-			                     cublas_dirs };
+	for (int i = 0; i < n; i++) {
+		const struct gp_gpuspec *spec = gp_gpuspec_lookup(gpus[i].name);
+		args[i] = (struct perf_arg){
+			.index = (unsigned)i,
+			.level = level == GP_DEEP_FULL ? GP_DEEP_FULL : GP_DEEP_QUICK,
+			.fp8 = spec && spec->dense_tflops[GP_DTYPE_FP8] > 0,
+			.cublas_dirs = cublas_dirs,
+		};
+	}
 	return run_all(r, ro, gpus, n, timeout_ms, perf, args, sizeof *args, true);
 }

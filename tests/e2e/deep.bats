@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # verify --deep end to end, against stand-in NVML, libcuda and cuBLAS
 # (tests/fixtures/fakenv/: fakenvml.c + fakenvml_health.c, fakecuda.c +
-# fakecuda_deep.c + fakecuda_p2p.c, fakecublas.c) in one busybox root with two H100s and the
+# fakecuda_deep.c + fakecuda_p2p.c, fakecublas.c, fakecublaslt.c) in one busybox root with two H100s and the
 # driver installed, shared by the tests. The fake libcuda reports elapsed
 # time from the configured throughput (fakedeep.h), so every figure below
 # is exact and the runs take no real GPU time. No test here touches a GPU.
@@ -21,6 +21,8 @@ setup_file() {
 		"$FAKENV/fakecuda.c" "$FAKENV/fakecuda_deep.c" "$FAKENV/fakecuda_p2p.c" || fail "cannot build the fake libcuda"
 	cc -shared -fPIC -o "$lib/libcublas.so.12" -Wl,-soname,libcublas.so.12 \
 		"$FAKENV/fakecublas.c" -ldl || fail "cannot build the fake cuBLAS"
+	cc -shared -fPIC -o "$lib/libcublasLt.so.12" -Wl,-soname,libcublasLt.so.12 \
+		"$FAKENV/fakecublaslt.c" -ldl || fail "cannot build the fake cuBLASLt"
 	export DEEP_ROOT=$BATS_FILE_TMPDIR/root DEEP_PROFILE=$BATS_FILE_TMPDIR/drv.json
 	local R=$DEEP_ROOT
 	mkroot "$R" --nouveau unloaded --pkg-stubs --gpu 2330 --gpu 2330
@@ -40,7 +42,8 @@ JSON
 	for d in 0000:17:00.0 0000:18:00.0; do
 		ln -sfn ../../../bus/pci/drivers/nvidia "$R/sys/bus/pci/devices/$d/driver"
 	done
-	cp "$lib/libnvidia-ml.so.1" "$lib/libcuda.so.1" "$lib/libcublas.so.12" "$R/$LIBDIR/"
+	cp "$lib/libnvidia-ml.so.1" "$lib/libcuda.so.1" "$lib/libcublas.so.12" \
+		"$lib/libcublasLt.so.12" "$R/$LIBDIR/"
 }
 
 # deep KEY=VALUE... -- ARGS...: /etc/fakenv.conf is a healthy pair of H100
@@ -111,7 +114,11 @@ assert_finding() {
 	assert_finding deep.gemm_bf16.gpu0 pass "800.0 TFLOPS, expected 791.2, 101% of it"
 	assert_finding deep.gemm_fp16.gpu1 pass "800.0 TFLOPS"
 	assert_finding deep.gemm_tf32.gpu0 pass "400.0 TFLOPS, expected 396.0"
-	assert_finding deep.gemm_fp8.gpu0 skip "cuBLASLt"
+	# 1600 FP8 TFLOPS through cuBLASLt against 0.80 x 1979.
+	assert_finding deep.gemm_fp8.gpu1 pass "1600.0 TFLOPS, expected 1583.2, 101% of it"
+	assert_finding deep.gemm_fp8.gpu0 pass \
+		"cuBLASLt FP8 E4M3 GEMM, BF16 out (/$LIBDIR/libcublasLt.so.12)"
+	assert_finding deep.gemm_bf16.gpu0 pass "cuBLAS GEMM (/$LIBDIR/libcublas.so.12)"
 	assert_finding deep.memory_bandwidth.gpu0 pass "3000.0 GB/s, expected 2680.0"
 	assert_finding deep.memory_bandwidth.gpu0 pass "bytes read plus written"
 	assert_finding deep.host_to_device.gpu1 pass "52.0 GB/s, expected 50.0"
@@ -150,10 +157,10 @@ assert "measurement" not in f["deep.ecc.gpu0"]' "$output" || fail "measurements 
 	DEEP_FORMAT=text deep deep.gpu1.scale=0.55 -- --deep=quick
 	assert_status 3
 	[ "$(tail -n 6 <<<"$output" | head -n 1)" = \
-		"GPU  verdict  BF16 TFLOPS    FP16 TFLOPS    TF32 TFLOPS    memory GB/s    H2D GB/s       D2H GB/s" ] ||
+		"GPU  verdict  BF16 TFLOPS    FP16 TFLOPS    TF32 TFLOPS    FP8 TFLOPS     memory GB/s    H2D GB/s       D2H GB/s" ] ||
 		fail "no table header: $output"
 	[ "$(tail -n 4 <<<"$output" | head -n 1 | tr -s ' ')" = \
-		"1 fail 440.0 (56%) 440.0 (56%) 220.0 (56%) 1650.0 (62%) 52.0 (104%) 52.0 (104%)" ] ||
+		"1 fail 440.0 (56%) 440.0 (56%) 220.0 (56%) 880.0 (56%) 1650.0 (62%) 52.0 (104%) 52.0 (104%)" ] ||
 		fail "GPU 1's row: $output"
 	tail -n 5 <<<"$output" | head -n 1 | grep -q '^0    pass     800\.0 (101%)' || fail "GPU 0's row: $output"
 	# Then the pairs.
@@ -272,6 +279,22 @@ JSON
 	assert_finding deep.gemm_bf16.gpu0 skip \
 		"no libcublas.so.13, .12 or .11 in /opt/cuda-test/lib64, /$wheels, the loader paths"
 	rm -r "$DEEP_ROOT/opt/cuda-test" "$DEEP_ROOT/opt/torchenv"
+}
+
+@test "deep: FP8 skips with the reason without cuBLASLt or an algorithm, and is absent without FP8" {
+	mv "$DEEP_ROOT/$LIBDIR/libcublasLt.so.12" "$BATS_TEST_TMPDIR/"
+	deep -- --deep=quick
+	mv "$BATS_TEST_TMPDIR/libcublasLt.so.12" "$DEEP_ROOT/$LIBDIR/"
+	assert_status 0
+	assert_finding deep.gemm_fp8.gpu0 skip \
+		"no libcublasLt.so.13, .12 or .11 next to /$LIBDIR/libcublas.so.12 or in the loader paths"
+	assert_finding deep.gemm_bf16.gpu0 pass
+	deep deep.fp8_algos=0 -- --deep=quick
+	assert_finding deep.gemm_fp8.gpu1 skip "cuBLASLt has no FP8 E4M3 algorithm for this GPU"
+	# An A100 has no FP8 tensor cores: nothing to report.
+	deep "name=NVIDIA A100-SXM4-80GB" -- --deep=quick
+	[ "$(finding deep.gemm_fp8.gpu0)" = absent ] || fail "FP8 on an A100: $(finding deep.gemm_fp8.gpu0)"
+	assert_finding deep.gemm_bf16.gpu0 pass
 }
 
 @test "deep: busy GPUs are not measured unless --force" {

@@ -42,7 +42,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!isfinite(rates[i]) || rates[i] < 0)
 			abort();
 	if ((g.name && strlen(g.name) > 200) ||
-	    (g.perf_skip && strlen(g.perf_skip) > 200))
+	    (g.perf_skip && strlen(g.perf_skip) > 200) ||
+	    (g.cublas && strlen(g.cublas) > 200) ||
+	    (g.cublaslt && strlen(g.cublaslt) > 200))
 		abort();
 	gp_deep_gpu_free(&g);
 	return 0;

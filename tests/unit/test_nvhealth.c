@@ -23,7 +23,8 @@ static void test_parse(void **state)
 	          "load_reasons 64\nload_temp 81\nslowdown_temp 87\nload_power 650\n"
 	          "power_limit 700\nmemory_bps 3e+12\nh2d_bps 5.2e+10\nd2h_bps 5e10\n"
 	          "gemm bf16 8e+14\ngemm tf32 4e14\ngemm_skip fp8 needs cuBLASLt\n"
-	          "gemm fp99 1\nunknown 1\n");
+	          "gemm fp99 1\nunknown 1\ncublas /opt/cuda/lib64/libcublas.so.12\n"
+	          "cublas other\ncublaslt /opt/cuda/lib64/libcublasLt.so.12\n");
 	assert_string_equal(g.name, "NVIDIA H100 80GB HBM3");
 	assert_int_equal(g.busy, 2);
 	assert_int_equal(g.ecc_volatile_unc, 3);
@@ -44,6 +45,8 @@ static void test_parse(void **state)
 	assert_true(g.gemm_flops[GP_DTYPE_TF32] == 4e14);
 	assert_true(g.gemm_flops[GP_DTYPE_FP16] == 0);
 	assert_string_equal(g.gemm_skip[GP_DTYPE_FP8], "needs cuBLASLt");
+	assert_string_equal(g.cublas, "/opt/cuda/lib64/libcublas.so.12");
+	assert_string_equal(g.cublaslt, "/opt/cuda/lib64/libcublasLt.so.12");
 	gp_deep_gpu_free(&g);
 	assert_int_equal(g.busy, -1);
 }

@@ -322,12 +322,15 @@ static void judge_peers(struct gp_report *rep, struct judged *js, int i,
 			bool nvlink = g->nvlink_active > 0 && p->nvlink_active > 0 &&
 			              spec && peer_spec && spec->nvlink_gbps > 0 &&
 			              peer_spec->nvlink_gbps > 0;
-			bool narrow = p->pcie_max_gen > 0 &&
-			              gp_pcie_expected_gbps(p->pcie_max_gen,
-			                                    p->pcie_max_width) <
-			                  gp_pcie_expected_gbps(g->pcie_max_gen,
-			                                        g->pcie_max_width);
-			const struct gp_deep_gpu *link = narrow ? p : g;
+			/* The narrower of the two known links. */
+			double mine = gp_pcie_expected_gbps(g->pcie_max_gen,
+			                                    g->pcie_max_width),
+			       theirs = gp_pcie_expected_gbps(p->pcie_max_gen,
+			                                      p->pcie_max_width);
+			const struct gp_deep_gpu *link = theirs > 0 && (mine <= 0 ||
+			                                                theirs < mine)
+			                                     ? p
+			                                     : g;
 			double expected = gp_peer_expected_gbps(spec, peer_spec, nvlink,
 			                                        link->pcie_max_gen,
 			                                        link->pcie_max_width) *

@@ -384,12 +384,12 @@ static char **cublas_dirs(struct gp_ctx *c)
 	if (!c->profile)
 		return dirs;
 	_cleanup_free_ char *toolkit = gp_cuda_toolkit_path(
-	    gp_profile_stage(c->profile, "cuda"));
+	    gp_profile_stage(c->profile, gp_stage_cuda.name));
 	if (toolkit) {
 		_cleanup_free_ char *lib = gp_xasprintf("%s/lib64", toolkit);
 		gp_strv_push(&dirs, lib);
 	}
-	const cJSON *py = gp_profile_stage(c->profile, "pytorch");
+	const cJSON *py = gp_profile_stage(c->profile, gp_stage_pytorch.name);
 	_cleanup_free_ char *env = py ? gp_pytorch_envdir(py) : NULL;
 	_cleanup_free_ char *lib = env ? gp_xasprintf("%s/lib", env) : NULL;
 	_cleanup_strv_ char **names = NULL;

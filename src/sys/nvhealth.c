@@ -1000,7 +1000,8 @@ void gp_nvhealth_parse_peer_line(struct gp_deep_gpu *gpus, int n, char *line)
 		return;
 	char *v = line + (skip ? 9 : 4);
 	long long x[2];
-	if (ints(v, x, 2) != 2 || x[0] >= n || x[1] >= n || x[0] >= x[1])
+	if (ints(v, x, 2) != 2 || x[0] >= n || x[1] >= n || x[0] >= x[1] ||
+	    x[1] >= GP_PROBE_MAX_GPUS)
 		return;
 	/* Past the two numbers: the rate or the reason. */
 	for (int k = 0; k < 2; k++) {

@@ -166,10 +166,10 @@ static void drift_items(struct gp_buf *b, const struct gp_report *r)
 	}
 }
 
-/* The facts "deep/<metric>/<gpu>[/<dtype>]" of verify --deep as samples of
- * name with the labels gpu (and dtype). */
+/* The facts "deep/<metric>/<gpu>[/<second>]" of verify --deep as samples
+ * of name with the labels gpu (and second: "dtype", "peer"). */
 static void deep_rates(struct gp_buf *b, const struct gp_report *r, const char *metric,
-                       const char *name, const char *help)
+                       const char *second, const char *name, const char *help)
 {
 	family(b, name, help);
 	_cleanup_free_ char *prefix = gp_xasprintf("deep/%s/", metric);
@@ -182,8 +182,7 @@ static void deep_rates(struct gp_buf *b, const struct gp_report *r, const char *
 		char *dtype = strchr(gpu, '/');
 		if (dtype)
 			*dtype++ = '\0';
-		const char *labels[] = { "gpu", gpu, dtype ? "dtype" : NULL, dtype,
-			                 NULL };
+		const char *labels[] = { "gpu", gpu, dtype ? second : NULL, dtype, NULL };
 		sample(b, name, labels, value);
 	}
 }
@@ -197,16 +196,22 @@ static void deep_metrics(struct gp_buf *b, const struct gp_report *r)
 		ran = strcmp(r->findings[i].stage, "deep") == 0;
 	if (!ran)
 		return;
-	deep_rates(b, r, "gemm_flops", "gpuprov_gpu_gemm_flops",
+	deep_rates(b, r, "gemm_flops", "dtype", "gpuprov_gpu_gemm_flops",
 	           "dense GEMM throughput verify --deep measured (cuBLAS, 2*M*N*K FLOPs "
 	           "per second; labels gpu: NVML index, dtype)");
-	deep_rates(b, r, "memory_bps", "gpuprov_gpu_memory_bandwidth_bytes_per_second",
+	deep_rates(b, r, "memory_bps", "dtype",
+	           "gpuprov_gpu_memory_bandwidth_bytes_per_second",
 	           "device memory bandwidth verify --deep measured (a device-to-device "
 	           "copy, bytes read plus written per second)");
-	deep_rates(b, r, "h2d_bps", "gpuprov_gpu_host_to_device_bytes_per_second",
+	deep_rates(b, r, "h2d_bps", "dtype",
+	           "gpuprov_gpu_host_to_device_bytes_per_second",
 	           "host-to-device bandwidth from pinned memory verify --deep measured");
-	deep_rates(b, r, "d2h_bps", "gpuprov_gpu_device_to_host_bytes_per_second",
+	deep_rates(b, r, "d2h_bps", "dtype",
+	           "gpuprov_gpu_device_to_host_bytes_per_second",
 	           "device-to-host bandwidth to pinned memory verify --deep measured");
+	deep_rates(b, r, "p2p_bps", "peer", "gpuprov_gpu_p2p_bandwidth_bytes_per_second",
+	           "peer-to-peer bandwidth verify --deep measured from the GPU (label "
+	           "gpu) to a later one (label peer), one way, bytes per second");
 	family(b, "gpuprov_gpu_health_success",
 	       "1 when verify --deep's check (label check) of the GPU (label gpu) passed "
 	       "or only warned, 0 when it failed; skipped checks have no sample");
@@ -219,7 +224,15 @@ static void deep_metrics(struct gp_buf *b, const struct gp_report *r)
 			continue;
 		_cleanup_free_ char *name = gp_xstrndup(check + 1,
 		                                        (size_t)(subject - check - 1));
-		const char *labels[] = { "gpu", subject + 4, "check", name, NULL };
+		/* A pair's subject is "gpu<N>_gpu<M>". */
+		_cleanup_free_ char *gpu = gp_xstrdup(subject + 4);
+		char *peer = strstr(gpu, "_gpu");
+		if (peer) {
+			*peer = '\0';
+			peer += 4;
+		}
+		const char *labels[] = { "gpu", gpu, "check", name, peer ? "peer" : NULL,
+			                 peer,  NULL };
 		sample(b, "gpuprov_gpu_health_success", labels,
 		       bool_value(f->level != GP_FAIL));
 	}

@@ -39,6 +39,14 @@ const struct gp_gpuspec *gp_gpuspec_lookup(const char *nvml_name);
  * generation). */
 double gp_pcie_expected_gbps(int gen, int width);
 
+/* What a healthy peer-to-peer copy between GPUs of models a and b reaches
+ * one way, in GB/s: over NVLink (nvlink: both GPUs have active links, both
+ * models have NVLink) half the smaller per-GPU NVLink figure (that one is
+ * both directions) times 0.80, else what the narrower PCIe link (gen,
+ * width) reaches (gp_pcie_expected_gbps); 0 when unknown. */
+double gp_peer_expected_gbps(const struct gp_gpuspec *a, const struct gp_gpuspec *b,
+                             bool nvlink, int pcie_gen, int pcie_width);
+
 enum gp_verdict { GP_VERDICT_PASS, GP_VERDICT_WARN, GP_VERDICT_FAIL };
 /* A measurement against what a healthy GPU reaches (expected, already
  * times the healthy fraction): pass at >= 85% of it, warn at >= 70%, fail

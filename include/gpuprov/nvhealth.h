@@ -37,8 +37,15 @@ struct gp_deep_gpu {
 	double gemm_flops[GP_DTYPE_COUNT]; /* FLOP/s, 2*M*N*K per GEMM */
 	char *gemm_skip[GP_DTYPE_COUNT]; /* why a dtype was not measured */
 	char *perf_skip; /* why nothing was measured (libcuda missing, ...) */
+	char *cublas; /* the cuBLAS library the GEMMs used, as loaded */
+	char *cublaslt; /* the cuBLASLt library of the FP8 GEMM */
 	/* A child that failed: "killed after 30 s (a hung driver?)", ... */
 	char *health_error, *perf_error;
+	/* Peer-to-peer copies from this GPU to GPU j > its index, bytes
+	 * moved one way per second (gp_nvhealth_p2p); 0 with peer_skip[j]
+	 * set when not measured: no peer access, a failed call. */
+	double peer_bps[GP_PROBE_MAX_GPUS];
+	char *peer_skip[GP_PROBE_MAX_GPUS];
 };
 
 /* Asks NVML about gpus[0..n) (the NVML indexes), one child per GPU, all
@@ -46,10 +53,24 @@ struct gp_deep_gpu {
  * none. 0, or a negative errno when no child could be started. */
 int gp_nvhealth_health(const struct gp_root *r, const struct gp_run_read_only *ro,
                        struct gp_deep_gpu *gpus, int n, int timeout_ms);
-/* Measures them the same way (level: how long), sampling NVML under load. */
+/* Measures them the same way (level: how long), sampling NVML under load.
+ * cuBLAS comes from cublas_dirs (NULL-terminated, may be NULL) first, then
+ * the loader paths and /usr/local/cuda/lib64. */
 int gp_nvhealth_perf(const struct gp_root *r, const struct gp_run_read_only *ro,
                      struct gp_deep_gpu *gpus, int n, enum gp_deep_level level,
-                     int timeout_ms);
+                     const char *const *cublas_dirs, int timeout_ms);
+/* Whether GPU g's performance child ended with a result (no perf_error
+ * or perf_skip): only such GPUs take part in the peer-to-peer copies. */
+bool gp_deep_gpu_measured(const struct gp_deep_gpu *g);
+/* Peer-to-peer bandwidth of each pair of measured GPUs, in one child that
+ * holds every GPU's primary context: for i < j a copy from GPU i to GPU j
+ * (cuMemcpyPeerAsync, one direction, bytes counted once), when
+ * cuDeviceCanAccessPeer allows it, into gpus[i].peer_bps[j] or
+ * peer_skip[j]. *error: the child's failure (killed, crashed), NULL when it
+ * ended well; free it. 0, or a negative errno when no child started. */
+int gp_nvhealth_p2p(const struct gp_root *r, const struct gp_run_read_only *ro,
+                    struct gp_deep_gpu *gpus, int n, enum gp_deep_level level,
+                    int timeout_ms, char **error);
 /* The kernel log since boot, for its Xid events (xid.h): on the host the
  * records of /dev/kmsg, read without blocking; in another root its
  * /dev/kmsg only when that is a regular file (a test's fixture: an image
@@ -59,5 +80,8 @@ int gp_nvhealth_perf(const struct gp_root *r, const struct gp_run_read_only *ro,
 int gp_nvhealth_kernel_log(const struct gp_root *r, char **text, size_t *len);
 /* One line of a child's output into g (exposed for the fuzz target). */
 void gp_nvhealth_parse_line(struct gp_deep_gpu *g, char *line);
+/* One line of the peer-to-peer child ("p2p I J BPS", "p2p_skip I J WHY")
+ * into gpus[I] of n; others ignored. */
+void gp_nvhealth_parse_peer_line(struct gp_deep_gpu *gpus, int n, char *line);
 void gp_deep_gpu_init(struct gp_deep_gpu *g);
 void gp_deep_gpu_free(struct gp_deep_gpu *g);

@@ -95,6 +95,13 @@ const cJSON *gp_stage_settings(const struct gp_ctx *c, const struct gp_stage *se
 #define GP_ENV_KEY_PATH "path"
 #define GP_PYTORCH_KEY_METHOD "method"
 #define GP_PYTORCH_KEY_PREFIX "prefix"
+/* Where the cuda stage's settings (stages.cuda, may be NULL) put the
+ * toolkit: its path, else /usr/local/cuda-X.Y of its version; NULL when
+ * neither is given. Free it. */
+char *gp_cuda_toolkit_path(const cJSON *cfg);
+/* The pytorch stage's environment directory for its settings: conda
+ * <prefix>/envs/<env>, venv <prefix>. Free it. */
+char *gp_pytorch_envdir(const cJSON *cfg);
 
 extern const struct gp_stage gp_stage_nouveau;
 extern const struct gp_stage gp_stage_driver;

@@ -181,6 +181,20 @@ double gp_pcie_expected_gbps(int gen, int width)
 	return x16[gen] * width / 16;
 }
 
+double gp_peer_expected_gbps(const struct gp_gpuspec *a, const struct gp_gpuspec *b,
+                             bool nvlink, int pcie_gen, int pcie_width)
+{
+	/* H100 SXM peer copies over NVLink reach about 380 of the 450 GB/s
+	 * one way (84%, docs/reference/gpu-health.md); 0.80 is gpuprov's
+	 * choice below it. */
+	if (nvlink && a && b && a->nvlink_gbps > 0 && b->nvlink_gbps > 0) {
+		double link = a->nvlink_gbps < b->nvlink_gbps ? a->nvlink_gbps
+		                                              : b->nvlink_gbps;
+		return link / 2 * 0.80;
+	}
+	return gp_pcie_expected_gbps(pcie_gen, pcie_width);
+}
+
 enum gp_verdict gp_gpuspec_judge(double measured, double expected, double *fraction)
 {
 	double f = expected > 0 ? measured / expected : 0;

@@ -102,6 +102,19 @@ static void settings_free(struct cuda_settings *s)
 	gp_pkg_nvidia_repo_free(&s->nv);
 }
 
+char *gp_cuda_toolkit_path(const cJSON *cfg)
+{
+	const char *path = gp_json_string(cfg, KEY_PATH, NULL);
+	const char *v = gp_json_string(cfg, KEY_VERSION, NULL);
+	if (path)
+		return gp_xstrdup(path);
+	if (!v)
+		return NULL;
+	const char *dot = strchr(v, '.');
+	int n = dot ? (int)(dot - v) + 1 + (int)strcspn(dot + 1, ".") : (int)strlen(v);
+	return gp_xasprintf("/usr/local/cuda-%.*s", n, v);
+}
+
 static void settings(struct gp_ctx *c, const cJSON *cfg, struct cuda_settings *s)
 {
 	*s = (struct cuda_settings){ 0 };
@@ -115,11 +128,7 @@ static void settings(struct gp_ctx *c, const cJSON *cfg, struct cuda_settings *s
 		_cleanup_free_ char *dash = gp_str_replace_char(s->xy, '.', '-');
 		s->package = gp_xasprintf("cuda-toolkit-%s", dash);
 	}
-	const char *path = gp_json_string(cfg, KEY_PATH, NULL);
-	if (path)
-		s->path = gp_xstrdup(path);
-	else if (s->xy)
-		s->path = gp_xasprintf("/usr/local/cuda-%s", s->xy);
+	s->path = gp_cuda_toolkit_path(cfg);
 	s->link = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, KEY_LINK));
 	if (s->path) {
 		const char *slash = strrchr(s->path, '/');

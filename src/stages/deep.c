@@ -10,6 +10,8 @@
 #include "gpuprov/deep.h"
 #include "gpuprov/error.h"
 #include "gpuprov/gpuspec.h"
+#include "gpuprov/profile.h"
+#include "gpuprov/stages.h"
 #include "gpuprov/util.h"
 #include "gpuprov/xid.h"
 
@@ -26,6 +28,9 @@
 #define HEALTH_TIMEOUT_MS 30000
 #define QUICK_TIMEOUT_MS 18000
 #define FULL_TIMEOUT_MS 110000
+/* The peer copies after them: all pairs in one child. */
+#define P2P_QUICK_TIMEOUT_MS 10000
+#define P2P_FULL_TIMEOUT_MS 60000
 
 static int timeout_ms(int fallback)
 {
@@ -46,19 +51,45 @@ struct judged {
 	const char *slowest_what;
 };
 
-static void add(struct gp_report *rep, struct judged *j, const char *base, int gpu,
-                enum gp_level level, const char *check, const char *hint,
-                const char *evidence)
+/* A GPU's (peer -1) or a pair's subject and how its texts name it. */
+struct names {
+	char subject[32], who[32];
+};
+
+static struct names names_of(int gpu, int peer)
 {
-	char subject[16];
-	snprintf(subject, sizeof subject, "gpu%d", gpu);
-	/* The subject in the check's text too: one text, one id. */
-	_cleanup_free_ char *text = gp_xasprintf("GPU %d %s", gpu, check);
+	struct names n;
+	if (peer >= 0) {
+		snprintf(n.subject, sizeof n.subject, "gpu%d_gpu%d", gpu, peer);
+		snprintf(n.who, sizeof n.who, "GPU %d to GPU %d", gpu, peer);
+	} else {
+		snprintf(n.subject, sizeof n.subject, "gpu%d", gpu);
+		snprintf(n.who, sizeof n.who, "GPU %d", gpu);
+	}
+	return n;
+}
+
+/* A finding about subject ("gpu0", "gpu0_gpu1"), its text the check said
+ * of who ("GPU 0", "GPU 0 to GPU 1"): one text, one id. */
+static void add_as(struct gp_report *rep, struct judged *j, const char *base,
+                   const char *subject, const char *who, enum gp_level level,
+                   const char *check, const char *hint, const char *evidence)
+{
+	_cleanup_free_ char *text = gp_xasprintf("%s %s", who, check);
 	gp_report_add_subject(rep, base, subject, level, text, hint, "%s", evidence);
 	if (level != GP_SKIP && level > j->worst)
 		j->worst = level;
 }
 
+static void add(struct gp_report *rep, struct judged *j, const char *base, int gpu,
+                enum gp_level level, const char *check, const char *hint,
+                const char *evidence)
+{
+	struct names n = names_of(gpu, -1);
+	add_as(rep, j, base, n.subject, n.who, level, check, hint, evidence);
+}
+
+/* dtype: the second label's value (a data type, a peer), or NULL. */
 static void fact(struct gp_report *rep, const char *metric, int gpu, const char *dtype,
                  double value)
 {
@@ -69,19 +100,21 @@ static void fact(struct gp_report *rep, const char *metric, int gpu, const char 
 	gp_report_set_fact(rep, key, v);
 }
 
-/* A measured rate against expected (0: unknown model, measured only). */
+/* A measured rate against expected (0: unknown model, measured only), of
+ * GPU gpu, or of the copy from it to GPU peer (-1: none). */
 static void judge_rate(struct gp_report *rep, struct judged *j, const char *base, int gpu,
-                       const char *check, double measured, double expected,
+                       int peer, const char *check, double measured, double expected,
                        const char *unit, double scale, const char *how)
 {
 	double f;
+	struct names n = names_of(gpu, peer);
 	/* JSON's measurement in base units: FLOP/s, bytes per second. */
 	const char *base_unit = scale == 1e12 ? "FLOP/s" : "B/s";
 	if (expected <= 0) {
 		_cleanup_free_ char *e = gp_xasprintf("%.1f %s (%s); no expected figure "
 		                                      "for this model, not compared",
 		                                      measured / scale, unit, how);
-		add(rep, j, base, gpu, GP_PASS, check, NULL, e);
+		add_as(rep, j, base, n.subject, n.who, GP_PASS, check, NULL, e);
 		gp_report_measure(rep, measured, 0, base_unit);
 		return;
 	}
@@ -89,11 +122,14 @@ static void judge_rate(struct gp_report *rep, struct judged *j, const char *base
 	_cleanup_free_ char *e = gp_xasprintf("%.1f %s, expected %.1f, %.0f%% of it (%s)",
 	                                      measured / scale, unit, expected / scale,
 	                                      f * 100, how);
-	add(rep, j, base, gpu, l, check,
-	    "a healthy GPU of this model reaches the expected figure: look at the clock, "
-	    "PCIe and thermal findings of this GPU, then compare with the node's other "
-	    "GPUs",
-	    e);
+	add_as(rep, j, base, n.subject, n.who, l, check,
+	       peer >= 0 ? "a healthy pair of this model reaches the expected figure: "
+	                   "look at both GPUs' NVLink and PCIe findings and "
+	                   "'nvidia-smi topo -m'"
+	                 : "a healthy GPU of this model reaches the expected figure: "
+	                   "look at the clock, PCIe and thermal findings of this GPU, "
+	                   "then compare with the node's other GPUs",
+	       e);
 	gp_report_measure(rep, measured, expected, base_unit);
 	if (f < j->slowest) {
 		j->slowest = f;
@@ -205,8 +241,8 @@ static void judge_perf(struct gp_report *rep, struct judged *j, int i,
 	}
 	if (g->memory_bps > 0) {
 		fact(rep, "memory_bps", i, NULL, g->memory_bps);
-		judge_rate(rep, j, "deep.memory_bandwidth", i, "device memory bandwidth",
-		           g->memory_bps,
+		judge_rate(rep, j, "deep.memory_bandwidth", i, -1,
+		           "device memory bandwidth", g->memory_bps,
 		           spec ? spec->memory_gbps * 1e9 * spec->memory_healthy : 0,
 		           "GB/s", 1e9,
 		           "a device-to-device copy, bytes read plus written");
@@ -217,14 +253,14 @@ static void judge_perf(struct gp_report *rep, struct judged *j, int i,
 	                  : 0;
 	if (g->h2d_bps > 0) {
 		fact(rep, "h2d_bps", i, NULL, g->h2d_bps);
-		judge_rate(rep, j, "deep.host_to_device", i, "host-to-device bandwidth",
-		           g->h2d_bps, host, "GB/s", 1e9,
+		judge_rate(rep, j, "deep.host_to_device", i, -1,
+		           "host-to-device bandwidth", g->h2d_bps, host, "GB/s", 1e9,
 		           "from pinned memory, per direction");
 	}
 	if (g->d2h_bps > 0) {
 		fact(rep, "d2h_bps", i, NULL, g->d2h_bps);
-		judge_rate(rep, j, "deep.device_to_host", i, "device-to-host bandwidth",
-		           g->d2h_bps, host, "GB/s", 1e9,
+		judge_rate(rep, j, "deep.device_to_host", i, -1,
+		           "device-to-host bandwidth", g->d2h_bps, host, "GB/s", 1e9,
 		           "to pinned memory, per direction");
 	}
 	static const char *const bases[GP_DTYPE_COUNT] = {
@@ -242,17 +278,132 @@ static void judge_perf(struct gp_report *rep, struct judged *j, int i,
 		if (g->gemm_flops[t] > 0) {
 			fact(rep, "gemm_flops", i, gp_dtype_name((enum gp_dtype)t),
 			     g->gemm_flops[t]);
-			judge_rate(
-			    rep, j, bases[t], i, check, g->gemm_flops[t],
-			    spec ? peak * spec->gemm_healthy : 0, "TFLOPS", 1e12,
-			    "cuBLAS GEMM, 2*M*N*K FLOPs, median of the timed runs");
+			bool lt = t == GP_DTYPE_FP8;
+			const char *lib = lt ? g->cublaslt : g->cublas;
+			_cleanup_free_ char *how = gp_xasprintf(
+			    "%s (%s), 2*M*N*K FLOPs, median of the timed runs",
+			    lt ? "cuBLASLt FP8 E4M3 GEMM, BF16 out" : "cuBLAS GEMM",
+			    lib ? lib : "library not named");
+			judge_rate(rep, j, bases[t], i, -1, check, g->gemm_flops[t],
+			           spec ? peak * spec->gemm_healthy : 0, "TFLOPS", 1e12,
+			           how);
 		} else if (g->gemm_skip[t]) {
 			add(rep, j, bases[t], i, GP_SKIP, check,
-			    "install the CUDA toolkit's cuBLAS (the cuda stage) to "
-			    "measure it",
+			    t == GP_DTYPE_FP8
+			        ? "FP8 needs a GPU the model table lists with an FP8 "
+			          "peak and the CUDA toolkit's cuBLASLt (the cuda stage)"
+			        : "install the CUDA toolkit's cuBLAS (the cuda stage) to "
+			          "measure it",
 			    g->gemm_skip[t]);
 		}
 	}
+}
+
+/* GPU i's pairs with the later GPUs: the copy from i to k against the
+ * NVLink figure when both have active links, else the narrower PCIe
+ * link's. A pair without peer access warns; a failed child fails each
+ * pair it did not measure. The pair counts in both GPUs' verdicts. */
+static void judge_peers(struct gp_report *rep, struct judged *js, int i,
+                        const struct gp_deep_gpu *gpus, int n, const char *child_error)
+{
+	const struct gp_deep_gpu *g = &gpus[i];
+	if (!gp_deep_gpu_measured(g))
+		return;
+	const struct gp_gpuspec *spec = gp_gpuspec_lookup(g->name);
+	for (int k = i + 1; k < n; k++) {
+		const struct gp_deep_gpu *p = &gpus[k];
+		if (!gp_deep_gpu_measured(p))
+			continue;
+		struct judged pair = { GP_PASS, 2, NULL };
+		struct names names = names_of(i, k);
+		const char *check = "peer-to-peer bandwidth";
+		if (g->peer_bps[k] > 0) {
+			const struct gp_gpuspec *peer_spec = gp_gpuspec_lookup(p->name);
+			bool nvlink = g->nvlink_active > 0 && p->nvlink_active > 0 &&
+			              spec && peer_spec && spec->nvlink_gbps > 0 &&
+			              peer_spec->nvlink_gbps > 0;
+			/* The narrower of the two known links. */
+			double mine = gp_pcie_expected_gbps(g->pcie_max_gen,
+			                                    g->pcie_max_width),
+			       theirs = gp_pcie_expected_gbps(p->pcie_max_gen,
+			                                      p->pcie_max_width);
+			const struct gp_deep_gpu *link = theirs > 0 && (mine <= 0 ||
+			                                                theirs < mine)
+			                                     ? p
+			                                     : g;
+			double expected = gp_peer_expected_gbps(spec, peer_spec, nvlink,
+			                                        link->pcie_max_gen,
+			                                        link->pcie_max_width) *
+			                  1e9;
+			_cleanup_free_ char *peer = gp_xasprintf("%d", k);
+			fact(rep, "p2p_bps", i, peer, g->peer_bps[k]);
+			judge_rate(rep, &pair, "deep.p2p", i, k, check, g->peer_bps[k],
+			           expected, "GB/s", 1e9,
+			           nvlink
+			               ? "cuMemcpyPeerAsync one way, bytes counted once; "
+			                 "NVLink: half the model's NVLink figure"
+			               : "cuMemcpyPeerAsync one way, bytes counted once; "
+			                 "PCIe: the narrower link's figure, no active "
+			                 "NVLink on both GPUs");
+		} else if (g->peer_skip[k] || !child_error) {
+			add_as(
+			    rep, &pair, "deep.p2p", names.subject, names.who, GP_WARN,
+			    check,
+			    "without peer access, collectives go through host memory: "
+			    "look at 'nvidia-smi topo -m' and the IOMMU and ACS settings",
+			    g->peer_skip[k] ? g->peer_skip[k]
+			                    : "the peer-to-peer child said nothing of "
+			                      "this pair");
+		} else {
+			_cleanup_free_ char *e = gp_xasprintf(
+			    "the peer-to-peer child: %s", child_error);
+			add_as(
+			    rep, &pair, "deep.p2p", names.subject, names.who, GP_FAIL,
+			    check,
+			    "look at the kernel log (Xid) and nvidia-smi for both GPUs",
+			    e);
+		}
+		for (int m = 0; m < 2; m++) {
+			struct judged *j = &js[m ? k : i];
+			if (pair.worst > j->worst)
+				j->worst = pair.worst;
+			if (pair.slowest < j->slowest) {
+				j->slowest = pair.slowest;
+				j->slowest_what = pair.slowest_what;
+			}
+		}
+	}
+}
+
+/* Where the profile put cuBLAS, for the children to try first: the cuda
+ * stage's toolkit (lib64) and the pytorch stage's environment's NVIDIA
+ * wheels (site-packages/nvidia/cublas/lib of each python3.* there). */
+static char **cublas_dirs(struct gp_ctx *c)
+{
+	char **dirs = gp_xcalloc(1, sizeof *dirs);
+	if (!c->profile)
+		return dirs;
+	_cleanup_free_ char *toolkit = gp_cuda_toolkit_path(
+	    gp_profile_stage(c->profile, gp_stage_cuda.name));
+	if (toolkit) {
+		_cleanup_free_ char *lib = gp_xasprintf("%s/lib64", toolkit);
+		gp_strv_push(&dirs, lib);
+	}
+	const cJSON *py = gp_profile_stage(c->profile, gp_stage_pytorch.name);
+	_cleanup_free_ char *env = py ? gp_pytorch_envdir(py) : NULL;
+	_cleanup_free_ char *lib = env ? gp_xasprintf("%s/lib", env) : NULL;
+	_cleanup_strv_ char **names = NULL;
+	if (!lib || gp_root_list_dir(&c->root, lib, &names) < 0)
+		return dirs;
+	/* A bound: an environment has one Python. */
+	for (size_t i = 0, kept = 0; names[i] && kept < 4; i++)
+		if (gp_str_starts_with(names[i], "python3.") && !strchr(names[i], '/')) {
+			_cleanup_free_ char *d = gp_xasprintf(
+			    "%s/%s/site-packages/nvidia/cublas/lib", lib, names[i]);
+			gp_strv_push(&dirs, d);
+			kept++;
+		}
+	return dirs;
 }
 
 /* Xid events since boot, for the whole node: the kernel log names a GPU
@@ -322,6 +473,9 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 	for (int i = 0; i < n; i++)
 		gp_deep_gpu_init(&gpus[i]);
 	int ret = 0;
+	char *p2p_error = NULL;
+	struct judged *js = NULL;
+	char **dirs = NULL;
 	if (gp_nvhealth_health(&c->root, rop, gpus, n, timeout_ms(HEALTH_TIMEOUT_MS)) <
 	    0) {
 		ret = gp_fail(c->err, GP_EFAILED,
@@ -347,8 +501,9 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 	}
 	judge_xid(c, rep);
 	bool measure = busy_gpu < 0 || force;
+	dirs = cublas_dirs(c);
 	if (measure &&
-	    gp_nvhealth_perf(&c->root, rop, gpus, n, level,
+	    gp_nvhealth_perf(&c->root, rop, gpus, n, level, (const char *const *)dirs,
 	                     timeout_ms(level == GP_DEEP_FULL ? FULL_TIMEOUT_MS
 	                                                      : QUICK_TIMEOUT_MS)) < 0) {
 		ret = gp_fail(c->err, GP_EFAILED,
@@ -356,36 +511,51 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 		              "process: out of processes or memory?");
 		goto out;
 	}
+	if (measure &&
+	    gp_nvhealth_p2p(&c->root, rop, gpus, n, level,
+	                    timeout_ms(level == GP_DEEP_FULL ? P2P_FULL_TIMEOUT_MS
+	                                                     : P2P_QUICK_TIMEOUT_MS),
+	                    &p2p_error) < 0) {
+		ret = gp_fail(c->err, GP_EFAILED,
+		              "verify --deep: cannot start a measuring child "
+		              "process: out of processes or memory?");
+		goto out;
+	}
+	js = gp_xcalloc((size_t)n, sizeof *js);
+	for (int i = 0; i < n; i++)
+		js[i] = (struct judged){ GP_PASS, 2, NULL };
 	enum gp_level node = GP_PASS;
 	int slowest_gpu = -1;
 	double slowest = 2;
 	const char *slowest_what = NULL;
 	for (int i = 0; i < n; i++) {
 		const struct gp_deep_gpu *g = &gpus[i];
-		struct judged j = { GP_PASS, 2, NULL };
+		struct judged *j = &js[i];
 		const struct gp_gpuspec *spec = gp_gpuspec_lookup(g->name);
 		const char *err = g->health_error ? g->health_error : g->perf_error;
 		if (err)
-			add(rep, &j, "deep.child", i, GP_FAIL, "measuring child process",
+			add(rep, j, "deep.child", i, GP_FAIL, "measuring child process",
 			    "look at the kernel log (Xid) and nvidia-smi for this GPU",
 			    err);
-		judge_health(rep, &j, i, g);
-		if (measure && !g->perf_error)
-			judge_perf(rep, &j, i, g, spec);
+		judge_health(rep, j, i, g);
+		if (measure && !g->perf_error) {
+			judge_perf(rep, j, i, g, spec);
+			judge_peers(rep, js, i, gpus, n, p2p_error);
+		}
 		_cleanup_free_ char *e = gp_xasprintf(
 		    "%s (%s): %s%s%s", g->name ? g->name : "unknown",
-		    spec ? spec->model : "not in the model table", gp_level_name(j.worst),
-		    j.slowest_what ? ", slowest: " : "",
-		    j.slowest_what ? j.slowest_what : "");
-		add(rep, &j, "deep.verdict", i, j.worst,
+		    spec ? spec->model : "not in the model table",
+		    gp_level_name(j->worst), j->slowest_what ? ", slowest: " : "",
+		    j->slowest_what ? j->slowest_what : "");
+		add(rep, j, "deep.verdict", i, j->worst,
 		    "the GPU's verdict (its worst finding)",
 		    "see this GPU's other deep findings", e);
-		if (j.worst > node)
-			node = j.worst;
-		if (j.slowest < slowest) {
-			slowest = j.slowest;
+		if (j->worst > node)
+			node = j->worst;
+		if (j->slowest < slowest) {
+			slowest = j->slowest;
 			slowest_gpu = i;
-			slowest_what = j.slowest_what;
+			slowest_what = j->slowest_what;
 		}
 	}
 	if (slowest_gpu >= 0)
@@ -399,6 +569,9 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 		              "see the GPUs' findings", "%d GPU%s, %s; nothing measured",
 		              n, n == 1 ? "" : "s", gp_level_name(node));
 out:
+	gp_strv_free(dirs);
+	free(p2p_error);
+	free(js);
 	for (int i = 0; i < n; i++)
 		gp_deep_gpu_free(&gpus[i]);
 	free(gpus);

@@ -295,6 +295,16 @@ static int rewrite_all(struct gp_ctx *c, char **v)
 	return 0;
 }
 
+char *gp_pytorch_envdir(const cJSON *cfg)
+{
+	bool conda = strcmp(gp_json_string(cfg, KEY_METHOD, "conda"), "conda") == 0;
+	const char *prefix = gp_json_string(cfg, KEY_PREFIX,
+	                                    conda ? "/opt/conda" : "/opt/venv");
+	return conda ? gp_xasprintf("%s/envs/%s", prefix,
+	                            gp_json_string(cfg, KEY_ENV, "torch"))
+	             : gp_xstrdup(prefix);
+}
+
 static int settings(struct gp_ctx *c, const cJSON *cfg, struct torch *t)
 {
 	*t = (struct torch){ 0 };
@@ -334,8 +344,7 @@ static int settings(struct gp_ctx *c, const cJSON *cfg, struct torch *t)
 		                             : gp_xstrdup(p);
 		gp_strv_push(&t->want, w);
 	}
-	t->envdir = is_conda(t) ? gp_xasprintf("%s/envs/%s", t->prefix, t->env)
-	                        : gp_xstrdup(t->prefix);
+	t->envdir = gp_pytorch_envdir(cfg);
 	t->python_bin = gp_xasprintf("%s/bin/python", t->envdir);
 	t->conda = gp_xasprintf("%s/bin/conda", t->prefix);
 	const char *alias = gp_json_string(cfg, KEY_CHANNEL_ALIAS, NULL);

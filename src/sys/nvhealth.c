@@ -6,8 +6,11 @@
  *   retired_pending 0|1 | nvlink ACTIVE INACTIVE ERRORS | pcie_max GEN WIDTH |
  *   load_pcie GEN WIDTH | load_reasons BITS | load_temp C | slowdown_temp C |
  *   load_power W | power_limit W | memory_bps X | h2d_bps X | d2h_bps X |
+ *   cublas PATH | cublaslt PATH |
  *   gemm DTYPE FLOPS | gemm_skip DTYPE REASON | perf_skip REASON |
  *   error REASON | end
+ * and the peer-to-peer child, one for all GPUs, GPU I to GPU J:
+ *   p2p I J BPS | p2p_skip I J REASON
  * The CUDA ordinals are made the NVML (PCI bus) order with
  * CUDA_DEVICE_ORDER=PCI_BUS_ID, and CUDA_VISIBLE_DEVICES is dropped, so
  * GPU i is the same GPU in both libraries. */
@@ -189,6 +192,10 @@ typedef int cuEventRecord_t(void *, void *);
 typedef int cuEventSynchronize_t(void *);
 typedef int cuEventElapsedTime_t(float *, void *, void *);
 typedef int cuCtxSynchronize_t(void);
+typedef int cuDeviceCanAccessPeer_t(int *, int, int);
+typedef int cuCtxEnablePeerAccess_t(void *, unsigned);
+typedef int cuMemcpyPeerAsync_t(CUdeviceptr, void *, CUdeviceptr, void *, size_t, void *);
+enum { CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704 };
 
 /* cuBLAS (cublas_api.h, library_types.h). */
 typedef int cublasCreate_v2_t(void **);
@@ -200,10 +207,46 @@ enum {
 	CUDA_R_32F = 0,
 	CUDA_R_16F = 2,
 	CUDA_R_16BF = 14,
+	CUDA_R_8F_E4M3 = 28,
 	CUBLAS_COMPUTE_32F = 68,
 	CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
 	CUBLAS_GEMM_DEFAULT = -1,
 	CUBLAS_OP_N = 0,
+	CUBLAS_OP_T = 1,
+};
+
+/* cuBLASLt (cublasLt.h): the few calls of an FP8 matmul. */
+typedef int cublasLtCreate_t(void **);
+typedef int cublasLtMatmulDescCreate_t(void **, int, int);
+typedef int cublasLtMatmulDescSetAttribute_t(void *, int, const void *, size_t);
+typedef int cublasLtMatrixLayoutCreate_t(void **, int, uint64_t, uint64_t, int64_t);
+typedef int cublasLtMatmulPreferenceCreate_t(void **);
+typedef int cublasLtMatmulPreferenceSetAttribute_t(void *, int, const void *, size_t);
+typedef int cublasLtMatmulAlgoGetHeuristic_t(void *, void *, void *, void *, void *,
+                                             void *, void *, int, void *, int *);
+typedef int cublasLtMatmul_t(void *, void *, const void *, const void *, void *,
+                             const void *, void *, const void *, const void *, void *,
+                             void *, void *, const void *, void *, size_t, void *);
+enum {
+	CUBLASLT_MATMUL_DESC_TRANSA = 3,
+	CUBLASLT_MATMUL_DESC_TRANSB = 4,
+	CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+};
+/* cublasLtMatmulHeuristicResult_t */
+struct lt_heuristic {
+	uint64_t algo[8]; /* cublasLtMatmulAlgo_t */
+	size_t workspace_bytes;
+	int state;
+	float waves;
+	int reserved[4];
+};
+
+struct lt {
+	cublasLtMatmul_t *matmul;
+	void *handle, *desc, *layout_a, *layout_b, *layout_c;
+	struct lt_heuristic best;
+	CUdeviceptr workspace;
+	size_t workspace_bytes;
 };
 
 struct cuda {
@@ -248,6 +291,8 @@ struct work {
 	void *handle;
 	CUdeviceptr a, b, c;
 	void *host;
+	void *src_ctx, *dst_ctx; /* a peer copy's contexts */
+	const struct lt *lt; /* a cuBLASLt matmul's */
 	size_t bytes;
 	int m, dtype_in, compute;
 };
@@ -267,6 +312,12 @@ static int enqueue_dtoh(struct work *w)
 	return ((cuMemcpyDtoHAsync_v2_t *)w->fn)(w->host, w->a, w->bytes, NULL);
 }
 
+static int enqueue_peer(struct work *w)
+{
+	return ((cuMemcpyPeerAsync_t *)w->fn)(w->b, w->dst_ctx, w->a, w->src_ctx,
+	                                      w->bytes, NULL);
+}
+
 static int enqueue_gemm(struct work *w)
 {
 	static const float one = 1, zero = 0;
@@ -275,6 +326,18 @@ static int enqueue_gemm(struct work *w)
 	                                 w->m, (void *)(uintptr_t)w->b, w->dtype_in, w->m,
 	                                 &zero, (void *)(uintptr_t)w->c, w->dtype_in,
 	                                 w->m, w->compute, CUBLAS_GEMM_DEFAULT);
+}
+
+/* D = A^T B in FP8 E4M3 with BF16 out, C and D the same buffer. */
+static int enqueue_lt(struct work *w)
+{
+	static const float one = 1, zero = 0;
+	const struct lt *t = w->lt;
+	void *a = (void *)(uintptr_t)w->a, *b = (void *)(uintptr_t)w->b,
+	     *c = (void *)(uintptr_t)w->c;
+	return t->matmul(t->handle, t->desc, &one, a, t->layout_a, b, t->layout_b, &zero,
+	                 c, t->layout_c, c, t->layout_c, t->best.algo,
+	                 (void *)(uintptr_t)t->workspace, t->workspace_bytes, NULL);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -314,43 +377,50 @@ static double timed(const struct cuda *cu, const struct nvml *n, struct load *l,
 	return t[runs / 2];
 }
 
-/* cuBLAS from the loader paths, or the toolkit's usual directories (the
- * cuda stage installs to /usr/local/cuda). */
-static void *open_cublas(char *why, size_t len)
+/* cuBLAS from dirs first (where the profile provisioned it: the cuda
+ * stage's toolkit, the Python environment's NVIDIA wheels), then the loader
+ * paths, then the toolkit's usual directory (the cuda stage's link). */
+static void *open_cublas(const char *const *dirs, char *why, size_t len)
 {
-	static const char *const names[] = {
-		"libcublas.so.13",
-		"libcublas.so.12",
-		"libcublas.so.11",
-		"/usr/local/cuda/lib64/libcublas.so.13",
-		"/usr/local/cuda/lib64/libcublas.so.12",
-		"/usr/local/cuda/lib64/libcublas.so.11",
-	};
-	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
-		void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-		if (h)
-			return h;
+	static const char *const sonames[] = { "libcublas.so.13", "libcublas.so.12",
+		                               "libcublas.so.11" };
+	char path[PATH_MAX];
+	void *h = NULL;
+	for (size_t d = 0; !h && dirs && dirs[d]; d++)
+		for (size_t k = 0; !h && k < ARRAY_SIZE(sonames); k++)
+			if ((size_t)snprintf(path, sizeof path, "%s/%s", dirs[d],
+			                     sonames[k]) < sizeof path)
+				h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	for (size_t k = 0; !h && k < ARRAY_SIZE(sonames); k++)
+		h = dlopen(sonames[k], RTLD_NOW | RTLD_LOCAL);
+	for (size_t k = 0; !h && k < ARRAY_SIZE(sonames); k++) {
+		snprintf(path, sizeof path, "/usr/local/cuda/lib64/%s", sonames[k]);
+		h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	}
-	snprintf(why, len,
-	         "no libcublas.so.13, .12 or .11 in the loader paths or "
-	         "/usr/local/cuda/lib64");
+	if (h)
+		return h;
+	size_t n = (size_t)snprintf(why, len, "no libcublas.so.13, .12 or .11 in ");
+	for (size_t d = 0; dirs && dirs[d] && n < len; d++)
+		n += (size_t)snprintf(why + n, len - n, "%s, ", dirs[d]);
+	if (n < len)
+		snprintf(why + n, len - n, "the loader paths or /usr/local/cuda/lib64");
 	return NULL;
 }
 
 struct level {
-	size_t copy_bytes, host_bytes;
+	size_t copy_bytes, host_bytes, peer_bytes;
 	int gemm_m, warmup, runs, batch;
 	double soak_s; /* BF16 GEMMs first, for boost and heat to settle */
 };
 
 static const struct level levels[] = {
-	[GP_DEEP_QUICK] = { 1ul << 30, 256ul << 20, 4096, 20, 3, 10, 2 },
-	[GP_DEEP_FULL] = { 2ul << 30, 1ul << 30, 8192, 200, 7, 20, 30 },
+	[GP_DEEP_QUICK] = { 1ul << 30, 256ul << 20, 64ul << 20, 4096, 20, 3, 10, 2 },
+	[GP_DEEP_FULL] = { 2ul << 30, 1ul << 30, 512ul << 20, 8192, 200, 7, 20, 30 },
 };
 
 /* Random inputs in [-2, -1] and [1, 2] for the GEMMs: zeros would draw
- * less power and flatter the clocks. size 2 with in CUDA_R_16BF is BF16,
- * else FP16; size 4 FP32. Bits from a xorshift generator. */
+ * less power and flatter the clocks. in: CUDA_R_32F, CUDA_R_16BF,
+ * CUDA_R_8F_E4M3, else FP16. Bits from a xorshift generator. */
 static void fill_random(void *host, size_t elems, int in)
 {
 	uint64_t x = 0x9e3779b97f4a7c15ull;
@@ -362,6 +432,9 @@ static void fill_random(void *host, size_t elems, int in)
 		if (in == CUDA_R_32F)
 			((uint32_t *)host)[i] = (r & 0x80000000u) | 0x3f800000u |
 			                        (r & 0x7fffffu);
+		else if (in == CUDA_R_8F_E4M3) /* exponent 7 (bias 7), 3 bits */
+			((uint8_t *)host)[i] = (uint8_t)((r & 0x80u) | 0x38u |
+			                                 (r & 0x7u));
 		else if (in == CUDA_R_16BF)
 			((uint16_t *)host)[i] = (uint16_t)((r & 0x8000u) | 0x3f80u |
 			                                   (r & 0x7fu));
@@ -397,10 +470,116 @@ static void soak(const struct cuda *cu, const struct nvml *n, struct load *l,
 struct perf_arg {
 	unsigned index;
 	enum gp_deep_level level;
+	bool fp8; /* the model table lists an FP8 peak for the GPU */
+	const char *const *cublas_dirs; /* the parent's, NULL-terminated */
 };
 
+/* cuBLASLt next to the cuBLAS loaded (cublas_path: its file, or NULL),
+ * else by soname. */
+static void *open_cublaslt(const char *cublas_path, char *why, size_t len)
+{
+	static const char *const sonames[] = { "libcublasLt.so.13", "libcublasLt.so.12",
+		                               "libcublasLt.so.11" };
+	const char *base = cublas_path ? strrchr(cublas_path, '/') : NULL;
+	void *h = NULL;
+	char path[PATH_MAX];
+	if (base && strncmp(base, "/libcublas.so.", 14) == 0 &&
+	    (size_t)snprintf(path, sizeof path, "%.*s/libcublasLt.so.%s",
+	                     (int)(base - cublas_path), cublas_path,
+	                     base + 14) < sizeof path)
+		h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	for (size_t k = 0; !h && k < ARRAY_SIZE(sonames); k++)
+		h = dlopen(sonames[k], RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		snprintf(why, len,
+		         "no libcublasLt.so.13, .12 or .11 next to %s or in the loader "
+		         "paths",
+		         cublas_path ? cublas_path : "cuBLAS");
+	return h;
+}
+
+/* FP8 (E4M3 inputs, BF16 out, FP32 accumulate) through cublasLtMatmul in
+ * the "TN" layout FP8 needs (A transposed), on buffers a, b, c of at least
+ * m*m*2 bytes. */
+static void fp8_gemm(int fd, const struct cuda *cu, const struct nvml *n, struct load *l,
+                     const struct level *lv, const char *cublas_path,
+                     cuMemAlloc_v2_t *alloc, void *htod, void *host, CUdeviceptr a,
+                     CUdeviceptr b, CUdeviceptr c)
+{
+	char why[512];
+	void *h = open_cublaslt(cublas_path, why, sizeof why);
+	if (!h) {
+		put(fd, "gemm_skip fp8 %s", why);
+		return;
+	}
+	Dl_info info;
+	cublasLtCreate_t *create = SYM(h, cublasLtCreate);
+	cublasLtMatmulDescCreate_t *desc_create = SYM(h, cublasLtMatmulDescCreate);
+	cublasLtMatmulDescSetAttribute_t *desc_set = SYM(h,
+	                                                 cublasLtMatmulDescSetAttribute);
+	cublasLtMatrixLayoutCreate_t *layout = SYM(h, cublasLtMatrixLayoutCreate);
+	cublasLtMatmulPreferenceCreate_t *pref_create = SYM(
+	    h, cublasLtMatmulPreferenceCreate);
+	cublasLtMatmulPreferenceSetAttribute_t *pref_set = SYM(
+	    h, cublasLtMatmulPreferenceSetAttribute);
+	cublasLtMatmulAlgoGetHeuristic_t *heuristic = SYM(h,
+	                                                  cublasLtMatmulAlgoGetHeuristic);
+	struct lt t = { .matmul = SYM(h, cublasLtMatmul), .workspace_bytes = 32ul << 20 };
+	if (!create || !desc_create || !desc_set || !layout || !pref_create ||
+	    !pref_set || !heuristic || !t.matmul) {
+		put(fd, "gemm_skip fp8 cuBLASLt lacks an entry point of its matmul");
+		return;
+	}
+	if (dladdr((void *)t.matmul, &info) && info.dli_fname)
+		put(fd, "cublaslt %s", info.dli_fname);
+	const int op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+	const uint64_t m = (uint64_t)lv->gemm_m;
+	void *pref = NULL;
+	int rc, found = 0;
+	if (alloc(&t.workspace, t.workspace_bytes))
+		t.workspace_bytes = 0;
+	if ((rc = create(&t.handle)) ||
+	    (rc = desc_create(&t.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
+	    (rc = desc_set(t.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t)) ||
+	    (rc = desc_set(t.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n)) ||
+	    (rc = layout(&t.layout_a, CUDA_R_8F_E4M3, m, m, (int64_t)m)) ||
+	    (rc = layout(&t.layout_b, CUDA_R_8F_E4M3, m, m, (int64_t)m)) ||
+	    (rc = layout(&t.layout_c, CUDA_R_16BF, m, m, (int64_t)m)) ||
+	    (rc = pref_create(&pref)) ||
+	    (rc = pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+	                   &t.workspace_bytes, sizeof t.workspace_bytes))) {
+		put(fd, "gemm_skip fp8 cuBLASLt's matmul setup failed (status %d)", rc);
+		return;
+	}
+	if ((rc = heuristic(t.handle, t.desc, t.layout_a, t.layout_b, t.layout_c,
+	                    t.layout_c, pref, 1, &t.best, &found)) ||
+	    found < 1) {
+		put(fd,
+		    "gemm_skip fp8 cuBLASLt has no FP8 E4M3 algorithm for this GPU "
+		    "(status %d)",
+		    rc);
+		return;
+	}
+	size_t elems = (size_t)m * (size_t)m;
+	fill_random(host, elems, CUDA_R_8F_E4M3);
+	struct work fill = {
+		.enqueue = enqueue_htod, .fn = htod, .a = a, .host = host, .bytes = elems
+	};
+	if (fill.enqueue(&fill) != 0 || (fill.a = b, fill.enqueue(&fill)) != 0) {
+		put(fd, "gemm_skip fp8 cannot copy the inputs to the GPU");
+		return;
+	}
+	struct work w = { .enqueue = enqueue_lt, .lt = &t, .a = a, .b = b, .c = c };
+	double s = timed(cu, n, l, &w, lv->warmup, lv->runs, lv->batch);
+	if (s > 0)
+		put(fd, "gemm fp8 %.6g", 2.0 * (double)m * (double)m * (double)m / s);
+	else
+		put(fd, "gemm_skip fp8 a cuBLASLt or event call failed");
+}
+
 static void gemms(int fd, const struct cuda *cu, const struct nvml *n, struct load *l,
-                  const struct level *lv, cuMemAlloc_v2_t *alloc, void *htod, void *host)
+                  const struct level *lv, const struct perf_arg *pa,
+                  cuMemAlloc_v2_t *alloc, void *htod, void *host)
 {
 	static const struct {
 		enum gp_dtype t;
@@ -410,9 +589,15 @@ static void gemms(int fd, const struct cuda *cu, const struct nvml *n, struct lo
 		{ GP_DTYPE_FP16, CUDA_R_16F, CUBLAS_COMPUTE_32F, 2 },
 		{ GP_DTYPE_TF32, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, 4 },
 	};
-	char why[160];
-	void *h = open_cublas(why, sizeof why);
+	char why[512];
+	void *h = open_cublas(pa->cublas_dirs, why, sizeof why);
 	cublasCreate_v2_t *create = h ? SYM(h, cublasCreate_v2) : NULL;
+	Dl_info info;
+	const char *path = NULL;
+	if (create && dladdr((void *)create, &info) && info.dli_fname) {
+		path = info.dli_fname;
+		put(fd, "cublas %s", path);
+	}
 	cublasGemmEx_t *gemm = h ? SYM(h, cublasGemmEx) : NULL;
 	void *handle = NULL;
 	int rc = 0;
@@ -466,7 +651,12 @@ static void gemms(int fd, const struct cuda *cu, const struct nvml *n, struct lo
 		else
 			put(fd, "gemm_skip %s a cuBLAS or event call failed", dt);
 	}
-	put(fd, "gemm_skip fp8 FP8 needs cuBLASLt, which gpuprov does not call yet");
+	if (!pa->fp8)
+		put(fd, "gemm_skip fp8 the model table lists no FP8 peak for this GPU");
+	else if (!handle)
+		put(fd, "gemm_skip fp8 %s", why);
+	else
+		fp8_gemm(fd, cu, n, l, lv, path, alloc, htod, host, a, b, c);
 }
 
 static void perf(int fd, void *arg)
@@ -539,7 +729,7 @@ static void perf(int fd, void *arg)
 		if ((s = timed(&cu, &n, &l, &w, 2, lv->runs, 2)) > 0)
 			put(fd, "d2h_bps %.6g", (double)lv->host_bytes / s);
 	}
-	gemms(fd, &cu, &n, &l, lv, alloc, htod, host);
+	gemms(fd, &cu, &n, &l, lv, pa, alloc, htod, host);
 	if (l.have_link)
 		put(fd, "load_pcie %u %u", l.gen, l.width);
 	if (l.have_reasons)
@@ -548,6 +738,119 @@ static void perf(int fd, void *arg)
 		put(fd, "load_temp %u", l.temp);
 	if (l.power_mw)
 		put(fd, "load_power %u", l.power_mw / 1000);
+}
+
+/* --- peer to peer ------------------------------------------------------ */
+
+struct p2p_arg {
+	int n; /* GPUs taking part */
+	unsigned index[GP_PROBE_MAX_GPUS]; /* their NVML indexes */
+	enum gp_deep_level level;
+};
+
+/* One GPU's part in the peer copies: its primary context, a buffer and the
+ * events its copies are timed by (an event belongs to one context). */
+struct peer_gpu {
+	int dev;
+	void *ctx, *start, *stop;
+	CUdeviceptr buf;
+	char why[120]; /* empty when usable */
+};
+
+static void p2p(int fd, void *arg)
+{
+	const struct p2p_arg *pa = arg;
+	const struct level *lv = &levels[pa->level];
+	setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+	unsetenv("CUDA_VISIBLE_DEVICES");
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		put(fd, "error cannot load libcuda.so.1: %s", dlerror());
+		return;
+	}
+	cuInit_t *init = SYM(h, cuInit);
+	cuDeviceGet_t *get = SYM(h, cuDeviceGet);
+	cuDevicePrimaryCtxRetain_t *retain = SYM(h, cuDevicePrimaryCtxRetain);
+	cuCtxSetCurrent_t *set_current = SYM(h, cuCtxSetCurrent);
+	cuMemAlloc_v2_t *alloc = SYM(h, cuMemAlloc_v2);
+	cuEventCreate_t *event = SYM(h, cuEventCreate);
+	cuDeviceCanAccessPeer_t *can_access = SYM(h, cuDeviceCanAccessPeer);
+	cuCtxEnablePeerAccess_t *enable = SYM(h, cuCtxEnablePeerAccess);
+	struct cuda cu = { SYM(h, cuEventRecord), SYM(h, cuEventSynchronize),
+		           SYM(h, cuEventElapsedTime), NULL, NULL };
+	void *copy = SYM(h, cuMemcpyPeerAsync);
+	if (!init || !get || !retain || !set_current || !alloc || !event || !can_access ||
+	    !enable || !cu.record || !cu.sync || !cu.elapsed || !copy) {
+		put(fd, "error libcuda.so.1 lacks a driver API entry point of the "
+		        "peer-to-peer copies");
+		return;
+	}
+	int rc = init(0);
+	if (rc) {
+		put(fd, "error cuInit failed (return code %d)", rc);
+		return;
+	}
+	struct peer_gpu *g = calloc((size_t)pa->n, sizeof *g);
+	if (!g) {
+		put(fd, "error out of memory");
+		return;
+	}
+	for (int k = 0; k < pa->n; k++)
+		if ((rc = get(&g[k].dev, (int)pa->index[k])) ||
+		    (rc = retain(&g[k].ctx, g[k].dev)) || (rc = set_current(g[k].ctx)) ||
+		    (rc = alloc(&g[k].buf, lv->peer_bytes)) ||
+		    (rc = event(&g[k].start, 0)) || (rc = event(&g[k].stop, 0)))
+			snprintf(g[k].why, sizeof g[k].why,
+			         "GPU %u: the driver API failed (return code %d)",
+			         pa->index[k], rc);
+	const struct nvml none = { 0 }; /* nothing sampled: the GEMMs did */
+	struct load l = { 0 };
+	for (int i = 0; i < pa->n; i++)
+		for (int k = i + 1; k < pa->n; k++) {
+			unsigned a = pa->index[i], b = pa->index[k];
+			int yes = 0;
+			if (g[i].why[0] || g[k].why[0]) {
+				put(fd, "p2p_skip %u %u %s", a, b,
+				    g[i].why[0] ? g[i].why : g[k].why);
+				continue;
+			}
+			if ((rc = can_access(&yes, g[i].dev, g[k].dev)) || !yes) {
+				put(fd,
+				    "p2p_skip %u %u cuDeviceCanAccessPeer: GPU %u cannot "
+				    "reach GPU %u's memory directly (no NVLink or PCIe "
+				    "peer "
+				    "path; return code %d)",
+				    a, b, a, b, rc);
+				continue;
+			}
+			/* GPU i's context may then use GPU k's memory. */
+			if ((rc = set_current(g[i].ctx)) ||
+			    ((rc = enable(g[k].ctx, 0)) &&
+			     rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)) {
+				put(fd,
+				    "p2p_skip %u %u cuCtxEnablePeerAccess failed (return "
+				    "code %d)",
+				    a, b, rc);
+				continue;
+			}
+			cu.start = g[i].start;
+			cu.stop = g[i].stop;
+			struct work w = { .enqueue = enqueue_peer,
+				          .fn = copy,
+				          .a = g[i].buf,
+				          .b = g[k].buf,
+				          .src_ctx = g[i].ctx,
+				          .dst_ctx = g[k].ctx,
+				          .bytes = lv->peer_bytes };
+			double s = timed(&cu, &none, &l, &w, 2, lv->runs, 2);
+			if (s > 0) /* one way: each byte counted once */
+				put(fd, "p2p %u %u %.6g", a, b,
+				    (double)lv->peer_bytes / s);
+			else
+				put(fd, "p2p_skip %u %u a copy or event call failed", a,
+				    b);
+		}
+	free(g);
 }
 
 /* --- the parent -------------------------------------------------------- */
@@ -581,8 +884,12 @@ void gp_deep_gpu_free(struct gp_deep_gpu *g)
 	for (size_t i = 0; i < GP_DTYPE_COUNT; i++)
 		free(g->gemm_skip[i]);
 	free(g->perf_skip);
+	free(g->cublas);
+	free(g->cublaslt);
 	free(g->health_error);
 	free(g->perf_error);
+	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
+		free(g->peer_skip[i]);
 	gp_deep_gpu_init(g);
 }
 
@@ -680,6 +987,32 @@ void gp_nvhealth_parse_line(struct gp_deep_gpu *g, char *line)
 		set_once(&g->gemm_skip[t], v);
 	else if (strcmp(line, "perf_skip") == 0)
 		set_once(&g->perf_skip, v);
+	else if (strcmp(line, "cublas") == 0)
+		set_once(&g->cublas, v);
+	else if (strcmp(line, "cublaslt") == 0)
+		set_once(&g->cublaslt, v);
+}
+
+void gp_nvhealth_parse_peer_line(struct gp_deep_gpu *gpus, int n, char *line)
+{
+	bool skip = strncmp(line, "p2p_skip ", 9) == 0;
+	if (!skip && strncmp(line, "p2p ", 4) != 0)
+		return;
+	char *v = line + (skip ? 9 : 4);
+	long long x[2];
+	if (ints(v, x, 2) != 2 || x[0] >= n || x[1] >= n || x[0] >= x[1] ||
+	    x[1] >= GP_PROBE_MAX_GPUS)
+		return;
+	/* Past the two numbers: the rate or the reason. */
+	for (int k = 0; k < 2; k++) {
+		v += strspn(v, "0123456789");
+		v += strspn(v, " ");
+	}
+	struct gp_deep_gpu *g = &gpus[x[0]];
+	if (skip)
+		set_once(&g->peer_skip[x[1]], v);
+	else
+		g->peer_bps[x[1]] = rate(v);
 }
 
 int gp_nvhealth_kernel_log(const struct gp_root *r, char **text, size_t *len)
@@ -774,15 +1107,59 @@ int gp_nvhealth_health(const struct gp_root *r, const struct gp_run_read_only *r
 	return run_all(r, ro, gpus, n, timeout_ms, health, idx, sizeof *idx, false);
 }
 
+bool gp_deep_gpu_measured(const struct gp_deep_gpu *g)
+{
+	return !g->perf_error && !g->perf_skip;
+}
+
+int gp_nvhealth_p2p(const struct gp_root *r, const struct gp_run_read_only *ro,
+                    struct gp_deep_gpu *gpus, int n, enum gp_deep_level level,
+                    int timeout_ms, char **error)
+{
+	*error = NULL;
+	_cleanup_free_ struct p2p_arg *arg = gp_xcalloc(1, sizeof *arg);
+	arg->level = level == GP_DEEP_FULL ? GP_DEEP_FULL : GP_DEEP_QUICK;
+	for (int i = 0; i < n && i < GP_PROBE_MAX_GPUS; i++)
+		if (gp_deep_gpu_measured(&gpus[i]))
+			arg->index[arg->n++] = (unsigned)i;
+	if (arg->n < 2)
+		return 0;
+	struct gp_nvchild ch;
+	int rc = gp_nvchild_start(r, ro, p2p, arg, &ch);
+	if (rc < 0)
+		return rc;
+	gp_nvchild_collect(&ch, 1, timeout_ms);
+	const char *said = NULL;
+	char *save = NULL;
+	for (char *l = ch.out.data ? strtok_r(ch.out.data, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(l, "error ", 6) == 0 && !said)
+			said = l + 6;
+		else
+			gp_nvhealth_parse_peer_line(gpus, n, l);
+	}
+	*error = child_error(&ch, timeout_ms, said);
+	if (ch.read_only_refused && !*error)
+		*error = gp_xasprintf("cannot enter the read-only namespace: %s",
+		                      strerror(ch.read_only_refused));
+	gp_nvchild_free(&ch);
+	return 0;
+}
+
 int gp_nvhealth_perf(const struct gp_root *r, const struct gp_run_read_only *ro,
                      struct gp_deep_gpu *gpus, int n, enum gp_deep_level level,
-                     int timeout_ms)
+                     const char *const *cublas_dirs, int timeout_ms)
 {
 	_cleanup_free_ struct perf_arg *args = gp_xcalloc((size_t)(n ? n : 1),
 	                                                  sizeof *args);
-	for (int i = 0; i < n; i++)
-		args[i] = (struct perf_arg){ (unsigned)i, level == GP_DEEP_FULL
-			                                      ? GP_DEEP_FULL
-			                                      : GP_DEEP_QUICK };
+	for (int i = 0; i < n; i++) {
+		const struct gp_gpuspec *spec = gp_gpuspec_lookup(gpus[i].name);
+		args[i] = (struct perf_arg){
+			.index = (unsigned)i,
+			.level = level == GP_DEEP_FULL ? GP_DEEP_FULL : GP_DEEP_QUICK,
+			.fp8 = spec && spec->dense_tflops[GP_DTYPE_FP8] > 0,
+			.cublas_dirs = cublas_dirs,
+		};
+	}
 	return run_all(r, ro, gpus, n, timeout_ms, perf, args, sizeof *args, true);
 }

@@ -57,9 +57,10 @@ if [ -x "$GPUPROV" ]; then
 		--deep=quick > "$OUT/deep-quick.prom" 2> /dev/null
 fi
 
-# The same measurements with PyTorch: BF16/FP16/TF32 matmul TFLOPS timed
-# with CUDA events (warm-up, median of 7 batches of 20), and a 2 GiB
-# device-to-device copy counted read + written, on every GPU in turn.
+# The same measurements with PyTorch: BF16/FP16/TF32 (and FP8 on Hopper
+# and later) matmul TFLOPS timed with CUDA events (warm-up, median of 7
+# batches of 20), a 2 GiB device-to-device copy counted read + written, on
+# every GPU in turn, then each pair's peer-to-peer copy.
 timeout 300 "$PYTHON" - > "$OUT/torch.json" 2> "$OUT/torch.stderr" <<'PY'
 import json, statistics, torch
 
@@ -91,6 +92,19 @@ for i in range(torch.cuda.device_count()):
         s = timed(lambda: torch.matmul(a, b), 50, 7, 20)
         g["gemm_tflops_" + name] = 2 * n ** 3 / s / 1e12
         del a, b
+    # FP8 E4M3 with BF16 out, as verify --deep's cuBLASLt call (Hopper and
+    # later; B column-major as torch._scaled_mm wants).
+    if torch.cuda.get_device_capability(i) >= (8, 9):
+        try:
+            a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+            b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+            one = torch.tensor(1.0, device="cuda")
+            s = timed(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one,
+                                               out_dtype=torch.bfloat16), 50, 7, 20)
+            g["gemm_tflops_fp8"] = 2 * n ** 3 / s / 1e12
+            del a, b
+        except Exception as e:  # an older torch: say so, measure the rest
+            g["gemm_fp8_error"] = str(e)
     size = 2 << 30
     src = torch.empty(size, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
@@ -104,6 +118,19 @@ for i in range(torch.cuda.device_count()):
     del host, dev
     torch.cuda.empty_cache()
     result["gpus"].append(g)
+# Peer to peer, as verify --deep: from GPU i to each later GPU j, one way,
+# 512 MiB, bytes counted once, timed on GPU i.
+result["p2p"] = []
+for i in range(torch.cuda.device_count()):
+    for j in range(i + 1, torch.cuda.device_count()):
+        torch.cuda.set_device(i)
+        src = torch.empty(512 << 20, dtype=torch.uint8, device="cuda:%d" % i)
+        dst = torch.empty(512 << 20, dtype=torch.uint8, device="cuda:%d" % j)
+        s = timed(lambda: dst.copy_(src, non_blocking=True), 2, 7, 2)
+        result["p2p"].append({"gpu": i, "peer": j,
+                              "peer_access": torch.cuda.can_device_access_peer(i, j),
+                              "gbps": (512 << 20) / s / 1e9})
+        del src, dst
 print(json.dumps(result, indent=1))
 PY
 log "torch: exit $?"
@@ -125,5 +152,7 @@ for f in deep["findings"]:
         print(f["level"], f["id"], f["evidence"])
 for g in torch["gpus"]:
     print("torch", json.dumps(g))
+for p in torch.get("p2p", []):
+    print("torch p2p", json.dumps(p))
 PY
 log "done"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # verify --deep end to end, against stand-in NVML, libcuda and cuBLAS
 # (tests/fixtures/fakenv/: fakenvml.c + fakenvml_health.c, fakecuda.c +
-# fakecuda_deep.c, fakecublas.c) in one busybox root with two H100s and the
+# fakecuda_deep.c + fakecuda_p2p.c, fakecublas.c, fakecublaslt.c) in one busybox root with two H100s and the
 # driver installed, shared by the tests. The fake libcuda reports elapsed
 # time from the configured throughput (fakedeep.h), so every figure below
 # is exact and the runs take no real GPU time. No test here touches a GPU.
@@ -18,9 +18,11 @@ setup_file() {
 	cc -shared -fPIC -o "$lib/libnvidia-ml.so.1" -Wl,-soname,libnvidia-ml.so.1 \
 		"$FAKENV/fakenvml.c" "$FAKENV/fakenvml_health.c" || fail "cannot build the fake NVML"
 	cc -shared -fPIC -o "$lib/libcuda.so.1" -Wl,-soname,libcuda.so.1 \
-		"$FAKENV/fakecuda.c" "$FAKENV/fakecuda_deep.c" || fail "cannot build the fake libcuda"
+		"$FAKENV/fakecuda.c" "$FAKENV/fakecuda_deep.c" "$FAKENV/fakecuda_p2p.c" || fail "cannot build the fake libcuda"
 	cc -shared -fPIC -o "$lib/libcublas.so.12" -Wl,-soname,libcublas.so.12 \
 		"$FAKENV/fakecublas.c" -ldl || fail "cannot build the fake cuBLAS"
+	cc -shared -fPIC -o "$lib/libcublasLt.so.12" -Wl,-soname,libcublasLt.so.12 \
+		"$FAKENV/fakecublaslt.c" -ldl || fail "cannot build the fake cuBLASLt"
 	export DEEP_ROOT=$BATS_FILE_TMPDIR/root DEEP_PROFILE=$BATS_FILE_TMPDIR/drv.json
 	local R=$DEEP_ROOT
 	mkroot "$R" --nouveau unloaded --pkg-stubs --gpu 2330 --gpu 2330
@@ -40,7 +42,8 @@ JSON
 	for d in 0000:17:00.0 0000:18:00.0; do
 		ln -sfn ../../../bus/pci/drivers/nvidia "$R/sys/bus/pci/devices/$d/driver"
 	done
-	cp "$lib/libnvidia-ml.so.1" "$lib/libcuda.so.1" "$lib/libcublas.so.12" "$R/$LIBDIR/"
+	cp "$lib/libnvidia-ml.so.1" "$lib/libcuda.so.1" "$lib/libcublas.so.12" \
+		"$lib/libcublasLt.so.12" "$R/$LIBDIR/"
 }
 
 # deep KEY=VALUE... -- ARGS...: /etc/fakenv.conf is a healthy pair of H100
@@ -111,11 +114,19 @@ assert_finding() {
 	assert_finding deep.gemm_bf16.gpu0 pass "800.0 TFLOPS, expected 791.2, 101% of it"
 	assert_finding deep.gemm_fp16.gpu1 pass "800.0 TFLOPS"
 	assert_finding deep.gemm_tf32.gpu0 pass "400.0 TFLOPS, expected 396.0"
-	assert_finding deep.gemm_fp8.gpu0 skip "cuBLASLt"
+	# 1600 FP8 TFLOPS through cuBLASLt against 0.80 x 1979.
+	assert_finding deep.gemm_fp8.gpu1 pass "1600.0 TFLOPS, expected 1583.2, 101% of it"
+	assert_finding deep.gemm_fp8.gpu0 pass \
+		"cuBLASLt FP8 E4M3 GEMM, BF16 out (/$LIBDIR/libcublasLt.so.12)"
+	assert_finding deep.gemm_bf16.gpu0 pass "cuBLAS GEMM (/$LIBDIR/libcublas.so.12)"
 	assert_finding deep.memory_bandwidth.gpu0 pass "3000.0 GB/s, expected 2680.0"
 	assert_finding deep.memory_bandwidth.gpu0 pass "bytes read plus written"
 	assert_finding deep.host_to_device.gpu1 pass "52.0 GB/s, expected 50.0"
 	assert_finding deep.device_to_host.gpu1 pass "52.0 GB/s"
+	# GPU 0 to GPU 1 over NVLink: 380 GB/s one way against 0.80 x 900 / 2.
+	assert_finding deep.p2p.gpu0_gpu1 pass \
+		"380.0 GB/s, expected 360.0, 106% of it (cuMemcpyPeerAsync one way, bytes counted once; NVLink"
+	[ "$(finding deep.p2p.gpu1_gpu0)" = absent ] || fail "a pair measured twice"
 	assert_finding deep.idle pass "no compute process on 2 GPUs"
 	assert_finding deep.xid pass "no critical Xid event in the kernel log (1 other"
 	assert_finding deep.node pass "2 GPUs, pass; slowest: GPU"
@@ -145,13 +156,36 @@ assert "measurement" not in f["deep.ecc.gpu0"]' "$output" || fail "measurements 
 @test "deep: the text report ends with the GPUs side by side" {
 	DEEP_FORMAT=text deep deep.gpu1.scale=0.55 -- --deep=quick
 	assert_status 3
-	[ "$(tail -n 3 <<<"$output" | head -n 1)" = \
-		"GPU  verdict  BF16 TFLOPS    FP16 TFLOPS    TF32 TFLOPS    memory GB/s    H2D GB/s       D2H GB/s" ] ||
+	[ "$(tail -n 6 <<<"$output" | head -n 1)" = \
+		"GPU  verdict  BF16 TFLOPS    FP16 TFLOPS    TF32 TFLOPS    FP8 TFLOPS     memory GB/s    H2D GB/s       D2H GB/s" ] ||
 		fail "no table header: $output"
-	[ "$(tail -n 1 <<<"$output" | tr -s ' ')" = \
-		"1 fail 440.0 (56%) 440.0 (56%) 220.0 (56%) 1650.0 (62%) 52.0 (104%) 52.0 (104%)" ] ||
+	[ "$(tail -n 4 <<<"$output" | head -n 1 | tr -s ' ')" = \
+		"1 fail 440.0 (56%) 440.0 (56%) 220.0 (56%) 880.0 (56%) 1650.0 (62%) 52.0 (104%) 52.0 (104%)" ] ||
 		fail "GPU 1's row: $output"
-	tail -n 2 <<<"$output" | head -n 1 | grep -q '^0    pass     800\.0 (101%)' || fail "GPU 0's row: $output"
+	tail -n 5 <<<"$output" | head -n 1 | grep -q '^0    pass     800\.0 (101%)' || fail "GPU 0's row: $output"
+	# Then the pairs.
+	[ "$(tail -n 2 <<<"$output")" = "GPU  peer  verdict  P2P GB/s (one way)
+0    1     pass     380.0 (106%)" ] || fail "the pairs' table: $output"
+}
+
+@test "deep: a slow pair fails, a pair without peer access warns, without NVLink PCIe counts" {
+	deep deep.gpu0.peer1_gbps=150 -- --deep=quick
+	assert_status 3
+	assert_finding deep.p2p.gpu0_gpu1 fail "150.0 GB/s, expected 360.0, 42% of it"
+	# The pair counts in both GPUs' verdicts; their own figures pass.
+	assert_finding deep.gemm_bf16.gpu1 pass
+	assert_finding deep.verdict.gpu1 fail "slowest: peer-to-peer bandwidth"
+	assert_finding deep.node fail "slowest: GPU 0 at 42% of expected (peer-to-peer bandwidth)"
+	assert_ids_listed
+	deep deep.gpu0.peer1_access=0 -- --deep=quick
+	assert_finding deep.p2p.gpu0_gpu1 warn \
+		"cuDeviceCanAccessPeer: GPU 0 cannot reach GPU 1's memory directly"
+	assert_finding deep.verdict.gpu1 warn
+	# No NVLink: the narrower PCIe link's figure, GPU 1's Gen5 x8 (25 GB/s).
+	deep deep.nvlinks=0 deep.gpu0.peer1_gbps=45 deep.gpu1.pcie_max_width=8 \
+		deep.gpu1.pcie_width=8 -- --deep=quick
+	assert_finding deep.p2p.gpu0_gpu1 pass "45.0 GB/s, expected 25.0, 180% of it"
+	assert_finding deep.p2p.gpu0_gpu1 pass "PCIe: the narrower link's figure"
 }
 
 @test "deep: a link downtrained to x8 fails the link and halves the host bandwidth" {
@@ -218,6 +252,52 @@ assert "measurement" not in f["deep.ecc.gpu0"]' "$output" || fail "measurements 
 	assert_finding deep.host_to_device.gpu1 pass
 }
 
+@test "deep: cuBLAS from the profile's toolkit path, then its Python environment's wheels, named" {
+	local wheels=opt/torchenv/lib/python3.11/site-packages/nvidia/cublas/lib
+	mkdir -p "$DEEP_ROOT/opt/cuda-test/lib64" "$DEEP_ROOT/$wheels"
+	cp "$DEEP_ROOT/$LIBDIR/libcublas.so.12" "$DEEP_ROOT/opt/cuda-test/lib64/"
+	cp "$DEEP_ROOT/$LIBDIR/libcublas.so.12" "$DEEP_ROOT/$wheels/"
+	DEEP_PROFILE=$BATS_TEST_TMPDIR/cuda.json
+	cat > "$DEEP_PROFILE" <<'JSON'
+{ "name": "deep-test", "extends": "distro/ubuntu2204",
+  "stages": { "driver": { "method": "apt", "branch": "535", "flavor": "server",
+                          "modules": "proprietary" },
+              "cuda": { "version": "12.2", "path": "/opt/cuda-test" },
+              "pytorch": { "method": "venv", "prefix": "/opt/torchenv", "python": "3.11",
+                           "packages": ["torch==2.7.1"] } } }
+JSON
+	# The profile's places come before the loader's copy.
+	deep -- --deep=quick
+	assert_finding deep.gemm_bf16.gpu0 pass "cuBLAS GEMM (/opt/cuda-test/lib64/libcublas.so.12)"
+	rm "$DEEP_ROOT/opt/cuda-test/lib64/libcublas.so.12"
+	deep -- --deep=quick
+	assert_finding deep.gemm_fp16.gpu1 pass "cuBLAS GEMM (/$wheels/libcublas.so.12)"
+	# Neither there nor in the loader paths: the reason names where it looked.
+	mv "$DEEP_ROOT/$LIBDIR/libcublas.so.12" "$BATS_TEST_TMPDIR/"
+	rm "$DEEP_ROOT/$wheels/libcublas.so.12"
+	deep -- --deep=quick
+	mv "$BATS_TEST_TMPDIR/libcublas.so.12" "$DEEP_ROOT/$LIBDIR/"
+	assert_finding deep.gemm_bf16.gpu0 skip \
+		"no libcublas.so.13, .12 or .11 in /opt/cuda-test/lib64, /$wheels, the loader paths"
+	rm -r "$DEEP_ROOT/opt/cuda-test" "$DEEP_ROOT/opt/torchenv"
+}
+
+@test "deep: FP8 skips with the reason without cuBLASLt or an algorithm, and is absent without FP8" {
+	mv "$DEEP_ROOT/$LIBDIR/libcublasLt.so.12" "$BATS_TEST_TMPDIR/"
+	deep -- --deep=quick
+	mv "$BATS_TEST_TMPDIR/libcublasLt.so.12" "$DEEP_ROOT/$LIBDIR/"
+	assert_status 0
+	assert_finding deep.gemm_fp8.gpu0 skip \
+		"no libcublasLt.so.13, .12 or .11 next to /$LIBDIR/libcublas.so.12 or in the loader paths"
+	assert_finding deep.gemm_bf16.gpu0 pass
+	deep deep.fp8_algos=0 -- --deep=quick
+	assert_finding deep.gemm_fp8.gpu1 skip "cuBLASLt has no FP8 E4M3 algorithm for this GPU"
+	# An A100 has no FP8 tensor cores: nothing to report.
+	deep "name=NVIDIA A100-SXM4-80GB" -- --deep=quick
+	[ "$(finding deep.gemm_fp8.gpu0)" = absent ] || fail "FP8 on an A100: $(finding deep.gemm_fp8.gpu0)"
+	assert_finding deep.gemm_bf16.gpu0 pass
+}
+
 @test "deep: busy GPUs are not measured unless --force" {
 	deep deep.gpu1.busy=2 -- --deep=quick
 	assert_status 3
@@ -241,6 +321,8 @@ assert "measurement" not in f["deep.ecc.gpu0"]' "$output" || fail "measurements 
 	grep -qx 'gpuprov_gpu_host_to_device_bytes_per_second{gpu="1"} 2.6e+10' "$m" || fail "$(cat "$m")"
 	grep -qx 'gpuprov_gpu_health_success{gpu="0",check="ecc"} 1' "$m" || fail "$(cat "$m")"
 	grep -qx 'gpuprov_gpu_health_success{gpu="1",check="verdict"} 0' "$m" || fail "$(cat "$m")"
+	grep -qx 'gpuprov_gpu_p2p_bandwidth_bytes_per_second{gpu="0",peer="1"} 3.8e+11' "$m" || fail "$(cat "$m")"
+	grep -qx 'gpuprov_gpu_health_success{gpu="0",check="p2p",peer="1"} 1' "$m" || fail "$(cat "$m")"
 }
 
 @test "deep: --deep takes only quick, and only verify takes it" {

@@ -1,5 +1,6 @@
 /* libFuzzer target: the lines verify --deep's children write
- * (gp_nvhealth_parse_line, src/sys/nvhealth.c), which carry what the
+ * (gp_nvhealth_parse_line and gp_nvhealth_parse_peer_line,
+ * src/sys/nvhealth.c), which carry what the
  * driver libraries said. Whatever the lines, the counts stay -1 or
  * non-negative, the rates finite and non-negative, the strings bounded. */
 #include <math.h>
@@ -12,11 +13,25 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	_cleanup_free_ char *text = fuzz_text(data, size);
-	struct gp_deep_gpu g;
+	struct gp_deep_gpu g, pair[2];
 	gp_deep_gpu_init(&g);
+	gp_deep_gpu_init(&pair[0]);
+	gp_deep_gpu_init(&pair[1]);
 	char *save = NULL;
-	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		_cleanup_free_ char *copy = strdup(l);
 		gp_nvhealth_parse_line(&g, l);
+		if (copy)
+			gp_nvhealth_parse_peer_line(pair, 2, copy);
+	}
+	/* Only GPU 0's copy to GPU 1 can be set. */
+	if (!isfinite(pair[0].peer_bps[1]) || pair[0].peer_bps[1] < 0 ||
+	    pair[0].peer_bps[0] != 0 || pair[1].peer_bps[0] != 0 ||
+	    pair[1].peer_skip[0] ||
+	    (pair[0].peer_skip[1] && strlen(pair[0].peer_skip[1]) > 200))
+		abort();
+	gp_deep_gpu_free(&pair[0]);
+	gp_deep_gpu_free(&pair[1]);
 	if (g.busy < -1 || g.ecc_volatile_unc < -1 || g.pcie_max_width < -1 ||
 	    g.load_reasons < -1 || g.nvlink_errors < -1)
 		abort();
@@ -27,7 +42,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!isfinite(rates[i]) || rates[i] < 0)
 			abort();
 	if ((g.name && strlen(g.name) > 200) ||
-	    (g.perf_skip && strlen(g.perf_skip) > 200))
+	    (g.perf_skip && strlen(g.perf_skip) > 200) ||
+	    (g.cublas && strlen(g.cublas) > 200) ||
+	    (g.cublaslt && strlen(g.cublaslt) > 200))
 		abort();
 	gp_deep_gpu_free(&g);
 	return 0;

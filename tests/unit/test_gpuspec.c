@@ -62,6 +62,23 @@ static void test_pcie(void **state)
 	assert_true(gp_pcie_expected_gbps(5, 0) == 0);
 }
 
+static void test_peer(void **state)
+{
+	(void)state;
+	const struct gp_gpuspec *h100 = gp_gpuspec_lookup("NVIDIA H100 80GB HBM3");
+	const struct gp_gpuspec *a100 = gp_gpuspec_lookup("NVIDIA A100-SXM4-80GB");
+	const struct gp_gpuspec *l4 = gp_gpuspec_lookup("NVIDIA L4");
+	/* NVLink: half the per-GPU figure (both directions) times 0.80. */
+	assert_true(gp_peer_expected_gbps(h100, h100, true, 5, 16) == 360);
+	/* The slower model's links bound the pair. */
+	assert_true(gp_peer_expected_gbps(h100, a100, true, 5, 16) == 240);
+	/* Links not active, a model without NVLink or not in the table: PCIe. */
+	assert_true(gp_peer_expected_gbps(h100, h100, false, 5, 16) == 50);
+	assert_true(gp_peer_expected_gbps(l4, l4, true, 4, 16) == 24);
+	assert_true(gp_peer_expected_gbps(NULL, h100, true, 5, 8) == 25);
+	assert_true(gp_peer_expected_gbps(NULL, NULL, false, 0, 0) == 0);
+}
+
 static void test_judge(void **state)
 {
 	(void)state;
@@ -80,9 +97,8 @@ static void test_judge(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_lookup),
-		cmocka_unit_test(test_figures),
-		cmocka_unit_test(test_pcie),
+		cmocka_unit_test(test_lookup), cmocka_unit_test(test_figures),
+		cmocka_unit_test(test_pcie),   cmocka_unit_test(test_peer),
 		cmocka_unit_test(test_judge),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

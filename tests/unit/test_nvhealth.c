@@ -23,7 +23,8 @@ static void test_parse(void **state)
 	          "load_reasons 64\nload_temp 81\nslowdown_temp 87\nload_power 650\n"
 	          "power_limit 700\nmemory_bps 3e+12\nh2d_bps 5.2e+10\nd2h_bps 5e10\n"
 	          "gemm bf16 8e+14\ngemm tf32 4e14\ngemm_skip fp8 needs cuBLASLt\n"
-	          "gemm fp99 1\nunknown 1\n");
+	          "gemm fp99 1\nunknown 1\ncublas /opt/cuda/lib64/libcublas.so.12\n"
+	          "cublas other\ncublaslt /opt/cuda/lib64/libcublasLt.so.12\n");
 	assert_string_equal(g.name, "NVIDIA H100 80GB HBM3");
 	assert_int_equal(g.busy, 2);
 	assert_int_equal(g.ecc_volatile_unc, 3);
@@ -44,6 +45,8 @@ static void test_parse(void **state)
 	assert_true(g.gemm_flops[GP_DTYPE_TF32] == 4e14);
 	assert_true(g.gemm_flops[GP_DTYPE_FP16] == 0);
 	assert_string_equal(g.gemm_skip[GP_DTYPE_FP8], "needs cuBLASLt");
+	assert_string_equal(g.cublas, "/opt/cuda/lib64/libcublas.so.12");
+	assert_string_equal(g.cublaslt, "/opt/cuda/lib64/libcublasLt.so.12");
 	gp_deep_gpu_free(&g);
 	assert_int_equal(g.busy, -1);
 }
@@ -68,11 +71,48 @@ static void test_hostile(void **state)
 	gp_deep_gpu_free(&g);
 }
 
+/* The peer-to-peer child's lines: GPU I's copy to a later GPU J, I and J
+ * below the count; the first reason kept. */
+static void test_peer_lines(void **state)
+{
+	(void)state;
+	struct gp_deep_gpu g[3];
+	for (int i = 0; i < 3; i++)
+		gp_deep_gpu_init(&g[i]);
+	const char *lines[] = {
+		"p2p 0 1 3.8e+11",
+		"p2p_skip 0 2 cuDeviceCanAccessPeer: no",
+		"p2p_skip 0 2 second reason",
+		"p2p 1 2 inf",
+		"p2p 2 1 1e9", /* not i < j */
+		"p2p 1 3 1e9", /* no GPU 3 */
+		"p2p -1 2 1e9",
+		"p2p 1 2",
+		"p2pp 1 2 1e9",
+		"p2p_skip 1",
+		"p2p 1 2 5e10 x",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(lines); i++) {
+		char *l = strdup(lines[i]);
+		gp_nvhealth_parse_peer_line(g, 3, l);
+		free(l);
+	}
+	assert_true(g[0].peer_bps[1] == 3.8e11);
+	assert_true(g[0].peer_bps[2] == 0);
+	assert_string_equal(g[0].peer_skip[2], "cuDeviceCanAccessPeer: no");
+	assert_true(g[1].peer_bps[2] == 0);
+	assert_null(g[1].peer_skip[2]);
+	assert_true(g[2].peer_bps[1] == 0);
+	for (int i = 0; i < 3; i++)
+		gp_deep_gpu_free(&g[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_peer_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,8 +11,10 @@
  *         refuses to start on another one.
  * apply:  the packages in one transaction, the hold, the service's
  *         multi-user.target.wants link, the modules-load.d file. While the
- *         driver's version is not known (a plan of a branch that is not
- *         installed yet) the install and hold are one rule effect.
+ *         plan cannot know the driver's version (a branch not installed
+ *         before the run) the install and hold are one rule effect, in the
+ *         plan and the run alike (src/pkg.c does the same for pins the apt
+ *         lists do not offer yet); the run's command lines are in its log.
  * verify: the version equals the driver's, the hold, the service enabled
  *         (under --root: its link; on the live host: systemctl is-active),
  *         NVLSM and its modules, and every GPU's fabric state "Completed"
@@ -76,6 +78,7 @@ struct fm {
 	bool nvl5; /* NVLink 5: NVLSM and its modules too */
 	enum gp_pkg_manager pm;
 	char *version; /* the driver's, upstream; NULL when not known yet */
+	bool deferred; /* a plan of this run does not know it (a rule) */
 	char *package; /* nvidia-fabricmanager-<branch> or nvidia-fabric-manager */
 	bool hold; /* the driver's hold */
 	const char *unit; /* the packaged unit file */
@@ -119,6 +122,8 @@ static int fm_gather(struct gp_ctx *c, const cJSON *cfg, struct fm *f)
 	const cJSON *drv = gp_stage_settings(c, &gp_stage_fabric_manager, "driver");
 	f->hold = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(drv, GP_DRIVER_KEY_HOLD));
 	f->version = gp_driver_target_version(c, drv);
+	_cleanup_free_ char *known = gp_driver_known_version(c, drv);
+	f->deferred = !known || !f->version;
 	const char *branch = gp_json_string(drv, GP_DRIVER_KEY_BRANCH, NULL);
 	_cleanup_free_ char *major = f->version ? gp_xstrndup(f->version,
 	                                                      strcspn(f->version, "."))
@@ -232,7 +237,7 @@ static int fm_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	}
 	bool install, unheld;
 	_cleanup_free_ char *missing = fm_missing(c, &f, &install, &unheld);
-	if (missing && !f.version)
+	if (missing && f.deferred)
 		gp_check_set(
 		    ck, GP_STATE_NEEDED,
 		    "%s; it is installed at exactly the version the driver stage "
@@ -268,9 +273,11 @@ static int fm_apply(struct gp_ctx *c, const cJSON *cfg)
 	missing = fm_missing(c, &f, &install, &unheld);
 	const char *names[] = { f.package, NVLSM };
 	size_t n = nvlink5(&f) ? 2 : 1;
-	if (install && !f.version) {
-		/* A plan of a driver branch not installed yet: the version is
-		 * the one the driver stage's install resolves. */
+	struct gp_pkg_want w[] = { { f.package, f.version }, { NVLSM, NULL } };
+	if (install && f.deferred) {
+		/* A driver branch not installed before the run: the version is
+		 * the one the driver stage's install resolves, known to the run
+		 * only, which installs and holds inside the rule. */
 		gp_effect_rule_begin(c, "run",
 		                     "install %s at exactly the upstream version of the "
 		                     "driver the driver stage installed (its newest "
@@ -278,9 +285,13 @@ static int fm_apply(struct gp_ctx *c, const cJSON *cfg)
 		                     f.package, n > 1 ? ", and " NVLSM : "",
 		                     f.hold ? ", then hold " : "",
 		                     f.hold ? (n > 1 ? "both" : "it") : "");
+		int made = !f.version ? 0 : gp_effect_pkg_install(c, w, n);
+		if (made == 0 && f.version && f.hold)
+			made = gp_effect_pkg_hold(c, names, n, true);
 		gp_effect_rule_end(c);
+		if (made < 0)
+			goto out;
 	} else {
-		struct gp_pkg_want w[] = { { f.package, f.version }, { NVLSM, NULL } };
 		if (install && gp_effect_pkg_install(c, w, n) < 0)
 			goto out;
 		if (f.hold && (install || unheld) &&

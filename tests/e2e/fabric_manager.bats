@@ -177,6 +177,49 @@ fake_nvml() {
 	assert_unchanged "$R" before var/log/gpuprov.log var/lib/gpuprov/state.json var/lib/gpuprov/lock
 }
 
+# fresh_host: the root as a fresh host has it: no NVIDIA package, nothing of
+# gpuprov's, apt's lists never refreshed; apt kept off the archive's newest
+# driver, 535.183.01, which has no fabric manager (an operator's pin, read
+# by apt only: the profile's branch-only driver resolves to 535.104.05).
+fresh_host() {
+	local pkgs
+	pkgs=$(chroot "$R" dpkg-query -W -f '${db:Status-Status} ${Package}\n' 'nvidia-*' \
+		'libnvidia-*' 2>/dev/null | awk '$1 == "installed" { print $2 }')
+	if [ -n "$pkgs" ]; then
+		# shellcheck disable=SC2086 # a list of names
+		chroot "$R" apt-mark unhold $pkgs > /dev/null &&
+			chroot "$R" apt-get -q -y purge $pkgs > "$BATS_TEST_TMPDIR/purge.log" 2>&1 ||
+			fail "cannot purge the NVIDIA packages:" "$(cat "$BATS_TEST_TMPDIR/purge.log")"
+	fi
+	rm -rf "$R$LINK" "$R/var/lib/gpuprov" "$R/etc/modprobe.d/"*gpuprov*
+	find "$R/var/lib/apt/lists" -maxdepth 1 -type f ! -name lock -delete
+	printf '%s\n' 'Package: *-535-server' 'Pin: version 535.183.01*' 'Pin-Priority: -1' \
+		> "$R/etc/apt/preferences.d/no-535-183"
+}
+
+@test "fabric_manager: on a fresh host a branch-only driver pin plans the fabric manager's install as the rule the run records" {
+	fresh_host
+	assert_plan_matches_run "$R" --profile "$P"
+	assert_stdout_has 'install nvidia-fabricmanager-535 at exactly the upstream version of the driver the driver stage installed'
+	# The run's own command lines, at the version the driver resolved to,
+	# are in its log.
+	grep -Fq "fabric_manager: run apt-get" "$R/var/log/gpuprov.log" &&
+		grep -F "fabric_manager: run apt-get" "$R/var/log/gpuprov.log" | grep -Fq "nvidia-fabricmanager-535=535.104.05" ||
+		fail "the install's command line is not in the run log:" "$(grep 'run apt' "$R/var/log/gpuprov.log")"
+	[ "$(dpkg_status "$R" nvidia-fabricmanager-535)" = "hold ok installed 535.104.05-0ubuntu1" ] ||
+		fail "fabric manager: $(dpkg_status "$R" nvidia-fabricmanager-535)"
+	[ "$(dpkg_status "$R" nvidia-driver-535-server)" = "hold ok installed 535.104.05-0ubuntu1" ] ||
+		fail "driver: $(dpkg_status "$R" nvidia-driver-535-server)"
+}
+
+@test "fabric_manager: on a fresh host an exact driver pin plans the fabric manager's install as the run makes it" {
+	fresh_host
+	profile 535.104.05
+	assert_plan_matches_run "$R" --profile "$P"
+	[ "$(dpkg_status "$R" nvidia-fabricmanager-535)" = "hold ok installed 535.104.05-0ubuntu1" ] ||
+		fail "fabric manager: $(dpkg_status "$R" nvidia-fabricmanager-535)"
+}
+
 # json_finding JSON ID: "LEVEL EVIDENCE" of the finding ID in a verify --json.
 json_finding() {
 	"$PYTHON" -c 'import json, sys

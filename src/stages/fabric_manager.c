@@ -4,7 +4,8 @@
  *         the reason. Else nvidia-fabricmanager-<branch> (dnf:
  *         nvidia-fabric-manager) at exactly the driver's version (the one
  *         installed, or the driver stage's exact pin), held when the driver
- *         is, its service enabled; on NVLink 5 also nvlsm and
+ *         is, its service enabled (on the live host also running, once
+ *         the loaded module is the driver's version); on NVLink 5 also nvlsm and
  *         /etc/modules-load.d/gpuprov-fabric.conf (mlx5_ib, ib_umad).
  *         Blocked, before any change, when the root's apt lists offer the
  *         package but not at the driver's version: the fabric manager
@@ -15,6 +16,8 @@
  *         before the run) the install and hold are one rule effect, in the
  *         plan and the run alike (src/pkg.c does the same for pins the apt
  *         lists do not offer yet); the run's command lines are in its log.
+ *         On the live host, `systemctl start` when the loaded module is
+ *         already the driver's version (else the driver's reboot starts it).
  * verify: the version equals the driver's, the hold, the service enabled
  *         (under --root: its link; on the live host: systemctl is-active),
  *         NVLSM and its modules, and every GPU's fabric state "Completed"
@@ -28,6 +31,7 @@
 #include "gpuprov/json.h"
 #include "gpuprov/nvdriver.h"
 #include "gpuprov/nvfabric.h"
+#include "gpuprov/nvproc.h"
 #include "gpuprov/nvswitch.h"
 #include "gpuprov/pci.h"
 #include "gpuprov/pkg.h"
@@ -35,6 +39,7 @@
 #include "gpuprov/root.h"
 #include "gpuprov/run.h"
 #include "gpuprov/stages.h"
+#include "gpuprov/version.h"
 
 #define STAGE "fabric_manager"
 #define SERVICE "nvidia-fabricmanager.service"
@@ -167,6 +172,36 @@ static int fm_gather(struct gp_ctx *c, const cJSON *cfg, struct fm *f)
 	return 0;
 }
 
+/* systemctl is-active SERVICE (a read, in every mode): *res its output,
+ * free it. */
+static bool service_active(struct gp_ctx *c, struct gp_run_result *res, int *rc)
+{
+	char *const argv[] = { "systemctl", "is-active", SERVICE, NULL };
+	*res = (struct gp_run_result){ 0 };
+	*rc = gp_ctx_run_readonly(c, argv, res);
+	return *rc == 0 && res->exit_code == 0 && !res->signal;
+}
+
+/* The live host only: start the service now? The package enables it for
+ * the next boot; when the loaded module is already the driver's version
+ * (no reboot to wait for) nothing else starts it, and CUDA fails with
+ * error 802 until it runs. */
+static bool start_needed(struct gp_ctx *c, const struct fm *f)
+{
+	if (!gp_root_is_host(&c->root) || f->deferred || !f->version)
+		return false;
+	_cleanup_free_ char *loaded = NULL;
+	bool open;
+	if (gp_nvidia_module_read(&c->root, &loaded, &open) < 0 ||
+	    gp_version_compare(loaded, f->version) != 0)
+		return false;
+	struct gp_run_result res;
+	int rc;
+	bool active = service_active(c, &res, &rc);
+	gp_run_result_free(&res);
+	return !active;
+}
+
 /* What is missing, "; "-joined, or NULL. *install: a package is to be
  * installed; *unheld: one is not held. */
 static char *fm_missing(struct gp_ctx *c, const struct fm *f, bool *install, bool *unheld)
@@ -200,6 +235,11 @@ static char *fm_missing(struct gp_ctx *c, const struct fm *f, bool *install, boo
 		gp_buf_printf(&why,
 		              "%s" MODULES_LOAD " does not load mlx5_ib and ib_umad",
 		              why.len ? "; " : "");
+	if (start_needed(c, f))
+		gp_buf_printf(&why,
+		              "%s" SERVICE " is not running, and the loaded nvidia "
+		              "module is the driver's version %s: it is started now",
+		              why.len ? "; " : "", f->version);
 	return why.len ? gp_buf_steal(&why) : NULL;
 }
 
@@ -304,6 +344,9 @@ static int fm_apply(struct gp_ctx *c, const cJSON *cfg)
 	if (nvlink5(&f) && gp_effect_write(c, MODULES_LOAD, MODULES_LOAD_TEXT,
 	                                   strlen(MODULES_LOAD_TEXT), 0644) < 0)
 		goto out;
+	char *const start[] = { "systemctl", "start", SERVICE, NULL };
+	if (start_needed(c, &f) && gp_effect_run(c, start) < 0)
+		goto out;
 	rc = 0;
 out:
 	fm_free(&f);
@@ -350,10 +393,9 @@ static void verify_service(struct gp_ctx *c, const struct fm *f, struct gp_repor
                            const char *install)
 {
 	if (gp_root_is_host(&c->root)) {
-		char *const argv[] = { "systemctl", "is-active", SERVICE, NULL };
-		struct gp_run_result res = { 0 };
-		int rc = gp_ctx_run_readonly(c, argv, &res);
-		bool active = rc == 0 && res.exit_code == 0 && !res.signal;
+		struct gp_run_result res;
+		int rc;
+		bool active = service_active(c, &res, &rc);
 		const char *said = res.output ? res.output : "";
 		gp_report_add(rep, "fabric_manager.service", active ? GP_PASS : GP_FAIL,
 		              "service",

@@ -220,6 +220,44 @@ fresh_host() {
 		fail "fabric manager: $(dpkg_status "$R" nvidia-fabricmanager-535)"
 }
 
+@test "fabric_manager: on the live host the service is started once the loaded module is the driver's version, and only then" {
+	cp "$P" "$R/tmp/p.json"
+	# A stand-in systemctl: it logs its argv, and start makes is-active say
+	# active.
+	local started=/var/lib/fm-stand-in-started log=/var/log/systemctl-stand-in.log
+	cat > "$R/usr/bin/systemctl" <<SH
+#!/bin/sh
+echo "\$*" >> $log
+case "\$*" in
+"is-active nvidia-fabricmanager.service") [ -e $started ] && echo active && exit 0; echo inactive; exit 3 ;;
+"start nvidia-fabricmanager.service") : > $started ;;
+esac
+SH
+	chmod 0755 "$R/usr/bin/systemctl"
+	# No nvidia module loaded: the driver's reboot starts the service.
+	as_live_host "$R" plan --profile /tmp/p.json --only fabric_manager
+	assert_status 0
+	assert_stdout_has "fabric_manager: satisfied - nvidia-fabricmanager-535 535.104.05, held"
+	refute_stdout_has "systemctl start"
+	# The module of the driver's version is loaded: started now.
+	local proc=$BATS_TEST_TMPDIR/proc-driver
+	mkdir -p "$proc/nvidia"
+	printf 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sun Jan 1\n' > "$proc/nvidia/version"
+	LIVE_PROC_DRIVER=$proc as_live_host "$R" plan --profile /tmp/p.json --only fabric_manager
+	assert_status 0
+	assert_stdout_has "fabric_manager: needed - nvidia-fabricmanager.service is not running, and the loaded nvidia module is the driver's version 535.104.05: it is started now"
+	assert_stdout_line "      run systemctl start nvidia-fabricmanager.service"
+	LIVE_PROC_DRIVER=$proc as_live_host "$R" install --profile /tmp/p.json --only fabric_manager
+	assert_status 0
+	[ "$(grep -v '^is-active ' "$R$log")" = "start nvidia-fabricmanager.service" ] ||
+		fail "systemctl ran as:" "$(cat "$R$log")"
+	LIVE_PROC_DRIVER=$proc as_live_host "$R" install --profile /tmp/p.json --only fabric_manager
+	assert_status 0
+	assert_stdout_has "fabric_manager: satisfied"
+	[ "$(grep -c '^start ' "$R$log")" = 1 ] || fail "started again:" "$(cat "$R$log")"
+	rm -f "$R/usr/bin/systemctl" "$R$log" "$R$started"
+}
+
 # json_finding JSON ID: "LEVEL EVIDENCE" of the finding ID in a verify --json.
 json_finding() {
 	"$PYTHON" -c 'import json, sys

@@ -1320,9 +1320,9 @@ char *gp_driver_known_version(struct gp_ctx *c, const cJSON *cfg)
 	} else if (rc == 0 && d.ch.method != GP_DRV_RUNFILE && d.pkgs.probe) {
 		/* The driver stage keeps a driver of its branch it finds. */
 		_cleanup_free_ char *have = gp_pkg_installed_before(c, d.pkgs.probe);
-		v = have ? gp_pkg_upstream_version(have) : NULL;
-		if (v && !gp_driver_version_matches(v, d.branch, NULL))
-			v = (free(v), NULL);
+		_cleanup_free_ char *up = have ? gp_pkg_upstream_version(have) : NULL;
+		if (up && gp_driver_version_matches(up, d.branch, NULL))
+			v = TAKE_PTR(up);
 	}
 	drv_free(&d);
 	return v;

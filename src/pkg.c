@@ -60,6 +60,9 @@ struct gp_pkg_state {
 	 * deferred_adds: the exact dependencies it added (a real run). */
 	bool deferred;
 	char **deferred_adds;
+	/* The database before this run's first install or removal,
+	 * "name=version" each (db_before_run); NULL until asked or taken. */
+	char **db_before_run;
 };
 
 static struct gp_pkg_state *state(struct gp_ctx *c)
@@ -94,6 +97,7 @@ void gp_pkg_state_free(struct gp_ctx *c)
 	free(c->pkg->db_stamp);
 	gp_apt_index_free(&c->pkg->before);
 	gp_strv_free(c->pkg->deferred_adds);
+	gp_strv_free(c->pkg->db_before_run);
 	free(c->pkg);
 	c->pkg = NULL;
 }
@@ -842,6 +846,18 @@ static ssize_t wants_needed(struct gp_ctx *c, const struct gp_pkg_want *want, si
 	return todo;
 }
 
+/* Is a needed NVIDIA driver package installed at the candidate? Then the
+ * packages the install adds (the others of the set, at the version apt or
+ * dnf picks) are known to the run only, and so is a hold of the set after
+ * it (gp_effect_pkg_hold). */
+static bool adds_unknown(const struct gp_pkg_want *want, const bool *need, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (need[i] && !want[i].version && is_nvidia_driver_pkg(want[i].name))
+			return true;
+	return false;
+}
+
 /* apt: is a needed pin one the lists before this run's refresh did not
  * offer (so the install is recorded as a rule)? */
 static bool pins_deferred(struct gp_ctx *c, enum gp_pkg_manager pm,
@@ -871,13 +887,13 @@ char *gp_pkg_install_problem(struct gp_ctx *c, const struct gp_pkg_want *want, s
 	return problem;
 }
 
-/* The installed packages as "name=version" (a real run, before its
- * install command): what was there before it, for uninstall. */
-static char **installed_now(struct gp_ctx *c)
+/* The packages in the database as "name=version" (planned ones not
+ * included). */
+static char **db_list(struct gp_ctx *c)
 {
 	char **out = gp_xcalloc(1, sizeof(char *));
 	const struct gp_pkgdb *db;
-	if (c->mode != GP_MODE_APPLY || read_db_quiet(c, &db) < 0)
+	if (read_db_quiet(c, &db) < 0)
 		return out;
 	for (size_t i = 0; i < db->n; i++) {
 		_cleanup_free_ char *nv = gp_xasprintf("%s=%s", db->e[i].name,
@@ -885,6 +901,24 @@ static char **installed_now(struct gp_ctx *c)
 		gp_strv_push(&out, nv);
 	}
 	return out;
+}
+
+/* The installed packages as "name=version" (a real run, before its
+ * install command): what was there before it, for uninstall. */
+static char **installed_now(struct gp_ctx *c)
+{
+	return c->mode == GP_MODE_APPLY ? db_list(c) : gp_xcalloc(1, sizeof(char *));
+}
+
+/* The database as this run found it: taken before its first install or
+ * removal changes it (a dry run changes nothing), so a real run knows
+ * what the plan of the same root knew. */
+static char *const *db_before_run(struct gp_ctx *c)
+{
+	struct gp_pkg_state *s = state(c);
+	if (!s->db_before_run)
+		s->db_before_run = db_list(c);
+	return s->db_before_run;
 }
 
 /* The version of name in an installed_now() list, or NULL. */
@@ -895,6 +929,27 @@ static const char *version_in(char *const *list, const char *name)
 		if (strncmp(list[i], name, n) == 0 && list[i][n] == '=')
 			return list[i] + n + 1;
 	return NULL;
+}
+
+char *gp_pkg_installed_before(struct gp_ctx *c, const char *name)
+{
+	const char *v = version_in(db_before_run(c), name);
+	return v ? gp_xstrdup(v) : NULL;
+}
+
+/* The packages installed now that were not before the install command
+ * (an installed_now() list) and that it did not name: the dependencies apt
+ * or dnf chose. */
+static char **added_by_install(struct gp_ctx *c, char *const *names, char *const *before)
+{
+	char **added = gp_xcalloc(1, sizeof(char *));
+	const struct gp_pkgdb *db;
+	if (read_db_quiet(c, &db) == 0)
+		for (size_t i = 0; i < db->n; i++)
+			if (!version_in(before, db->e[i].name) &&
+			    !gp_strv_contains(names, db->e[i].name))
+				gp_strv_push(&added, db->e[i].name);
+	return added;
 }
 
 /* Records name at its version now; a package new to the records that was
@@ -923,13 +978,7 @@ static void record_installed(struct gp_ctx *c, char *const *names, char *const *
 		return;
 	for (size_t i = 0; names[i]; i++)
 		record_package(c, names[i], before);
-	const struct gp_pkgdb *db;
-	_cleanup_strv_ char **added = gp_xcalloc(1, sizeof(char *));
-	if (read_db_quiet(c, &db) == 0)
-		for (size_t i = 0; i < db->n; i++)
-			if (!version_in(before, db->e[i].name) &&
-			    !gp_strv_contains(names, db->e[i].name))
-				gp_strv_push(&added, db->e[i].name);
+	_cleanup_strv_ char **added = added_by_install(c, names, before);
 	for (size_t i = 0; added[i]; i++)
 		record_package(c, added[i], before);
 	const cJSON *pkgs = gp_journal_packages(&c->journal);
@@ -979,7 +1028,9 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 		free(need);
 		return (int)todo;
 	}
+	db_before_run(c);
 	bool deferred = pins_deferred(c, pm, want, need, n);
+	bool unknown_adds = adds_unknown(want, need, n);
 	int rc = refresh(c, b);
 	struct txn t = { gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)) };
 	size_t named = 0;
@@ -1007,7 +1058,7 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	for (size_t i = 0; i < k; i++)
 		w[i] = (struct gp_pkg_want){ t.names[i],
 			                     *t.versions[i] ? t.versions[i] : NULL };
-	bool in_rule = rc == 0 && rule;
+	bool in_rule = rc == 0 && rule && !c->rule_from; /* rules do not nest */
 	if (in_rule) {
 		gp_effect_rule_begin(c, "run", "%s", rule);
 		state(c)->deferred = true;
@@ -1022,6 +1073,14 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 		plan_install(c, w[i].name, w[i].version);
 	if (rc == 0)
 		record_installed(c, t.names, before);
+	if (rc == 0 && unknown_adds) {
+		state(c)->deferred = true;
+		_cleanup_strv_ char **added = c->mode == GP_MODE_APPLY
+		                                  ? added_by_install(c, t.names, before)
+		                                  : gp_xcalloc(1, sizeof(char *));
+		for (size_t i = 0; added[i]; i++)
+			gp_strv_push(&state(c)->deferred_adds, added[i]);
+	}
 	/* Hold again even when the install failed: a released driver left for
 	 * unattended-upgrades is how "Driver/library version mismatch" starts.
 	 * If holding fails too, that is the error reported (gp_fail keeps the
@@ -1067,7 +1126,7 @@ int gp_effect_pkg_hold(struct gp_ctx *c, const char *const *names, size_t n, boo
 	for (size_t i = 0; hold && s->deferred && todo[i]; i++)
 		if (!gp_strv_contains(s->deferred_adds, todo[i]))
 			gp_strv_push(&known, todo[i]);
-	if (!known[0]) {
+	if (!known[0] || c->rule_from) {
 		int rc = hold_names(c, b, todo, hold);
 		if (rc == 0)
 			record_holds(c, names, n, hold, todo);
@@ -1093,6 +1152,7 @@ int gp_effect_pkg_remove(struct gp_ctx *c, const char *const *names, size_t n)
 	enum gp_pkg_manager pm;
 	if (gp_pkg_manager(c, &pm) < 0)
 		return -1;
+	db_before_run(c);
 	_cleanup_strv_ char **todo = gp_xcalloc(1, sizeof(char *));
 	_cleanup_strv_ char **held = gp_xcalloc(1, sizeof(char *));
 	for (size_t i = 0; i < n; i++) {

@@ -25,6 +25,11 @@ int gp_pkg_manager(struct gp_ctx *c, enum gp_pkg_manager *pm);
  * in this run are made. 0, or -1 with c->err set when the database cannot be
  * read. Never runs a command. */
 int gp_pkg_installed(struct gp_ctx *c, const char *name, char **version);
+/* The version of name (allocated) as the database had it before this
+ * run's first install or removal, planned installs not counted; NULL when
+ * it was not installed. What a plan of the same root sees before its own
+ * planned effects. Never runs a command. */
+char *gp_pkg_installed_before(struct gp_ctx *c, const char *name);
 /* Is name held (apt-mark hold / dnf versionlock), planned holds included? */
 bool gp_pkg_is_held(struct gp_ctx *c, const char *name);
 

@@ -22,7 +22,8 @@
  * verify: each package at the version, the hold, the runtime and its
  *         binary, default-runtime when asked; the CDI spec current
  *         (src/pure/cdispec.c); with test_image, on the live host, a
- *         container of that image (never pulled) lists every GPU.
+ *         container of that image (never pulled) lists every GPU: docker,
+ *         or for CRI-O podman when it is installed.
  * Facts and sources: docs/reference/nvidia-container-toolkit.md. */
 #include <errno.h>
 #include <string.h>
@@ -141,7 +142,9 @@ static const struct gp_key container_toolkit_keys[] = {
 	                         "--rm --pull=never` with every GPU (`--device "
 	                         "nvidia.com/gpu=all` with cdi_spec, else `--gpus "
 	                         "all`) and `nvidia-smi -L`; it must list every GPU. "
-	                         "gpuprov never pulls it.",
+	                         "With runtime crio, by podman when it is installed "
+	                         "(`podman run --rm --pull=never --device "
+	                         "nvidia.com/gpu=all`). gpuprov never pulls it.",
 	                  .example = "\"nvidia/cuda:12.8.1-base-ubuntu24.04\""),
 	GP_KEY_END,
 };
@@ -805,18 +808,18 @@ static const char *container_hint(const char *output)
 	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
 		if (strstr(output, known[i].says))
 			return known[i].hint;
-	return "read docker's message above; `gpuprov verify` without a test image "
-	       "checks the configuration alone";
+	return "read the engine's message above; `gpuprov verify` without a test "
+	       "image checks the configuration alone";
 }
 
-/* Runs a read-only docker command: 0 with *res, or -1 when it could not
- * run (*why set, allocated). */
+/* Runs a read-only docker or podman command: 0 with *res, or -1 when it
+ * could not run (*why set, allocated). */
 static int docker(struct gp_ctx *c, char *const argv[], struct gp_run_result *res,
                   char **why)
 {
 	int rc = gp_ctx_run_readonly(c, argv, res);
 	if (rc < 0) {
-		*why = gp_xasprintf("cannot run docker: %s", strerror(-rc));
+		*why = gp_xasprintf("cannot run %s: %s", argv[0], strerror(-rc));
 		return -1;
 	}
 	return 0;
@@ -832,27 +835,32 @@ static size_t listed_gpus(const char *output)
 	return n;
 }
 
-/* With test_image, on the live host with docker running and the image
- * there: the image run with every GPU must list them all. */
+#define PODMAN "/usr/bin/podman"
+
+/* With test_image, on the live host with docker running (or, beside
+ * CRI-O, podman installed: it has no daemon) and the image there: the
+ * image run with every GPU must list them all. */
 static void verify_container(struct gp_ctx *c, const struct ctk *s, struct gp_report *rep)
 {
 	const char *check = "test container";
 	if (!s->test_image)
 		return;
-	if (!gp_root_is_host(&c->root) || s->engine != &engines[0]) {
+	bool podman = s->engine == &engines[2] && gp_ctx_exists(c, PODMAN);
+	if (!gp_root_is_host(&c->root) || (s->engine != &engines[0] && !podman)) {
 		gp_report_add(
 		    rep, FINDING_CONTAINER, GP_SKIP, check, NULL, "%s",
 		    !gp_root_is_host(&c->root)
 		        ? "containers run on the live host only, not under --root"
-		        : "only docker runs the test image");
+		        : "only docker, or podman beside CRI-O, runs the test image");
 		return;
 	}
 	char *image = (char *)s->test_image;
 	char *const inspect[] = { "docker",  "image", "inspect", "--format",
 		                  "{{.Id}}", image,   NULL };
+	char *const exists[] = { "podman", "image", "exists", image, NULL };
 	struct gp_run_result res = { 0 };
 	_cleanup_free_ char *why = NULL;
-	if (docker(c, inspect, &res, &why) < 0) {
+	if (docker(c, podman ? exists : inspect, &res, &why) < 0) {
 		gp_report_add(rep, FINDING_CONTAINER, GP_SKIP, check, NULL, "%s", why);
 		return;
 	}
@@ -866,22 +874,24 @@ static void verify_container(struct gp_ctx *c, const struct ctk *s, struct gp_re
 		return;
 	}
 	if (!present) {
-		gp_report_add(
-		    rep, FINDING_CONTAINER, GP_WARN, check,
-		    "gpuprov never pulls: `docker pull` it yourself, or name an "
-		    "image that is here",
-		    "the test image %s is not on this host", image);
+		_cleanup_free_ char *hint = gp_xasprintf(
+		    "gpuprov never pulls: `%s pull` it yourself, or name an image "
+		    "that is here",
+		    podman ? "podman" : "docker");
+		gp_report_add(rep, FINDING_CONTAINER, GP_WARN, check, hint,
+		              "the test image %s is not on this host", image);
 		return;
 	}
-	char *const with_cdi[] = { "docker",   "run",
-		                   "--rm",     "--pull=never",
-		                   "--device", "nvidia.com/gpu=all",
-		                   image,      "nvidia-smi",
-		                   "-L",       NULL };
+	const char *tool = podman ? "podman" : "docker";
+	char *const with_cdi[] = {
+		(char *)tool,         "run", "--rm",       "--pull=never", "--device",
+		"nvidia.com/gpu=all", image, "nvidia-smi", "-L",           NULL
+	};
 	char *const with_gpus[] = { "docker", "run", "--rm", "--pull=never",
 		                    "--gpus", "all", image,  "nvidia-smi",
 		                    "-L",     NULL };
-	char *const *argv = s->cdi ? with_cdi : with_gpus;
+	/* podman asks for GPUs as CDI devices only. */
+	char *const *argv = podman || s->cdi ? with_cdi : with_gpus;
 	if (docker(c, argv, &res, &why) < 0) {
 		gp_report_add(rep, FINDING_CONTAINER, GP_SKIP, check, NULL, "%s", why);
 		return;

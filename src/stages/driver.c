@@ -1308,6 +1308,26 @@ char *gp_driver_target_version(struct gp_ctx *c, const cJSON *cfg)
 	return v;
 }
 
+char *gp_driver_known_version(struct gp_ctx *c, const cJSON *cfg)
+{
+	if (!cfg)
+		return NULL;
+	struct drv d;
+	char *v = NULL;
+	int rc = gather(c, cfg, &d);
+	if (rc == 0 && d.ch.version) {
+		v = gp_xstrdup(d.ch.version);
+	} else if (rc == 0 && d.ch.method != GP_DRV_RUNFILE && d.pkgs.probe) {
+		/* The driver stage keeps a driver of its branch it finds. */
+		_cleanup_free_ char *have = gp_pkg_installed_before(c, d.pkgs.probe);
+		_cleanup_free_ char *up = have ? gp_pkg_upstream_version(have) : NULL;
+		if (up && gp_driver_version_matches(up, d.branch, NULL))
+			v = TAKE_PTR(up);
+	}
+	drv_free(&d);
+	return v;
+}
+
 /* Announces the runfile download: the profile alone determines it. */
 static int driver_prefetch(struct gp_ctx *c, const cJSON *cfg)
 {

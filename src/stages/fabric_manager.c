@@ -4,15 +4,20 @@
  *         the reason. Else nvidia-fabricmanager-<branch> (dnf:
  *         nvidia-fabric-manager) at exactly the driver's version (the one
  *         installed, or the driver stage's exact pin), held when the driver
- *         is, its service enabled; on NVLink 5 also nvlsm and
+ *         is, its service enabled (on the live host also running, once
+ *         the loaded module is the driver's version); on NVLink 5 also nvlsm and
  *         /etc/modules-load.d/gpuprov-fabric.conf (mlx5_ib, ib_umad).
  *         Blocked, before any change, when the root's apt lists offer the
  *         package but not at the driver's version: the fabric manager
  *         refuses to start on another one.
  * apply:  the packages in one transaction, the hold, the service's
  *         multi-user.target.wants link, the modules-load.d file. While the
- *         driver's version is not known (a plan of a branch that is not
- *         installed yet) the install and hold are one rule effect.
+ *         plan cannot know the driver's version (a branch not installed
+ *         before the run) the install and hold are one rule effect, in the
+ *         plan and the run alike (src/pkg.c does the same for pins the apt
+ *         lists do not offer yet); the run's command lines are in its log.
+ *         On the live host, `systemctl start` when the loaded module is
+ *         already the driver's version (else the driver's reboot starts it).
  * verify: the version equals the driver's, the hold, the service enabled
  *         (under --root: its link; on the live host: systemctl is-active),
  *         NVLSM and its modules, and every GPU's fabric state "Completed"
@@ -26,6 +31,7 @@
 #include "gpuprov/json.h"
 #include "gpuprov/nvdriver.h"
 #include "gpuprov/nvfabric.h"
+#include "gpuprov/nvproc.h"
 #include "gpuprov/nvswitch.h"
 #include "gpuprov/pci.h"
 #include "gpuprov/pkg.h"
@@ -33,6 +39,7 @@
 #include "gpuprov/root.h"
 #include "gpuprov/run.h"
 #include "gpuprov/stages.h"
+#include "gpuprov/version.h"
 
 #define STAGE "fabric_manager"
 #define SERVICE "nvidia-fabricmanager.service"
@@ -76,6 +83,7 @@ struct fm {
 	bool nvl5; /* NVLink 5: NVLSM and its modules too */
 	enum gp_pkg_manager pm;
 	char *version; /* the driver's, upstream; NULL when not known yet */
+	bool deferred; /* a plan of this run does not know it (a rule) */
 	char *package; /* nvidia-fabricmanager-<branch> or nvidia-fabric-manager */
 	bool hold; /* the driver's hold */
 	const char *unit; /* the packaged unit file */
@@ -119,6 +127,8 @@ static int fm_gather(struct gp_ctx *c, const cJSON *cfg, struct fm *f)
 	const cJSON *drv = gp_stage_settings(c, &gp_stage_fabric_manager, "driver");
 	f->hold = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(drv, GP_DRIVER_KEY_HOLD));
 	f->version = gp_driver_target_version(c, drv);
+	_cleanup_free_ char *known = gp_driver_known_version(c, drv);
+	f->deferred = !known || !f->version;
 	const char *branch = gp_json_string(drv, GP_DRIVER_KEY_BRANCH, NULL);
 	_cleanup_free_ char *major = f->version ? gp_xstrndup(f->version,
 	                                                      strcspn(f->version, "."))
@@ -162,6 +172,36 @@ static int fm_gather(struct gp_ctx *c, const cJSON *cfg, struct fm *f)
 	return 0;
 }
 
+/* systemctl is-active SERVICE (a read, in every mode): *res its output,
+ * free it. */
+static bool service_active(struct gp_ctx *c, struct gp_run_result *res, int *rc)
+{
+	char *const argv[] = { "systemctl", "is-active", SERVICE, NULL };
+	*res = (struct gp_run_result){ 0 };
+	*rc = gp_ctx_run_readonly(c, argv, res);
+	return *rc == 0 && res->exit_code == 0 && !res->signal;
+}
+
+/* The live host only: start the service now? The package enables it for
+ * the next boot; when the loaded module is already the driver's version
+ * (no reboot to wait for) nothing else starts it, and CUDA fails with
+ * error 802 until it runs. */
+static bool start_needed(struct gp_ctx *c, const struct fm *f)
+{
+	if (!gp_root_is_host(&c->root) || f->deferred || !f->version)
+		return false;
+	_cleanup_free_ char *loaded = NULL;
+	bool open;
+	if (gp_nvidia_module_read(&c->root, &loaded, &open) < 0 ||
+	    gp_version_compare(loaded, f->version) != 0)
+		return false;
+	struct gp_run_result res;
+	int rc;
+	bool active = service_active(c, &res, &rc);
+	gp_run_result_free(&res);
+	return !active;
+}
+
 /* What is missing, "; "-joined, or NULL. *install: a package is to be
  * installed; *unheld: one is not held. */
 static char *fm_missing(struct gp_ctx *c, const struct fm *f, bool *install, bool *unheld)
@@ -195,6 +235,11 @@ static char *fm_missing(struct gp_ctx *c, const struct fm *f, bool *install, boo
 		gp_buf_printf(&why,
 		              "%s" MODULES_LOAD " does not load mlx5_ib and ib_umad",
 		              why.len ? "; " : "");
+	if (start_needed(c, f))
+		gp_buf_printf(&why,
+		              "%s" SERVICE " is not running, and the loaded nvidia "
+		              "module is the driver's version %s: it is started now",
+		              why.len ? "; " : "", f->version);
 	return why.len ? gp_buf_steal(&why) : NULL;
 }
 
@@ -232,7 +277,7 @@ static int fm_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	}
 	bool install, unheld;
 	_cleanup_free_ char *missing = fm_missing(c, &f, &install, &unheld);
-	if (missing && !f.version)
+	if (missing && f.deferred)
 		gp_check_set(
 		    ck, GP_STATE_NEEDED,
 		    "%s; it is installed at exactly the version the driver stage "
@@ -268,9 +313,11 @@ static int fm_apply(struct gp_ctx *c, const cJSON *cfg)
 	missing = fm_missing(c, &f, &install, &unheld);
 	const char *names[] = { f.package, NVLSM };
 	size_t n = nvlink5(&f) ? 2 : 1;
-	if (install && !f.version) {
-		/* A plan of a driver branch not installed yet: the version is
-		 * the one the driver stage's install resolves. */
+	struct gp_pkg_want w[] = { { f.package, f.version }, { NVLSM, NULL } };
+	if (install && f.deferred) {
+		/* A driver branch not installed before the run: the version is
+		 * the one the driver stage's install resolves, known to the run
+		 * only, which installs and holds inside the rule. */
 		gp_effect_rule_begin(c, "run",
 		                     "install %s at exactly the upstream version of the "
 		                     "driver the driver stage installed (its newest "
@@ -278,9 +325,13 @@ static int fm_apply(struct gp_ctx *c, const cJSON *cfg)
 		                     f.package, n > 1 ? ", and " NVLSM : "",
 		                     f.hold ? ", then hold " : "",
 		                     f.hold ? (n > 1 ? "both" : "it") : "");
+		int made = !f.version ? 0 : gp_effect_pkg_install(c, w, n);
+		if (made == 0 && f.version && f.hold)
+			made = gp_effect_pkg_hold(c, names, n, true);
 		gp_effect_rule_end(c);
+		if (made < 0)
+			goto out;
 	} else {
-		struct gp_pkg_want w[] = { { f.package, f.version }, { NVLSM, NULL } };
 		if (install && gp_effect_pkg_install(c, w, n) < 0)
 			goto out;
 		if (f.hold && (install || unheld) &&
@@ -292,6 +343,9 @@ static int fm_apply(struct gp_ctx *c, const cJSON *cfg)
 		goto out;
 	if (nvlink5(&f) && gp_effect_write(c, MODULES_LOAD, MODULES_LOAD_TEXT,
 	                                   strlen(MODULES_LOAD_TEXT), 0644) < 0)
+		goto out;
+	char *const start[] = { "systemctl", "start", SERVICE, NULL };
+	if (start_needed(c, &f) && gp_effect_run(c, start) < 0)
 		goto out;
 	rc = 0;
 out:
@@ -339,10 +393,9 @@ static void verify_service(struct gp_ctx *c, const struct fm *f, struct gp_repor
                            const char *install)
 {
 	if (gp_root_is_host(&c->root)) {
-		char *const argv[] = { "systemctl", "is-active", SERVICE, NULL };
-		struct gp_run_result res = { 0 };
-		int rc = gp_ctx_run_readonly(c, argv, &res);
-		bool active = rc == 0 && res.exit_code == 0 && !res.signal;
+		struct gp_run_result res;
+		int rc;
+		bool active = service_active(c, &res, &rc);
 		const char *said = res.output ? res.output : "";
 		gp_report_add(rep, "fabric_manager.service", active ? GP_PASS : GP_FAIL,
 		              "service",

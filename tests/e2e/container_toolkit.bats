@@ -446,6 +446,36 @@ SH
 	rm -rf "$R/usr/bin/docker" "$R/etc/docker-stand-in" "$R/sys/bus/pci/devices" "$R/proc/driver"
 }
 
+@test "container_toolkit: beside CRI-O, verify runs the test image with podman when it is installed, never pulled, the GPUs as CDI devices" {
+	local image=nvidia/cuda:12.8.1-base-ubuntu24.04
+	profile 1.17.8-1 "\"runtime\": \"crio\", \"test_image\": \"$image\""
+	cp "$P" "$R/tmp/p.json"
+	cdi_host 2 570.86.15
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "skip  test container: only docker, or podman beside CRI-O, runs the test image"
+	# A stand-in podman: the images it has, and a run that lists two GPUs.
+	mkdir -p "$R/etc/podman-stand-in"
+	: > "$R/etc/podman-stand-in/images"
+	cat > "$R/usr/bin/podman" <<'SH'
+#!/bin/sh
+[ "$1 $2" != "image exists" ] || exec grep -qxF "$3" /etc/podman-stand-in/images
+[ "$*" = "run --rm --pull=never --device nvidia.com/gpu=all $IMAGE nvidia-smi -L" ] || {
+	echo "podman stand-in: unexpected $*" >&2
+	exit 99
+}
+printf 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n'
+SH
+	sed -i "s|\$IMAGE|$image|" "$R/usr/bin/podman"
+	chmod 0755 "$R/usr/bin/podman"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "warn  test container: the test image $image is not on this host"
+	assert_stdout_has "hint: gpuprov never pulls: \`podman pull\` it yourself"
+	echo "$image" > "$R/etc/podman-stand-in/images"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "pass  test container: \`podman run --rm --pull=never --device nvidia.com/gpu=all $image nvidia-smi -L\` lists 2 GPUs"
+	rm -rf "$R/usr/bin/podman" "$R/etc/podman-stand-in" "$R/sys/bus/pci/devices" "$R/proc/driver"
+}
+
 @test "container_toolkit: a daemon.json that is not JSON blocks the install, naming the place; nothing is written" {
 	profile 1.17.8-1
 	printf '{\n  "log-level": "warn",\n  "runtimes": {\n' > "$R/etc/docker/daemon.json"

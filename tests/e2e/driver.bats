@@ -251,7 +251,9 @@ JSON
 	assert_stdout_line "      create /etc/yum.repos.d/cuda-rhel9-x86_64.repo (new file, mode 0644)"
 	assert_stdout_line "      run dnf -y -q makecache"
 	assert_stdout_line "      run dnf -y -q install $k @nvidia-driver:580-open nvidia-driver"
-	assert_stdout_line "      run dnf -y -q versionlock add nvidia-driver"
+	# What the install adds (kmod-nvidia-open-dkms) is dnf's choice: the
+	# lock of the set after it is a rule.
+	assert_stdout_line "      run, by rule: dnf -y -q versionlock add nvidia-driver, and every package the install above added as an exact dependency"
 	# The transaction's outcome: the rpm database the real dnf would leave.
 	rpmdb_write "$R/var/lib/stub-pkg/rpmdb.after" "nvidia-driver 3:580.95.05-1.el9" \
 		"kmod-nvidia-open-dkms 3:580.95.05-1.el9" "$k 5.14.0-362.8.1.el9_3"

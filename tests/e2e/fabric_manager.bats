@@ -177,6 +177,87 @@ fake_nvml() {
 	assert_unchanged "$R" before var/log/gpuprov.log var/lib/gpuprov/state.json var/lib/gpuprov/lock
 }
 
+# fresh_host: the root as a fresh host has it: no NVIDIA package, nothing of
+# gpuprov's, apt's lists never refreshed; apt kept off the archive's newest
+# driver, 535.183.01, which has no fabric manager (an operator's pin, read
+# by apt only: the profile's branch-only driver resolves to 535.104.05).
+fresh_host() {
+	local pkgs
+	pkgs=$(chroot "$R" dpkg-query -W -f '${db:Status-Status} ${Package}\n' 'nvidia-*' \
+		'libnvidia-*' 2>/dev/null | awk '$1 == "installed" { print $2 }')
+	if [ -n "$pkgs" ]; then
+		# shellcheck disable=SC2086 # a list of names
+		chroot "$R" apt-mark unhold $pkgs > /dev/null &&
+			chroot "$R" apt-get -q -y purge $pkgs > "$BATS_TEST_TMPDIR/purge.log" 2>&1 ||
+			fail "cannot purge the NVIDIA packages:" "$(cat "$BATS_TEST_TMPDIR/purge.log")"
+	fi
+	rm -rf "$R$LINK" "$R/var/lib/gpuprov" "$R/etc/modprobe.d/"*gpuprov*
+	find "$R/var/lib/apt/lists" -maxdepth 1 -type f ! -name lock -delete
+	printf '%s\n' 'Package: *-535-server' 'Pin: version 535.183.01*' 'Pin-Priority: -1' \
+		> "$R/etc/apt/preferences.d/no-535-183"
+}
+
+@test "fabric_manager: on a fresh host a branch-only driver pin plans the fabric manager's install as the rule the run records" {
+	fresh_host
+	assert_plan_matches_run "$R" --profile "$P"
+	assert_stdout_has 'install nvidia-fabricmanager-535 at exactly the upstream version of the driver the driver stage installed'
+	# The run's own command lines, at the version the driver resolved to,
+	# are in its log.
+	grep -Fq "fabric_manager: run apt-get" "$R/var/log/gpuprov.log" &&
+		grep -F "fabric_manager: run apt-get" "$R/var/log/gpuprov.log" | grep -Fq "nvidia-fabricmanager-535=535.104.05" ||
+		fail "the install's command line is not in the run log:" "$(grep 'run apt' "$R/var/log/gpuprov.log")"
+	[ "$(dpkg_status "$R" nvidia-fabricmanager-535)" = "hold ok installed 535.104.05-0ubuntu1" ] ||
+		fail "fabric manager: $(dpkg_status "$R" nvidia-fabricmanager-535)"
+	[ "$(dpkg_status "$R" nvidia-driver-535-server)" = "hold ok installed 535.104.05-0ubuntu1" ] ||
+		fail "driver: $(dpkg_status "$R" nvidia-driver-535-server)"
+}
+
+@test "fabric_manager: on a fresh host an exact driver pin plans the fabric manager's install as the run makes it" {
+	fresh_host
+	profile 535.104.05
+	assert_plan_matches_run "$R" --profile "$P"
+	[ "$(dpkg_status "$R" nvidia-fabricmanager-535)" = "hold ok installed 535.104.05-0ubuntu1" ] ||
+		fail "fabric manager: $(dpkg_status "$R" nvidia-fabricmanager-535)"
+}
+
+@test "fabric_manager: on the live host the service is started once the loaded module is the driver's version, and only then" {
+	cp "$P" "$R/tmp/p.json"
+	# A stand-in systemctl: it logs its argv, and start makes is-active say
+	# active.
+	local started=/var/lib/fm-stand-in-started log=/var/log/systemctl-stand-in.log
+	cat > "$R/usr/bin/systemctl" <<SH
+#!/bin/sh
+echo "\$*" >> $log
+case "\$*" in
+"is-active nvidia-fabricmanager.service") [ -e $started ] && echo active && exit 0; echo inactive; exit 3 ;;
+"start nvidia-fabricmanager.service") : > $started ;;
+esac
+SH
+	chmod 0755 "$R/usr/bin/systemctl"
+	# No nvidia module loaded: the driver's reboot starts the service.
+	as_live_host "$R" plan --profile /tmp/p.json --only fabric_manager
+	assert_status 0
+	assert_stdout_has "fabric_manager: satisfied - nvidia-fabricmanager-535 535.104.05, held"
+	refute_stdout_has "systemctl start"
+	# The module of the driver's version is loaded: started now.
+	local proc=$BATS_TEST_TMPDIR/proc-driver
+	mkdir -p "$proc/nvidia"
+	printf 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sun Jan 1\n' > "$proc/nvidia/version"
+	LIVE_PROC_DRIVER=$proc as_live_host "$R" plan --profile /tmp/p.json --only fabric_manager
+	assert_status 0
+	assert_stdout_has "fabric_manager: needed - nvidia-fabricmanager.service is not running, and the loaded nvidia module is the driver's version 535.104.05: it is started now"
+	assert_stdout_line "      run systemctl start nvidia-fabricmanager.service"
+	LIVE_PROC_DRIVER=$proc as_live_host "$R" install --profile /tmp/p.json --only fabric_manager
+	assert_status 0
+	[ "$(grep -v '^is-active ' "$R$log")" = "start nvidia-fabricmanager.service" ] ||
+		fail "systemctl ran as:" "$(cat "$R$log")"
+	LIVE_PROC_DRIVER=$proc as_live_host "$R" install --profile /tmp/p.json --only fabric_manager
+	assert_status 0
+	assert_stdout_has "fabric_manager: satisfied"
+	[ "$(grep -c '^start ' "$R$log")" = 1 ] || fail "started again:" "$(cat "$R$log")"
+	rm -f "$R/usr/bin/systemctl" "$R$log" "$R$started"
+}
+
 # json_finding JSON ID: "LEVEL EVIDENCE" of the finding ID in a verify --json.
 json_finding() {
 	"$PYTHON" -c 'import json, sys

@@ -737,3 +737,32 @@ for name, other in (("run", dump(effects(sys.argv[2]))),
 PY
 	status=$st output=$out stderr=$err
 }
+
+# as_live_host ROOT ARGS...: gpuprov ARGS... run inside the debootstrapped
+# ROOT by chroot, so that ROOT is its live host ("/"): the binary and the
+# libraries it links (not libc, libm, libresolv: the root's own, Debian 12
+# as this host) copied under /opt/gpuprov-test with the catalogue; a
+# private mount and pid namespace with its own /proc, so nothing reaches
+# this host's. LIVE_PROC_DRIVER=DIR: DIR stands for /proc/driver there
+# (nvidia/version: a loaded nvidia module), bind-mounted in that namespace.
+as_live_host() {
+	local root=$1 d=$1/opt/gpuprov-test lib
+	shift
+	if ! cmp -s "$GPUPROV" "$d/gpuprov"; then
+		rm -rf "$d"
+		mkdir -p "$d/lib"
+		cp "$GPUPROV" "$d/gpuprov"
+		cp -r "$REPO_ROOT/profiles" "$d/profiles"
+		for lib in $(ldd "$GPUPROV" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
+			case ${lib##*/} in libc.so.* | libm.so.* | libresolv.so.*) ;; *) cp -L "$lib" "$d/lib/" ;; esac
+		done
+	fi
+	# shellcheck disable=SC2016 # the inner shell's own arguments
+	run --separate-stderr unshare --mount --pid --fork --mount-proc="$root/proc" sh -c '
+		[ -z "$1" ] || mount --bind "$1" "$2/proc/driver" || exit 99
+		r=$2
+		shift 2
+		exec chroot "$r" /lib64/ld-linux-x86-64.so.2 --library-path /opt/gpuprov-test/lib \
+			/opt/gpuprov-test/gpuprov --profile-dir /opt/gpuprov-test/profiles "$@"' \
+		sh "${LIVE_PROC_DRIVER:-}" "$root" "$@"
+}

@@ -49,7 +49,7 @@ BUILD_DEPS := gcc make pkg-config libkmod-dev libarchive-dev libcurl4-openssl-de
 	libcjson-dev libssl-dev liblzma-dev libsqlite3-dev
 TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
 	python3-jsonschema clang-format cppcheck shellcheck openssl debootstrap apt-utils dpkg-dev gnupg
-TEST_DEPS += bash-completion debhelper lintian
+TEST_DEPS += bash-completion debhelper lintian man-db
 TEST_DEPS += ansible ansible-lint cloud-init
 
 .PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long deps-fuzz lint install uninstall clean deps deps-demo demo schema-json
@@ -193,6 +193,7 @@ lint:
 		tests/lint/*.sh dist/*.sh
 	shellcheck .ci/run
 	shellcheck -s bash dist/bash-completion/gpuprov
+	sh tests/lint/manpages.sh docs/gpuprov.8 docs/gpuprov-profile.5
 
 install: all install-units
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/profiles $(DESTDIR)$(MANDIR)/man8 \

@@ -160,26 +160,10 @@ assert_toolkit_at() {
 	assert_stdout_has "/etc/docker/daemon.json makes nvidia the default-runtime"
 }
 
-# in_root_as_host ARGS...: gpuprov ARGS... run inside the root by chroot, so
-# that the root is its "/" (the live host, as it sees it): the binary and
-# the libraries it links, copied from this host, under /opt/gpuprov-test;
-# the root's own dynamic loader (Debian 12, as this host) runs it; the
-# catalogue is copied there too.
+# in_root_as_host ARGS...: gpuprov ARGS... chrooted into the file's root,
+# which is then its live host (as_live_host in helpers.bash).
 in_root_as_host() {
-	local d=$R/opt/gpuprov-test lib
-	if [ ! -x "$d/gpuprov" ]; then
-		mkdir -p "$d/lib"
-		cp "$GPUPROV" "$d/gpuprov"
-		cp -r "$REPO_ROOT/profiles" "$d/profiles"
-		for lib in $(ldd "$GPUPROV" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
-			case ${lib##*/} in libc.so.* | libm.so.* | libresolv.so.*) ;; *) cp -L "$lib" "$d/lib/" ;; esac
-		done
-	fi
-	# A private mount and pid namespace with its own /proc in the root (the
-	# sanitizer builds read /proc/self/maps); nothing reaches this host's.
-	run --separate-stderr unshare --mount --pid --fork --mount-proc="$R/proc" \
-		chroot "$R" /lib64/ld-linux-x86-64.so.2 --library-path /opt/gpuprov-test/lib \
-		/opt/gpuprov-test/gpuprov --profile-dir /opt/gpuprov-test/profiles "$@"
+	as_live_host "$R" "$@"
 }
 
 @test "container_toolkit: on the live host docker is restarted once for the daemon.json gpuprov wrote, never again" {

@@ -16,6 +16,8 @@ void gp_ctx_close_fetcher(struct gp_ctx *c)
 {
 	gp_prefetch_free(c->prefetch);
 	c->prefetch = NULL;
+	gp_strv_free(c->uncached);
+	c->uncached = NULL;
 	gp_fetcher_free(c->fetcher);
 	c->fetcher = NULL;
 }
@@ -65,7 +67,13 @@ static struct gp_effect *plan_download(struct gp_ctx *c,
 	e->sha256 = gp_xstrdup(a->sha256);
 	e->size = a->size;
 	e->path = gp_fetch_cache_path(c->fetcher, a->sha256);
-	e->cached = gp_fetch_is_cached(c->fetcher, a);
+	/* As the cache was when this run first planned it: the plan said so,
+	 * and the run's record must say what the plan said (a background
+	 * download of this run may have filled the cache since). */
+	e->cached = !gp_strv_contains(c->uncached, a->sha256) &&
+	            gp_fetch_is_cached(c->fetcher, a);
+	if (!e->cached && !gp_strv_contains(c->uncached, a->sha256))
+		gp_strv_push(&c->uncached, a->sha256);
 	/* Offline and missing: fail in the plan pass already, before any change. */
 	if (c->fetch_opts.offline && !e->cached && strncmp(e->url, "file://", 7) != 0) {
 		gp_fail(c->err, GP_EFAILED,

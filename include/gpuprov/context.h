@@ -55,6 +55,10 @@ struct gp_ctx {
 	/* Announced downloads (gp_prefetch_add) and, once started, the thread
 	 * fetching them (prefetch.h); freed by gp_ctx_close_fetcher. */
 	struct gp_prefetch *prefetch;
+	/* The downloads (sha256) this run's first plan of them found absent from
+	 * the cache: a later pass still reports them so (download.c), though a
+	 * background download may have put them there since. */
+	char **uncached;
 	/* The package layer's state for this run (pkg.c): planned installs and
 	 * holds, whether metadata was refreshed; freed by gp_pkg_state_free. */
 	struct gp_pkg_state *pkg;

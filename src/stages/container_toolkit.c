@@ -23,7 +23,7 @@
  *         binary, default-runtime when asked; the CDI spec current
  *         (src/pure/cdispec.c); with test_image, on the live host, a
  *         container of that image (never pulled) lists every GPU: docker,
- *         or for CRI-O podman when it is installed.
+ *         for CRI-O podman when it is installed, for containerd ctr.
  * Facts and sources: docs/reference/nvidia-container-toolkit.md. */
 #include <errno.h>
 #include <string.h>
@@ -144,7 +144,10 @@ static const struct gp_key container_toolkit_keys[] = {
 	                         "all`) and `nvidia-smi -L`; it must list every GPU. "
 	                         "With runtime crio, by podman when it is installed "
 	                         "(`podman run --rm --pull=never --device "
-	                         "nvidia.com/gpu=all`). gpuprov never pulls it.",
+	                         "nvidia.com/gpu=all`); with runtime containerd, by "
+	                         "ctr when it is installed (`ctr run --rm --gpus 0 "
+	                         "... --gpus N-1`, the image in ctr's default "
+	                         "namespace). gpuprov never pulls it.",
 	                  .example = "\"nvidia/cuda:12.8.1-base-ubuntu24.04\""),
 	GP_KEY_END,
 };
@@ -801,6 +804,13 @@ static const char *container_hint(const char *output)
 		  "the container lost its GPU devices (with the systemd cgroup driver "
 		  "after `systemctl daemon-reload`): use CDI (cdi_spec) or docker's "
 		  "cgroupfs driver, and restart the container" },
+		{ "\"nvidia-container-cli\": executable file not found",
+		  "ctr's --gpus hook runs nvidia-container-cli, which is not on "
+		  "PATH: it comes with libnvidia-container-tools; run gpuprov "
+		  "install" },
+		{ "nvidia-container-cli: initialization error",
+		  "nvidia-container-cli could not reach the driver: check that the "
+		  "nvidia module is loaded (`gpuprov verify --only driver`)" },
 		{ "Failed to initialize NVML: Driver/library version mismatch",
 		  "the loaded kernel module and the driver's libraries differ: "
 		  "reboot after the driver upgrade" },
@@ -812,10 +822,10 @@ static const char *container_hint(const char *output)
 	       "image checks the configuration alone";
 }
 
-/* Runs a read-only docker or podman command: 0 with *res, or -1 when it
- * could not run (*why set, allocated). */
-static int docker(struct gp_ctx *c, char *const argv[], struct gp_run_result *res,
-                  char **why)
+/* Runs a read-only docker, podman or ctr command: 0 with *res, or -1
+ * when it could not run (*why set, allocated). */
+static int engine_cli(struct gp_ctx *c, char *const argv[], struct gp_run_result *res,
+                      char **why)
 {
 	int rc = gp_ctx_run_readonly(c, argv, res);
 	if (rc < 0) {
@@ -835,54 +845,134 @@ static size_t listed_gpus(const char *output)
 	return n;
 }
 
+/* Whether output has a line that is exactly line. */
+static bool has_line(const char *output, const char *line)
+{
+	size_t n = strlen(line);
+	for (const char *l = output; l && *l;
+	     l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!strncmp(l, line, n) && (l[n] == '\n' || l[n] == '\0'))
+			return true;
+	return false;
+}
+
 #define PODMAN "/usr/bin/podman"
+#define CTR "/usr/bin/ctr"
+/* ctr asks for GPUs one index at a time: a bound on its argv. */
+#define CTR_MAX_GPUS 64
+
+/* The tool that runs the test container, beside the profile's engine. */
+enum container_cli { CLI_DOCKER, CLI_PODMAN, CLI_CTR, CLI_NONE };
+
+static enum container_cli container_cli(struct gp_ctx *c, const struct ctk *s)
+{
+	if (s->engine == &engines[0])
+		return CLI_DOCKER;
+	if (s->engine == &engines[2])
+		return gp_ctx_exists(c, PODMAN) ? CLI_PODMAN : CLI_NONE;
+	return gp_ctx_exists(c, CTR) ? CLI_CTR : CLI_NONE;
+}
+
+/* The test run's argv for ctr (allocated, NULL-terminated): containerd
+ * 1.6's `ctr run` has no CDI devices, only `--gpus INDEX` (its hook runs
+ * nvidia-container-cli), and wants a container id. NULL with *why set
+ * when the GPUs cannot be named. */
+static char **ctr_run_argv(const char *image, size_t gpus, char **why)
+{
+	if (!gpus || gpus > CTR_MAX_GPUS) {
+		*why = gpus ? gp_xasprintf("%zu GPUs on the PCI bus: more than ctr's "
+		                           "test run names (%d)",
+		                           gpus, CTR_MAX_GPUS)
+		            : gp_xstrdup("no NVIDIA GPU on the PCI bus to give the ctr "
+		                         "test container");
+		return NULL;
+	}
+	char **argv = NULL;
+	size_t n = 0;
+	static const char *const head[] = { "ctr", "run", "--rm" };
+	for (size_t i = 0; i < ARRAY_SIZE(head); i++)
+		gp_strv_append(&argv, &n, head[i]);
+	for (size_t i = 0; i < gpus; i++) {
+		_cleanup_free_ char *index = gp_xasprintf("%zu", i);
+		gp_strv_append(&argv, &n, "--gpus");
+		gp_strv_append(&argv, &n, index);
+	}
+	_cleanup_free_ char *id = gp_xasprintf("gpuprov-verify-%ld", (long)getpid());
+	gp_strv_append(&argv, &n, image);
+	gp_strv_append(&argv, &n, id);
+	gp_strv_append(&argv, &n, "nvidia-smi");
+	gp_strv_append(&argv, &n, "-L");
+	return argv;
+}
+
+/* Whether the image is there for the tool, never pulled; *down when the
+ * engine's daemon does not answer. 0, or -1 with *why set. */
+static int image_present(struct gp_ctx *c, enum container_cli cli, char *image,
+                         bool *present, bool *down, char **why)
+{
+	char *const inspect[] = { "docker",  "image", "inspect", "--format",
+		                  "{{.Id}}", image,   NULL };
+	char *const exists[] = { "podman", "image", "exists", image, NULL };
+	/* Only images with all their content, in ctr's default namespace. */
+	char *const check[] = { "ctr", "images", "check", "-q", NULL };
+	char *const *argv = cli == CLI_PODMAN ? exists : cli == CLI_CTR ? check : inspect;
+	struct gp_run_result res = { 0 };
+	if (engine_cli(c, argv, &res, why) < 0)
+		return -1;
+	bool ok = gp_run_succeeded(&res);
+	*present = ok && (cli != CLI_CTR || has_line(res.output, image));
+	*down = res.output &&
+	        (cli == CLI_CTR
+	             ? !ok && strstr(res.output, "containerd.sock")
+	             : !!strstr(res.output, "Cannot connect to the Docker daemon"));
+	gp_run_result_free(&res);
+	return 0;
+}
 
 /* With test_image, on the live host with docker running (or, beside
- * CRI-O, podman installed: it has no daemon) and the image there: the
- * image run with every GPU must list them all. */
+ * CRI-O, podman installed: it has no daemon; beside containerd, ctr with
+ * containerd running) and the image there: the image run with every GPU
+ * must list them all. */
 static void verify_container(struct gp_ctx *c, const struct ctk *s, struct gp_report *rep)
 {
 	const char *check = "test container";
 	if (!s->test_image)
 		return;
-	bool podman = s->engine == &engines[2] && gp_ctx_exists(c, PODMAN);
-	if (!gp_root_is_host(&c->root) || (s->engine != &engines[0] && !podman)) {
+	enum container_cli cli = container_cli(c, s);
+	if (!gp_root_is_host(&c->root) || cli == CLI_NONE) {
 		gp_report_add(
 		    rep, FINDING_CONTAINER, GP_SKIP, check, NULL, "%s",
 		    !gp_root_is_host(&c->root)
 		        ? "containers run on the live host only, not under --root"
-		        : "only docker, or podman beside CRI-O, runs the test image");
+		        : "only docker, podman beside CRI-O, or ctr beside "
+		          "containerd runs the test image");
 		return;
 	}
+	static const char *const tools[] = { "docker", "podman", "ctr" };
+	const char *tool = tools[cli];
 	char *image = (char *)s->test_image;
-	char *const inspect[] = { "docker",  "image", "inspect", "--format",
-		                  "{{.Id}}", image,   NULL };
-	char *const exists[] = { "podman", "image", "exists", image, NULL };
 	struct gp_run_result res = { 0 };
 	_cleanup_free_ char *why = NULL;
-	if (docker(c, podman ? exists : inspect, &res, &why) < 0) {
+	bool present = false, down = false;
+	if (image_present(c, cli, image, &present, &down, &why) < 0) {
 		gp_report_add(rep, FINDING_CONTAINER, GP_SKIP, check, NULL, "%s", why);
 		return;
 	}
-	bool present = gp_run_succeeded(&res);
-	bool down = res.output &&
-	            strstr(res.output, "Cannot connect to the Docker daemon");
-	gp_run_result_free(&res);
 	if (down) {
 		gp_report_add(rep, FINDING_CONTAINER, GP_SKIP, check, NULL,
-		              "docker is not running: the test image is run when it is");
+		              "%s is not running: the test image is run when it is",
+		              cli == CLI_CTR ? "containerd" : "docker");
 		return;
 	}
 	if (!present) {
 		_cleanup_free_ char *hint = gp_xasprintf(
 		    "gpuprov never pulls: `%s pull` it yourself, or name an image "
 		    "that is here",
-		    podman ? "podman" : "docker");
+		    cli == CLI_CTR ? "ctr images" : tool);
 		gp_report_add(rep, FINDING_CONTAINER, GP_WARN, check, hint,
 		              "the test image %s is not on this host", image);
 		return;
 	}
-	const char *tool = podman ? "podman" : "docker";
 	char *const with_cdi[] = {
 		(char *)tool,         "run", "--rm",       "--pull=never", "--device",
 		"nvidia.com/gpu=all", image, "nvidia-smi", "-L",           NULL
@@ -890,14 +980,22 @@ static void verify_container(struct gp_ctx *c, const struct ctk *s, struct gp_re
 	char *const with_gpus[] = { "docker", "run", "--rm", "--pull=never",
 		                    "--gpus", "all", image,  "nvidia-smi",
 		                    "-L",     NULL };
+	size_t want = gpu_count(c);
+	_cleanup_strv_ char **ctr_argv = NULL;
+	if (cli == CLI_CTR && !(ctr_argv = ctr_run_argv(image, want, &why))) {
+		gp_report_add(rep, FINDING_CONTAINER, GP_SKIP, check, NULL, "%s", why);
+		return;
+	}
 	/* podman asks for GPUs as CDI devices only. */
-	char *const *argv = podman || s->cdi ? with_cdi : with_gpus;
-	if (docker(c, argv, &res, &why) < 0) {
+	char *const *argv = ctr_argv                      ? ctr_argv
+	                    : cli == CLI_PODMAN || s->cdi ? with_cdi
+	                                                  : with_gpus;
+	if (engine_cli(c, argv, &res, &why) < 0) {
 		gp_report_add(rep, FINDING_CONTAINER, GP_SKIP, check, NULL, "%s", why);
 		return;
 	}
 	_cleanup_free_ char *shown = gp_argv_display((char **)argv);
-	size_t want = gpu_count(c), got = res.output ? listed_gpus(res.output) : 0;
+	size_t got = res.output ? listed_gpus(res.output) : 0;
 	if (gp_run_succeeded(&res) && got && (!want || got == want))
 		gp_report_add(rep, FINDING_CONTAINER, GP_PASS, check, NULL,
 		              "`%s` lists %zu GPU%s", shown, got, got == 1 ? "" : "s");

@@ -436,7 +436,7 @@ SH
 	cp "$P" "$R/tmp/p.json"
 	cdi_host 2 570.86.15
 	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
-	assert_stdout_has "skip  test container: only docker, or podman beside CRI-O, runs the test image"
+	assert_stdout_has "skip  test container: only docker, podman beside CRI-O, or ctr beside containerd runs the test image"
 	# A stand-in podman: the images it has, and a run that lists two GPUs.
 	mkdir -p "$R/etc/podman-stand-in"
 	: > "$R/etc/podman-stand-in/images"
@@ -458,6 +458,64 @@ SH
 	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
 	assert_stdout_has "pass  test container: \`podman run --rm --pull=never --device nvidia.com/gpu=all $image nvidia-smi -L\` lists 2 GPUs"
 	rm -rf "$R/usr/bin/podman" "$R/etc/podman-stand-in" "$R/sys/bus/pci/devices" "$R/proc/driver"
+}
+
+# ctr_stand_in: containerd's ctr in the root: `images check -q` prints the
+# complete images listed in /etc/ctr-stand-in/images, `run` answers as
+# /etc/ctr-stand-in/mode says (pass: one line per --gpus index; down:
+# containerd not running; nocli: the hook's nvidia-container-cli missing)
+# and refuses anything else (a pull above all).
+ctr_stand_in() {
+	mkdir -p "$R/etc/ctr-stand-in"
+	: > "$R/etc/ctr-stand-in/images"
+	echo pass > "$R/etc/ctr-stand-in/mode"
+	cat > "$R/usr/bin/ctr" <<'SH'
+#!/bin/sh
+mode=$(cat /etc/ctr-stand-in/mode)
+if [ "$mode" = down ]; then
+	echo 'ctr: failed to dial "/run/containerd/containerd.sock": context deadline exceeded' >&2
+	exit 1
+fi
+[ "$*" != "images check -q" ] || exec cat /etc/ctr-stand-in/images
+case "$*" in
+"run --rm "*" gpuprov-verify-"*" nvidia-smi -L") ;;
+*) echo "ctr stand-in: unexpected $*" >&2; exit 99 ;;
+esac
+case $mode in
+pass) shift 2; i=0
+	while [ "$1" = --gpus ]; do echo "GPU $2: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)"; i=$((i + 1)); shift 2; done ;;
+nocli) echo 'ctr: exec: "nvidia-container-cli": executable file not found in $PATH' >&2; exit 1 ;;
+esac
+SH
+	chmod 0755 "$R/usr/bin/ctr"
+}
+
+@test "container_toolkit: beside containerd, verify runs the test image with ctr, never pulled, every GPU by index; containerd down or the image absent: no run" {
+	local image=docker.io/nvidia/cuda:12.8.1-base-ubuntu24.04
+	profile 1.17.8-1 "\"runtime\": \"containerd\", \"test_image\": \"$image\""
+	cp "$P" "$R/tmp/p.json"
+	cdi_host 2 570.86.15
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "skip  test container: only docker, podman beside CRI-O, or ctr beside containerd runs the test image"
+	ctr_stand_in
+	# The image not in containerd's store: a warning, and no run (the
+	# stand-in fails on anything but `images check -q` and `run`).
+	echo docker.io/library/ubuntu:24.04 > "$R/etc/ctr-stand-in/images"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "warn  test container: the test image $image is not on this host"
+	assert_stdout_has "hint: gpuprov never pulls: \`ctr images pull\` it yourself"
+	echo "$image" >> "$R/etc/ctr-stand-in/images"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "pass  test container: \`ctr run --rm --gpus 0 --gpus 1 $image gpuprov-verify-"
+	assert_stdout_has " nvidia-smi -L\` lists 2 GPUs"
+	echo nocli > "$R/etc/ctr-stand-in/mode"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_status 3
+	assert_stdout_has "hint: ctr's --gpus hook runs nvidia-container-cli, which is not on PATH"
+	echo down > "$R/etc/ctr-stand-in/mode"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "skip  test container: containerd is not running: the test image is run when it is"
+	rm -rf "$R/usr/bin/ctr" "$R/etc/ctr-stand-in" "$R/sys/bus/pci/devices" "$R/proc/driver"
 }
 
 @test "container_toolkit: a daemon.json that is not JSON blocks the install, naming the place; nothing is written" {

@@ -231,23 +231,9 @@ assert f["gpu_settings.application_clocks.gpu_0"]["level"] == "pass"' "$output" 
 }
 
 # in_root_as_host ARGS...: gpuprov ARGS... chrooted into the root, which is
-# then its live host (the binary, its libraries and the loader copied in;
-# a private mount and pid namespace with its own /proc; a /dev/null).
+# then its live host (as_live_host in helpers.bash).
 in_root_as_host() {
-	local d=$R/opt/gpuprov-test lib
-	mkdir -p "$d/lib" "$R/lib64"
-	cp "$GPUPROV" "$d/gpuprov"
-	cp -r "$REPO_ROOT/profiles" "$d/profiles"
-	for lib in $(ldd "$GPUPROV" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
-		cp -L "$lib" "$d/lib/"
-	done
-	cp -L /lib64/ld-linux-x86-64.so.2 "$R/lib64/"
-	# The command runner's stdin (the busybox root has no /dev).
-	mkdir -p "$R/dev"
-	[ -e "$R/dev/null" ] || mknod -m 0666 "$R/dev/null" c 1 3
-	run --separate-stderr unshare --mount --pid --fork --mount-proc="$R/proc" \
-		chroot "$R" /lib64/ld-linux-x86-64.so.2 --library-path /opt/gpuprov-test/lib \
-		/opt/gpuprov-test/gpuprov --profile-dir /opt/gpuprov-test/profiles "$@"
+	as_live_host "$R" "$@"
 }
 
 @test "gpu_settings: on the live host install restarts the daemon and starts the boot unit, which sets the values; an ECC change asks for a reboot" {

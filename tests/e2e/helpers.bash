@@ -745,17 +745,25 @@ PY
 # private mount and pid namespace with its own /proc, so nothing reaches
 # this host's. LIVE_PROC_DRIVER=DIR: DIR stands for /proc/driver there
 # (nvidia/version: a loaded nvidia module), bind-mounted in that namespace.
+# A busybox root (mkroot.sh), which has no C library, gets this host's
+# libc and loader too, and a /dev/null for the command runner.
 as_live_host() {
-	local root=$1 d=$1/opt/gpuprov-test lib
+	local root=$1 d=$1/opt/gpuprov-test lib own_libc=
 	shift
+	[ ! -e "$root/usr/lib/x86_64-linux-gnu/libc.so.6" ] || own_libc=1
 	if ! cmp -s "$GPUPROV" "$d/gpuprov"; then
 		rm -rf "$d"
 		mkdir -p "$d/lib"
 		cp "$GPUPROV" "$d/gpuprov"
 		cp -r "$REPO_ROOT/profiles" "$d/profiles"
 		for lib in $(ldd "$GPUPROV" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
-			case ${lib##*/} in libc.so.* | libm.so.* | libresolv.so.*) ;; *) cp -L "$lib" "$d/lib/" ;; esac
+			case $own_libc${lib##*/} in 1libc.so.* | 1libm.so.* | 1libresolv.so.*) ;; *) cp -L "$lib" "$d/lib/" ;; esac
 		done
+	fi
+	if [ -z "$own_libc" ]; then
+		mkdir -p "$root/lib64" "$root/dev"
+		[ -e "$root/lib64/ld-linux-x86-64.so.2" ] || cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
+		[ -e "$root/dev/null" ] || mknod -m 0666 "$root/dev/null" c 1 3
 	fi
 	# shellcheck disable=SC2016 # the inner shell's own arguments
 	run --separate-stderr unshare --mount --pid --fork --mount-proc="$root/proc" sh -c '

@@ -20,6 +20,7 @@
  *         power limit, application clocks, compute mode, ECC (current and
  *         pending) and MIG mode against the profile; a value that differs
  *         while the boot unit is in place was changed since it ran (drift).
+ *         Locked clocks have no NVML getter: a skip that says so.
  * Facts and sources: docs/reference/gpu-settings.md. */
 #include <errno.h>
 #include <stdio.h>
@@ -633,6 +634,15 @@ static int gs_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 		                      : BOOT_UNIT " is missing, not enabled or has other "
 		                                  "values than the profile");
 	}
+	/* NVML sets locked clocks but has no call that reads them back
+	 * (docs/reference/gpu-settings.md): the boot unit's NVML answer is the
+	 * only check, and verify says so rather than guess from the current
+	 * clock. */
+	if (s.want.locked_max_mhz)
+		gp_report_add(rep, "gpu_settings.locked_clocks", GP_SKIP,
+		              "locked GPU clocks", NULL,
+		              "locked clocks cannot be read back through NVML; "
+		              "checked at apply only");
 	struct gp_nvsettings n;
 	int rc = nv_read(c, &n);
 	if (rc < 0 || !nv_usable(&n)) {

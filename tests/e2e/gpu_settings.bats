@@ -148,6 +148,29 @@ assert f["gpu_settings.application_clocks.gpu_0"]["level"] == "pass"' "$output" 
 		fail "drift findings:" "$output"
 }
 
+@test "gpu_settings: locked clocks are set by the boot unit; verify says NVML cannot read them back, whatever they are now" {
+	profile '"locked_gpu_clock_min_mhz": 1200, "locked_gpu_clock_max_mhz": 1980'
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 0
+	boot_unit
+	assert_status 0
+	assert_stdout_has "GPU 0: locked GPU clocks 1200..1980 MHz: Success"
+	[ "$(state locked_min_mhz)" = 1200 ] && [ "$(state locked_max_mhz)" = 1980 ] || fail "state:" "$(cat "$R/$STATE")"
+	gp --root "$R" verify --profile "$P" --only gpu_settings
+	assert_status 0
+	assert_stdout_has "skip  locked GPU clocks: locked clocks cannot be read back through NVML; checked at apply only"
+	# Someone else resets them (nvidia-smi -rgc): verify cannot tell, and
+	# says the same, not a pass.
+	sed -i -e 's/^locked_min_mhz=.*/locked_min_mhz=0/' -e 's/^locked_max_mhz=.*/locked_max_mhz=0/' "$R/$STATE"
+	gp --root "$R" verify --profile "$P" --only gpu_settings
+	assert_stdout_has "skip  locked GPU clocks: locked clocks cannot be read back through NVML; checked at apply only"
+	refute_stdout_has "pass  locked"
+	# Without locked clocks in the profile, no such finding.
+	profile '"power_limit_watts": 600'
+	gp --root "$R" verify --profile "$P" --only gpu_settings
+	refute_stdout_has "locked GPU clocks"
+}
+
 @test "gpu_settings: an ECC change is pending until a reboot: reboot pending, then verify passes after it" {
 	profile '"ecc": false'
 	gp --root "$R" install --profile "$P" --only gpu_settings

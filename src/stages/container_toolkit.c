@@ -967,8 +967,12 @@ static void verify_container(struct gp_ctx *c, const struct ctk *s, struct gp_re
 	if (!present) {
 		_cleanup_free_ char *hint = gp_xasprintf(
 		    "gpuprov never pulls: `%s pull` it yourself, or name an image "
-		    "that is here",
-		    cli == CLI_CTR ? "ctr images" : tool);
+		    "that is here%s",
+		    cli == CLI_CTR ? "ctr images" : tool,
+		    cli == CLI_CTR
+		        ? " by its full name, as `ctr images check -q` lists it "
+		          "(docker.io/library/ubuntu:24.04)"
+		        : "");
 		gp_report_add(rep, FINDING_CONTAINER, GP_WARN, check, hint,
 		              "the test image %s is not on this host", image);
 		return;

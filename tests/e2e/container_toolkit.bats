@@ -503,7 +503,7 @@ SH
 	echo docker.io/library/ubuntu:24.04 > "$R/etc/ctr-stand-in/images"
 	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
 	assert_stdout_has "warn  test container: the test image $image is not on this host"
-	assert_stdout_has "hint: gpuprov never pulls: \`ctr images pull\` it yourself"
+	assert_stdout_has "hint: gpuprov never pulls: \`ctr images pull\` it yourself, or name an image that is here by its full name, as \`ctr images check -q\` lists it"
 	echo "$image" >> "$R/etc/ctr-stand-in/images"
 	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
 	assert_stdout_has "pass  test container: \`ctr run --rm --gpus 0 --gpus 1 $image gpuprov-verify-"

@@ -256,6 +256,68 @@ struct cuda {
 	void *start, *stop;
 };
 
+/* The driver API calls every measuring child uses, from libcuda.so.1. */
+struct driver {
+	void *lib;
+	cuDeviceGet_t *get;
+	cuDevicePrimaryCtxRetain_t *retain;
+	cuCtxSetCurrent_t *set_current;
+	cuMemAlloc_v2_t *alloc;
+	cuEventCreate_t *event;
+	struct cuda cu; /* its start and stop left NULL */
+};
+
+/* libcuda.so.1 loaded, those calls found and cuInit done, with CUDA's
+ * ordinals made NVML's (the PCI bus order, every GPU visible); false with
+ * why (a sentence) when not. The caller looks up its own further calls in
+ * d->lib. */
+static bool driver_open(struct driver *d, char *why, size_t len)
+{
+	setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+	unsetenv("CUDA_VISIBLE_DEVICES");
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(why, len, "cannot load libcuda.so.1: %s", dlerror());
+		return false;
+	}
+	cuInit_t *init = SYM(h, cuInit);
+	*d = (struct driver){ h,
+		              SYM(h, cuDeviceGet),
+		              SYM(h, cuDevicePrimaryCtxRetain),
+		              SYM(h, cuCtxSetCurrent),
+		              SYM(h, cuMemAlloc_v2),
+		              SYM(h, cuEventCreate),
+		              { SYM(h, cuEventRecord), SYM(h, cuEventSynchronize),
+		                SYM(h, cuEventElapsedTime), NULL, NULL } };
+	if (!init || !d->get || !d->retain || !d->set_current || !d->alloc || !d->event ||
+	    !d->cu.record || !d->cu.sync || !d->cu.elapsed) {
+		snprintf(why, len,
+		         "libcuda.so.1 lacks a driver API entry point verify "
+		         "--deep uses");
+		return false;
+	}
+	int rc = init(0);
+	if (rc) {
+		snprintf(why, len, "cuInit failed (return code %d)", rc);
+		return false;
+	}
+	return true;
+}
+
+/* GPU index's primary context (the one the CUDA runtime of cuBLAS and
+ * NCCL uses too) made current, with two events of it: 0, or the driver's
+ * return code. */
+static int driver_gpu(const struct driver *d, unsigned index, int *dev, void **ctx,
+                      void **start, void **stop)
+{
+	int rc;
+	if ((rc = d->get(dev, (int)index)) || (rc = d->retain(ctx, *dev)) ||
+	    (rc = d->set_current(*ctx)) || (rc = d->event(start, 0)) ||
+	    (rc = d->event(stop, 0)))
+		return rc;
+	return 0;
+}
+
 /* The worst of what NVML shows while work is queued: the lowest link,
  * every clock-event reason, the highest temperature and power. */
 struct load {
@@ -666,36 +728,26 @@ static void perf(int fd, void *arg)
 	struct nvml n = { 0 };
 	if (!nvml_open(fd, pa->index, &n))
 		return;
-	setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
-	unsetenv("CUDA_VISIBLE_DEVICES");
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		put(fd, "perf_skip cannot load libcuda.so.1: %s", dlerror());
+	struct driver d;
+	char why[200];
+	if (!driver_open(&d, why, sizeof why)) {
+		put(fd, "perf_skip %s", why);
 		return;
 	}
-	cuInit_t *init = SYM(h, cuInit);
-	cuDeviceGet_t *get = SYM(h, cuDeviceGet);
-	cuDevicePrimaryCtxRetain_t *retain = SYM(h, cuDevicePrimaryCtxRetain);
-	cuCtxSetCurrent_t *set_current = SYM(h, cuCtxSetCurrent);
-	cuMemAlloc_v2_t *alloc = SYM(h, cuMemAlloc_v2);
+	void *h = d.lib;
+	cuMemAlloc_v2_t *alloc = d.alloc;
 	cuMemHostAlloc_t *host_alloc = SYM(h, cuMemHostAlloc);
-	cuEventCreate_t *event = SYM(h, cuEventCreate);
-	struct cuda cu = { SYM(h, cuEventRecord), SYM(h, cuEventSynchronize),
-		           SYM(h, cuEventElapsedTime), NULL, NULL };
+	struct cuda cu = d.cu;
 	void *dtod = SYM(h, cuMemcpyDtoDAsync_v2), *htod = SYM(h, cuMemcpyHtoDAsync_v2),
 	     *dtoh = SYM(h, cuMemcpyDtoHAsync_v2);
-	if (!init || !get || !retain || !set_current || !alloc || !host_alloc || !event ||
-	    !cu.record || !cu.sync || !cu.elapsed || !dtod || !htod || !dtoh) {
+	if (!host_alloc || !dtod || !htod || !dtoh) {
 		put(fd, "perf_skip libcuda.so.1 lacks a driver API entry point verify "
 		        "--deep uses");
 		return;
 	}
 	int dev, rc;
 	void *ctx = NULL;
-	/* The primary context: the one cuBLAS's runtime uses too. */
-	if ((rc = init(0)) || (rc = get(&dev, (int)pa->index)) ||
-	    (rc = retain(&ctx, dev)) || (rc = set_current(ctx)) ||
-	    (rc = event(&cu.start, 0)) || (rc = event(&cu.stop, 0))) {
+	if ((rc = driver_gpu(&d, pa->index, &dev, &ctx, &cu.start, &cu.stop))) {
 		put(fd, "perf_skip the CUDA driver API failed on GPU %u (return code %d)",
 		    pa->index, rc);
 		return;
@@ -761,45 +813,31 @@ static void p2p(int fd, void *arg)
 {
 	const struct p2p_arg *pa = arg;
 	const struct level *lv = &levels[pa->level];
-	setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
-	unsetenv("CUDA_VISIBLE_DEVICES");
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		put(fd, "error cannot load libcuda.so.1: %s", dlerror());
+	struct driver d;
+	char why[200];
+	if (!driver_open(&d, why, sizeof why)) {
+		put(fd, "error %s", why);
 		return;
 	}
-	cuInit_t *init = SYM(h, cuInit);
-	cuDeviceGet_t *get = SYM(h, cuDeviceGet);
-	cuDevicePrimaryCtxRetain_t *retain = SYM(h, cuDevicePrimaryCtxRetain);
-	cuCtxSetCurrent_t *set_current = SYM(h, cuCtxSetCurrent);
-	cuMemAlloc_v2_t *alloc = SYM(h, cuMemAlloc_v2);
-	cuEventCreate_t *event = SYM(h, cuEventCreate);
-	cuDeviceCanAccessPeer_t *can_access = SYM(h, cuDeviceCanAccessPeer);
-	cuCtxEnablePeerAccess_t *enable = SYM(h, cuCtxEnablePeerAccess);
-	struct cuda cu = { SYM(h, cuEventRecord), SYM(h, cuEventSynchronize),
-		           SYM(h, cuEventElapsedTime), NULL, NULL };
-	void *copy = SYM(h, cuMemcpyPeerAsync);
-	if (!init || !get || !retain || !set_current || !alloc || !event || !can_access ||
-	    !enable || !cu.record || !cu.sync || !cu.elapsed || !copy) {
+	cuDeviceCanAccessPeer_t *can_access = SYM(d.lib, cuDeviceCanAccessPeer);
+	cuCtxEnablePeerAccess_t *enable = SYM(d.lib, cuCtxEnablePeerAccess);
+	struct cuda cu = d.cu;
+	void *copy = SYM(d.lib, cuMemcpyPeerAsync);
+	if (!can_access || !enable || !copy) {
 		put(fd, "error libcuda.so.1 lacks a driver API entry point of the "
 		        "peer-to-peer copies");
 		return;
 	}
-	int rc = init(0);
-	if (rc) {
-		put(fd, "error cuInit failed (return code %d)", rc);
-		return;
-	}
+	int rc;
 	struct peer_gpu *g = calloc((size_t)pa->n, sizeof *g);
 	if (!g) {
 		put(fd, "error out of memory");
 		return;
 	}
 	for (int k = 0; k < pa->n; k++)
-		if ((rc = get(&g[k].dev, (int)pa->index[k])) ||
-		    (rc = retain(&g[k].ctx, g[k].dev)) || (rc = set_current(g[k].ctx)) ||
-		    (rc = alloc(&g[k].buf, lv->peer_bytes)) ||
-		    (rc = event(&g[k].start, 0)) || (rc = event(&g[k].stop, 0)))
+		if ((rc = driver_gpu(&d, pa->index[k], &g[k].dev, &g[k].ctx, &g[k].start,
+		                     &g[k].stop)) ||
+		    (rc = d.alloc(&g[k].buf, lv->peer_bytes)))
 			snprintf(g[k].why, sizeof g[k].why,
 			         "GPU %u: the driver API failed (return code %d)",
 			         pa->index[k], rc);
@@ -824,7 +862,7 @@ static void p2p(int fd, void *arg)
 				continue;
 			}
 			/* GPU i's context may then use GPU k's memory. */
-			if ((rc = set_current(g[i].ctx)) ||
+			if ((rc = d.set_current(g[i].ctx)) ||
 			    ((rc = enable(g[k].ctx, 0)) &&
 			     rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)) {
 				put(fd,

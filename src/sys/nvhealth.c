@@ -470,14 +470,16 @@ static void *open_cublas(const char *const *dirs, char *why, size_t len)
 }
 
 struct level {
-	size_t copy_bytes, host_bytes, peer_bytes;
+	size_t copy_bytes, host_bytes, peer_bytes, nccl_bytes;
 	int gemm_m, warmup, runs, batch;
 	double soak_s; /* BF16 GEMMs first, for boost and heat to settle */
 };
 
 static const struct level levels[] = {
-	[GP_DEEP_QUICK] = { 1ul << 30, 256ul << 20, 64ul << 20, 4096, 20, 3, 10, 2 },
-	[GP_DEEP_FULL] = { 2ul << 30, 1ul << 30, 512ul << 20, 8192, 200, 7, 20, 30 },
+	[GP_DEEP_QUICK] = { 1ul << 30, 256ul << 20, 64ul << 20, 64ul << 20, 4096, 20, 3,
+	                    10, 2 },
+	[GP_DEEP_FULL] = { 2ul << 30, 1ul << 30, 512ul << 20, 256ul << 20, 8192, 200, 7,
+	                   20, 30 },
 };
 
 /* Random inputs in [-2, -1] and [1, 2] for the GEMMs: zeros would draw
@@ -891,6 +893,169 @@ static void p2p(int fd, void *arg)
 	free(g);
 }
 
+/* --- NCCL all-reduce ---------------------------------------------------- */
+
+/* nccl.h: ncclUniqueId is 128 opaque bytes, passed by value. */
+typedef struct {
+	char internal[128];
+} nccl_id;
+typedef int ncclGetUniqueId_t(nccl_id *);
+typedef int ncclCommInitRank_t(void **, int, nccl_id, int);
+typedef int ncclAllReduce_t(const void *, void *, size_t, int, int, void *, void *);
+typedef const char *ncclGetErrorString_t(int);
+enum { NCCL_FLOAT32 = 7, NCCL_SUM = 0 };
+
+struct nccl_arg {
+	int rank, ranks;
+	unsigned index; /* the rank's GPU, its NVML index */
+	enum gp_deep_level level;
+	int id_in, id_out; /* the pipe rank 0 hands the id on */
+	const char *const *dirs; /* where libnccl.so.2 is tried first */
+};
+
+/* libnccl.so.2 from dirs, then by soname; NULL with why. */
+static void *open_nccl(const char *const *dirs, char *why, size_t len)
+{
+	char path[PATH_MAX];
+	void *h = NULL;
+	for (size_t d = 0; !h && dirs && dirs[d]; d++)
+		if ((size_t)snprintf(path, sizeof path, "%s/libnccl.so.2", dirs[d]) <
+		    sizeof path)
+			h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+	if (h)
+		return h;
+	size_t n = (size_t)snprintf(why, len, "no libnccl.so.2 in ");
+	for (size_t d = 0; dirs && dirs[d] && n < len; d++)
+		n += (size_t)snprintf(why + n, len - n, "%s, ", dirs[d]);
+	if (n < len)
+		snprintf(why + n, len - n, "or the loader paths");
+	return NULL;
+}
+
+static int enqueue_allreduce(struct work *w)
+{
+	void *buf = (void *)(uintptr_t)w->a;
+	return ((ncclAllReduce_t *)w->fn)(buf, buf, w->bytes / 4, NCCL_FLOAT32, NCCL_SUM,
+	                                  w->handle, NULL);
+}
+
+/* Whole writes of the id, one for each other rank (128 bytes: atomic on a
+ * pipe). */
+static bool hand_on(int fd, const nccl_id *id, int times)
+{
+	for (int k = 0; k < times; k++) {
+		ssize_t n;
+		while ((n = write(fd, id, sizeof *id)) < 0 && errno == EINTR)
+			;
+		if (n != (ssize_t)sizeof *id)
+			return false;
+	}
+	return true;
+}
+
+static bool take_id(int fd, nccl_id *id)
+{
+	size_t got = 0;
+	while (got < sizeof *id) {
+		ssize_t n = read(fd, id->internal + got, sizeof *id - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		got += (size_t)n;
+	}
+	return true;
+}
+
+/* One rank: writes nccl_lib, nccl_time (seconds per all-reduce, the
+ * median) or nccl_skip, or an error line. */
+static void nccl_rank(int fd, void *arg)
+{
+	const struct nccl_arg *na = arg;
+	const struct level *lv = &levels[na->level];
+	/* Rank 0 writes the id, the others read it; each end of the file
+	 * then ends when rank 0 ends, whatever happens to it. */
+	close(na->rank == 0 ? na->id_in : na->id_out);
+	int id_fd = na->rank == 0 ? na->id_out : na->id_in;
+	char why[512];
+	void *h = open_nccl(na->dirs, why, sizeof why);
+	if (!h) {
+		put(fd, "nccl_skip %s", why);
+		return;
+	}
+	ncclGetUniqueId_t *unique_id = SYM(h, ncclGetUniqueId);
+	ncclCommInitRank_t *init_rank = SYM(h, ncclCommInitRank);
+	ncclGetErrorString_t *error_string = SYM(h, ncclGetErrorString);
+	void *all_reduce = SYM(h, ncclAllReduce);
+	Dl_info info;
+	if (!unique_id || !init_rank || !all_reduce) {
+		put(fd,
+		    "nccl_skip libnccl.so.2 lacks ncclGetUniqueId, ncclCommInitRank or "
+		    "ncclAllReduce");
+		return;
+	}
+	if (dladdr((void *)init_rank, &info) && info.dli_fname)
+		put(fd, "nccl_lib %s", info.dli_fname);
+	nccl_id id;
+	int rc;
+	if (na->rank == 0) {
+		if ((rc = unique_id(&id))) {
+			put(fd, "error ncclGetUniqueId failed: %s",
+			    error_string ? error_string(rc) : "?");
+			return;
+		}
+		if (!hand_on(id_fd, &id, na->ranks - 1)) {
+			put(fd, "error cannot hand the NCCL id to the other ranks");
+			return;
+		}
+		close(id_fd);
+	} else if (!take_id(id_fd, &id)) {
+		put(fd, "error rank 0 handed on no NCCL id (it failed first)");
+		return;
+	}
+	struct driver d;
+	int dev;
+	void *ctx;
+	struct cuda cu;
+	if (!driver_open(&d, why, sizeof why)) {
+		put(fd, "error %s", why);
+		return;
+	}
+	cu = d.cu;
+	if ((rc = driver_gpu(&d, na->index, &dev, &ctx, &cu.start, &cu.stop))) {
+		put(fd, "error the CUDA driver API failed on GPU %u (return code %d)",
+		    na->index, rc);
+		return;
+	}
+	CUdeviceptr buf;
+	if (d.alloc(&buf, lv->nccl_bytes)) {
+		put(fd, "error cannot allocate %zu MiB on GPU %u", lv->nccl_bytes >> 20,
+		    na->index);
+		return;
+	}
+	void *comm = NULL;
+	/* Collective: returns once every rank has joined. */
+	if ((rc = init_rank(&comm, na->ranks, id, na->rank))) {
+		put(fd, "error ncclCommInitRank failed: %s",
+		    error_string ? error_string(rc) : "?");
+		return;
+	}
+	const struct nvml none = { 0 };
+	struct load l = { 0 };
+	struct work w = { .enqueue = enqueue_allreduce,
+		          .fn = all_reduce,
+		          .handle = comm,
+		          .a = buf,
+		          .bytes = lv->nccl_bytes };
+	double s = timed(&cu, &none, &l, &w, 5, lv->runs, 2);
+	if (s > 0)
+		put(fd, "nccl_time %.6g", s);
+	else
+		put(fd, "error an ncclAllReduce or event call failed");
+}
+
 /* --- the parent -------------------------------------------------------- */
 
 void gp_deep_gpu_init(struct gp_deep_gpu *g)
@@ -1200,4 +1365,107 @@ int gp_nvhealth_perf(const struct gp_root *r, const struct gp_run_read_only *ro,
 		};
 	}
 	return run_all(r, ro, gpus, n, timeout_ms, perf, args, sizeof *args, true);
+}
+
+void gp_deep_nccl_free(struct gp_deep_nccl *x)
+{
+	free(x->library);
+	free(x->skip);
+	free(x->error);
+	*x = (struct gp_deep_nccl){ 0 };
+}
+
+void gp_nvhealth_parse_nccl_line(struct gp_deep_nccl *x, char *line)
+{
+	char *sp = strchr(line, ' ');
+	const char *v = sp ? sp + 1 : "";
+	if (sp)
+		*sp = '\0';
+	double t;
+	if (strcmp(line, "nccl_time") == 0 && (t = rate(v)) > 0) {
+		if (t > x->seconds) /* the slowest rank's */
+			x->seconds = t;
+	} else if (strcmp(line, "nccl_lib") == 0) {
+		set_once(&x->library, v);
+	} else if (strcmp(line, "nccl_skip") == 0) {
+		set_once(&x->skip, v);
+	}
+}
+
+int gp_nvhealth_nccl(const struct gp_root *r, const struct gp_run_read_only *ro,
+                     const struct gp_deep_gpu *gpus, int n, enum gp_deep_level level,
+                     const char *const *nccl_dirs, int timeout_ms,
+                     struct gp_deep_nccl *out)
+{
+	*out = (struct gp_deep_nccl){ 0 };
+	int ids[2];
+	_cleanup_free_ struct nccl_arg *args = gp_xcalloc((size_t)(n ? n : 1),
+	                                                  sizeof *args);
+	int ranks = 0;
+	for (int i = 0; i < n && i < GP_PROBE_MAX_GPUS; i++)
+		if (gp_deep_gpu_measured(&gpus[i]))
+			args[ranks++].index = (unsigned)i;
+	if (ranks < 2)
+		return 0;
+	if (pipe2(ids, O_CLOEXEC) < 0)
+		return -errno;
+	for (int k = 0; k < ranks; k++) {
+		args[k].rank = k;
+		args[k].ranks = ranks;
+		args[k].level = level == GP_DEEP_FULL ? GP_DEEP_FULL : GP_DEEP_QUICK;
+		args[k].id_in = ids[0];
+		args[k].id_out = ids[1];
+		args[k].dirs = nccl_dirs;
+	}
+	struct gp_nvchild *ch = gp_xcalloc((size_t)ranks, sizeof *ch);
+	int rc = 0, started = 0;
+	for (; started < ranks; started++)
+		if ((rc = gp_nvchild_start(r, ro, nccl_rank, &args[started],
+		                           &ch[started])) < 0)
+			break;
+	/* Only the ranks hold the pipe now: a rank waiting for the id sees
+	 * its end when rank 0 ends. */
+	close(ids[0]);
+	close(ids[1]);
+	gp_nvchild_collect(ch, (size_t)started, timeout_ms);
+	out->ranks = started == ranks ? ranks : 0;
+	out->bytes = levels[args[0].level].nccl_bytes;
+	int killed = 0, own_error_from = -1;
+	for (int k = 0; k < started; k++) {
+		char *said = NULL, *save = NULL;
+		for (char *l = ch[k].out.data ? strtok_r(ch[k].out.data, "\n", &save)
+		                              : NULL;
+		     l; l = strtok_r(NULL, "\n", &save)) {
+			if (strncmp(l, "error ", 6) == 0 && !said)
+				said = l + 6;
+			else
+				gp_nvhealth_parse_nccl_line(out, l);
+		}
+		_cleanup_free_ char *e = child_error(&ch[k], timeout_ms, said);
+		if (!e && ch[k].read_only_refused)
+			e = gp_xasprintf("cannot enter the read-only namespace: %s",
+			                 strerror(ch[k].read_only_refused));
+		/* The first rank that failed by its own account or crashed, else
+		 * the first one killed: a killed rank may have waited for a
+		 * failed one in the collective. */
+		killed += ch[k].timed_out;
+		if (e && (!out->error || (own_error_from < 0 && !ch[k].timed_out))) {
+			free(out->error);
+			out->error = gp_xasprintf("rank %d (GPU %u): %s", k,
+			                          args[k].index, e);
+			if (!ch[k].timed_out)
+				own_error_from = k;
+		}
+		gp_nvchild_free(&ch[k]);
+	}
+	free(ch);
+	if (killed > 1 && own_error_from < 0) {
+		char *e = gp_xasprintf("%s; %d of the %d ranks were killed", out->error,
+		                       killed, ranks);
+		free(out->error);
+		out->error = e;
+	}
+	if (out->skip || out->error)
+		out->seconds = 0;
+	return rc;
 }

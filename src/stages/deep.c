@@ -576,6 +576,13 @@ static void judge_xid(struct gp_ctx *c, struct gp_report *rep)
 	gp_buf_free(&seen);
 }
 
+static int no_child(struct gp_ctx *c)
+{
+	return gp_fail(c->err, GP_EFAILED,
+	               "verify --deep: cannot start a measuring child process: out of "
+	               "processes or memory?");
+}
+
 int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
                    struct gp_report *rep)
 {
@@ -611,9 +618,7 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 	                           : NULL;
 	if (gp_nvhealth_health(&c->root, rop, gpus, n, timeout_ms(HEALTH_TIMEOUT_MS)) <
 	    0) {
-		ret = gp_fail(c->err, GP_EFAILED,
-		              "verify --deep: cannot start a measuring child "
-		              "process: out of processes or memory?");
+		ret = no_child(c);
 		goto out;
 	}
 	int busy_gpu = -1;
@@ -646,9 +651,7 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 	    gp_nvhealth_perf(&c->root, rop, gpus, n, level, (const char *const *)dirs,
 	                     timeout_ms(level == GP_DEEP_FULL ? FULL_TIMEOUT_MS
 	                                                      : QUICK_TIMEOUT_MS)) < 0) {
-		ret = gp_fail(c->err, GP_EFAILED,
-		              "verify --deep: cannot start a measuring child "
-		              "process: out of processes or memory?");
+		ret = no_child(c);
 		goto out;
 	}
 	if (measure &&
@@ -656,9 +659,7 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 	                    timeout_ms(level == GP_DEEP_FULL ? P2P_FULL_TIMEOUT_MS
 	                                                     : P2P_QUICK_TIMEOUT_MS),
 	                    &p2p_error) < 0) {
-		ret = gp_fail(c->err, GP_EFAILED,
-		              "verify --deep: cannot start a measuring child "
-		              "process: out of processes or memory?");
+		ret = no_child(c);
 		goto out;
 	}
 	nccl_dirs = library_dirs(c, "nccl");
@@ -668,9 +669,7 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 	                     timeout_ms(level == GP_DEEP_FULL ? NCCL_FULL_TIMEOUT_MS
 	                                                      : NCCL_QUICK_TIMEOUT_MS),
 	                     &nccl) < 0) {
-		ret = gp_fail(c->err, GP_EFAILED,
-		              "verify --deep: cannot start a measuring child "
-		              "process: out of processes or memory?");
+		ret = no_child(c);
 		goto out;
 	}
 	js = gp_xcalloc((size_t)n, sizeof *js);

@@ -439,6 +439,17 @@ static double timed(const struct cuda *cu, const struct nvml *n, struct load *l,
 	return t[runs / 2];
 }
 
+/* "no LIBRARY in DIR, DIR, REST": where a library was looked for. */
+static void not_found(char *why, size_t len, const char *library, const char *const *dirs,
+                      const char *rest)
+{
+	size_t n = (size_t)snprintf(why, len, "no %s in ", library);
+	for (size_t d = 0; dirs && dirs[d] && n < len; d++)
+		n += (size_t)snprintf(why + n, len - n, "%s, ", dirs[d]);
+	if (n < len)
+		snprintf(why + n, len - n, "%s", rest);
+}
+
 /* cuBLAS from dirs first (where the profile provisioned it: the cuda
  * stage's toolkit, the Python environment's NVIDIA wheels), then the loader
  * paths, then the toolkit's usual directory (the cuda stage's link). */
@@ -461,11 +472,8 @@ static void *open_cublas(const char *const *dirs, char *why, size_t len)
 	}
 	if (h)
 		return h;
-	size_t n = (size_t)snprintf(why, len, "no libcublas.so.13, .12 or .11 in ");
-	for (size_t d = 0; dirs && dirs[d] && n < len; d++)
-		n += (size_t)snprintf(why + n, len - n, "%s, ", dirs[d]);
-	if (n < len)
-		snprintf(why + n, len - n, "the loader paths or /usr/local/cuda/lib64");
+	not_found(why, len, "libcublas.so.13, .12 or .11", dirs,
+	          "the loader paths or /usr/local/cuda/lib64");
 	return NULL;
 }
 
@@ -926,11 +934,7 @@ static void *open_nccl(const char *const *dirs, char *why, size_t len)
 		h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
 	if (h)
 		return h;
-	size_t n = (size_t)snprintf(why, len, "no libnccl.so.2 in ");
-	for (size_t d = 0; dirs && dirs[d] && n < len; d++)
-		n += (size_t)snprintf(why + n, len - n, "%s, ", dirs[d]);
-	if (n < len)
-		snprintf(why + n, len - n, "or the loader paths");
+	not_found(why, len, "libnccl.so.2", dirs, "or the loader paths");
 	return NULL;
 }
 
@@ -1267,6 +1271,49 @@ static char *child_error(const struct gp_nvchild *ch, int timeout_ms, const char
 	return NULL;
 }
 
+/* Hands each line of ch's output but its first "error" line to fn(arg,
+ * line); returns how the child failed (child_error, else the read-only
+ * namespace it could not enter), NULL when it ended well. */
+static char *child_lines(struct gp_nvchild *ch, int timeout_ms,
+                         void (*fn)(void *arg, char *line), void *arg)
+{
+	const char *said = NULL;
+	char *save = NULL;
+	for (char *l = ch->out.data ? strtok_r(ch->out.data, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(l, "error ", 6) == 0 && !said)
+			said = l + 6;
+		else
+			fn(arg, l);
+	}
+	char *e = child_error(ch, timeout_ms, said);
+	if (!e && ch->read_only_refused)
+		e = gp_xasprintf("cannot enter the read-only namespace: %s",
+		                 strerror(ch->read_only_refused));
+	return e;
+}
+
+static void gpu_line(void *arg, char *line)
+{
+	gp_nvhealth_parse_line(arg, line);
+}
+
+struct peers {
+	struct gp_deep_gpu *gpus;
+	int n;
+};
+
+static void peer_line(void *arg, char *line)
+{
+	const struct peers *p = arg;
+	gp_nvhealth_parse_peer_line(p->gpus, p->n, line);
+}
+
+static void nccl_line(void *arg, char *line)
+{
+	gp_nvhealth_parse_nccl_line(arg, line);
+}
+
 static int run_all(const struct gp_root *r, const struct gp_run_read_only *ro,
                    struct gp_deep_gpu *gpus, int n, int timeout_ms, gp_nvchild_fn *fn,
                    void *args, size_t arg_size, bool perf_phase)
@@ -1280,21 +1327,12 @@ static int run_all(const struct gp_root *r, const struct gp_run_read_only *ro,
 			break;
 	gp_nvchild_collect(ch, (size_t)started, timeout_ms);
 	for (int i = 0; i < started; i++) {
-		char *error = NULL, *save = NULL;
-		for (char *l = ch[i].out.data ? strtok_r(ch[i].out.data, "\n", &save)
-		                              : NULL;
-		     l; l = strtok_r(NULL, "\n", &save)) {
-			if (strncmp(l, "error ", 6) == 0 && !error)
-				error = l + 6;
-			else
-				gp_nvhealth_parse_line(&gpus[i], l);
-		}
+		char *e = child_lines(&ch[i], timeout_ms, gpu_line, &gpus[i]);
 		char **dst = perf_phase ? &gpus[i].perf_error : &gpus[i].health_error;
 		if (!*dst)
-			*dst = child_error(&ch[i], timeout_ms, error);
-		if (ch[i].read_only_refused && !*dst)
-			*dst = gp_xasprintf("cannot enter the read-only namespace: %s",
-			                    strerror(ch[i].read_only_refused));
+			*dst = e;
+		else
+			free(e);
 		gp_nvchild_free(&ch[i]);
 	}
 	free(ch);
@@ -1332,19 +1370,8 @@ int gp_nvhealth_p2p(const struct gp_root *r, const struct gp_run_read_only *ro,
 	if (rc < 0)
 		return rc;
 	gp_nvchild_collect(&ch, 1, timeout_ms);
-	const char *said = NULL;
-	char *save = NULL;
-	for (char *l = ch.out.data ? strtok_r(ch.out.data, "\n", &save) : NULL; l;
-	     l = strtok_r(NULL, "\n", &save)) {
-		if (strncmp(l, "error ", 6) == 0 && !said)
-			said = l + 6;
-		else
-			gp_nvhealth_parse_peer_line(gpus, n, l);
-	}
-	*error = child_error(&ch, timeout_ms, said);
-	if (ch.read_only_refused && !*error)
-		*error = gp_xasprintf("cannot enter the read-only namespace: %s",
-		                      strerror(ch.read_only_refused));
+	struct peers p = { gpus, n };
+	*error = child_lines(&ch, timeout_ms, peer_line, &p);
 	gp_nvchild_free(&ch);
 	return 0;
 }
@@ -1432,19 +1459,7 @@ int gp_nvhealth_nccl(const struct gp_root *r, const struct gp_run_read_only *ro,
 	out->bytes = levels[args[0].level].nccl_bytes;
 	int killed = 0, own_error_from = -1;
 	for (int k = 0; k < started; k++) {
-		char *said = NULL, *save = NULL;
-		for (char *l = ch[k].out.data ? strtok_r(ch[k].out.data, "\n", &save)
-		                              : NULL;
-		     l; l = strtok_r(NULL, "\n", &save)) {
-			if (strncmp(l, "error ", 6) == 0 && !said)
-				said = l + 6;
-			else
-				gp_nvhealth_parse_nccl_line(out, l);
-		}
-		_cleanup_free_ char *e = child_error(&ch[k], timeout_ms, said);
-		if (!e && ch[k].read_only_refused)
-			e = gp_xasprintf("cannot enter the read-only namespace: %s",
-			                 strerror(ch[k].read_only_refused));
+		_cleanup_free_ char *e = child_lines(&ch[k], timeout_ms, nccl_line, out);
 		/* The first rank that failed by its own account or crashed, else
 		 * the first one killed: a killed rank may have waited for a
 		 * failed one in the collective. */

@@ -675,7 +675,7 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 	js = gp_xcalloc((size_t)n, sizeof *js);
 	for (int i = 0; i < n; i++)
 		js[i] = (struct judged){ GP_PASS, 2, NULL };
-	enum gp_level node = GP_PASS;
+	enum gp_level node = GP_PASS, nccl_level = GP_PASS;
 	int slowest_gpu = -1;
 	double slowest = 2;
 	const char *slowest_what = NULL;
@@ -711,16 +711,19 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 		}
 	}
 	if (measure) {
-		enum gp_level l = judge_nccl(rep, gpus, n, pytorch != NULL, &nccl);
-		if (l > node)
-			node = l;
+		nccl_level = judge_nccl(rep, gpus, n, pytorch != NULL, &nccl);
+		if (nccl_level > node)
+			node = nccl_level;
 	}
 	if (slowest_gpu >= 0)
 		gp_report_add(rep, "deep.node", node, "the node's verdict",
 		              "see the slowest GPU's findings",
-		              "%d GPU%s, %s; slowest: GPU %d at %.0f%% of expected (%s)",
+		              "%d GPU%s, %s; slowest: GPU %d at %.0f%% of expected "
+		              "(%s)%s%s",
 		              n, n == 1 ? "" : "s", gp_level_name(node), slowest_gpu,
-		              slowest * 100, slowest_what);
+		              slowest * 100, slowest_what,
+		              nccl_level > GP_PASS ? "; NCCL all-reduce: " : "",
+		              nccl_level > GP_PASS ? gp_level_name(nccl_level) : "");
 	else
 		gp_report_add(rep, "deep.node", node, "the node's verdict",
 		              "see the GPUs' findings", "%d GPU%s, %s; nothing measured",

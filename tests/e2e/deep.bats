@@ -387,7 +387,7 @@ assert m["unit"] == "B/s" and abs(m["measured"] - 3.8e11) < 1e6 and abs(m["expec
 	assert_status 3
 	assert_finding deep.nccl_allreduce fail "150.0 GB/s bus bandwidth, expected 360.0, 42% of it"
 	assert_finding deep.verdict.gpu0 pass
-	assert_finding deep.node fail
+	assert_finding deep.node fail "; NCCL all-reduce: fail"
 	DEEP_PROFILE=$DEEP_NCCL_PROFILE deep deep.nvlinks=0 deep.nccl_busbw_gbps=24 \
 		deep.gpu1.pcie_max_width=8 deep.gpu1.pcie_width=8 -- --deep=quick
 	assert_finding deep.nccl_allreduce pass "24.0 GB/s bus bandwidth, expected 25.0, 96% of it"

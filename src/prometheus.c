@@ -187,6 +187,21 @@ static void deep_rates(struct gp_buf *b, const struct gp_report *r, const char *
 	}
 }
 
+/* The node's NCCL all-reduce figure (fact "deep/nccl_allreduce/<what>"),
+ * labelled with how many GPUs took part; no sample when not measured. */
+static void nccl_rate(struct gp_buf *b, const struct gp_report *r, const char *what,
+                      const char *name, const char *help)
+{
+	family(b, name, help);
+	_cleanup_free_ char *key = gp_xasprintf("deep/nccl_allreduce/%s", what);
+	const char *value = gp_report_fact(r, key),
+	           *ranks = gp_report_fact(r, "deep/nccl_allreduce/ranks");
+	if (!value || !*value || !ranks)
+		return;
+	const char *labels[] = { "gpus", ranks, NULL };
+	sample(b, name, labels, value);
+}
+
 /* verify --deep's families, only when it ran: per GPU and check, 1 for a
  * pass or warning, 0 for a failure (findings "deep.<check>.gpu<N>"). */
 static void deep_metrics(struct gp_buf *b, const struct gp_report *r)
@@ -212,6 +227,15 @@ static void deep_metrics(struct gp_buf *b, const struct gp_report *r)
 	deep_rates(b, r, "p2p_bps", "peer", "gpuprov_gpu_p2p_bandwidth_bytes_per_second",
 	           "peer-to-peer bandwidth verify --deep measured from the GPU (label "
 	           "gpu) to a later one (label peer), one way, bytes per second");
+	nccl_rate(b, r, "busbw",
+	          "gpuprov_gpu_nccl_allreduce_bus_bandwidth_bytes_per_second",
+	          "NCCL all-reduce bus bandwidth verify --deep measured across the GPUs "
+	          "(label gpus: how many), algorithm bandwidth x 2(n-1)/n, bytes per "
+	          "second");
+	nccl_rate(b, r, "algbw",
+	          "gpuprov_gpu_nccl_allreduce_algorithm_bandwidth_bytes_per_second",
+	          "NCCL all-reduce algorithm bandwidth verify --deep measured across the "
+	          "GPUs (label gpus: how many), message bytes over time per second");
 	family(b, "gpuprov_gpu_health_success",
 	       "1 when verify --deep's check (label check) of the GPU (label gpu) passed "
 	       "or only warned, 0 when it failed; skipped checks have no sample");

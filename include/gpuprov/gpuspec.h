@@ -43,7 +43,8 @@ double gp_pcie_expected_gbps(int gen, int width);
  * one way, in GB/s: over NVLink (nvlink: both GPUs have active links, both
  * models have NVLink) half the smaller per-GPU NVLink figure (that one is
  * both directions) times 0.80, else what the narrower PCIe link (gen,
- * width) reaches (gp_pcie_expected_gbps); 0 when unknown. */
+ * width) reaches (gp_pcie_expected_gbps); 0 when unknown. Also what an
+ * NCCL all-reduce's bus bandwidth is judged against. */
 double gp_peer_expected_gbps(const struct gp_gpuspec *a, const struct gp_gpuspec *b,
                              bool nvlink, int pcie_gen, int pcie_width);
 

@@ -71,6 +71,35 @@ bool gp_deep_gpu_measured(const struct gp_deep_gpu *g);
 int gp_nvhealth_p2p(const struct gp_root *r, const struct gp_run_read_only *ro,
                     struct gp_deep_gpu *gpus, int n, enum gp_deep_level level,
                     int timeout_ms, char **error);
+/* The NCCL all-reduce across the measured GPUs (gp_nvhealth_nccl). */
+struct gp_deep_nccl {
+	int ranks; /* GPUs taking part, one process each; 0: not run */
+	size_t bytes; /* the message each rank all-reduces */
+	double seconds; /* the slowest rank's median all-reduce time; 0 */
+	char *library; /* the libnccl.so.2 loaded (dladdr) */
+	char *skip; /* why it was not measured (no libnccl, ...) */
+	/* A rank that failed: "rank 1 (GPU 1): killed after 15 s ...". */
+	char *error;
+};
+/* ncclAllReduce (float sum, in place) of a large message across the GPUs
+ * whose performance child ended well (gp_deep_gpu_measured), one child per
+ * GPU as NCCL's one process per GPU: rank 0's child makes the
+ * communicator's id (ncclGetUniqueId) and hands it to the others on a
+ * pipe; each joins with ncclCommInitRank, warms up and times the
+ * all-reduce with CUDA events, the median of several runs. libnccl.so.2
+ * comes from nccl_dirs (NULL-terminated, may be NULL) first, then by
+ * soname. All are killed at timeout_ms (one hung rank holds the others
+ * in the collective). 0 with *out filled (ranks 0 when fewer than two GPUs
+ * were measured), or a negative errno when no child could be started.
+ * Clear with gp_deep_nccl_free. */
+int gp_nvhealth_nccl(const struct gp_root *r, const struct gp_run_read_only *ro,
+                     const struct gp_deep_gpu *gpus, int n, enum gp_deep_level level,
+                     const char *const *nccl_dirs, int timeout_ms,
+                     struct gp_deep_nccl *out);
+void gp_deep_nccl_free(struct gp_deep_nccl *x);
+/* One line of a rank's output ("nccl_time S", "nccl_lib PATH",
+ * "nccl_skip WHY") into x (exposed for the fuzz target). */
+void gp_nvhealth_parse_nccl_line(struct gp_deep_nccl *x, char *line);
 /* The kernel log since boot, for its Xid events (xid.h): on the host the
  * records of /dev/kmsg, read without blocking; in another root its
  * /dev/kmsg only when that is a regular file (a test's fixture: an image

@@ -186,7 +186,11 @@ double gp_peer_expected_gbps(const struct gp_gpuspec *a, const struct gp_gpuspec
 {
 	/* H100 SXM peer copies over NVLink reach about 380 of the 450 GB/s
 	 * one way (84%, docs/reference/gpu-health.md); 0.80 is gpuprov's
-	 * choice below it. */
+	 * choice below it. verify --deep's NCCL all-reduce is judged by its
+	 * bus bandwidth against the same figure: 8 H100 SXM reach about 370
+	 * GB/s in a ring, 82% of 450
+	 * (https://github.com/NVIDIA/nccl-tests/issues/212), 480 with NVLink
+	 * SHARP. */
 	if (nvlink && a && b && a->nvlink_gbps > 0 && b->nvlink_gbps > 0) {
 		double link = a->nvlink_gbps < b->nvlink_gbps ? a->nvlink_gbps
 		                                              : b->nvlink_gbps;

@@ -10,6 +10,7 @@
 #include "gpuprov/deep.h"
 #include "gpuprov/error.h"
 #include "gpuprov/gpuspec.h"
+#include "gpuprov/nvfabric.h"
 #include "gpuprov/profile.h"
 #include "gpuprov/stages.h"
 #include "gpuprov/util.h"
@@ -31,6 +32,9 @@
 /* The peer copies after them: all pairs in one child. */
 #define P2P_QUICK_TIMEOUT_MS 10000
 #define P2P_FULL_TIMEOUT_MS 60000
+/* The NCCL all-reduce, one process per GPU, after the peer copies. */
+#define NCCL_QUICK_TIMEOUT_MS 20000
+#define NCCL_FULL_TIMEOUT_MS 60000
 
 static int timeout_ms(int fallback)
 {
@@ -375,10 +379,11 @@ static void judge_peers(struct gp_report *rep, struct judged *js, int i,
 	}
 }
 
-/* Where the profile put cuBLAS, for the children to try first: the cuda
- * stage's toolkit (lib64) and the pytorch stage's environment's NVIDIA
- * wheels (site-packages/nvidia/cublas/lib of each python3.* there). */
-static char **cublas_dirs(struct gp_ctx *c)
+/* Where the profile put an NVIDIA library (wheel: "cublas", "nccl"), for
+ * the children to try first: the cuda stage's toolkit (lib64) and the
+ * pytorch stage's environment's NVIDIA wheels
+ * (site-packages/nvidia/WHEEL/lib of each python3.* there). */
+static char **library_dirs(struct gp_ctx *c, const char *wheel)
 {
 	char **dirs = gp_xcalloc(1, sizeof *dirs);
 	if (!c->profile)
@@ -399,11 +404,133 @@ static char **cublas_dirs(struct gp_ctx *c)
 	for (size_t i = 0, kept = 0; names[i] && kept < 4; i++)
 		if (gp_str_starts_with(names[i], "python3.") && !strchr(names[i], '/')) {
 			_cleanup_free_ char *d = gp_xasprintf(
-			    "%s/%s/site-packages/nvidia/cublas/lib", lib, names[i]);
+			    "%s/%s/site-packages/nvidia/%s/lib", lib, names[i], wheel);
 			gp_strv_push(&dirs, d);
 			kept++;
 		}
 	return dirs;
+}
+
+/* GPU i's NVSwitch fabric state, on a box whose NVML reports one (a GPU
+ * without NVSwitch says "Not Supported": nothing to judge). */
+static void judge_fabric(struct gp_report *rep, struct judged *j, int i,
+                         const struct gp_nvfabric *f)
+{
+	if (!f || i >= f->count || i >= GP_PROBE_MAX_GPUS || f->rc[i] != 0 ||
+	    f->state[i] < 0 || f->state[i] == GP_FABRIC_NOT_SUPPORTED)
+		return;
+	bool done = f->state[i] == GP_FABRIC_COMPLETED && f->status[i] == 0;
+	_cleanup_free_ char *e = gp_xasprintf("NVSwitch fabric state %s (status %d)",
+	                                      gp_fabric_state_name(f->state[i]),
+	                                      f->status[i]);
+	add(rep, j, "deep.fabric", i, done ? GP_PASS : GP_FAIL, "NVSwitch fabric state",
+	    "until the fabric manager has registered the GPU, CUDA fails with error "
+	    "802 (cudaErrorSystemNotReady, \"system not yet initialized\") while "
+	    "nvidia-smi looks fine: see 'gpuprov verify --only fabric_manager' and "
+	    "'systemctl status nvidia-fabricmanager'",
+	    e);
+}
+
+/* The NCCL all-reduce across the node (one finding, deep.nccl_allreduce):
+ * its bus bandwidth against what a healthy peer link of the GPUs reaches
+ * one way (gp_peer_expected_gbps: NVLink when every GPU has active links,
+ * else the narrowest PCIe link). The level, for the node's verdict. */
+static enum gp_level judge_nccl(struct gp_report *rep, const struct gp_deep_gpu *gpus,
+                                int n, bool pytorch, const struct gp_deep_nccl *x)
+{
+	const char *base = "deep.nccl_allreduce", *check = "NCCL all-reduce bandwidth";
+	const char *wheel_hint = "the pytorch stage's environment brings NVIDIA's NCCL "
+	                         "wheel (nvidia/nccl/lib/libnccl.so.2)";
+	if (!pytorch) {
+		gp_report_add(rep, base, GP_SKIP, check, wheel_hint,
+		              "not measured: the profile has no pytorch stage, whose "
+		              "environment brings NCCL");
+		return GP_PASS;
+	}
+	if (x->ranks < 2) {
+		gp_report_add(rep, base, GP_SKIP, check, NULL,
+		              n < 2
+		                  ? "not measured: one GPU, nothing to all-reduce across"
+		                  : "not measured: fewer than two GPUs were measured");
+		return GP_PASS;
+	}
+	if (x->error) {
+		gp_report_add(
+		    rep, base, GP_FAIL, check,
+		    "a rank that fails or hangs holds the others in the "
+		    "collective: look at the kernel log (Xid), 'nvidia-smi topo "
+		    "-m' and NCCL_DEBUG=INFO in the Python environment",
+		    "%d ranks, one per GPU: %s", x->ranks, x->error);
+		return GP_FAIL;
+	}
+	if (x->skip || x->seconds <= 0) {
+		gp_report_add(rep, base, GP_SKIP, check, wheel_hint, "not measured: %s",
+		              x->skip ? x->skip : "no rank reported a time");
+		return GP_PASS;
+	}
+	double algbw = (double)x->bytes / x->seconds;
+	double busbw = algbw * 2 * (x->ranks - 1) / x->ranks;
+	bool nvlink = true;
+	const struct gp_deep_gpu *narrow = NULL;
+	for (int i = 0; i < n; i++) {
+		if (!gp_deep_gpu_measured(&gpus[i]))
+			continue;
+		const struct gp_gpuspec *spec = gp_gpuspec_lookup(gpus[i].name);
+		nvlink = nvlink && gpus[i].nvlink_active > 0 && spec &&
+		         spec->nvlink_gbps > 0;
+		if (!narrow ||
+		    gp_pcie_expected_gbps(gpus[i].pcie_max_gen, gpus[i].pcie_max_width) <
+		        gp_pcie_expected_gbps(narrow->pcie_max_gen,
+		                              narrow->pcie_max_width))
+			narrow = &gpus[i];
+	}
+	double expected = 0;
+	for (int i = 0; i < n; i++) {
+		if (!gp_deep_gpu_measured(&gpus[i]))
+			continue;
+		double e = gp_peer_expected_gbps(gp_gpuspec_lookup(narrow->name),
+		                                 gp_gpuspec_lookup(gpus[i].name), nvlink,
+		                                 narrow->pcie_max_gen,
+		                                 narrow->pcie_max_width) *
+		           1e9;
+		if (expected == 0 || e < expected)
+			expected = e;
+	}
+	_cleanup_free_ char *how = gp_xasprintf(
+	    "ncclAllReduce of %zu MiB, float sum, %d ranks, the slowest rank's "
+	    "median; algorithm bandwidth %.1f GB/s (bytes / time), bus bandwidth = "
+	    "algorithm x 2(n-1)/n; %s; %s",
+	    x->bytes >> 20, x->ranks, algbw / 1e9,
+	    nvlink ? "NVLink: half the model's NVLink figure"
+	           : "PCIe: the narrowest link's figure, not every GPU has active "
+	             "NVLink",
+	    x->library ? x->library : "library not named");
+	_cleanup_free_ char *v = gp_xasprintf("%.6g", busbw);
+	gp_report_set_fact(rep, "deep/nccl_allreduce/busbw", v);
+	free(v);
+	v = gp_xasprintf("%.6g", algbw);
+	gp_report_set_fact(rep, "deep/nccl_allreduce/algbw", v);
+	free(v);
+	v = gp_xasprintf("%d", x->ranks);
+	gp_report_set_fact(rep, "deep/nccl_allreduce/ranks", v);
+	if (expected <= 0) {
+		gp_report_add(rep, base, GP_PASS, check, NULL,
+		              "%.1f GB/s bus bandwidth (%s); no expected figure for "
+		              "these GPUs, not compared",
+		              busbw / 1e9, how);
+		gp_report_measure(rep, busbw, 0, "B/s");
+		return GP_PASS;
+	}
+	double f;
+	enum gp_level l = level_of(gp_gpuspec_judge(busbw, expected, &f));
+	gp_report_add(rep, base, l, check,
+	              "a healthy node of these GPUs reaches the expected figure: look "
+	              "at the GPUs' NVLink, PCIe and peer-to-peer findings and "
+	              "'nvidia-smi topo -m'",
+	              "%.1f GB/s bus bandwidth, expected %.1f, %.0f%% of it (%s)",
+	              busbw / 1e9, expected / 1e9, f * 100, how);
+	gp_report_measure(rep, busbw, expected, "B/s");
+	return l;
 }
 
 /* Xid events since boot, for the whole node: the kernel log names a GPU
@@ -449,6 +576,13 @@ static void judge_xid(struct gp_ctx *c, struct gp_report *rep)
 	gp_buf_free(&seen);
 }
 
+static int no_child(struct gp_ctx *c)
+{
+	return gp_fail(c->err, GP_EFAILED,
+	               "verify --deep: cannot start a measuring child process: out of "
+	               "processes or memory?");
+}
+
 int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
                    struct gp_report *rep)
 {
@@ -475,12 +609,16 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 	int ret = 0;
 	char *p2p_error = NULL;
 	struct judged *js = NULL;
-	char **dirs = NULL;
+	char **dirs = NULL, **nccl_dirs = NULL;
+	struct gp_deep_nccl nccl = { 0 };
+	struct gp_nvfabric fabric;
+	bool have_fabric = false;
+	const cJSON *pytorch = c->profile
+	                           ? gp_profile_stage(c->profile, gp_stage_pytorch.name)
+	                           : NULL;
 	if (gp_nvhealth_health(&c->root, rop, gpus, n, timeout_ms(HEALTH_TIMEOUT_MS)) <
 	    0) {
-		ret = gp_fail(c->err, GP_EFAILED,
-		              "verify --deep: cannot start a measuring child "
-		              "process: out of processes or memory?");
+		ret = no_child(c);
 		goto out;
 	}
 	int busy_gpu = -1;
@@ -500,15 +638,20 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 		              "no compute process on %d GPU%s", n, n == 1 ? "" : "s");
 	}
 	judge_xid(c, rep);
+	/* NVSwitch boxes: a GPU the fabric manager has not registered. */
+	if (gp_ctx_nvfabric(c, HEALTH_TIMEOUT_MS, &fabric) == 0) {
+		have_fabric = !fabric.error && fabric.loaded && fabric.init_rc == 0 &&
+		              fabric.api;
+		if (!have_fabric)
+			gp_nvfabric_clear(&fabric);
+	}
 	bool measure = busy_gpu < 0 || force;
-	dirs = cublas_dirs(c);
+	dirs = library_dirs(c, "cublas");
 	if (measure &&
 	    gp_nvhealth_perf(&c->root, rop, gpus, n, level, (const char *const *)dirs,
 	                     timeout_ms(level == GP_DEEP_FULL ? FULL_TIMEOUT_MS
 	                                                      : QUICK_TIMEOUT_MS)) < 0) {
-		ret = gp_fail(c->err, GP_EFAILED,
-		              "verify --deep: cannot start a measuring child "
-		              "process: out of processes or memory?");
+		ret = no_child(c);
 		goto out;
 	}
 	if (measure &&
@@ -516,15 +659,23 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 	                    timeout_ms(level == GP_DEEP_FULL ? P2P_FULL_TIMEOUT_MS
 	                                                     : P2P_QUICK_TIMEOUT_MS),
 	                    &p2p_error) < 0) {
-		ret = gp_fail(c->err, GP_EFAILED,
-		              "verify --deep: cannot start a measuring child "
-		              "process: out of processes or memory?");
+		ret = no_child(c);
+		goto out;
+	}
+	nccl_dirs = library_dirs(c, "nccl");
+	if (measure && pytorch &&
+	    gp_nvhealth_nccl(&c->root, rop, gpus, n, level,
+	                     (const char *const *)nccl_dirs,
+	                     timeout_ms(level == GP_DEEP_FULL ? NCCL_FULL_TIMEOUT_MS
+	                                                      : NCCL_QUICK_TIMEOUT_MS),
+	                     &nccl) < 0) {
+		ret = no_child(c);
 		goto out;
 	}
 	js = gp_xcalloc((size_t)n, sizeof *js);
 	for (int i = 0; i < n; i++)
 		js[i] = (struct judged){ GP_PASS, 2, NULL };
-	enum gp_level node = GP_PASS;
+	enum gp_level node = GP_PASS, nccl_level = GP_PASS;
 	int slowest_gpu = -1;
 	double slowest = 2;
 	const char *slowest_what = NULL;
@@ -537,6 +688,7 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 			add(rep, j, "deep.child", i, GP_FAIL, "measuring child process",
 			    "look at the kernel log (Xid) and nvidia-smi for this GPU",
 			    err);
+		judge_fabric(rep, j, i, have_fabric ? &fabric : NULL);
 		judge_health(rep, j, i, g);
 		if (measure && !g->perf_error) {
 			judge_perf(rep, j, i, g, spec);
@@ -558,17 +710,29 @@ int gp_deep_verify(struct gp_ctx *c, enum gp_deep_level level, bool force,
 			slowest_what = j->slowest_what;
 		}
 	}
+	if (measure) {
+		nccl_level = judge_nccl(rep, gpus, n, pytorch != NULL, &nccl);
+		if (nccl_level > node)
+			node = nccl_level;
+	}
 	if (slowest_gpu >= 0)
 		gp_report_add(rep, "deep.node", node, "the node's verdict",
 		              "see the slowest GPU's findings",
-		              "%d GPU%s, %s; slowest: GPU %d at %.0f%% of expected (%s)",
+		              "%d GPU%s, %s; slowest: GPU %d at %.0f%% of expected "
+		              "(%s)%s%s",
 		              n, n == 1 ? "" : "s", gp_level_name(node), slowest_gpu,
-		              slowest * 100, slowest_what);
+		              slowest * 100, slowest_what,
+		              nccl_level > GP_PASS ? "; NCCL all-reduce: " : "",
+		              nccl_level > GP_PASS ? gp_level_name(nccl_level) : "");
 	else
 		gp_report_add(rep, "deep.node", node, "the node's verdict",
 		              "see the GPUs' findings", "%d GPU%s, %s; nothing measured",
 		              n, n == 1 ? "" : "s", gp_level_name(node));
 out:
+	if (have_fabric)
+		gp_nvfabric_clear(&fabric);
+	gp_deep_nccl_free(&nccl);
+	gp_strv_free(nccl_dirs);
 	gp_strv_free(dirs);
 	free(p2p_error);
 	free(js);

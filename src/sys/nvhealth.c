@@ -256,6 +256,68 @@ struct cuda {
 	void *start, *stop;
 };
 
+/* The driver API calls every measuring child uses, from libcuda.so.1. */
+struct driver {
+	void *lib;
+	cuDeviceGet_t *get;
+	cuDevicePrimaryCtxRetain_t *retain;
+	cuCtxSetCurrent_t *set_current;
+	cuMemAlloc_v2_t *alloc;
+	cuEventCreate_t *event;
+	struct cuda cu; /* its start and stop left NULL */
+};
+
+/* libcuda.so.1 loaded, those calls found and cuInit done, with CUDA's
+ * ordinals made NVML's (the PCI bus order, every GPU visible); false with
+ * why (a sentence) when not. The caller looks up its own further calls in
+ * d->lib. */
+static bool driver_open(struct driver *d, char *why, size_t len)
+{
+	setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+	unsetenv("CUDA_VISIBLE_DEVICES");
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(why, len, "cannot load libcuda.so.1: %s", dlerror());
+		return false;
+	}
+	cuInit_t *init = SYM(h, cuInit);
+	*d = (struct driver){ h,
+		              SYM(h, cuDeviceGet),
+		              SYM(h, cuDevicePrimaryCtxRetain),
+		              SYM(h, cuCtxSetCurrent),
+		              SYM(h, cuMemAlloc_v2),
+		              SYM(h, cuEventCreate),
+		              { SYM(h, cuEventRecord), SYM(h, cuEventSynchronize),
+		                SYM(h, cuEventElapsedTime), NULL, NULL } };
+	if (!init || !d->get || !d->retain || !d->set_current || !d->alloc || !d->event ||
+	    !d->cu.record || !d->cu.sync || !d->cu.elapsed) {
+		snprintf(why, len,
+		         "libcuda.so.1 lacks a driver API entry point verify "
+		         "--deep uses");
+		return false;
+	}
+	int rc = init(0);
+	if (rc) {
+		snprintf(why, len, "cuInit failed (return code %d)", rc);
+		return false;
+	}
+	return true;
+}
+
+/* GPU index's primary context (the one the CUDA runtime of cuBLAS and
+ * NCCL uses too) made current, with two events of it: 0, or the driver's
+ * return code. */
+static int driver_gpu(const struct driver *d, unsigned index, int *dev, void **ctx,
+                      void **start, void **stop)
+{
+	int rc;
+	if ((rc = d->get(dev, (int)index)) || (rc = d->retain(ctx, *dev)) ||
+	    (rc = d->set_current(*ctx)) || (rc = d->event(start, 0)) ||
+	    (rc = d->event(stop, 0)))
+		return rc;
+	return 0;
+}
+
 /* The worst of what NVML shows while work is queued: the lowest link,
  * every clock-event reason, the highest temperature and power. */
 struct load {
@@ -377,6 +439,17 @@ static double timed(const struct cuda *cu, const struct nvml *n, struct load *l,
 	return t[runs / 2];
 }
 
+/* "no LIBRARY in DIR, DIR, REST": where a library was looked for. */
+static void not_found(char *why, size_t len, const char *library, const char *const *dirs,
+                      const char *rest)
+{
+	size_t n = (size_t)snprintf(why, len, "no %s in ", library);
+	for (size_t d = 0; dirs && dirs[d] && n < len; d++)
+		n += (size_t)snprintf(why + n, len - n, "%s, ", dirs[d]);
+	if (n < len)
+		snprintf(why + n, len - n, "%s", rest);
+}
+
 /* cuBLAS from dirs first (where the profile provisioned it: the cuda
  * stage's toolkit, the Python environment's NVIDIA wheels), then the loader
  * paths, then the toolkit's usual directory (the cuda stage's link). */
@@ -399,23 +472,22 @@ static void *open_cublas(const char *const *dirs, char *why, size_t len)
 	}
 	if (h)
 		return h;
-	size_t n = (size_t)snprintf(why, len, "no libcublas.so.13, .12 or .11 in ");
-	for (size_t d = 0; dirs && dirs[d] && n < len; d++)
-		n += (size_t)snprintf(why + n, len - n, "%s, ", dirs[d]);
-	if (n < len)
-		snprintf(why + n, len - n, "the loader paths or /usr/local/cuda/lib64");
+	not_found(why, len, "libcublas.so.13, .12 or .11", dirs,
+	          "the loader paths or /usr/local/cuda/lib64");
 	return NULL;
 }
 
 struct level {
-	size_t copy_bytes, host_bytes, peer_bytes;
+	size_t copy_bytes, host_bytes, peer_bytes, nccl_bytes;
 	int gemm_m, warmup, runs, batch;
 	double soak_s; /* BF16 GEMMs first, for boost and heat to settle */
 };
 
 static const struct level levels[] = {
-	[GP_DEEP_QUICK] = { 1ul << 30, 256ul << 20, 64ul << 20, 4096, 20, 3, 10, 2 },
-	[GP_DEEP_FULL] = { 2ul << 30, 1ul << 30, 512ul << 20, 8192, 200, 7, 20, 30 },
+	[GP_DEEP_QUICK] = { 1ul << 30, 256ul << 20, 64ul << 20, 64ul << 20, 4096, 20, 3,
+	                    10, 2 },
+	[GP_DEEP_FULL] = { 2ul << 30, 1ul << 30, 512ul << 20, 256ul << 20, 8192, 200, 7,
+	                   20, 30 },
 };
 
 /* Random inputs in [-2, -1] and [1, 2] for the GEMMs: zeros would draw
@@ -666,36 +738,26 @@ static void perf(int fd, void *arg)
 	struct nvml n = { 0 };
 	if (!nvml_open(fd, pa->index, &n))
 		return;
-	setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
-	unsetenv("CUDA_VISIBLE_DEVICES");
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		put(fd, "perf_skip cannot load libcuda.so.1: %s", dlerror());
+	struct driver d;
+	char why[200];
+	if (!driver_open(&d, why, sizeof why)) {
+		put(fd, "perf_skip %s", why);
 		return;
 	}
-	cuInit_t *init = SYM(h, cuInit);
-	cuDeviceGet_t *get = SYM(h, cuDeviceGet);
-	cuDevicePrimaryCtxRetain_t *retain = SYM(h, cuDevicePrimaryCtxRetain);
-	cuCtxSetCurrent_t *set_current = SYM(h, cuCtxSetCurrent);
-	cuMemAlloc_v2_t *alloc = SYM(h, cuMemAlloc_v2);
+	void *h = d.lib;
+	cuMemAlloc_v2_t *alloc = d.alloc;
 	cuMemHostAlloc_t *host_alloc = SYM(h, cuMemHostAlloc);
-	cuEventCreate_t *event = SYM(h, cuEventCreate);
-	struct cuda cu = { SYM(h, cuEventRecord), SYM(h, cuEventSynchronize),
-		           SYM(h, cuEventElapsedTime), NULL, NULL };
+	struct cuda cu = d.cu;
 	void *dtod = SYM(h, cuMemcpyDtoDAsync_v2), *htod = SYM(h, cuMemcpyHtoDAsync_v2),
 	     *dtoh = SYM(h, cuMemcpyDtoHAsync_v2);
-	if (!init || !get || !retain || !set_current || !alloc || !host_alloc || !event ||
-	    !cu.record || !cu.sync || !cu.elapsed || !dtod || !htod || !dtoh) {
+	if (!host_alloc || !dtod || !htod || !dtoh) {
 		put(fd, "perf_skip libcuda.so.1 lacks a driver API entry point verify "
 		        "--deep uses");
 		return;
 	}
 	int dev, rc;
 	void *ctx = NULL;
-	/* The primary context: the one cuBLAS's runtime uses too. */
-	if ((rc = init(0)) || (rc = get(&dev, (int)pa->index)) ||
-	    (rc = retain(&ctx, dev)) || (rc = set_current(ctx)) ||
-	    (rc = event(&cu.start, 0)) || (rc = event(&cu.stop, 0))) {
+	if ((rc = driver_gpu(&d, pa->index, &dev, &ctx, &cu.start, &cu.stop))) {
 		put(fd, "perf_skip the CUDA driver API failed on GPU %u (return code %d)",
 		    pa->index, rc);
 		return;
@@ -761,45 +823,31 @@ static void p2p(int fd, void *arg)
 {
 	const struct p2p_arg *pa = arg;
 	const struct level *lv = &levels[pa->level];
-	setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
-	unsetenv("CUDA_VISIBLE_DEVICES");
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		put(fd, "error cannot load libcuda.so.1: %s", dlerror());
+	struct driver d;
+	char why[200];
+	if (!driver_open(&d, why, sizeof why)) {
+		put(fd, "error %s", why);
 		return;
 	}
-	cuInit_t *init = SYM(h, cuInit);
-	cuDeviceGet_t *get = SYM(h, cuDeviceGet);
-	cuDevicePrimaryCtxRetain_t *retain = SYM(h, cuDevicePrimaryCtxRetain);
-	cuCtxSetCurrent_t *set_current = SYM(h, cuCtxSetCurrent);
-	cuMemAlloc_v2_t *alloc = SYM(h, cuMemAlloc_v2);
-	cuEventCreate_t *event = SYM(h, cuEventCreate);
-	cuDeviceCanAccessPeer_t *can_access = SYM(h, cuDeviceCanAccessPeer);
-	cuCtxEnablePeerAccess_t *enable = SYM(h, cuCtxEnablePeerAccess);
-	struct cuda cu = { SYM(h, cuEventRecord), SYM(h, cuEventSynchronize),
-		           SYM(h, cuEventElapsedTime), NULL, NULL };
-	void *copy = SYM(h, cuMemcpyPeerAsync);
-	if (!init || !get || !retain || !set_current || !alloc || !event || !can_access ||
-	    !enable || !cu.record || !cu.sync || !cu.elapsed || !copy) {
+	cuDeviceCanAccessPeer_t *can_access = SYM(d.lib, cuDeviceCanAccessPeer);
+	cuCtxEnablePeerAccess_t *enable = SYM(d.lib, cuCtxEnablePeerAccess);
+	struct cuda cu = d.cu;
+	void *copy = SYM(d.lib, cuMemcpyPeerAsync);
+	if (!can_access || !enable || !copy) {
 		put(fd, "error libcuda.so.1 lacks a driver API entry point of the "
 		        "peer-to-peer copies");
 		return;
 	}
-	int rc = init(0);
-	if (rc) {
-		put(fd, "error cuInit failed (return code %d)", rc);
-		return;
-	}
+	int rc;
 	struct peer_gpu *g = calloc((size_t)pa->n, sizeof *g);
 	if (!g) {
 		put(fd, "error out of memory");
 		return;
 	}
 	for (int k = 0; k < pa->n; k++)
-		if ((rc = get(&g[k].dev, (int)pa->index[k])) ||
-		    (rc = retain(&g[k].ctx, g[k].dev)) || (rc = set_current(g[k].ctx)) ||
-		    (rc = alloc(&g[k].buf, lv->peer_bytes)) ||
-		    (rc = event(&g[k].start, 0)) || (rc = event(&g[k].stop, 0)))
+		if ((rc = driver_gpu(&d, pa->index[k], &g[k].dev, &g[k].ctx, &g[k].start,
+		                     &g[k].stop)) ||
+		    (rc = d.alloc(&g[k].buf, lv->peer_bytes)))
 			snprintf(g[k].why, sizeof g[k].why,
 			         "GPU %u: the driver API failed (return code %d)",
 			         pa->index[k], rc);
@@ -824,7 +872,7 @@ static void p2p(int fd, void *arg)
 				continue;
 			}
 			/* GPU i's context may then use GPU k's memory. */
-			if ((rc = set_current(g[i].ctx)) ||
+			if ((rc = d.set_current(g[i].ctx)) ||
 			    ((rc = enable(g[k].ctx, 0)) &&
 			     rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)) {
 				put(fd,
@@ -851,6 +899,165 @@ static void p2p(int fd, void *arg)
 				    b);
 		}
 	free(g);
+}
+
+/* --- NCCL all-reduce ---------------------------------------------------- */
+
+/* nccl.h: ncclUniqueId is 128 opaque bytes, passed by value. */
+typedef struct {
+	char internal[128];
+} nccl_id;
+typedef int ncclGetUniqueId_t(nccl_id *);
+typedef int ncclCommInitRank_t(void **, int, nccl_id, int);
+typedef int ncclAllReduce_t(const void *, void *, size_t, int, int, void *, void *);
+typedef const char *ncclGetErrorString_t(int);
+enum { NCCL_FLOAT32 = 7, NCCL_SUM = 0 };
+
+struct nccl_arg {
+	int rank, ranks;
+	unsigned index; /* the rank's GPU, its NVML index */
+	enum gp_deep_level level;
+	int id_in, id_out; /* the pipe rank 0 hands the id on */
+	const char *const *dirs; /* where libnccl.so.2 is tried first */
+};
+
+/* libnccl.so.2 from dirs, then by soname; NULL with why. */
+static void *open_nccl(const char *const *dirs, char *why, size_t len)
+{
+	char path[PATH_MAX];
+	void *h = NULL;
+	for (size_t d = 0; !h && dirs && dirs[d]; d++)
+		if ((size_t)snprintf(path, sizeof path, "%s/libnccl.so.2", dirs[d]) <
+		    sizeof path)
+			h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+	if (h)
+		return h;
+	not_found(why, len, "libnccl.so.2", dirs, "or the loader paths");
+	return NULL;
+}
+
+static int enqueue_allreduce(struct work *w)
+{
+	void *buf = (void *)(uintptr_t)w->a;
+	return ((ncclAllReduce_t *)w->fn)(buf, buf, w->bytes / 4, NCCL_FLOAT32, NCCL_SUM,
+	                                  w->handle, NULL);
+}
+
+/* Whole writes of the id, one for each other rank (128 bytes: atomic on a
+ * pipe). */
+static bool hand_on(int fd, const nccl_id *id, int times)
+{
+	for (int k = 0; k < times; k++) {
+		ssize_t n;
+		while ((n = write(fd, id, sizeof *id)) < 0 && errno == EINTR)
+			;
+		if (n != (ssize_t)sizeof *id)
+			return false;
+	}
+	return true;
+}
+
+static bool take_id(int fd, nccl_id *id)
+{
+	size_t got = 0;
+	while (got < sizeof *id) {
+		ssize_t n = read(fd, id->internal + got, sizeof *id - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		got += (size_t)n;
+	}
+	return true;
+}
+
+/* One rank: writes nccl_lib, nccl_time (seconds per all-reduce, the
+ * median) or nccl_skip, or an error line. */
+static void nccl_rank(int fd, void *arg)
+{
+	const struct nccl_arg *na = arg;
+	const struct level *lv = &levels[na->level];
+	/* Rank 0 writes the id, the others read it; each end of the file
+	 * then ends when rank 0 ends, whatever happens to it. */
+	close(na->rank == 0 ? na->id_in : na->id_out);
+	int id_fd = na->rank == 0 ? na->id_out : na->id_in;
+	char why[512];
+	void *h = open_nccl(na->dirs, why, sizeof why);
+	if (!h) {
+		put(fd, "nccl_skip %s", why);
+		return;
+	}
+	ncclGetUniqueId_t *unique_id = SYM(h, ncclGetUniqueId);
+	ncclCommInitRank_t *init_rank = SYM(h, ncclCommInitRank);
+	ncclGetErrorString_t *error_string = SYM(h, ncclGetErrorString);
+	void *all_reduce = SYM(h, ncclAllReduce);
+	Dl_info info;
+	if (!unique_id || !init_rank || !all_reduce) {
+		put(fd,
+		    "nccl_skip libnccl.so.2 lacks ncclGetUniqueId, ncclCommInitRank or "
+		    "ncclAllReduce");
+		return;
+	}
+	if (dladdr((void *)init_rank, &info) && info.dli_fname)
+		put(fd, "nccl_lib %s", info.dli_fname);
+	nccl_id id;
+	int rc;
+	if (na->rank == 0) {
+		if ((rc = unique_id(&id))) {
+			put(fd, "error ncclGetUniqueId failed: %s",
+			    error_string ? error_string(rc) : "?");
+			return;
+		}
+		if (!hand_on(id_fd, &id, na->ranks - 1)) {
+			put(fd, "error cannot hand the NCCL id to the other ranks");
+			return;
+		}
+		close(id_fd);
+	} else if (!take_id(id_fd, &id)) {
+		put(fd, "error rank 0 handed on no NCCL id (it failed first)");
+		return;
+	}
+	struct driver d;
+	int dev;
+	void *ctx;
+	struct cuda cu;
+	if (!driver_open(&d, why, sizeof why)) {
+		put(fd, "error %s", why);
+		return;
+	}
+	cu = d.cu;
+	if ((rc = driver_gpu(&d, na->index, &dev, &ctx, &cu.start, &cu.stop))) {
+		put(fd, "error the CUDA driver API failed on GPU %u (return code %d)",
+		    na->index, rc);
+		return;
+	}
+	CUdeviceptr buf;
+	if (d.alloc(&buf, lv->nccl_bytes)) {
+		put(fd, "error cannot allocate %zu MiB on GPU %u", lv->nccl_bytes >> 20,
+		    na->index);
+		return;
+	}
+	void *comm = NULL;
+	/* Collective: returns once every rank has joined. */
+	if ((rc = init_rank(&comm, na->ranks, id, na->rank))) {
+		put(fd, "error ncclCommInitRank failed: %s",
+		    error_string ? error_string(rc) : "?");
+		return;
+	}
+	const struct nvml none = { 0 };
+	struct load l = { 0 };
+	struct work w = { .enqueue = enqueue_allreduce,
+		          .fn = all_reduce,
+		          .handle = comm,
+		          .a = buf,
+		          .bytes = lv->nccl_bytes };
+	double s = timed(&cu, &none, &l, &w, 5, lv->runs, 2);
+	if (s > 0)
+		put(fd, "nccl_time %.6g", s);
+	else
+		put(fd, "error an ncclAllReduce or event call failed");
 }
 
 /* --- the parent -------------------------------------------------------- */
@@ -1064,6 +1271,49 @@ static char *child_error(const struct gp_nvchild *ch, int timeout_ms, const char
 	return NULL;
 }
 
+/* Hands each line of ch's output but its first "error" line to fn(arg,
+ * line); returns how the child failed (child_error, else the read-only
+ * namespace it could not enter), NULL when it ended well. */
+static char *child_lines(struct gp_nvchild *ch, int timeout_ms,
+                         void (*fn)(void *arg, char *line), void *arg)
+{
+	const char *said = NULL;
+	char *save = NULL;
+	for (char *l = ch->out.data ? strtok_r(ch->out.data, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(l, "error ", 6) == 0 && !said)
+			said = l + 6;
+		else
+			fn(arg, l);
+	}
+	char *e = child_error(ch, timeout_ms, said);
+	if (!e && ch->read_only_refused)
+		e = gp_xasprintf("cannot enter the read-only namespace: %s",
+		                 strerror(ch->read_only_refused));
+	return e;
+}
+
+static void gpu_line(void *arg, char *line)
+{
+	gp_nvhealth_parse_line(arg, line);
+}
+
+struct peers {
+	struct gp_deep_gpu *gpus;
+	int n;
+};
+
+static void peer_line(void *arg, char *line)
+{
+	const struct peers *p = arg;
+	gp_nvhealth_parse_peer_line(p->gpus, p->n, line);
+}
+
+static void nccl_line(void *arg, char *line)
+{
+	gp_nvhealth_parse_nccl_line(arg, line);
+}
+
 static int run_all(const struct gp_root *r, const struct gp_run_read_only *ro,
                    struct gp_deep_gpu *gpus, int n, int timeout_ms, gp_nvchild_fn *fn,
                    void *args, size_t arg_size, bool perf_phase)
@@ -1077,21 +1327,12 @@ static int run_all(const struct gp_root *r, const struct gp_run_read_only *ro,
 			break;
 	gp_nvchild_collect(ch, (size_t)started, timeout_ms);
 	for (int i = 0; i < started; i++) {
-		char *error = NULL, *save = NULL;
-		for (char *l = ch[i].out.data ? strtok_r(ch[i].out.data, "\n", &save)
-		                              : NULL;
-		     l; l = strtok_r(NULL, "\n", &save)) {
-			if (strncmp(l, "error ", 6) == 0 && !error)
-				error = l + 6;
-			else
-				gp_nvhealth_parse_line(&gpus[i], l);
-		}
+		char *e = child_lines(&ch[i], timeout_ms, gpu_line, &gpus[i]);
 		char **dst = perf_phase ? &gpus[i].perf_error : &gpus[i].health_error;
 		if (!*dst)
-			*dst = child_error(&ch[i], timeout_ms, error);
-		if (ch[i].read_only_refused && !*dst)
-			*dst = gp_xasprintf("cannot enter the read-only namespace: %s",
-			                    strerror(ch[i].read_only_refused));
+			*dst = e;
+		else
+			free(e);
 		gp_nvchild_free(&ch[i]);
 	}
 	free(ch);
@@ -1129,19 +1370,8 @@ int gp_nvhealth_p2p(const struct gp_root *r, const struct gp_run_read_only *ro,
 	if (rc < 0)
 		return rc;
 	gp_nvchild_collect(&ch, 1, timeout_ms);
-	const char *said = NULL;
-	char *save = NULL;
-	for (char *l = ch.out.data ? strtok_r(ch.out.data, "\n", &save) : NULL; l;
-	     l = strtok_r(NULL, "\n", &save)) {
-		if (strncmp(l, "error ", 6) == 0 && !said)
-			said = l + 6;
-		else
-			gp_nvhealth_parse_peer_line(gpus, n, l);
-	}
-	*error = child_error(&ch, timeout_ms, said);
-	if (ch.read_only_refused && !*error)
-		*error = gp_xasprintf("cannot enter the read-only namespace: %s",
-		                      strerror(ch.read_only_refused));
+	struct peers p = { gpus, n };
+	*error = child_lines(&ch, timeout_ms, peer_line, &p);
 	gp_nvchild_free(&ch);
 	return 0;
 }
@@ -1162,4 +1392,95 @@ int gp_nvhealth_perf(const struct gp_root *r, const struct gp_run_read_only *ro,
 		};
 	}
 	return run_all(r, ro, gpus, n, timeout_ms, perf, args, sizeof *args, true);
+}
+
+void gp_deep_nccl_free(struct gp_deep_nccl *x)
+{
+	free(x->library);
+	free(x->skip);
+	free(x->error);
+	*x = (struct gp_deep_nccl){ 0 };
+}
+
+void gp_nvhealth_parse_nccl_line(struct gp_deep_nccl *x, char *line)
+{
+	char *sp = strchr(line, ' ');
+	const char *v = sp ? sp + 1 : "";
+	if (sp)
+		*sp = '\0';
+	double t;
+	if (strcmp(line, "nccl_time") == 0 && (t = rate(v)) > 0) {
+		if (t > x->seconds) /* the slowest rank's */
+			x->seconds = t;
+	} else if (strcmp(line, "nccl_lib") == 0) {
+		set_once(&x->library, v);
+	} else if (strcmp(line, "nccl_skip") == 0) {
+		set_once(&x->skip, v);
+	}
+}
+
+int gp_nvhealth_nccl(const struct gp_root *r, const struct gp_run_read_only *ro,
+                     const struct gp_deep_gpu *gpus, int n, enum gp_deep_level level,
+                     const char *const *nccl_dirs, int timeout_ms,
+                     struct gp_deep_nccl *out)
+{
+	*out = (struct gp_deep_nccl){ 0 };
+	int ids[2];
+	_cleanup_free_ struct nccl_arg *args = gp_xcalloc((size_t)(n ? n : 1),
+	                                                  sizeof *args);
+	int ranks = 0;
+	for (int i = 0; i < n && i < GP_PROBE_MAX_GPUS; i++)
+		if (gp_deep_gpu_measured(&gpus[i]))
+			args[ranks++].index = (unsigned)i;
+	if (ranks < 2)
+		return 0;
+	if (pipe2(ids, O_CLOEXEC) < 0)
+		return -errno;
+	for (int k = 0; k < ranks; k++) {
+		args[k].rank = k;
+		args[k].ranks = ranks;
+		args[k].level = level == GP_DEEP_FULL ? GP_DEEP_FULL : GP_DEEP_QUICK;
+		args[k].id_in = ids[0];
+		args[k].id_out = ids[1];
+		args[k].dirs = nccl_dirs;
+	}
+	struct gp_nvchild *ch = gp_xcalloc((size_t)ranks, sizeof *ch);
+	int rc = 0, started = 0;
+	for (; started < ranks; started++)
+		if ((rc = gp_nvchild_start(r, ro, nccl_rank, &args[started],
+		                           &ch[started])) < 0)
+			break;
+	/* Only the ranks hold the pipe now: a rank waiting for the id sees
+	 * its end when rank 0 ends. */
+	close(ids[0]);
+	close(ids[1]);
+	gp_nvchild_collect(ch, (size_t)started, timeout_ms);
+	out->ranks = started == ranks ? ranks : 0;
+	out->bytes = levels[args[0].level].nccl_bytes;
+	int killed = 0, own_error_from = -1;
+	for (int k = 0; k < started; k++) {
+		_cleanup_free_ char *e = child_lines(&ch[k], timeout_ms, nccl_line, out);
+		/* The first rank that failed by its own account or crashed, else
+		 * the first one killed: a killed rank may have waited for a
+		 * failed one in the collective. */
+		killed += ch[k].timed_out;
+		if (e && (!out->error || (own_error_from < 0 && !ch[k].timed_out))) {
+			free(out->error);
+			out->error = gp_xasprintf("rank %d (GPU %u): %s", k,
+			                          args[k].index, e);
+			if (!ch[k].timed_out)
+				own_error_from = k;
+		}
+		gp_nvchild_free(&ch[k]);
+	}
+	free(ch);
+	if (killed > 1 && own_error_from < 0) {
+		char *e = gp_xasprintf("%s; %d of the %d ranks were killed", out->error,
+		                       killed, ranks);
+		free(out->error);
+		out->error = e;
+	}
+	if (out->skip || out->error)
+		out->seconds = 0;
+	return rc;
 }

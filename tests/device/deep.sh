@@ -12,6 +12,7 @@
 # driver stage's checks run, --deep does not depend on the profile).
 # PYTHON: a Python with torch (default python3). Everything goes to $OUT:
 # detect.json, verify.json, plan.txt, deep.json (+ .stderr, .rc), deep-quick.json, torch.json,
+# deep-nccl.json (with a profile whose pytorch stage is $PYTHON's environment), torch-nccl.json,
 # nvidia-smi.txt, summary.txt. The figures are to be recorded, with the
 # date, in docs/reference/gpu-health.md and src/nv/gpuspec.c's comments.
 set -u
@@ -55,6 +56,32 @@ if [ -x "$GPUPROV" ]; then
 	log "verify --deep: exit $rc in $(( $(date +%s) - start )) s"
 	timeout 60 "$GPUPROV" --format prometheus verify --profile "$PROFILE" --only driver \
 		--deep=quick > "$OUT/deep-quick.prom" 2> /dev/null
+	# The NCCL all-reduce needs the pytorch stage: a profile whose stage is
+	# $PYTHON's own environment (its prefix, when gpuprov allows it there,
+	# its version, its torch), so verify --deep finds that environment's
+	# nvidia/nccl/lib/libnccl.so.2; the wheel's directory is also put on
+	# LD_LIBRARY_PATH for the soname, wherever the environment is.
+	NCCL_LIB=$("$PYTHON" - "$OUT/nccl-profile.json" 2> "$OUT/nccl-profile.stderr" <<'PY'
+import glob, json, os, sys, torch
+v = "%d.%d" % sys.version_info[:2]
+prefix = sys.prefix
+if not prefix.startswith(("/opt/", "/usr/local/", "/srv/")):
+    prefix = "/opt/deep-nccl-not-there"  # gpuprov's rule; the soname then
+json.dump({"name": "deep-nccl", "extends": "distro/ubuntu2404",
+           "stages": {"driver": {"method": "apt", "branch": "580", "flavor": "server",
+                                 "modules": "open"},
+                      "pytorch": {"method": "venv", "prefix": prefix, "python": v,
+                                  "packages": ["torch==" + torch.__version__.split("+")[0]]}}},
+          open(sys.argv[1], "w"), indent=1)
+site = os.path.dirname(os.path.dirname(torch.__file__))
+print(":".join(glob.glob(os.path.join(site, "nvidia", "nccl", "lib"))))
+PY
+)
+	log "NCCL wheel: ${NCCL_LIB:-none found}"
+	LD_LIBRARY_PATH=${NCCL_LIB}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+		timeout 120 "$GPUPROV" --json verify --profile "$OUT/nccl-profile.json" \
+		--only driver --deep=quick > "$OUT/deep-nccl.json" 2> "$OUT/deep-nccl.stderr"
+	log "verify --deep=quick with the pytorch stage (NCCL): exit $?"
 fi
 
 # The same measurements with PyTorch: BF16/FP16/TF32 (and FP8 on Hopper
@@ -135,6 +162,48 @@ print(json.dumps(result, indent=1))
 PY
 log "torch: exit $?"
 
+# The all-reduce with torch.distributed, as verify --deep's: one process per
+# GPU, float sum in place of 256 MiB, 5 warm-up, median of 7 batches of 2,
+# bus bandwidth = algorithm bandwidth x 2(n-1)/n (nccl-tests' definition).
+timeout 180 "$PYTHON" - > "$OUT/torch-nccl.json" 2> "$OUT/torch-nccl.stderr" <<'PY'
+import json, os, statistics, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
+
+def rank_main(rank, n, q):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29533")
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=n)
+    x = torch.ones(64 << 20, device="cuda")  # 256 MiB of float
+    for _ in range(5):
+        dist.all_reduce(x)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(7):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(2):
+            dist.all_reduce(x)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1000 / 2)
+    q.put((rank, statistics.median(times)))
+    dist.destroy_process_group()
+
+n = torch.cuda.device_count()
+if n < 2:
+    print(json.dumps({"skipped": "one GPU"}))
+    sys.exit(0)
+ctx = mp.get_context("spawn")
+q = ctx.Queue()
+ranks = mp.start_processes(rank_main, args=(n, q), nprocs=n, join=False,
+                           start_method="spawn")
+t = max(q.get(timeout=150)[1] for _ in range(n))
+ranks.join()
+alg = (256 << 20) / t
+print(json.dumps({"ranks": n, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+                  "algbw_gbps": alg / 1e9, "busbw_gbps": alg * 2 * (n - 1) / n / 1e9}))
+PY
+log "torch all-reduce: exit $?"
+
 # A side-by-side summary of the two, when both ran.
 "$PYTHON" - "$OUT" >> "$OUT/summary.txt" 2>&1 <<'PY'
 import json, os, sys
@@ -154,5 +223,15 @@ for g in torch["gpus"]:
     print("torch", json.dumps(g))
 for p in torch.get("p2p", []):
     print("torch p2p", json.dumps(p))
+for name in ("deep-nccl.json", "torch-nccl.json"):
+    try:
+        r = json.load(open(os.path.join(out, name)))
+    except Exception as e:
+        print("no", name + ":", e); continue
+    for f in r.get("findings", []):
+        if f["id"] in ("deep.nccl_allreduce",) or f["id"].startswith("deep.fabric."):
+            print(f["level"], f["id"], f["evidence"])
+    if "findings" not in r:
+        print("torch all-reduce", json.dumps(r))
 PY
 log "done"

@@ -10,19 +10,23 @@ load helpers
 
 FAKENV=$REPO_ROOT/tests/fixtures/fakenv
 LIBDIR=usr/lib/x86_64-linux-gnu
+NCCL_WHEEL=opt/ncclenv/lib/python3.11/site-packages/nvidia/nccl/lib
 
 setup_file() {
 	require_root
 	local lib=$BATS_FILE_TMPDIR/fakenv
 	mkdir -p "$lib"
 	cc -shared -fPIC -o "$lib/libnvidia-ml.so.1" -Wl,-soname,libnvidia-ml.so.1 \
-		"$FAKENV/fakenvml.c" "$FAKENV/fakenvml_health.c" || fail "cannot build the fake NVML"
+		"$FAKENV/fakenvml.c" "$FAKENV/fakenvml_health.c" "$FAKENV/fakenvml_fabric.c" ||
+		fail "cannot build the fake NVML"
 	cc -shared -fPIC -o "$lib/libcuda.so.1" -Wl,-soname,libcuda.so.1 \
 		"$FAKENV/fakecuda.c" "$FAKENV/fakecuda_deep.c" "$FAKENV/fakecuda_p2p.c" || fail "cannot build the fake libcuda"
 	cc -shared -fPIC -o "$lib/libcublas.so.12" -Wl,-soname,libcublas.so.12 \
 		"$FAKENV/fakecublas.c" -ldl || fail "cannot build the fake cuBLAS"
 	cc -shared -fPIC -o "$lib/libcublasLt.so.12" -Wl,-soname,libcublasLt.so.12 \
 		"$FAKENV/fakecublaslt.c" -ldl || fail "cannot build the fake cuBLASLt"
+	cc -shared -fPIC -o "$lib/libnccl.so.2" -Wl,-soname,libnccl.so.2 \
+		"$FAKENV/fakenccl.c" -ldl || fail "cannot build the fake NCCL"
 	export DEEP_ROOT=$BATS_FILE_TMPDIR/root DEEP_PROFILE=$BATS_FILE_TMPDIR/drv.json
 	local R=$DEEP_ROOT
 	mkroot "$R" --nouveau unloaded --pkg-stubs --gpu 2330 --gpu 2330
@@ -44,6 +48,17 @@ JSON
 	done
 	cp "$lib/libnvidia-ml.so.1" "$lib/libcuda.so.1" "$lib/libcublas.so.12" \
 		"$lib/libcublasLt.so.12" "$R/$LIBDIR/"
+	# A profile with the pytorch stage, whose environment has NCCL's wheel.
+	export DEEP_NCCL_PROFILE=$BATS_FILE_TMPDIR/torch.json NCCL_WHEEL=$NCCL_WHEEL
+	mkdir -p "$R/$NCCL_WHEEL"
+	cp "$lib/libnccl.so.2" "$R/$NCCL_WHEEL/"
+	cat > "$DEEP_NCCL_PROFILE" <<'JSON'
+{ "name": "deep-test", "extends": "distro/ubuntu2204",
+  "stages": { "driver": { "method": "apt", "branch": "535", "flavor": "server",
+                          "modules": "proprietary" },
+              "pytorch": { "method": "venv", "prefix": "/opt/ncclenv", "python": "3.11",
+                           "packages": ["torch==2.7.1"] } } }
+JSON
 }
 
 # deep KEY=VALUE... -- ARGS...: /etc/fakenv.conf is a healthy pair of H100
@@ -331,4 +346,98 @@ JSON
 	assert_stderr_has "--deep=slow: give --deep or --deep=quick"
 	gp --root "$DEEP_ROOT" status --deep
 	assert_status 2
+}
+
+@test "deep: NCCL all-reduce across the GPUs through the pytorch environment's wheel" {
+	DEEP_PROFILE=$DEEP_NCCL_PROFILE deep -- --deep=quick
+	assert_status 0
+	# Two ranks: bus bandwidth = algorithm bandwidth x 2(2-1)/2; 380 GB/s
+	# against 0.80 x 900 / 2 over NVLink.
+	assert_finding deep.nccl_allreduce pass \
+		"380.0 GB/s bus bandwidth, expected 360.0, 106% of it (ncclAllReduce of 64 MiB, float sum, 2 ranks"
+	assert_finding deep.nccl_allreduce pass "algorithm bandwidth 380.0 GB/s"
+	assert_finding deep.nccl_allreduce pass "NVLink: half the model's NVLink figure; /$NCCL_WHEEL/libnccl.so.2"
+	"$PYTHON" -c 'import json, sys
+f = {f["id"]: f for f in json.loads(sys.argv[1])["findings"]}
+m = f["deep.nccl_allreduce"]["measurement"]
+assert m["unit"] == "B/s" and abs(m["measured"] - 3.8e11) < 1e6 and abs(m["expected"] - 3.6e11) < 1e6, m' \
+		"$output" || fail "the measurement in the JSON: $output"
+	assert_ids_listed
+	# Four ranks: the bus moves 2(4-1)/4 of the message, so the algorithm
+	# bandwidth is 380 / 1.5.
+	DEEP_PROFILE=$DEEP_NCCL_PROFILE deep count=4 -- --deep
+	assert_finding deep.nccl_allreduce pass "(ncclAllReduce of 256 MiB, float sum, 4 ranks"
+	assert_finding deep.nccl_allreduce pass "algorithm bandwidth 253.3 GB/s"
+	# As Prometheus metrics, read by the real parser.
+	DEEP_FORMAT=prometheus DEEP_PROFILE=$DEEP_NCCL_PROFILE deep count=4 -- --deep=quick
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/m.prom"
+	run "$PYTHON" "$BATS_TEST_DIRNAME/prom_parse.py" "$BATS_TEST_TMPDIR/m.prom"
+	[ "$status" -eq 0 ] || fail "prom_parse: $output"
+	m=$BATS_TEST_TMPDIR/m.prom
+	# (The fake's events keep milliseconds in a float: 6 digits.)
+	grep -qxE 'gpuprov_gpu_nccl_allreduce_bus_bandwidth_bytes_per_second\{gpus="4"\} 3\.8(000[0-9])?e\+11' "$m" ||
+		fail "$(cat "$m")"
+	grep -qxE 'gpuprov_gpu_nccl_allreduce_algorithm_bandwidth_bytes_per_second\{gpus="4"\} 2\.5333[0-9]e\+11' "$m" ||
+		fail "$(cat "$m")"
+}
+
+@test "deep: a slow all-reduce fails the node, without NVLink the narrowest PCIe link counts" {
+	# The slowest rank sets the time.
+	DEEP_PROFILE=$DEEP_NCCL_PROFILE deep deep.gpu1.nccl_busbw_gbps=150 -- --deep=quick
+	assert_status 3
+	assert_finding deep.nccl_allreduce fail "150.0 GB/s bus bandwidth, expected 360.0, 42% of it"
+	assert_finding deep.verdict.gpu0 pass
+	assert_finding deep.node fail "; NCCL all-reduce: fail"
+	DEEP_PROFILE=$DEEP_NCCL_PROFILE deep deep.nvlinks=0 deep.nccl_busbw_gbps=24 \
+		deep.gpu1.pcie_max_width=8 deep.gpu1.pcie_width=8 -- --deep=quick
+	assert_finding deep.nccl_allreduce pass "24.0 GB/s bus bandwidth, expected 25.0, 96% of it"
+	assert_finding deep.nccl_allreduce pass "PCIe: the narrowest link's figure"
+}
+
+@test "deep: a rank that hangs in NCCL is killed at the deadline and fails the all-reduce" {
+	export GPUPROV_DEEP_TIMEOUT_S=3
+	DEEP_PROFILE=$DEEP_NCCL_PROFILE deep deep.gpu1.nccl_hang=1 -- --deep=quick
+	assert_status 3
+	assert_finding deep.nccl_allreduce fail \
+		"2 ranks, one per GPU: rank 1 (GPU 1): killed after 3 s without a result"
+	assert_finding deep.gemm_bf16.gpu1 pass
+	assert_finding deep.node fail
+	assert_ids_listed
+	run pgrep -f "gpuprov --root $DEEP_ROOT"
+	[ "$status" -ne 0 ] || fail "a rank outlived gpuprov: $output"
+	# A rank whose init fails says so.
+	DEEP_PROFILE=$DEEP_NCCL_PROFILE deep deep.gpu0.nccl_fail=1 -- --deep=quick
+	assert_finding deep.nccl_allreduce fail \
+		"rank 0 (GPU 0): ncclCommInitRank failed: unhandled system error"
+}
+
+@test "deep: NCCL skips with the reason: no library, one GPU, no pytorch stage" {
+	mv "$DEEP_ROOT/$NCCL_WHEEL/libnccl.so.2" "$BATS_TEST_TMPDIR/"
+	DEEP_PROFILE=$DEEP_NCCL_PROFILE deep -- --deep=quick
+	mv "$BATS_TEST_TMPDIR/libnccl.so.2" "$DEEP_ROOT/$NCCL_WHEEL/"
+	assert_status 0
+	assert_finding deep.nccl_allreduce skip \
+		"not measured: no libnccl.so.2 in /opt/ncclenv/lib/python3.11/site-packages/nvidia/nccl/lib, or the loader paths"
+	assert_finding deep.gemm_bf16.gpu0 pass
+	DEEP_PROFILE=$DEEP_NCCL_PROFILE deep count=1 -- --deep=quick
+	assert_finding deep.nccl_allreduce skip "one GPU, nothing to all-reduce across"
+	deep -- --deep=quick
+	assert_finding deep.nccl_allreduce skip "the profile has no pytorch stage"
+}
+
+@test "deep: a GPU the NVSwitch fabric has not registered fails with the error 802 hint" {
+	deep fabric=completed,in_progress -- --deep=quick
+	assert_status 3
+	assert_finding deep.fabric.gpu0 pass "NVSwitch fabric state Completed"
+	assert_finding deep.fabric.gpu1 fail "NVSwitch fabric state In Progress"
+	"$PYTHON" -c 'import json, sys
+f = {f["id"]: f for f in json.loads(sys.argv[1])["findings"]}
+assert "error 802" in f["deep.fabric.gpu1"]["hint"], f["deep.fabric.gpu1"]' "$output" ||
+		fail "no 802 hint: $output"
+	assert_finding deep.verdict.gpu1 fail
+	assert_ids_listed
+	# No NVSwitch: NVML says "Not Supported", nothing to judge.
+	deep fabric=not_supported -- --deep=quick
+	assert_status 0
+	[ "$(finding deep.fabric.gpu0)" = absent ] || fail "fabric judged without NVSwitch"
 }

@@ -1,5 +1,6 @@
 /* libFuzzer target: the lines verify --deep's children write
- * (gp_nvhealth_parse_line and gp_nvhealth_parse_peer_line,
+ * (gp_nvhealth_parse_line, gp_nvhealth_parse_peer_line and
+ * gp_nvhealth_parse_nccl_line,
  * src/sys/nvhealth.c), which carry what the
  * driver libraries said. Whatever the lines, the counts stay -1 or
  * non-negative, the rates finite and non-negative, the strings bounded. */
@@ -17,13 +18,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	gp_deep_gpu_init(&g);
 	gp_deep_gpu_init(&pair[0]);
 	gp_deep_gpu_init(&pair[1]);
+	struct gp_deep_nccl nccl = { 0 };
 	char *save = NULL;
 	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-		_cleanup_free_ char *copy = strdup(l);
+		_cleanup_free_ char *copy = strdup(l), *copy2 = strdup(l);
 		gp_nvhealth_parse_line(&g, l);
 		if (copy)
 			gp_nvhealth_parse_peer_line(pair, 2, copy);
+		if (copy2)
+			gp_nvhealth_parse_nccl_line(&nccl, copy2);
 	}
+	if (!isfinite(nccl.seconds) || nccl.seconds < 0 ||
+	    (nccl.library && strlen(nccl.library) > 200) ||
+	    (nccl.skip && strlen(nccl.skip) > 200))
+		abort();
+	gp_deep_nccl_free(&nccl);
 	/* Only GPU 0's copy to GPU 1 can be set. */
 	if (!isfinite(pair[0].peer_bps[1]) || pair[0].peer_bps[1] < 0 ||
 	    pair[0].peer_bps[0] != 0 || pair[1].peer_bps[0] != 0 ||

@@ -107,12 +107,39 @@ static void test_peer_lines(void **state)
 		gp_deep_gpu_free(&g[i]);
 }
 
+/* The ranks' lines: the slowest rank's time counts, a hostile time is
+ * dropped, the first library and reason are kept. */
+static void test_nccl_lines(void **state)
+{
+	(void)state;
+	struct gp_deep_nccl x = { 0 };
+	const char *lines[] = {
+		"nccl_time 0.0002", "nccl_time 0.0003",
+		"nccl_time 0.0001", "nccl_time inf",
+		"nccl_time -1",     "nccl_time 2 x",
+		"nccl_time",        "nccl_lib /a/libnccl.so.2",
+		"nccl_lib /b",      "nccl_skip no libnccl.so.2",
+		"nccl_skip later",  "nccl_timeout 9",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(lines); i++) {
+		char *l = strdup(lines[i]);
+		gp_nvhealth_parse_nccl_line(&x, l);
+		free(l);
+	}
+	assert_true(x.seconds == 0.0003);
+	assert_string_equal(x.library, "/a/libnccl.so.2");
+	assert_string_equal(x.skip, "no libnccl.so.2");
+	gp_deep_nccl_free(&x);
+	assert_null(x.library);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_hostile),
 		cmocka_unit_test(test_peer_lines),
+		cmocka_unit_test(test_nccl_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -97,6 +97,11 @@ struct gp_nvchild {
 	int read_only_refused; /* the errno the namespace failed with; 0 */
 };
 void gp_nvchild_put(int fd, const char *fmt, ...) _printf_(2, 3);
+/* In a child of the read-only namespace: makes the mount whose root is path
+ * (a tmpfs such as /dev/shm, a devtmpfs) writable again in this child's
+ * namespace only. 0, or -1 with errno (ENOTDIR: path is not a mount's root,
+ * which stays read-only). */
+int gp_nvchild_keep_writable(const char *path);
 /* 0, or a negative errno when the child could not be started. */
 int gp_nvchild_start(const struct gp_root *r, const struct gp_run_read_only *ro,
                      gp_nvchild_fn *fn, void *arg, struct gp_nvchild *ch);

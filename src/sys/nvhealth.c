@@ -983,6 +983,10 @@ static void nccl_rank(int fd, void *arg)
 	 * then ends when rank 0 ends, whatever happens to it. */
 	close(na->rank == 0 ? na->id_in : na->id_out);
 	int id_fd = na->rank == 0 ? na->id_out : na->id_in;
+	/* NCCL's ranks share buffers through segments in /dev/shm (its SHM
+	 * transport and proxy buffers, NVLink boxes too): the host's tmpfs is
+	 * writable for them, as for any NCCL job; the root stays read-only. */
+	gp_nvchild_keep_writable("/dev/shm");
 	char why[512];
 	void *h = open_nccl(na->dirs, why, sizeof why);
 	if (!h) {

@@ -159,6 +159,23 @@ static void probe_cuda(int fd)
 	}
 }
 
+int gp_nvchild_keep_writable(const char *path)
+{
+	struct statx st;
+	struct mount_attr rw = { .attr_clr = MOUNT_ATTR_RDONLY };
+
+	/* Only a mount's own root: mount_setattr on any other path would act on
+	 * the mount that holds it, the root itself. */
+	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_TYPE, &st) < 0)
+		return -1;
+	if (!S_ISDIR(st.stx_mode) || !(st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) ||
+	    !(st.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
+		errno = ENOTDIR;
+		return -1;
+	}
+	return mount_setattr(AT_FDCWD, path, 0, &rw, sizeof(rw));
+}
+
 /* libcuda's first use after a boot creates /dev/nvidia-uvm through
  * nvidia-modprobe; on a read-only /dev cuInit fails, and verify would fail
  * after every reboot. So the device filesystem stays writable when it is a
@@ -169,8 +186,6 @@ static void keep_dev_writable(const struct gp_root *r)
 	char dev[PATH_MAX];
 	const char *top = gp_root_is_host(r) ? "" : r->dir;
 	size_t n = strlen(top);
-	struct statx st;
-	struct mount_attr rw = { .attr_clr = MOUNT_ATTR_RDONLY };
 
 	while (n > 0 && top[n - 1] == '/')
 		n--;
@@ -178,13 +193,7 @@ static void keep_dev_writable(const struct gp_root *r)
 		return;
 	memcpy(dev, top, n);
 	memcpy(dev + n, "/dev", sizeof("/dev"));
-	/* Only a mount's own root: mount_setattr on any other path would act on
-	 * the mount that holds it, the root itself. */
-	if (statx(AT_FDCWD, dev, AT_SYMLINK_NOFOLLOW, STATX_TYPE, &st) < 0 ||
-	    !S_ISDIR(st.stx_mode) || !(st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) ||
-	    !(st.stx_attributes & STATX_ATTR_MOUNT_ROOT))
-		return;
-	mount_setattr(AT_FDCWD, dev, 0, &rw, sizeof(rw));
+	gp_nvchild_keep_writable(dev);
 }
 
 /* ro: enter the read-only namespace first (before the chroot, which leaves

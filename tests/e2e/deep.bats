@@ -411,6 +411,31 @@ assert m["unit"] == "B/s" and abs(m["measured"] - 3.8e11) < 1e6 and abs(m["expec
 		"rank 0 (GPU 0): ncclCommInitRank failed: unhandled system error"
 }
 
+# NCCL's ranks share segments in /dev/shm: a tmpfs mounted there stays
+# writable for them in the read-only namespace; the root's own directory
+# does not.
+@test "deep: NCCL's ranks may write /dev/shm when it is a mount of its own, nothing else" {
+	command -v unshare > /dev/null || skip "no unshare(1)"
+	mkdir -p "$DEEP_ROOT/dev/shm"
+	DEEP_PROFILE=$DEEP_NCCL_PROFILE deep deep.nccl_shm=1 -- --deep=quick
+	assert_status 3
+	assert_finding deep.nccl_allreduce fail "ncclCommInitRank failed: unhandled system error"
+	assert_stderr_has "fakenccl: cannot create /dev/shm/fakenccl-"
+	assert_stderr_has "Read-only file system"
+	local wrap=$BATS_TEST_TMPDIR/gpuprov-shm
+	# shellcheck disable=SC2016 # expanded by the inner sh
+	printf '%s\n' '#!/bin/sh' \
+		'exec unshare --mount --propagation private sh -c '"'"'mount -t tmpfs gpuprov-test-shm "$0/dev/shm" || exit 99; exec "$@"'"'"' "$DEEP_ROOT" "$REAL_GPUPROV" "$@"' \
+		> "$wrap"
+	chmod +x "$wrap"
+	REAL_GPUPROV=$GPUPROV GPUPROV=$wrap DEEP_PROFILE=$DEEP_NCCL_PROFILE \
+		deep deep.nccl_shm=1 -- --deep=quick
+	[ "$status" -ne 99 ] || skip "cannot mount a tmpfs in a mount namespace here"
+	assert_status 0
+	assert_finding deep.nccl_allreduce pass
+	[ -z "$(ls -A "$DEEP_ROOT/dev/shm")" ] || fail "a segment was left in the root"
+}
+
 @test "deep: NCCL skips with the reason: no library, one GPU, no pytorch stage" {
 	mv "$DEEP_ROOT/$NCCL_WHEEL/libnccl.so.2" "$BATS_TEST_TMPDIR/"
 	DEEP_PROFILE=$DEEP_NCCL_PROFILE deep -- --deep=quick

@@ -18,7 +18,7 @@
 #include "gpuprov/xzpar.h"
 
 #define MAX_WORKERS 16
-#define RING (2 * MAX_WORKERS + 2)
+#define RING (MAX_WORKERS + 2)
 
 enum bstate { B_FREE, B_FILL, B_READY, B_BUSY, B_DONE, B_FAIL };
 
@@ -172,7 +172,7 @@ int gp_xzpar_new(unsigned threads, uint64_t mem_stop, struct gp_xzpar **out)
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
 	p->nthreads = threads;
-	p->nslots = 2 * threads + 2;
+	p->nslots = threads + 2;
 	p->budget = GP_XZPAR_BUDGET(threads);
 	p->mem_stop = mem_stop;
 	p->need = GP_XZ_STREAM_HEADER_SIZE;

@@ -152,7 +152,10 @@ typedef ssize_t (*gp_archive_read_fn)(void *userdata, void *buf, size_t len);
  * still only called from the caller's thread. xz_threads == 0 runs liblzma's multithreaded decoder on every
  * CPU we may use (when liblzma >= 5.4 is installed and <lzma.h> was there
  * at build time) if the input was hashed before decoding (see
- * gp_archive_extract_fd) or liblzma is >= 5.8.1, else single-threaded.
+ * gp_archive_extract_fd) or liblzma is >= 5.8.1; otherwise, with several
+ * CPUs, our own block-parallel decoder (xzpar.h: liblzma's single-threaded
+ * block decoder in one worker per CPU, memory growing with the CPUs times
+ * the block size, see there), as GP_ARCHIVE_XZ_BLOCKS asks for explicitly.
  * Threads only help xz files with several blocks that record their sizes
  * (xz -T); others decode on one thread either way.
  *

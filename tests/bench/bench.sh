@@ -133,7 +133,7 @@ XZSIZE=$(wc -c < "$TARBALL")
 RAWSIZE=$(xz --robot --list "$TARBALL" | awk '$1 == "totals" { print $5 }')
 BLOCKS=$(xz --robot --list "$TARBALL" | awk '$1 == "totals" { print $3 }')
 # The largest block, compressed + uncompressed bytes, and the decoder's memory.
-MAXBLOCK=$(xz --robot -lvv "$TARBALL" | awk '$1 == "block" { s = $8 + $9; if (s > m) m = s } END { printf "%d\n", m }')
+MAXBLOCK=$(xz --robot -lvv "$TARBALL" | awk '$1 == "block" { s = $7 + $8; if (s > m) m = s } END { printf "%d\n", m }')
 DECMEM=$(xz --robot -lvv "$TARBALL" | awk '$1 == "summary" { printf "%d\n", $2 }')
 
 # ---- the server ------------------------------------------------------------

@@ -4,6 +4,7 @@
  * of the door (context.c) each effect records its plan entry first and, in
  * plan mode, stops there. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -67,6 +68,13 @@ static struct gp_effect *plan_download(struct gp_ctx *c,
 	e->sha256 = gp_xstrdup(a->sha256);
 	e->size = a->size;
 	e->path = gp_fetch_cache_path(c->fetcher, a->sha256);
+	/* For tests (tests/e2e/cudnn.bats): let this run's background download
+	 * finish before the real pass plans it, the order a slow earlier stage
+	 * gives, so that the case below is reproducible. */
+	struct gp_fetch_result waited = { 0 };
+	if (c->mode == GP_MODE_APPLY && getenv("GPUPROV_TEST_PREFETCH_FIRST") &&
+	    gp_prefetch_wait(c->prefetch, a->sha256, &waited))
+		gp_fetch_result_clear(&waited);
 	/* As the cache was when this run first planned it: the plan said so,
 	 * and the run's record must say what the plan said (a background
 	 * download of this run may have filled the cache since). */

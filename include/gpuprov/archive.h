@@ -36,6 +36,11 @@ enum {
 	GP_ARCHIVE_KEEP_MTIME = 1u << 1,
 	/* gp_archive_extract_fd/_file: skip the hash-only pass described there. */
 	GP_ARCHIVE_NO_PREVERIFY = 1u << 2,
+	/* With xz_threads > 1: decode the blocks in parallel with liblzma's
+	 * single-threaded block decoder in threads of ours (src/sys/xzpar.c),
+	 * as automatic threads do on unverified input, instead of liblzma's
+	 * threaded decoder. */
+	GP_ARCHIVE_XZ_BLOCKS = 1u << 3,
 };
 
 struct gp_archive_opts {
@@ -79,6 +84,10 @@ struct gp_archive_result {
 	/* xz: the threads liblzma's decoder was given (1: single-threaded);
 	 * 0 when not xz, or when libarchive decoded it (liblzma not loadable). */
 	unsigned xz_threads;
+	/* xz: the blocks were decoded in parallel by our own decoder
+	 * (xzpar.h), which held at most xz_block_bytes of block buffers. */
+	bool xz_blocks;
+	uint64_t xz_block_bytes;
 	bool replaced; /* an existing destination was replaced */
 	/* The old destination could not be removed after the swap: it is left
 	 * here (in-root path) for the caller to report; the extraction succeeded. */
@@ -143,7 +152,10 @@ typedef ssize_t (*gp_archive_read_fn)(void *userdata, void *buf, size_t len);
  * still only called from the caller's thread. xz_threads == 0 runs liblzma's multithreaded decoder on every
  * CPU we may use (when liblzma >= 5.4 is installed and <lzma.h> was there
  * at build time) if the input was hashed before decoding (see
- * gp_archive_extract_fd) or liblzma is >= 5.8.1, else single-threaded.
+ * gp_archive_extract_fd) or liblzma is >= 5.8.1; otherwise, with several
+ * CPUs, our own block-parallel decoder (xzpar.h: liblzma's single-threaded
+ * block decoder in one worker per CPU, memory growing with the CPUs times
+ * the block size, see there), as GP_ARCHIVE_XZ_BLOCKS asks for explicitly.
  * Threads only help xz files with several blocks that record their sizes
  * (xz -T); others decode on one thread either way.
  *

@@ -29,6 +29,7 @@
 #include "gpuprov/archive.h"
 #include "gpuprov/sha256.h"
 #include "gpuprov/util.h"
+#include "gpuprov/xzpar.h"
 
 #define IN_BUF_SIZE (128 * 1024)
 #define OUT_BUF_SIZE (256 * 1024)
@@ -83,22 +84,30 @@ static unsigned cpu_count(void)
 	return n > 0 ? (unsigned)n : 1;
 }
 
-/* Threads for liblzma's decoder: 1 is its single-threaded one. */
-static unsigned pick_xz_threads(const struct gp_archive_opts *o, bool preverified)
+/* Threads for the xz decoder: 1 is liblzma's single-threaded one; more
+ * are liblzma's threaded decoder, or with *blocks our own block-parallel
+ * one (src/sys/xzpar.c), which keeps liblzma's threads off unverified
+ * input. */
+static unsigned pick_xz_threads(const struct gp_archive_opts *o, bool preverified,
+                                bool *blocks)
 {
+	*blocks = false;
 	if (o->xz_threads == 1)
 		return 1;
-	if (o->xz_threads > 1)
+	if (o->xz_threads > 1) {
+		*blocks = o->flags & GP_ARCHIVE_XZ_BLOCKS;
 		return o->xz_threads < MAX_XZ_THREADS ? o->xz_threads : MAX_XZ_THREADS;
+	}
+	unsigned n = cpu_count();
+	n = n < MAX_XZ_THREADS ? n : MAX_XZ_THREADS;
 	/* Automatic: 5.3.3alpha..5.8.0 have a use-after-free on crafted input
 	 * in the threaded decoder (CVE-2025-31115). Distributions backport the
 	 * fix without changing the version, so it cannot be detected: use it
 	 * only when the input was verified before decoding, or upstream >=
 	 * 5.8.1. */
 	if (!preverified && lzma_version_number() < 50080012u)
-		return 1;
-	unsigned n = cpu_count();
-	return n < MAX_XZ_THREADS ? n : MAX_XZ_THREADS;
+		*blocks = n > 1;
+	return n;
 }
 
 /* ---- the input: read, count and hash every byte once ---- */
@@ -287,6 +296,8 @@ struct ex {
 	bool xz_active;
 	lzma_ret xz_err;
 	struct xzpipe pipe;
+	struct gp_xzpar *par; /* the block-parallel decoder instead of the pipe */
+	int par_err;
 };
 
 _printf_(3, 4) static int fail(struct ex *x, int rc, const char *fmt, ...)
@@ -376,6 +387,57 @@ static ssize_t la_xz_read(struct archive *a, void *ud, const void **out)
 			continue;
 		}
 		pthread_cond_wait(&p->cond, &p->lock);
+	}
+}
+
+/* Feeds libarchive the blocks the parallel decoder hands back in order,
+ * reading (and hashing) input in the caller's thread whenever it takes
+ * more: while the workers decode, the download goes on. */
+static ssize_t la_xzpar_read(struct archive *a, void *ud, const void **out)
+{
+	struct ex *x = ud;
+	struct src *s = &x->src;
+	for (bool wait = false;; wait = false) {
+		const uint8_t *o;
+		ssize_t n = gp_xzpar_take(x->par, &o, wait);
+		if (n >= 0) {
+			*out = o;
+			return n;
+		}
+		if (n != -EAGAIN)
+			goto fail;
+		if (!gp_xzpar_hungry(x->par)) {
+			n = gp_xzpar_take(x->par, &o, true);
+			if (n >= 0) {
+				*out = o;
+				return n;
+			}
+			goto fail;
+		}
+		if (s->pos < s->len) {
+			n = gp_xzpar_feed(x->par, s->buf + s->pos, s->len - s->pos);
+			if (n < 0)
+				goto fail;
+			/* After the stream: only hashed, as in la_xz_read. */
+			s->pos = gp_xzpar_ended(x->par) ? s->len : s->pos + (size_t)n;
+			continue;
+		}
+		if (s->eof) {
+			x->xz_err = LZMA_BUF_ERROR;
+			archive_set_error(a, EIO, "%s", lz_strerror(LZMA_BUF_ERROR));
+			return -1;
+		}
+		s->pos = s->len = 0;
+		n = src_fill(s, 0);
+		if (n < 0) {
+			archive_set_error(a, (int)-n, "read error");
+			return -1;
+		}
+		continue;
+	fail:
+		x->par_err = (int)n;
+		archive_set_error(a, EIO, "%s", gp_xzpar_msg(x->par));
+		return -1;
 	}
 }
 
@@ -604,6 +666,9 @@ static int la_error(struct ex *x, const char *name)
 	if (x->xz_err)
 		return fail(x, -GP_ARCHIVE_ECORRUPT, "%s: %s", name ? name : "archive",
 		            lz_strerror(x->xz_err));
+	if (x->par_err)
+		return fail(x, x->par_err == -ENOMEM ? -ENOMEM : -GP_ARCHIVE_ECORRUPT,
+		            "%s: %s", name ? name : "archive", gp_xzpar_msg(x->par));
 	const char *msg = archive_error_string(x->a);
 	/* libarchive's ARCHIVE_ERRNO_FILE_FORMAT is EILSEQ on Linux. */
 	if (x->res->entries == 0 && archive_errno(x->a) == EILSEQ &&
@@ -988,7 +1053,7 @@ static const char *filter_name(int code)
 
 /* Opens libarchive on the input (through liblzma when threads > 1 and the
  * input is xz) and reads every entry into staging. */
-static int extract_entries(struct ex *x, unsigned threads)
+static int extract_entries(struct ex *x, unsigned threads, bool blocks)
 {
 	static const unsigned char xz_magic[6] = { 0xfd, '7', 'z', 'X', 'Z', 0 };
 	struct src *s = &x->src;
@@ -1006,6 +1071,25 @@ static int extract_entries(struct ex *x, unsigned threads)
 	own_xz = s->len >= sizeof xz_magic &&
 	         memcmp(s->buf, xz_magic, sizeof xz_magic) == 0;
 
+	/* Blocks in parallel only when the first block records its sizes
+	 * (xz -T); a single-threaded xz's one block goes through the pipe. */
+	size_t need = 0;
+	while (own_xz && blocks && !gp_xzpar_suits(s->buf, s->len, &need) &&
+	       need > s->len && need <= IN_BUF_SIZE && !s->eof) {
+		ssize_t n = src_fill(s, s->len);
+		if (n < 0)
+			return fail(x, (int)n, "reading the archive: %s",
+			            strerror((int)-n));
+	}
+	if (own_xz && blocks && !gp_xzpar_suits(s->buf, s->len, &need))
+		threads = 1;
+	else if (own_xz && blocks) {
+		int prc = gp_xzpar_new(threads, XZ_MEM_STOP, &x->par);
+		if (prc < 0)
+			return fail(x, prc, "xz decoder threads: %s", strerror(-prc));
+		x->res->xz_blocks = true;
+	}
+
 	x->a = archive_read_new();
 	if (!x->a)
 		abort();
@@ -1014,7 +1098,10 @@ static int extract_entries(struct ex *x, unsigned threads)
 	 * so the hash covers all of it. */
 	archive_read_support_format_tar(x->a);
 	ssize_t (*reader)(struct archive *, void *, const void **) = la_raw_read;
-	if (own_xz) {
+	if (x->par) {
+		reader = la_xzpar_read;
+		x->res->xz_threads = threads;
+	} else if (own_xz) {
 		lzma_mt mt = {
 			.flags = LZMA_FAIL_FAST,
 			.threads = threads,
@@ -1087,6 +1174,11 @@ static void ex_free(struct ex *x)
 		lzma_end(&x->xz); /* joins liblzma's own threads */
 	}
 	x->xz_active = false;
+	if (x->par) {
+		x->res->xz_block_bytes = gp_xzpar_peak(x->par);
+		gp_xzpar_free(x->par);
+	}
+	x->par = NULL;
 }
 
 static int extract(const struct gp_root *root, const char *dest_in,
@@ -1153,8 +1245,10 @@ static int extract(const struct gp_root *root, const char *dest_in,
 	int rc = x.sfd < 0 || fchmod(x.sfd, 0700) < 0 || fstat(x.sfd, &x.sst) < 0
 	             ? fail(&x, -errno, "%s: staging: %s", dest, strerror(errno))
 	             : 0;
+	bool blocks;
+	unsigned threads = pick_xz_threads(o, preverified, &blocks);
 	if (rc == 0)
-		rc = extract_entries(&x, pick_xz_threads(o, preverified));
+		rc = extract_entries(&x, threads, blocks);
 	ex_free(&x);
 	/* Drain: libarchive stops at the tar end marker, the hash needs it all. */
 	while (rc == 0 && !x.src.eof) {

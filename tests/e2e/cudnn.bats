@@ -473,3 +473,18 @@ shadow_tarball() {
 	refute_stdout_has "pass  CUDA major"
 	assert_stdout_has "skip  CUDA major: cuDNN is not installed"
 }
+
+@test "cudnn: the run's download says cached:false as its plan did, though its own background download filled the cache first" {
+	# GPUPROV_TEST_PREFETCH_FIRST (src/download.c) holds the real pass's
+	# plan of the download until the background download has finished:
+	# the order that made the run say cached:true (fixed in cc94819).
+	GPUPROV_TEST_PREFETCH_FIRST=1 gp --root "$R" --ca-file "$CA" --json install \
+		--profile "$P" --only cudnn
+	assert_status 0
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/run.json"
+	JSON=$BATS_TEST_TMPDIR/run.json
+	jeq 'd["stages"][5]["effects"][0]["type"]' download
+	jeq 'd["stages"][5]["effects"][0]["cached"]' false
+	[ -s "$R/var/cache/gpuprov/$SHA" ] || fail "the download is not in the cache"
+	[ "$(requests)" = 1 ] || fail "downloaded $(requests) times"
+}

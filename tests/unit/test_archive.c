@@ -13,11 +13,14 @@
 #include <sys/resource.h>
 #include <sys/sysmacros.h>
 
+#include <lzma.h>
+
 #include "testutil.h"
 
 #include "gpuprov/archive.h"
 #include "gpuprov/root.h"
 #include "gpuprov/util.h"
+#include "gpuprov/xzpar.h"
 
 #define TOP "cudnn-linux-x86_64-9.8.0.87_cuda12-archive"
 #define DEST "/opt/cudnn"
@@ -1166,6 +1169,123 @@ static void test_xz_tool(void **state)
 	fx_done(&f);
 }
 
+/* Runs argv (an absolute program) and returns its exit status. */
+static int run_argv(char *const argv[])
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* A multi-block xz (xz -T2 writes each block's sizes in its header) decodes
+ * in parallel on unverified input, to the same tree as tar -xJf; a
+ * single-block one (xz -T1 records no sizes) goes through the
+ * single-threaded decoder; a corrupt block and a cut fail with nothing
+ * visible. */
+static void test_xz_blocks(void **state)
+{
+	struct fx f;
+	fx_init(&f);
+	_cleanup_free_ char *tar = tpath(&f, "b.tar");
+	const struct ent ents[] = {
+		D(TOP "/"),
+		G(TOP "/lib/libbig.so", 700000),
+		H(TOP "/lib/libbig.so.9", TOP "/lib/libbig.so"),
+		L(TOP "/lib/libbig.so.1", "libbig.so"),
+		G(TOP "/include/cudnn.h", 5000),
+		F(TOP "/LICENSE", "x"),
+	};
+	write_archive(tar, "none", "tar", NULL, ents, ARRAY_SIZE(ents));
+	_cleanup_free_ char *mt = tpath(&f, "mt.tar.xz");
+	if (!xz_tool(tar, mt, "-T2", "--block-size=64KiB")) {
+		fx_done(&f);
+		skip();
+	}
+	char sha[65];
+	file_sha256(mt, sha);
+	struct gp_archive_opts o = { .sha256 = sha,
+		                     .flags = GP_ARCHIVE_STRIP_TOP | GP_ARCHIVE_XZ_BLOCKS,
+		                     .xz_threads = 2 };
+	struct gp_archive_result res;
+	int rc = extract_stream(&f, mt, 4093, &o, &res);
+	if (rc)
+		print_message("rc %d: %s\n", rc, res.msg);
+	assert_int_equal(rc, 0);
+	assert_true(res.xz_blocks);
+	assert_int_equal(res.xz_threads, 2);
+	assert_true(res.xz_block_bytes > 0 && res.xz_block_bytes <= GP_XZPAR_BUDGET(2));
+	assert_string_equal(res.sha256, sha);
+	_cleanup_free_ char *dest = rpath(&f, DEST);
+	_cleanup_free_ char *ref = tpath(&f, "ref");
+	assert_int_equal(mkdir(ref, 0755), 0);
+	char *tar_argv[] = { "/bin/tar", "-xJf", mt, "-C", ref, "--strip-components=1",
+		             NULL };
+	assert_int_equal(run_argv(tar_argv), 0);
+	char *diff_argv[] = {
+		"/usr/bin/diff", "-r", "--no-dereference", ref, dest, NULL
+	};
+	assert_int_equal(run_argv(diff_argv), 0);
+
+	/* Automatic threads take this path on unverified input, with
+	 * several CPUs and a liblzma before 5.8.1 (Debian 12's 5.4.1). */
+	o.flags = GP_ARCHIVE_STRIP_TOP;
+	o.xz_threads = 0;
+	assert_int_equal(extract_stream(&f, mt, 65536, &o, &res), 0);
+	bool want = sysconf(_SC_NPROCESSORS_ONLN) > 1 &&
+	            lzma_version_number() < 50080012u;
+	assert_int_equal(res.xz_blocks, want);
+
+	/* One block, no sizes: the single-threaded decoder. */
+	_cleanup_free_ char *one = tpath(&f, "one.tar.xz");
+	assert_true(xz_tool(tar, one, "-T1", "-6"));
+	file_sha256(one, sha);
+	o.flags = GP_ARCHIVE_STRIP_TOP | GP_ARCHIVE_XZ_BLOCKS;
+	o.xz_threads = 2;
+	assert_int_equal(extract_stream(&f, one, 4093, &o, &res), 0);
+	assert_false(res.xz_blocks);
+	assert_int_equal(res.xz_threads, 1);
+	assert_int_equal(run_argv(diff_argv), 0);
+
+	/* A flipped byte in the middle (a block's data): corrupt, the
+	 * existing tree stays, no staging left. */
+	size_t len;
+	_cleanup_free_ char *data = slurp(mt, &len);
+	_cleanup_free_ char *bad = tpath(&f, "bad.tar.xz");
+	data[len / 2] ^= 0x55;
+	int fd = open(bad, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_int_equal(write(fd, data, len), (ssize_t)len);
+	close(fd);
+	data[len / 2] ^= 0x55;
+	o.sha256 = NULL;
+	rc = extract_stream(&f, bad, 4093, &o, &res);
+	if (rc != -GP_ARCHIVE_ECORRUPT)
+		print_message("rc %d: %s\n", rc, res.msg);
+	assert_int_equal(rc, -GP_ARCHIVE_ECORRUPT);
+	assert_non_null(strstr(res.msg, "xz"));
+	_cleanup_free_ char *opt = rpath(&f, "/opt");
+	assert_ls(opt, "cudnn");
+	assert_int_equal(run_argv(diff_argv), 0);
+	/* Cut inside a block, and just before the footer. */
+	const size_t cuts[] = { len / 3, len - 6 };
+	for (size_t i = 0; i < ARRAY_SIZE(cuts); i++) {
+		fd = open(bad, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		assert_int_equal(write(fd, data, cuts[i]), (ssize_t)cuts[i]);
+		close(fd);
+		rc = extract_stream(&f, bad, 4093, &o, &res);
+		if (rc != -GP_ARCHIVE_ECORRUPT && rc != -GP_ARCHIVE_EHASH)
+			print_message("rc %d: %s\n", rc, res.msg);
+		assert_true(rc < 0);
+		assert_ls(opt, "cudnn");
+	}
+	fx_done(&f);
+}
+
 /* ---- the large archive, extracted in a fresh process to measure its RSS ---- */
 #define BIG_FILE_SIZE (32u << 20)
 #define BIG_NAME "archive-big-v1.tar.xz"
@@ -1351,6 +1471,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_links_allowed),
 		cmocka_unit_test(test_limits_and_read_errors),
 		cmocka_unit_test(test_xz_tool),
+		cmocka_unit_test(test_xz_blocks),
 		cmocka_unit_test(test_large_bounded_rss),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

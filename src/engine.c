@@ -858,10 +858,10 @@ static int install_session(struct session *s, int code, const struct gp_options 
 	gp_ctx_close_fetcher(c);
 	if (c->mode == GP_MODE_APPLY) {
 		record_reboot(s, c->plan);
-		gp_journal_history_end(&c->journal,
-		                       history_result(plan_exit_code(c->plan), failed));
 		if (s->rollback)
 			gp_rollback_record(&c->journal, s->rollback);
+		gp_journal_history_end(&c->journal,
+		                       history_result(plan_exit_code(c->plan), failed));
 		if (!gp_journal_reboot_reason(&c->journal))
 			gp_journal_clear_resume(&c->journal); /* the install got there */
 		if (gp_journal_save(&c->root, &c->journal) < 0) {

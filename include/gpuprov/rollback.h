@@ -38,7 +38,8 @@ int gp_rollback_check(struct gp_ctx *c, const cJSON *entry, char **reason);
  * packages asks for the reboot that loads the module again. 0, or -1 with
  * c->err set. */
 int gp_rollback_apply(struct gp_ctx *c, const cJSON *entry);
-/* After the real pass: the packages the rollback step installed are the
- * entry's stages' again in the journal (uninstall undoes them per stage),
- * and the newest history entry says which entry it rolled back to. */
+/* After the real pass, before its history entry ends: the packages the
+ * rollback step installed are the entry's stages' again in the journal
+ * (uninstall undoes them per stage), and the newest history entry says
+ * which entry it rolled back to. */
 void gp_rollback_record(struct gp_journal *j, const cJSON *entry);

@@ -8,6 +8,8 @@
 # then 1.17.8-1 (entry 2), rollback --dry-run (nothing changes), rollback
 # (dpkg status and the held set as after entry 1, as planned: entry 3),
 # --to 2, then a refused rollback once 1.17.7-1 is gone from the repository.
+# One test has a root of its own (setup_apt_root) where the second install
+# adds a package (a second CUDA toolkit) that the rollback removes.
 
 load helpers
 
@@ -23,6 +25,11 @@ setup_file() {
 setup() {
 	if [[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]]; then
 		require_root
+		return 0
+	fi
+	if [[ "$BATS_TEST_DESCRIPTION" == *"(cuda root)"* ]]; then
+		setup_apt_root # a root of its own, the same stand-in repository
+		P=$BATS_TEST_TMPDIR/p.json
 		return 0
 	fi
 	[ ! -e "$BATS_FILE_TMPDIR/skip" ] || skip "$(cat "$BATS_FILE_TMPDIR/skip")"
@@ -172,4 +179,25 @@ rollback_matches_plan() {
 	gp --root "$R" rollback --to 1 --dry-run
 	assert_status 4
 	assert_stdout_has "rollback: blocked - cannot roll back to history entry 1"
+}
+
+@test "rollback: the package the newer install added is removed, the link the profile sets points back, as planned (cuda root)" {
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "11.8", "link": true } }'
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	pkg_state > "$BATS_TEST_TMPDIR/v1.state"
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4", "link": true } }'
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	[ "$(dpkg_status "$R" cuda-toolkit-12-4)" = "install ok installed 12.4.1-1" ] ||
+		fail "cuda-toolkit-12-4: $(dpkg_status "$R" cuda-toolkit-12-4)"
+	gp --root "$R" rollback --dry-run
+	assert_status 0
+	assert_stdout_has "rollback: needed - back to history entry 1: removes cuda-toolkit-12-4"
+	rollback_matches_plan --ca-file "$CA"
+	assert_status 0
+	pkg_state > "$BATS_TEST_TMPDIR/after.state"
+	diff -u "$BATS_TEST_TMPDIR/v1.state" "$BATS_TEST_TMPDIR/after.state" ||
+		fail "dpkg status or holds differ from entry 1's (diff above: - entry 1, + after)"
+	[ "$(readlink "$R/usr/local/cuda")" = cuda-11.8 ] || fail "/usr/local/cuda -> $(readlink "$R/usr/local/cuda")"
 }

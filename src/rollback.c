@@ -44,7 +44,7 @@ const cJSON *gp_rollback_target(const cJSON *history, const cJSON *current, long
 		return NULL;
 	}
 	const cJSON *before = NULL;
-	for (const cJSON *e = history->child; e; e = e->next) {
+	for (const cJSON *e = history ? history->child : NULL; e; e = e->next) {
 		if (to > 0 && entry_id(e) == (double)to) {
 			if (e != current)
 				return e;

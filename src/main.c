@@ -401,6 +401,8 @@ static const struct command commands[] = {
 	  { { "rollback [--to N] [--dry-run]",
 	      "go back to the previous install's state (or history entry N)" } },
 	  "usage: gpuprov rollback [--to N] [--dry-run] [--only S,..] [--skip S,..]\n"
+	  "                        [--cache-dir DIR] [--ca-file FILE]\n"
+	  "                        [--mirror FROM=TO]... [--offline]\n"
 	  "\n"
 	  "Makes the state of the history entry before the current one (or of entry\n"
 	  "N as 'gpuprov history' numbers them) again: first the packages, each at\n"

@@ -96,6 +96,7 @@ command_options() {
 			--mirror) v=(a=b) ;;
 			--textfile-dir) v=(/x) ;;
 			--reboot) v=(auto) ;;
+			--to) v=(1) ;;
 			esac
 			run --separate-stderr "$GPUPROV" --root "$BATS_TEST_TMPDIR" "$c" "$o" "${v[@]}"
 			[ "$status" -eq 2 ] && [[ $stderr == *"does not apply"* ]] ||

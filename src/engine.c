@@ -932,7 +932,14 @@ int gp_engine_rollback(const struct gp_options *o, struct gp_out *out)
 		s.rollback = cJSON_Duplicate(e, true);
 		code = entry_profile(&s, e);
 	}
-	return install_session(&s, code, o, out);
+	/* After a reboot the rollback is the current entry: going on means
+	 * the same target again, by its id (not "the previous" any more). */
+	const cJSON *id = e ? cJSON_GetObjectItemCaseSensitive(e, "id") : NULL;
+	struct gp_options ro = *o;
+	_cleanup_free_ char *rerun = gp_xasprintf(
+	    "gpuprov rollback --to %ld", cJSON_IsNumber(id) ? (long)id->valuedouble : 0L);
+	ro.rerun = rerun;
+	return install_session(&s, code, &ro, out);
 }
 
 /* The report as metrics, with the journal's view of every stage (as

@@ -275,15 +275,27 @@ int gp_rollback_apply(struct gp_ctx *c, const cJSON *entry)
 	return rc;
 }
 
+static bool of_step(const cJSON *rec)
+{
+	return gp_streq(gp_json_string(rec, "stage", NULL), GP_ROLLBACK_STEP);
+}
+
 void gp_rollback_record(struct gp_journal *j, const cJSON *entry)
 {
 	const cJSON *pkgs = gp_journal_packages(j);
+	/* A package the step's install brought that the entry did not have (a
+	 * dependency apt chose) goes to the stage of the first one it
+	 * installed that the entry had, so that uninstall finds it. */
+	const char *fallback = NULL;
+	for (const cJSON *p = pkgs ? pkgs->child : NULL; p && !fallback; p = p->next)
+		if (of_step(p))
+			fallback = gp_json_string(entry_package(entry, p->string),
+			                          "stage", NULL);
 	for (const cJSON *p = pkgs ? pkgs->child : NULL; p; p = p->next) {
-		const cJSON *was = entry_package(entry, p->string);
-		const char *stage = gp_json_string(was, "stage", NULL);
+		const char *stage = gp_json_string(entry_package(entry, p->string),
+		                                   "stage", fallback);
 		const char *version = gp_json_string(p, "version", NULL);
-		if (stage && version &&
-		    gp_streq(gp_json_string(p, "stage", NULL), GP_ROLLBACK_STEP))
+		if (stage && version && of_step(p))
 			gp_journal_record_package(j, p->string, version, stage);
 	}
 	gp_journal_history_rollback_of(j, (long)entry_id(entry));

@@ -29,6 +29,7 @@
 #include "gpuprov/journal.h"
 #include "gpuprov/pkg.h"
 #include "gpuprov/prometheus.h"
+#include "gpuprov/rollback.h"
 #include "gpuprov/run.h"
 #include "gpuprov/json.h"
 #include "gpuprov/stages.h"
@@ -49,6 +50,8 @@ struct session {
 	const char *forced_mismatch; /* shown at the top of plans */
 	char **overrides; /* compatibility rules the profile overrides */
 	char *profile_arg; /* --profile as given, else the journal's: for hints */
+	const char *command; /* "install", "rollback": for messages */
+	cJSON *rollback; /* rollback: a copy of the history entry it goes to */
 };
 
 static void session_close(struct session *s)
@@ -65,6 +68,7 @@ static void session_close(struct session *s)
 	gp_strv_free(s->search);
 	gp_strv_free(s->overrides);
 	free(s->profile_arg);
+	cJSON_Delete(s->rollback);
 }
 
 static int report_err(struct session *s)
@@ -76,7 +80,7 @@ static int report_err(struct session *s)
 /* Opens the root and the journal. Exit code, 0 on success. */
 static int session_open(struct session *s, const struct gp_options *o, struct gp_out *out)
 {
-	*s = (struct session){ .lock_fd = -1 };
+	*s = (struct session){ .lock_fd = -1, .command = "install" };
 	s->c.out = out;
 	s->c.err = &s->err;
 	s->c.log_fd = -1;
@@ -127,13 +131,43 @@ static int session_open(struct session *s, const struct gp_options *o, struct gp
 	return 0;
 }
 
+/* The profile a history entry keeps a copy of (the file may be gone or
+ * changed since): 0, or an exit code when the entry has none. */
+static int entry_profile(struct session *s, const cJSON *e)
+{
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "profile");
+	const cJSON *doc = cJSON_GetObjectItemCaseSensitive(p, "doc");
+	if (!cJSON_IsObject(doc)) {
+		const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+		gp_error(s->c.out,
+		         "history entry %d in %s keeps no copy of its profile; use "
+		         "--profile NAME",
+		         cJSON_IsNumber(id) ? (int)id->valuedouble : 0, GP_STATE_FILE);
+		return GP_EXIT_BLOCKED;
+	}
+	s->profile = gp_xcalloc(1, sizeof *s->profile);
+	s->profile->name = gp_xstrdup(gp_json_string(p, "name", "?"));
+	s->profile->path = gp_xstrdup(gp_journal_profile_path(&s->c.journal)
+	                                  ? gp_journal_profile_path(&s->c.journal)
+	                                  : "");
+	s->profile->doc = cJSON_Duplicate(doc, true);
+	snprintf(s->profile->digest, sizeof s->profile->digest, "%s",
+	         gp_json_string(p, "sha256", ""));
+	s->c.profile = s->profile;
+	return 0;
+}
+
 /* The profile from --profile, else the one the last install recorded. */
 static int session_profile(struct session *s, const struct gp_options *o,
                            const char *command)
 {
 	const char *want = o->profile;
+	const char *path = gp_journal_profile_path(&s->c.journal);
+	/* After a rollback the journal names no file: its entry's copy is
+	 * what is installed. */
+	if (!want && path && !*path && gp_journal_history_current(&s->c.journal))
+		return entry_profile(s, gp_journal_history_current(&s->c.journal));
 	if (!want) {
-		const char *path = gp_journal_profile_path(&s->c.journal);
 		want = path && access(path, R_OK) == 0
 		           ? path
 		           : gp_journal_profile_name(&s->c.journal);
@@ -527,6 +561,44 @@ static bool reboot_step(struct session *s, const struct gp_options *o)
 
 /* One pass over the stage table into a fresh c->plan: a plan in
  * GP_MODE_PLAN, the real thing otherwise. Returns true when a stage failed. */
+/* A rollback's first step (src/rollback.c): the packages and holds as its
+ * history entry had them, before the stages apply the entry's profile.
+ * Returns true when it failed. */
+static bool rollback_step(struct session *s)
+{
+	struct gp_ctx *c = &s->c;
+	c->plan->command = "rollback";
+	struct gp_stage_plan *sp = gp_plan_add_stage(
+	    c->plan, GP_ROLLBACK_STEP,
+	    "the packages and holds of the entry rolled back to");
+	c->stage = sp;
+	_cleanup_free_ char *reason = NULL;
+	int rc = gp_rollback_check(c, s->rollback, &reason);
+	if (rc == -2) {
+		gp_stage_plan_set(sp, GP_STATE_FAILED, "check failed");
+		report_err(s);
+	} else {
+		gp_stage_plan_set(sp,
+		                  rc < 0   ? GP_STATE_BLOCKED
+		                  : rc > 0 ? GP_STATE_NEEDED
+		                           : GP_STATE_SATISFIED,
+		                  "%s", reason);
+	}
+	bool failed = rc == -2;
+	if (rc > 0) {
+		gp_log(c, "rollback: %s", sp->reason);
+		gp_ctx_announce_stage(c, sp, false);
+		if (gp_rollback_apply(c, s->rollback) < 0 || gp_ctx_root_fault(c) < 0) {
+			gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
+			report_err(s);
+			failed = true;
+		}
+		gp_ctx_announce_stage(c, sp, true);
+	}
+	c->stage = NULL;
+	return failed;
+}
+
 static bool run_pass(struct session *s, const struct gp_options *o)
 {
 	struct gp_ctx *c = &s->c;
@@ -541,7 +613,7 @@ static bool run_pass(struct session *s, const struct gp_options *o)
 		c->plan->os_pretty = gp_xstrdup(osr.pretty_name);
 	gp_os_release_free(&osr);
 
-	bool failed = false;
+	bool failed = s->rollback && rollback_step(s);
 	for (size_t i = 0; i < gp_stage_count; i++) {
 		const struct gp_stage *st = gp_stages[i];
 		struct gp_stage_plan *sp = gp_plan_add_stage(c->plan, st->name,
@@ -602,16 +674,16 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 	_cleanup_free_ char *missing = unimplemented_selected(o, s->profile);
 	if (missing) {
 		gp_error(out,
-		         "install: stages not implemented yet: %s; nothing was changed; "
+		         "%s: stages not implemented yet: %s; nothing was changed; "
 		         "exclude them with --skip %s (or pick stages with --only)",
-		         missing, missing);
+		         s->command, missing, missing);
 		return GP_EXIT_BLOCKED;
 	}
 	if (!gp_root_writable(&c->root)) {
 		gp_error(out,
-		         "install: the root %s is not writable; run as root or use "
+		         "%s: the root %s is not writable; run as root or use "
 		         "--dry-run",
-		         c->root.dir);
+		         s->command, c->root.dir);
 		return GP_EXIT_BLOCKED;
 	}
 	if (gp_lock_acquire(&c->root, &s->lock_fd, &s->err) < 0)
@@ -622,7 +694,7 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 	if (code == GP_EXIT_BLOCKED) {
 		render_plan(s, o, out);
 		_cleanup_free_ char *why = stages_in_state(c->plan, GP_STATE_BLOCKED);
-		gp_error(out, "install: nothing was changed: %s", why);
+		gp_error(out, "%s: nothing was changed: %s", s->command, why);
 		return code;
 	}
 	if (failed) /* the error was reported; nothing was changed */
@@ -733,54 +805,61 @@ static const char *history_result(int code, bool failed)
 	                                 : "failed";
 }
 
-int gp_engine_install(const struct gp_options *o, struct gp_out *out)
+/* install (or rollback) of the session's profile: the compatibility and
+ * host checks, the preflight plan, the real pass, the history entry.
+ * Closes the session; returns the exit code. */
+static int install_session(struct session *s, int code, const struct gp_options *o,
+                           struct gp_out *out)
 {
-	struct session s;
-	int code = session_start(&s, o, out, o->dry_run ? "plan" : "install");
 	if (!code)
-		code = check_compat(&s, out);
-	_cleanup_free_ char *mismatch = code ? NULL
-	                                     : gp_profile_mismatch(s.profile, &s.c.root);
+		code = check_compat(s, out);
+	_cleanup_free_ char *mismatch = code
+	                                    ? NULL
+	                                    : gp_profile_mismatch(s->profile, &s->c.root);
 	if (mismatch && !o->force) {
 		gp_error(
 		    out,
 		    "profile %s does not fit this host: %s; nothing was changed; use "
 		    "another profile, or --force if you are sure",
-		    s.profile->name, mismatch);
+		    s->profile->name, mismatch);
 		code = GP_EXIT_BLOCKED;
 	}
-	s.forced_mismatch = mismatch;
+	s->forced_mismatch = mismatch;
 	if (!code && !o->dry_run)
-		code = preflight(&s, o, out);
-	if (!code && !o->dry_run && open_run_log(&s) < 0)
-		code = report_err(&s);
-	if (!code && !o->dry_run && gp_ctx_recover(&s.c) < 0)
-		code = report_err(&s);
+		code = preflight(s, o, out);
+	if (!code && !o->dry_run && open_run_log(s) < 0)
+		code = report_err(s);
+	if (!code && !o->dry_run && gp_ctx_recover(&s->c) < 0)
+		code = report_err(s);
 	if (code) {
-		session_close(&s);
+		session_close(s);
 		return code;
 	}
-	struct gp_ctx *c = &s.c;
+	struct gp_ctx *c = &s->c;
 	if (c->mode == GP_MODE_APPLY) {
-		gp_log(c, "install: profile %s (%s, sha256 %s)", s.profile->name,
-		       s.profile->path, s.profile->digest);
-		gp_journal_set_profile(&c->journal, s.profile->name, s.profile->path,
-		                       s.profile->digest);
-		gp_journal_set_overrides(&c->journal, s.overrides);
-		cJSON *versions = pinned_versions(s.profile);
-		gp_journal_history_begin(&c->journal, s.profile->name, s.profile->digest,
-		                         s.profile->doc, versions);
+		gp_log(c, "install: profile %s (%s, sha256 %s)", s->profile->name,
+		       s->profile->path, s->profile->digest);
+		/* A rollback's profile is its entry's copy: no file names it. */
+		gp_journal_set_profile(&c->journal, s->profile->name,
+		                       s->rollback ? "" : s->profile->path,
+		                       s->profile->digest);
+		gp_journal_set_overrides(&c->journal, s->overrides);
+		cJSON *versions = pinned_versions(s->profile);
+		gp_journal_history_begin(&c->journal, s->profile->name,
+		                         s->profile->digest, s->profile->doc, versions);
 		cJSON_Delete(versions);
 		/* The cap counts the reboots of one install: a person's starts anew. */
 		if (!o->resumed)
 			gp_journal_clear_resume(&c->journal);
-		start_prefetch(&s, o);
+		start_prefetch(s, o);
 	}
-	bool failed = run_pass(&s, o);
+	bool failed = run_pass(s, o);
 	/* Background downloads no stage took any more stop before the report. */
 	gp_ctx_close_fetcher(c);
 	if (c->mode == GP_MODE_APPLY) {
-		record_reboot(&s, c->plan);
+		record_reboot(s, c->plan);
+		if (s->rollback)
+			gp_rollback_record(&c->journal, s->rollback);
 		gp_journal_history_end(&c->journal,
 		                       history_result(plan_exit_code(c->plan), failed));
 		if (!gp_journal_reboot_reason(&c->journal))
@@ -791,10 +870,10 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		}
 		gp_log(c, "install: finished");
 		if (!failed)
-			failed = reboot_step(&s, o);
+			failed = reboot_step(s, o);
 	}
-	render_plan(&s, o, out);
-	code = failed ? gp_exit_code(&s.err) : plan_exit_code(c->plan);
+	render_plan(s, o, out);
+	code = failed ? gp_exit_code(&s->err) : plan_exit_code(c->plan);
 	const struct gp_stage_plan *step = &c->plan->stages[c->plan->n_stages - 1];
 	bool stepped = strcmp(step->name, "reboot") == 0;
 	if (code == GP_EXIT_REBOOT && c->mode == GP_MODE_APPLY && stepped &&
@@ -820,8 +899,47 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 		if (*why)
 			gp_error(out, "install blocked: %s", why);
 	}
-	session_close(&s);
+	session_close(s);
 	return code;
+}
+
+int gp_engine_install(const struct gp_options *o, struct gp_out *out)
+{
+	struct session s;
+	int code = session_start(&s, o, out, o->dry_run ? "plan" : "install");
+	return install_session(&s, code, o, out);
+}
+
+int gp_engine_rollback(const struct gp_options *o, struct gp_out *out)
+{
+	struct session s;
+	int code = session_open(&s, o, out);
+	s.command = "rollback";
+	if (!code)
+		code = check_stage_names(o, out);
+	const struct gp_journal *j = &s.c.journal;
+	_cleanup_free_ char *why = NULL;
+	int refused = 0;
+	const cJSON *e = code ? NULL
+	                      : gp_rollback_target(gp_journal_history(j),
+	                                           gp_journal_history_current(j),
+	                                           o->rollback_to, &why, &refused);
+	if (!code && !e) {
+		gp_fail(&s.err, refused, "rollback: %s; nothing was changed", why);
+		code = report_err(&s);
+	}
+	if (!code) {
+		s.rollback = cJSON_Duplicate(e, true);
+		code = entry_profile(&s, e);
+	}
+	/* After a reboot the rollback is the current entry: going on means
+	 * the same target again, by its id (not "the previous" any more). */
+	const cJSON *id = e ? cJSON_GetObjectItemCaseSensitive(e, "id") : NULL;
+	struct gp_options ro = *o;
+	_cleanup_free_ char *rerun = gp_xasprintf(
+	    "gpuprov rollback --to %ld", cJSON_IsNumber(id) ? (long)id->valuedouble : 0L);
+	ro.rerun = rerun;
+	return install_session(&s, code, &ro, out);
 }
 
 /* The report as metrics, with the journal's view of every stage (as
@@ -1004,19 +1122,9 @@ static int uninstall_profile(struct session *s, const struct gp_options *o)
 {
 	const cJSON *e = gp_journal_history_current(&s->c.journal);
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "profile");
-	const cJSON *doc = cJSON_GetObjectItemCaseSensitive(p, "doc");
-	if (!cJSON_IsObject(doc))
+	if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(p, "doc")))
 		return session_profile(s, o, "uninstall");
-	s->profile = gp_xcalloc(1, sizeof *s->profile);
-	s->profile->name = gp_xstrdup(gp_json_string(p, "name", "?"));
-	s->profile->path = gp_xstrdup(gp_journal_profile_path(&s->c.journal)
-	                                  ? gp_journal_profile_path(&s->c.journal)
-	                                  : "");
-	s->profile->doc = cJSON_Duplicate(doc, true);
-	snprintf(s->profile->digest, sizeof s->profile->digest, "%s",
-	         gp_json_string(p, "sha256", ""));
-	s->c.profile = s->profile;
-	return 0;
+	return entry_profile(s, e);
 }
 
 /* One uninstall pass into a fresh c->plan, the stages in reverse order.

@@ -90,10 +90,16 @@ void gp_history_render(const cJSON *history, const cJSON *current, bool run_in_p
 		        gp_json_string(o, "started", ""), gp_json_string(p, "name", ""),
 		        gp_json_string(p, "sha256", ""), words,
 		        ok ? ", verified" : ", not completed");
-		fprintf(out->out, "       %d packages, %d holds, %d files\n",
+		const cJSON *of = cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetObjectItemCaseSensitive(o, "record"), "rollback_of");
+		fprintf(out->out, "       %d packages, %d holds, %d files",
 		        (int)cJSON_GetObjectItemCaseSensitive(o, "packages")->valuedouble,
 		        (int)cJSON_GetObjectItemCaseSensitive(o, "holds")->valuedouble,
 		        (int)cJSON_GetObjectItemCaseSensitive(o, "files")->valuedouble);
+		if (cJSON_IsNumber(of))
+			fprintf(out->out, "; a rollback to entry %d",
+			        (int)of->valuedouble);
+		fputc('\n', out->out);
 	}
 	cJSON_Delete(doc);
 }

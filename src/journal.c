@@ -727,13 +727,21 @@ void gp_journal_record_hold_set(struct gp_journal *j, const char *name)
 /* --- history: one entry per profile installed (gpuprov history) ---------- */
 
 static const struct member history_members[] = {
-	{ "id", M_NUMBER },          { "started", M_STRING },
-	{ "ended", M_STRING },       { "result", M_STRING },
-	{ "uninstalled", M_STRING }, { "profile", M_OBJECT },
-	{ "packages", M_OBJECT },    { "files", M_OBJECT },
-	{ "holds", M_STRINGS },      { "preexisting", M_OBJECT },
-	{ "stages", M_OBJECT },      { "versions", M_OBJECT },
-	{ "running", M_BOOL },       { NULL, 0 },
+	{ "id", M_NUMBER },
+	{ "started", M_STRING },
+	{ "ended", M_STRING },
+	{ "result", M_STRING },
+	{ "uninstalled", M_STRING },
+	{ "profile", M_OBJECT },
+	{ "packages", M_OBJECT },
+	{ "files", M_OBJECT },
+	{ "holds", M_STRINGS },
+	{ "preexisting", M_OBJECT },
+	{ "stages", M_OBJECT },
+	{ "versions", M_OBJECT },
+	{ "running", M_BOOL },
+	{ "rollback_of", M_NUMBER },
+	{ NULL, 0 },
 };
 static const struct member history_profile_members[] = {
 	{ "name", M_STRING },
@@ -908,6 +916,13 @@ void gp_journal_history_uninstalled(struct gp_journal *j)
 	char when[32];
 	now_iso8601(when);
 	set_string(e, "uninstalled", when);
+}
+
+void gp_journal_history_rollback_of(struct gp_journal *j, long id)
+{
+	cJSON *e = newest_entry(j);
+	if (e)
+		gp_json_set_item(e, "rollback_of", cJSON_CreateNumber((double)id));
 }
 
 void gp_journal_forget_stage(struct gp_journal *j, const char *stage)

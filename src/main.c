@@ -115,6 +115,7 @@ enum {
 	OPT_PROMETHEUS = 1u << 9, /* --format prometheus: verify's only */
 	OPT_REBOOT = 1u << 10, /* install --reboot=never|auto */
 	OPT_DEEP = 1u << 11, /* verify --deep[=quick] */
+	OPT_TO = 1u << 12, /* rollback --to N */
 };
 
 static int cli_main(int argc, char **argv, const char *resume_root);
@@ -169,6 +170,11 @@ static int run_history(const struct command *cmd, struct cli *cli)
 static int run_uninstall(const struct command *cmd, struct cli *cli)
 {
 	return gp_engine_uninstall(&cli->o, &cli->out);
+}
+
+static int run_rollback(const struct command *cmd, struct cli *cli)
+{
+	return gp_engine_rollback(&cli->o, &cli->out);
 }
 
 static int run_status(const struct command *cmd, struct cli *cli)
@@ -391,6 +397,26 @@ static const struct command commands[] = {
 	  OPT_DRY_RUN | OPT_SELECT,
 	  false,
 	  run_uninstall },
+	{ "rollback",
+	  { { "rollback [--to N] [--dry-run]",
+	      "go back to the previous install's state (or history entry N)" } },
+	  "usage: gpuprov rollback [--to N] [--dry-run] [--only S,..] [--skip S,..]\n"
+	  "                        [--cache-dir DIR] [--ca-file FILE]\n"
+	  "                        [--mirror FROM=TO]... [--offline]\n"
+	  "\n"
+	  "Makes the state of the history entry before the current one (or of entry\n"
+	  "N as 'gpuprov history' numbers them) again: first the packages, each at\n"
+	  "exactly the version the entry recorded (downgrades included), those\n"
+	  "gpuprov installed since removed, the holds as they were; then the stages\n"
+	  "with the entry's copy of its profile, as an install of it (its files, the\n"
+	  "Python environment's pins, the reboot a changed driver needs). A full plan\n"
+	  "is made first; --dry-run prints it and changes nothing. Refused (exit 4)\n"
+	  "before anything changes when no configured repository offers an old\n"
+	  "version any more, naming them. The history gets a new entry that says\n"
+	  "which one it rolled back to.\n",
+	  OPT_DRY_RUN | OPT_SELECT | OPT_FETCH | OPT_TO,
+	  false,
+	  run_rollback },
 	{ "resume",
 	  { { "resume",
 	      "continue an install after its reboot (gpuprov-resume.service)" } },
@@ -492,6 +518,7 @@ static const struct {
 	{ OPT_NAMES, "--names" },
 	{ OPT_REBOOT, "--reboot" },
 	{ OPT_DEEP, "--deep" },
+	{ OPT_TO, "--to" },
 };
 
 static const struct command *find_command(const char *name)
@@ -628,6 +655,7 @@ enum long_only {
 	L_LIST_OPTIONS,
 	L_LIST_COMMANDS,
 	L_REBOOT,
+	L_TO,
 	L_END, /* one past the last */
 };
 
@@ -661,6 +689,8 @@ static unsigned option_bit(int opt)
 		return OPT_REBOOT;
 	case L_DEEP:
 		return OPT_DEEP;
+	case L_TO:
+		return OPT_TO;
 	default:
 		return 0;
 	}
@@ -705,6 +735,7 @@ static bool single_valued(int opt)
 	case L_FORMAT:
 	case L_TEXTFILE_DIR:
 	case L_REBOOT:
+	case L_TO:
 		return true;
 	default:
 		return false;
@@ -802,6 +833,7 @@ static int cli_main(int argc, char **argv, const char *resume_root)
 		{ "list-options", no_argument, NULL, L_LIST_OPTIONS },
 		{ "list-commands", no_argument, NULL, L_LIST_COMMANDS },
 		{ "reboot", required_argument, NULL, L_REBOOT },
+		{ "to", required_argument, NULL, L_TO },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct cli cli = { .o = { .root = "/" } };
@@ -982,6 +1014,20 @@ static int cli_main(int argc, char **argv, const char *resume_root)
 		case L_TEXTFILE:
 			o->textfile = true;
 			break;
+		case L_TO: {
+			char *end = NULL;
+			errno = 0;
+			long n = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || n < 1 || n > 999999999) {
+				rc = usage_error(NULL,
+				                 "--to %s: give a history entry's id (a "
+				                 "number 'gpuprov history' lists)",
+				                 optarg);
+				goto out;
+			}
+			o->rollback_to = n;
+			break;
+		}
 		case L_DEEP:
 			if (optarg && strcmp(optarg, "quick") != 0) {
 				rc = usage_error(NULL,

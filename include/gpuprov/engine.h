@@ -33,6 +33,7 @@ struct gp_options {
 	bool resumed; /* run by `gpuprov resume`: its reboots count toward the cap */
 	const char *reboot_stub; /* GPUPROV_REBOOT_STUB: in-root program run instead */
 	char *const *argv; /* the command line as typed: the resume marker's */
+	long rollback_to; /* rollback --to N: the history entry's id; 0: the previous */
 };
 
 /* The reboots --reboot=auto makes for one install before it stops. */
@@ -49,6 +50,11 @@ int gp_engine_history(const struct gp_options *o, struct gp_out *out);
 /* `uninstall`: what the journal says gpuprov added goes, stages in reverse
  * order (--only/--skip select them), planned first (--dry-run: only). */
 int gp_engine_uninstall(const struct gp_options *o, struct gp_out *out);
+/* `rollback`: the state of the history entry before the current one (or
+ * --to N) made again, planned first (--dry-run: only) as an install of the
+ * entry's profile copy, after a step that puts its packages back at their
+ * recorded versions (src/rollback.c). */
+int gp_engine_rollback(const struct gp_options *o, struct gp_out *out);
 /* `gpuprov resume`, before the install it continues: under the lock it
  * removes the resume marker (first, whatever it holds, so that nothing
  * loops at the next boot) and the unit's enabling link, counts the boot in

@@ -126,7 +126,8 @@ void gp_journal_record_hold_set(struct gp_journal *j, const char *name);
  * "installed_before"), the holds, the packages there before gpuprov
  * ("preexisting": name -> version), the files with their backups, each
  * stage's state, and "versions" (each stage's pinned version, the Python
- * environment's pins). "uninstalled": when gpuprov uninstall removed it. */
+ * environment's pins). "uninstalled": when gpuprov uninstall removed it;
+ * "rollback_of": the id of the entry gpuprov rollback went back to. */
 #define GP_HISTORY_MAX 16
 const cJSON *gp_journal_history(const struct gp_journal *j);
 /* The newest entry unless it was uninstalled, or NULL. */
@@ -142,6 +143,8 @@ void gp_journal_history_begin(struct gp_journal *j, const char *name, const char
  * was. */
 void gp_journal_history_end(struct gp_journal *j, const char *result);
 void gp_journal_history_uninstalled(struct gp_journal *j);
+/* The newest entry is a rollback to entry id ("rollback_of"). */
+void gp_journal_history_rollback_of(struct gp_journal *j, long id);
 /* Drops a stage's record (state, time, marks, settings): uninstalled. */
 void gp_journal_forget_stage(struct gp_journal *j, const char *stage);
 

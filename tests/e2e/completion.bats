@@ -96,6 +96,7 @@ command_options() {
 			--mirror) v=(a=b) ;;
 			--textfile-dir) v=(/x) ;;
 			--reboot) v=(auto) ;;
+			--to) v=(1) ;;
 			esac
 			run --separate-stderr "$GPUPROV" --root "$BATS_TEST_TMPDIR" "$c" "$o" "${v[@]}"
 			[ "$status" -eq 2 ] && [[ $stderr == *"does not apply"* ]] ||
@@ -138,7 +139,7 @@ command_options() {
 
 @test "completion: commands, subcommands and each command's own options" {
 	complete ""
-	offered install plan verify status history uninstall detect profiles stages
+	offered install plan verify status history uninstall rollback detect profiles stages
 	[ "$(grep -cx profiles <<<"$output")" -eq 1 ] || fail "profiles twice: $output"
 	complete "pro"
 	[ "$output" = profiles ]
@@ -153,6 +154,9 @@ command_options() {
 	complete "uninstall --"
 	offered --dry-run --only --skip --root
 	not_offered --profile --force --offline
+	complete "rollback --"
+	offered --to --dry-run --root --json
+	not_offered --profile --force
 	complete "history --"
 	offered --root --json
 	not_offered --profile --dry-run --only

@@ -31,7 +31,7 @@ LAYERS = [
                "src/deeptable.c"]),
     # The effect door and the package layer that goes through it.
     ("door", ["src/context.c", "src/download.c", "src/pkg.c", "src/prefetch.c",
-              "src/rebootsig.c", "src/undo.c"]),
+              "src/rebootsig.c", "src/undo.c", "src/rollback.c"]),
     ("stages", ["src/stages/*.c"]),
     ("engine", ["src/engine.c"]),
     ("cli", ["src/catalog.c", "src/detect.c", "src/stagelist.c", "src/main.c"]),

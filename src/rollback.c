@@ -1,0 +1,302 @@
+/* Rollback: the packages and holds a history entry recorded, made again.
+ *
+ * The entry's "packages" (name -> version, stage, held) is the state to go
+ * back to: each one installed at exactly its version (apt's install has
+ * --allow-downgrades, src/pure/pkg_apt.c), the packages gpuprov installed
+ * since and the entry did not have removed (those there before gpuprov,
+ * "installed_before", are kept), and the holds as the entry's "holds" lists
+ * them. An older version that no configured repository offers any more
+ * refuses the rollback before anything changes: apt installs only what its
+ * lists offer (or what is installed). The rest of the entry's state (the
+ * files its stages wrote, the Python environment's pins, the reboot of a
+ * driver stage) comes from the engine applying the entry's profile copy
+ * after this step, as an install of it would. */
+#include <string.h>
+
+#include "gpuprov/context.h"
+#include "gpuprov/error.h"
+#include "gpuprov/journal.h"
+#include "gpuprov/pkg.h"
+#include "gpuprov/pkgdb.h"
+#include "gpuprov/rollback.h"
+#include "gpuprov/util.h"
+
+/* The stage a reboot follows when its packages change (as its install does). */
+#define DRIVER_STAGE "driver"
+
+static double entry_id(const cJSON *e)
+{
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+	return cJSON_IsNumber(id) ? id->valuedouble : 0;
+}
+
+const cJSON *gp_rollback_target(const cJSON *history, const cJSON *current, long to,
+                                char **why, int *code)
+{
+	*why = NULL;
+	*code = GP_EBLOCKED;
+	if (!current) {
+		*why = gp_xstrdup(
+		    history && history->child
+		        ? "the newest install was uninstalled, so there is no current "
+		          "state to roll back from; install a profile"
+		        : "no install recorded; there is nothing to roll back to");
+		return NULL;
+	}
+	const cJSON *before = NULL;
+	for (const cJSON *e = history ? history->child : NULL; e; e = e->next) {
+		if (to > 0 && entry_id(e) == (double)to) {
+			if (e != current)
+				return e;
+			*code = GP_EOPTION;
+			*why = gp_xasprintf(
+			    "--to %ld is the current entry; nothing to roll "
+			    "back (gpuprov history lists the others)",
+			    to);
+			return NULL;
+		}
+		if (e->next == current)
+			before = e;
+	}
+	if (to > 0) {
+		*code = GP_EOPTION;
+		*why = gp_xasprintf("--to %ld: no such history entry; gpuprov history "
+		                    "lists the ids it keeps",
+		                    to);
+		return NULL;
+	}
+	if (!before)
+		*why = gp_xstrdup("only one install recorded; there is nothing before it "
+		                  "to roll back to");
+	return before;
+}
+
+/* The entry's record of a package, or NULL. */
+static const cJSON *entry_package(const cJSON *entry, const char *name)
+{
+	return cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(entry, "packages"), name);
+}
+
+static bool entry_holds(const cJSON *entry, const char *name)
+{
+	const cJSON *holds = cJSON_GetObjectItemCaseSensitive(entry, "holds");
+	for (const cJSON *h = holds ? holds->child : NULL; h; h = h->next)
+		if (cJSON_IsString(h) && gp_streq(h->valuestring, name))
+			return true;
+	return false;
+}
+
+/* What the rollback changes in the packages. */
+struct rollback {
+	struct gp_pkg_want *want; /* the entry's packages not at its version */
+	size_t n_want;
+	char **remove; /* gpuprov's since, which the entry did not have */
+	char **gone; /* "name=version" no repository offers: refused */
+	char **driver; /* of those, the driver stage's */
+};
+
+static void rollback_free(struct rollback *r)
+{
+	free(r->want);
+	gp_strv_free(r->remove);
+	gp_strv_free(r->gone);
+	gp_strv_free(r->driver);
+}
+
+/* Is version of name offered by the root's apt lists? True when that
+ * cannot be known (dnf, lists never read): the package manager decides. */
+static bool offered(struct gp_ctx *c, enum gp_pkg_manager pm, const char *name,
+                    const char *version)
+{
+	if (pm != GP_PKG_APT)
+		return true;
+	_cleanup_strv_ char **versions = NULL;
+	int lists = gp_apt_candidates(&c->root, name, &versions);
+	return lists <= 0 || gp_strv_contains(versions, version);
+}
+
+/* Gathers r from the journal, the entry and the package database: 0, or -1
+ * with c->err set. */
+static int gather(struct gp_ctx *c, const cJSON *entry, struct rollback *r)
+{
+	*r = (struct rollback){ gp_xcalloc(1, sizeof *r->want), 0,
+		                gp_xcalloc(1, sizeof(char *)),
+		                gp_xcalloc(1, sizeof(char *)),
+		                gp_xcalloc(1, sizeof(char *)) };
+	enum gp_pkg_manager pm;
+	if (gp_pkg_manager(c, &pm) < 0)
+		return -1;
+	const cJSON *pkgs = cJSON_GetObjectItemCaseSensitive(entry, "packages");
+	for (const cJSON *p = pkgs ? pkgs->child : NULL; p; p = p->next) {
+		const char *version = gp_json_string(p, "version", NULL);
+		_cleanup_free_ char *have = NULL;
+		if (!version)
+			continue;
+		if (gp_pkg_installed(c, p->string, &have) < 0)
+			return -1;
+		if (gp_streq(have, version))
+			continue;
+		if (!offered(c, pm, p->string, version)) {
+			_cleanup_free_ char *spec = gp_xasprintf("%s=%s", p->string,
+			                                         version);
+			gp_strv_push(&r->gone, spec);
+		}
+		r->want = gp_xrealloc(r->want, (r->n_want + 1) * sizeof *r->want);
+		r->want[r->n_want++] = (struct gp_pkg_want){ p->string, version };
+		if (gp_streq(gp_json_string(p, "stage", NULL), DRIVER_STAGE))
+			gp_strv_push(&r->driver, p->string);
+	}
+	const cJSON *now = gp_journal_packages(&c->journal);
+	for (const cJSON *p = now ? now->child : NULL; p; p = p->next) {
+		if (entry_package(entry, p->string) ||
+		    gp_json_string(p, "installed_before", NULL))
+			continue;
+		_cleanup_free_ char *have = NULL;
+		if (gp_pkg_installed(c, p->string, &have) < 0)
+			return -1;
+		if (!have)
+			continue;
+		gp_strv_push(&r->remove, p->string);
+		if (gp_streq(gp_json_string(p, "stage", NULL), DRIVER_STAGE))
+			gp_strv_push(&r->driver, p->string);
+	}
+	return 0;
+}
+
+/* The holds to change once the packages are back: *set the entry held that
+ * are not held now, *release the held ones of gpuprov's it did not hold. */
+static void hold_changes(struct gp_ctx *c, const cJSON *entry, char ***set,
+                         char ***release)
+{
+	*set = gp_xcalloc(1, sizeof(char *));
+	*release = gp_xcalloc(1, sizeof(char *));
+	const cJSON *holds = cJSON_GetObjectItemCaseSensitive(entry, "holds");
+	for (const cJSON *h = holds ? holds->child : NULL; h; h = h->next)
+		if (cJSON_IsString(h) && !gp_pkg_is_held(c, h->valuestring))
+			gp_strv_push(set, h->valuestring);
+	const cJSON *now = gp_journal_packages(&c->journal);
+	for (const cJSON *p = now ? now->child : NULL; p; p = p->next)
+		if (!entry_holds(entry, p->string) && gp_pkg_is_held(c, p->string))
+			gp_strv_push(release, p->string);
+}
+
+/* "name=version, ..." of the wants. */
+static char *wants_text(const struct rollback *r)
+{
+	struct gp_buf b = { 0 };
+	for (size_t i = 0; i < r->n_want; i++)
+		gp_buf_printf(&b, "%s%s=%s", i ? ", " : "", r->want[i].name,
+		              r->want[i].version);
+	return gp_buf_steal(&b);
+}
+
+int gp_rollback_check(struct gp_ctx *c, const cJSON *entry, char **reason)
+{
+	*reason = NULL;
+	struct rollback r;
+	int rc = gather(c, entry, &r);
+	if (rc < 0) {
+		rollback_free(&r);
+		return -2;
+	}
+	long id = (long)entry_id(entry);
+	if (r.gone[0]) {
+		_cleanup_free_ char *gone = gp_strv_join(r.gone, ", ");
+		*reason = gp_xasprintf(
+		    "cannot roll back to history entry %ld: no configured repository "
+		    "offers %s any more (apt's lists in the root); add a repository or "
+		    "mirror that has them, or roll back to another entry (--to N)",
+		    id, gone);
+		rollback_free(&r);
+		return -1;
+	}
+	_cleanup_strv_ char **set = NULL, **release = NULL;
+	hold_changes(c, entry, &set, &release);
+	struct gp_buf b = { 0 };
+	if (r.n_want) {
+		_cleanup_free_ char *w = wants_text(&r);
+		gp_buf_printf(&b, "installs %s", w);
+	}
+	if (r.remove[0]) {
+		_cleanup_free_ char *names = gp_strv_join(r.remove, " ");
+		gp_buf_printf(&b, "%sremoves %s", b.len ? "; " : "", names);
+	}
+	if (set[0] || release[0])
+		gp_buf_printf(&b, "%sholds as they were", b.len ? "; " : "");
+	rc = b.len != 0;
+	_cleanup_free_ char *what = gp_buf_steal(&b);
+	*reason = rc ? gp_xasprintf("back to history entry %ld: %s", id, what)
+	             : gp_xasprintf("the packages and holds are as history entry %ld "
+	                            "had them",
+	                            id);
+	rollback_free(&r);
+	return rc;
+}
+
+static int apply_holds(struct gp_ctx *c, const cJSON *entry)
+{
+	_cleanup_strv_ char **set = NULL, **release = NULL;
+	hold_changes(c, entry, &set, &release);
+	if (release[0] && gp_effect_pkg_hold(c, (const char *const *)release,
+	                                     gp_strv_len(release), false) < 0)
+		return -1;
+	if (set[0] &&
+	    gp_effect_pkg_hold(c, (const char *const *)set, gp_strv_len(set), true) < 0)
+		return -1;
+	return 0;
+}
+
+int gp_rollback_apply(struct gp_ctx *c, const cJSON *entry)
+{
+	struct rollback r;
+	int rc = gather(c, entry, &r);
+	if (rc == 0 && r.gone[0]) {
+		_cleanup_free_ char *gone = gp_strv_join(r.gone, ", ");
+		rc = gp_fail(c->err, GP_EBLOCKED,
+		             "rollback: no configured repository offers %s any more; "
+		             "nothing was changed",
+		             gone);
+	}
+	if (rc == 0 && r.remove[0])
+		rc = gp_effect_pkg_remove(c, (const char *const *)r.remove,
+		                          gp_strv_len(r.remove));
+	if (rc == 0 && r.n_want)
+		rc = gp_effect_pkg_install(c, r.want, r.n_want);
+	if (rc == 0)
+		rc = apply_holds(c, entry);
+	if (rc == 0 && r.driver[0]) {
+		_cleanup_free_ char *why = gp_xasprintf(
+		    "the NVIDIA driver's packages went back to history entry %ld",
+		    (long)entry_id(entry));
+		rc = gp_effect_reboot_for(c, why, (const char *const *)r.driver);
+	}
+	rollback_free(&r);
+	return rc;
+}
+
+static bool of_step(const cJSON *rec)
+{
+	return gp_streq(gp_json_string(rec, "stage", NULL), GP_ROLLBACK_STEP);
+}
+
+void gp_rollback_record(struct gp_journal *j, const cJSON *entry)
+{
+	const cJSON *pkgs = gp_journal_packages(j);
+	/* A package the step's install brought that the entry did not have (a
+	 * dependency apt chose) goes to the stage of the first one it
+	 * installed that the entry had, so that uninstall finds it. */
+	const char *fallback = NULL;
+	for (const cJSON *p = pkgs ? pkgs->child : NULL; p && !fallback; p = p->next)
+		if (of_step(p))
+			fallback = gp_json_string(entry_package(entry, p->string),
+			                          "stage", NULL);
+	for (const cJSON *p = pkgs ? pkgs->child : NULL; p; p = p->next) {
+		const char *stage = gp_json_string(entry_package(entry, p->string),
+		                                   "stage", fallback);
+		const char *version = gp_json_string(p, "version", NULL);
+		if (stage && version && of_step(p))
+			gp_journal_record_package(j, p->string, version, stage);
+	}
+	gp_journal_history_rollback_of(j, (long)entry_id(entry));
+}

@@ -68,6 +68,7 @@ struct gp_pkg_state {
 	 * (restore_before_run). */
 	char **held_before_run;
 	cJSON *journal_before_run;
+	bool dpkg_finished; /* finish_interrupted ran (or was planned) */
 };
 
 static struct gp_pkg_state *state(struct gp_ctx *c)
@@ -1029,6 +1030,36 @@ static void record_holds(struct gp_ctx *c, const char *const *names, size_t n, b
 	}
 }
 
+/* Was dpkg interrupted (a run killed in the middle of an install)? Its
+ * updates journal then has entries, and apt refuses every install and
+ * removal until 'dpkg --configure -a' finished what was left. */
+static bool dpkg_interrupted(struct gp_ctx *c)
+{
+	_cleanup_strv_ char **names = NULL;
+	if (gp_root_list_dir(&c->root, "/var/lib/dpkg/updates", &names) < 0)
+		return false;
+	for (size_t i = 0; names[i]; i++)
+		if (names[i][0] && !names[i][strspn(names[i], "0123456789")])
+			return true;
+	return false;
+}
+
+/* apt: finishes what an interrupted dpkg left, once a run, before the
+ * run's first install or removal (and before db_before_run, so that a
+ * failed upgrade puts back a configured set). */
+static int finish_interrupted(struct gp_ctx *c, const struct gp_pkg_backend *b)
+{
+	struct gp_pkg_state *s = state(c);
+	if (strcmp(b->name, "apt") != 0 || s->dpkg_finished || !dpkg_interrupted(c))
+		return 0;
+	s->dpkg_finished = true;
+	char *const argv[] = {
+		"dpkg", "--force-confdef", "--force-confold", "--configure", "-a", NULL
+	};
+	gp_log(c, "dpkg was interrupted: finishing what it left first");
+	return run_pkg(c, b, gp_strv_copy(argv));
+}
+
 /* A package's journal record as it was before this run's first change, when
  * a removal of this run dropped it; dropped when the package is gone and
  * had none. */
@@ -1057,9 +1088,9 @@ static void restore_record(struct gp_ctx *c, const char *name)
 /* A real install that failed part-way (a package whose postinst failed)
  * leaves the NVIDIA set between two releases, and the packages of the
  * branch this run removed before it (the driver stage's upgrade) gone.
- * Puts back what this run found (db_before_run): every NVIDIA package and
- * member of the failed transaction at its previous exact version (apt
- * allows the downgrade), the ones it added removed, the holds that were
+ * Puts back what this run found (db_before_run): the NVIDIA packages and
+ * members of the failed transaction it added removed, every other one at
+ * its previous exact version (apt allows the downgrade), the holds that were
  * there held again (the install's own released ones are held by its
  * caller: released), the journal's records as they were. This is the
  * plan's error path: no plan knows that a postinst will fail, so none shows
@@ -1105,10 +1136,12 @@ static void restore_before_run(struct gp_ctx *c, const struct gp_pkg_backend *b,
 	        "%s: the install failed; putting the packages back as this "
 	        "run found them",
 	        who(c));
-	int rc = k ? run_pkg(c, b, b->install(w, k)) : 0;
+	/* The added ones first: another branch's packages share file names
+	 * with the ones put back (nvidia-smi), which dpkg will not overwrite. */
+	int rc = added[0] ? run_pkg(c, b, b->remove(added)) : 0;
+	if (rc == 0 && k)
+		rc = run_pkg(c, b, b->install(w, k));
 	free(w);
-	if (rc == 0 && added[0])
-		rc = run_pkg(c, b, b->remove(added));
 	_cleanup_strv_ char **hold = gp_xcalloc(1, sizeof(char *));
 	for (size_t i = 0; rc == 0 && s->held_before_run[i]; i++) {
 		const char *name = s->held_before_run[i];
@@ -1123,14 +1156,17 @@ static void restore_before_run(struct gp_ctx *c, const struct gp_pkg_backend *b,
 		restore_record(c, names[i]);
 	for (size_t i = 0; added[i]; i++)
 		restore_record(c, added[i]);
-	_cleanup_free_ char *back = k ? gp_strv_join(names, ", ") : gp_xstrdup("none");
+	struct gp_buf back = { 0 };
+	for (size_t i = 0; i < k; i++)
+		gp_buf_printf(&back, "%s%s=%s", i ? ", " : "", names[i], versions[i]);
+	_cleanup_free_ char *put_back = k ? gp_buf_steal(&back) : gp_xstrdup("none");
 	_cleanup_free_ char *gone = added[0] ? gp_strv_join(added, ", ") : NULL;
 	if (rc == 0)
 		gp_fail(c->err, code,
 		        "%s; gpuprov put the packages back as this run found them "
 		        "(reinstalled at their previous versions: %s%s%s) and held "
 		        "them as they were",
-		        why, back, gone ? "; removed: " : "", gone ? gone : "");
+		        why, put_back, gone ? "; removed: " : "", gone ? gone : "");
 	else
 		gp_fail(c->err, code,
 		        "%s; putting the packages back as this run found them failed "
@@ -1152,6 +1188,10 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	if (todo <= 0) {
 		free(need);
 		return (int)todo;
+	}
+	if (finish_interrupted(c, b) < 0) {
+		free(need);
+		return -1;
 	}
 	db_before_run(c);
 	bool deferred = pins_deferred(c, pm, want, need, n);
@@ -1279,6 +1319,8 @@ int gp_effect_pkg_remove(struct gp_ctx *c, const char *const *names, size_t n)
 		return -1;
 	enum gp_pkg_manager pm;
 	if (gp_pkg_manager(c, &pm) < 0)
+		return -1;
+	if (finish_interrupted(c, gp_pkg_backend_get(pm)) < 0)
 		return -1;
 	db_before_run(c);
 	_cleanup_strv_ char **todo = gp_xcalloc(1, sizeof(char *));

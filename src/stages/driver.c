@@ -818,12 +818,14 @@ static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	                                    ? gp_drift_kernels_without_module(c)
 	                                    : gp_xcalloc(1, sizeof(char *));
 	if (!gp_driver_version_matches(have, d.branch, d.ch.version)) {
-		_cleanup_free_ char *moves = have ? package_moves(c, &d, left) : NULL;
-		if (have)
+		_cleanup_free_ char *moves = have || left[0] ? package_moves(c, &d, left)
+		                                             : NULL;
+		if (have || left[0])
 			gp_check_set(ck, GP_STATE_NEEDED,
 			             "installed driver %s, the profile "
 			             "wants %s%s%s",
-			             have, target, moves ? "; " : "", moves ? moves : "");
+			             have ? have : "of another branch", target,
+			             moves ? "; " : "", moves ? moves : "");
 		else
 			gp_check_set(ck, GP_STATE_NEEDED,
 			             "no NVIDIA driver installed; will "

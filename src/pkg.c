@@ -612,7 +612,10 @@ static int add_exact_closure(struct gp_ctx *c, const struct gp_apt_index *ix,
 		_cleanup_free_ char *have = NULL;
 		if (gp_pkg_installed(c, names[i], &have) < 0)
 			return -1;
-		if (gp_streq(have, versions[i]) || txn_has(t, names[i]))
+		/* After an interrupted dpkg, what its --configure -a leaves
+		 * installed is known to the run only: the whole closure then. */
+		if ((gp_streq(have, versions[i]) && !state(c)->dpkg_finished) ||
+		    txn_has(t, names[i]))
 			continue;
 		gp_log(c, "%s=%s is an exact dependency of the pinned set", names[i],
 		       versions[i]);

@@ -12,9 +12,9 @@
 # hold is left);
 # an upgrade to 580.82.07 whose nvidia-dkms postinst fails (the 580.65.06 set
 # is put back and held, the run fails, verify says what it said before); the
-# switch to Canonical's prebuilt signed modules with Secure Boot on
-# (nvidia-dkms-580-server goes); an upgrade killed in the middle (history
-# shows it interrupted, the rerun converges). After each: the installed NVIDIA
+# same upgrade killed in the middle (history shows it interrupted, the rerun
+# converges); last, the switch to Canonical's prebuilt signed modules with
+# Secure Boot on (nvidia-dkms-580-server goes). After each: the installed NVIDIA
 # packages (dpkg status) and apt-mark showhold against the expected set, and
 # the plan's effects against the run's.
 
@@ -161,7 +161,11 @@ loaded() {
 }
 
 @test "upgrade: a package whose postinst fails leaves the previous set installed and held, the run failed, verify as before" {
+	# After the reboot the install finds it done (the journal's reboot is
+	# over); what verify says now is what it must say after the failure.
 	profile 580 580.65.06
+	gp --root "$R" install --profile "$P"
+	assert_status 0
 	gp --root "$R" verify --profile "$P" --only driver
 	local vstatus=$status vout=$output
 	profile 580 580.82.07
@@ -197,27 +201,8 @@ PY
 		fail "verify before ($vstatus):" "$vout" "after ($status):" "$output"
 }
 
-@test "upgrade: DKMS -> Canonical's prebuilt signed modules with Secure Boot on removes nvidia-dkms" {
-	profile 580 580.65.06 auto
-	mkdir -p "$R/sys/firmware/efi/efivars"
-	printf '\006\000\000\000\001' \
-		> "$R/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
-	gp --root "$R" plan --profile "$P"
-	assert_status 0
-	assert_stdout_line "      run apt-mark unhold nvidia-dkms-580-server"
-	assert_stdout_line "      run apt-get -y -q remove --purge nvidia-dkms-580-server"
-	# The module's version does not change: no reboot is asked for.
-	assert_plan_matches_run "$R" --profile "$P"
-	assert_status 0
-	assert_nvidia_set "$(dkms_set 580 "$A580" | grep -v nvidia-dkms
-		printf '%s\n' "linux-modules-nvidia-580-server-$KVER=$A580" \
-			"linux-modules-nvidia-580-server-generic=$A580" | sort)"
-	gp --root "$R" install --profile "$P"
-	refute_stdout_has "remove"
-}
-
 @test "upgrade: killed in the middle, history shows the entry interrupted and a rerun converges" {
-	profile 580 580.82.07 auto
+	profile 580 580.82.07
 	echo "nvidia-driver-580-server=$B580" > "$R/etc/stand-in-killing-postinst"
 	# exec keeps the pid the postinst kills.
 	# shellcheck disable=SC2016 # the inner shell's own arguments
@@ -234,12 +219,31 @@ PY
 	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/history.json"
 	JSON=$BATS_TEST_TMPDIR/history.json
 	jeq 'd["entries"][0]["result"]' interrupted
-	gp --root "$R" install --profile "$P"
+	# dpkg was killed with its postinst: the rerun finishes it first.
+	assert_plan_matches_run "$R" --profile "$P"
 	assert_status 5
-	assert_nvidia_set "$(dkms_set 580 "$B580" | grep -v nvidia-dkms
-		printf '%s\n' "linux-modules-nvidia-580-server-$KVER=$B580" \
-			"linux-modules-nvidia-580-server-generic=$B580" | sort)"
+	assert_nvidia_set "$(dkms_set 580 "$B580")"
 	gp --root "$R" history --json
 	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/history.json"
 	jeq 'd["entries"][0]["result"]' reboot_pending
+	loaded 580.82.07
+}
+
+@test "upgrade: DKMS -> Canonical's prebuilt signed modules with Secure Boot on removes nvidia-dkms" {
+	profile 580 580.82.07 auto
+	mkdir -p "$R/sys/firmware/efi/efivars"
+	printf '\006\000\000\000\001' \
+		> "$R/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+	gp --root "$R" plan --profile "$P"
+	assert_status 0
+	assert_stdout_line "      run apt-mark unhold nvidia-dkms-580-server"
+	assert_stdout_line "      run apt-get -y -q remove --purge nvidia-dkms-580-server"
+	# The module's version does not change: no reboot is asked for.
+	assert_plan_matches_run "$R" --profile "$P"
+	assert_status 0
+	assert_nvidia_set "$({ dkms_set 580 "$B580" | grep -v nvidia-dkms
+		printf '%s\n' "linux-modules-nvidia-580-server-$KVER=$B580" \
+			"linux-modules-nvidia-580-server-generic=$B580"; } | sort)"
+	gp --root "$R" install --profile "$P"
+	refute_stdout_has "remove"
 }

@@ -63,6 +63,12 @@ struct gp_pkg_state {
 	/* The database before this run's first install or removal,
 	 * "name=version" each (db_before_run); NULL until asked or taken. */
 	char **db_before_run;
+	/* Taken with it: the held packages, and the journal's package
+	 * records (a copy), what a failed upgrade puts back
+	 * (restore_before_run). */
+	char **held_before_run;
+	cJSON *journal_before_run;
+	bool dpkg_finished; /* finish_interrupted ran (or was planned) */
 };
 
 static struct gp_pkg_state *state(struct gp_ctx *c)
@@ -98,6 +104,8 @@ void gp_pkg_state_free(struct gp_ctx *c)
 	gp_apt_index_free(&c->pkg->before);
 	gp_strv_free(c->pkg->deferred_adds);
 	gp_strv_free(c->pkg->db_before_run);
+	gp_strv_free(c->pkg->held_before_run);
+	cJSON_Delete(c->pkg->journal_before_run);
 	free(c->pkg);
 	c->pkg = NULL;
 }
@@ -604,7 +612,10 @@ static int add_exact_closure(struct gp_ctx *c, const struct gp_apt_index *ix,
 		_cleanup_free_ char *have = NULL;
 		if (gp_pkg_installed(c, names[i], &have) < 0)
 			return -1;
-		if (gp_streq(have, versions[i]) || txn_has(t, names[i]))
+		/* After an interrupted dpkg, what its --configure -a leaves
+		 * installed is known to the run only: the whole closure then. */
+		if ((gp_streq(have, versions[i]) && !state(c)->dpkg_finished) ||
+		    txn_has(t, names[i]))
 			continue;
 		gp_log(c, "%s=%s is an exact dependency of the pinned set", names[i],
 		       versions[i]);
@@ -916,8 +927,17 @@ static char **installed_now(struct gp_ctx *c)
 static char *const *db_before_run(struct gp_ctx *c)
 {
 	struct gp_pkg_state *s = state(c);
-	if (!s->db_before_run)
-		s->db_before_run = db_list(c);
+	if (s->db_before_run)
+		return s->db_before_run;
+	s->db_before_run = db_list(c);
+	s->held_before_run = gp_xcalloc(1, sizeof(char *));
+	const struct gp_pkgdb *db;
+	if (read_db_quiet(c, &db) == 0)
+		for (size_t i = 0; i < db->n; i++)
+			if (db->e[i].held)
+				gp_strv_push(&s->held_before_run, db->e[i].name);
+	const cJSON *pkgs = gp_journal_packages(&c->journal);
+	s->journal_before_run = pkgs ? cJSON_Duplicate(pkgs, true) : NULL;
 	return s->db_before_run;
 }
 
@@ -1013,6 +1033,150 @@ static void record_holds(struct gp_ctx *c, const char *const *names, size_t n, b
 	}
 }
 
+/* Was dpkg interrupted (a run killed in the middle of an install)? Its
+ * updates journal then has entries, and apt refuses every install and
+ * removal until 'dpkg --configure -a' finished what was left. */
+static bool dpkg_interrupted(struct gp_ctx *c)
+{
+	_cleanup_strv_ char **names = NULL;
+	if (gp_root_list_dir(&c->root, "/var/lib/dpkg/updates", &names) < 0)
+		return false;
+	for (size_t i = 0; names[i]; i++)
+		if (names[i][0] && !names[i][strspn(names[i], "0123456789")])
+			return true;
+	return false;
+}
+
+/* apt: finishes what an interrupted dpkg left, once a run, before the
+ * run's first install or removal (and before db_before_run, so that a
+ * failed upgrade puts back a configured set). */
+static int finish_interrupted(struct gp_ctx *c, const struct gp_pkg_backend *b)
+{
+	struct gp_pkg_state *s = state(c);
+	if (strcmp(b->name, "apt") != 0 || s->dpkg_finished || !dpkg_interrupted(c))
+		return 0;
+	s->dpkg_finished = true;
+	char *const argv[] = {
+		"dpkg", "--force-confdef", "--force-confold", "--configure", "-a", NULL
+	};
+	gp_log(c, "dpkg was interrupted: finishing what it left first");
+	return run_pkg(c, b, gp_strv_copy(argv));
+}
+
+/* A package's journal record as it was before this run's first change, when
+ * a removal of this run dropped it; dropped when the package is gone and
+ * had none. */
+static void restore_record(struct gp_ctx *c, const char *name)
+{
+	const cJSON *was = cJSON_GetObjectItemCaseSensitive(state(c)->journal_before_run,
+	                                                    name);
+	_cleanup_free_ char *have = NULL;
+	if (gp_pkg_installed(c, name, &have) < 0 || !have) {
+		gp_journal_forget_package(&c->journal, name);
+		return;
+	}
+	if (!was || gp_journal_package(&c->journal, name))
+		return;
+	gp_journal_record_package(&c->journal, name, have,
+	                          gp_json_string(was, "stage", gp_ctx_stage_name(c)));
+	gp_journal_set_package_before(&c->journal, name,
+	                              gp_json_string(was, "installed_before", NULL));
+	gp_journal_record_hold(
+	    &c->journal, name,
+	    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(was, "held")));
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(was, "hold_set")))
+		gp_journal_record_hold_set(&c->journal, name);
+}
+
+/* A real install that failed part-way (a package whose postinst failed)
+ * leaves the NVIDIA set between two releases, and the packages of the
+ * branch this run removed before it (the driver stage's upgrade) gone.
+ * Puts back what this run found (db_before_run): the NVIDIA packages and
+ * members of the failed transaction it added removed, every other one at
+ * its previous exact version (apt allows the downgrade), the holds that were
+ * there held again (the install's own released ones are held by its
+ * caller: released), the journal's records as they were. This is the
+ * plan's error path: no plan knows that a postinst will fail, so none shows
+ * these commands; the journal and the run log have them. The install's
+ * failure stays the error reported, saying what was put back. */
+static void restore_before_run(struct gp_ctx *c, const struct gp_pkg_backend *b,
+                               char *const *txn_names, char *const *released)
+{
+	struct gp_pkg_state *s = state(c);
+	_cleanup_free_ char *why = gp_xstrdup(c->err->msg);
+	int code = c->err->code;
+	char *const *before = db_before_run(c);
+	_cleanup_strv_ char **now = db_list(c);
+	_cleanup_strv_ char **names = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **versions = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **added = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; before[i]; i++) {
+		_cleanup_free_ char *name = gp_xstrndup(before[i],
+		                                        strcspn(before[i], "="));
+		const char *was = before[i] + strlen(name) + 1;
+		if ((is_nvidia_driver_pkg(name) || gp_strv_contains(txn_names, name)) &&
+		    !gp_streq(version_in(now, name), was)) {
+			gp_strv_push(&names, name);
+			gp_strv_push(&versions, was);
+		}
+	}
+	/* A new package that failed to configure is in no "installed" list:
+	 * each new member of the transaction is removed by name. */
+	for (size_t i = 0; txn_names[i]; i++)
+		if (!version_in(before, txn_names[i]))
+			gp_strv_push(&added, txn_names[i]);
+	for (size_t i = 0; now[i]; i++) {
+		_cleanup_free_ char *name = gp_xstrndup(now[i], strcspn(now[i], "="));
+		if (is_nvidia_driver_pkg(name) && !version_in(before, name) &&
+		    !gp_strv_contains(added, name))
+			gp_strv_push(&added, name);
+	}
+	size_t k = gp_strv_len(names);
+	struct gp_pkg_want *w = gp_xcalloc(k + 1, sizeof *w);
+	for (size_t i = 0; i < k; i++)
+		w[i] = (struct gp_pkg_want){ names[i], versions[i] };
+	gp_info(c->out,
+	        "%s: the install failed; putting the packages back as this "
+	        "run found them",
+	        who(c));
+	/* The added ones first: another branch's packages share file names
+	 * with the ones put back (nvidia-smi), which dpkg will not overwrite. */
+	int rc = added[0] ? run_pkg(c, b, b->remove(added)) : 0;
+	if (rc == 0 && k)
+		rc = run_pkg(c, b, b->install(w, k));
+	free(w);
+	_cleanup_strv_ char **hold = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; rc == 0 && s->held_before_run[i]; i++) {
+		const char *name = s->held_before_run[i];
+		_cleanup_free_ char *have = NULL;
+		if (!gp_strv_contains(released, name) && !gp_pkg_is_held(c, name) &&
+		    gp_pkg_installed(c, name, &have) == 0 && have)
+			gp_strv_push(&hold, name);
+	}
+	if (rc == 0)
+		rc = hold_names(c, b, hold, true);
+	for (size_t i = 0; names[i]; i++)
+		restore_record(c, names[i]);
+	for (size_t i = 0; added[i]; i++)
+		restore_record(c, added[i]);
+	struct gp_buf back = { 0 };
+	for (size_t i = 0; i < k; i++)
+		gp_buf_printf(&back, "%s%s=%s", i ? ", " : "", names[i], versions[i]);
+	_cleanup_free_ char *put_back = k ? gp_buf_steal(&back) : gp_xstrdup("none");
+	_cleanup_free_ char *gone = added[0] ? gp_strv_join(added, ", ") : NULL;
+	if (rc == 0)
+		gp_fail(c->err, code,
+		        "%s; gpuprov put the packages back as this run found them "
+		        "(reinstalled at their previous versions: %s%s%s) and held "
+		        "them as they were",
+		        why, put_back, gone ? "; removed: " : "", gone ? gone : "");
+	else
+		gp_fail(c->err, code,
+		        "%s; putting the packages back as this run found them failed "
+		        "too (%s): see the run log, then run gpuprov install again",
+		        why, c->err->msg);
+}
+
 int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n)
 {
 	if (gp_ctx_door_open(c, "gp_effect_pkg_install") < 0)
@@ -1027,6 +1191,10 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	if (todo <= 0) {
 		free(need);
 		return (int)todo;
+	}
+	if (finish_interrupted(c, b) < 0) {
+		free(need);
+		return -1;
 	}
 	db_before_run(c);
 	bool deferred = pins_deferred(c, pm, want, need, n);
@@ -1064,10 +1232,13 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 		state(c)->deferred = true;
 	}
 	_cleanup_strv_ char **before = installed_now(c);
+	bool ran = rc == 0;
 	if (rc == 0)
 		rc = run_pkg(c, b, b->install(w, k));
 	if (in_rule)
 		gp_effect_rule_end(c);
+	if (rc < 0 && ran && c->mode == GP_MODE_APPLY && !gp_run_stop_signal)
+		restore_before_run(c, b, t.names, held);
 	free(need);
 	for (size_t i = 0; rc == 0 && i < k; i++)
 		plan_install(c, w[i].name, w[i].version);
@@ -1151,6 +1322,8 @@ int gp_effect_pkg_remove(struct gp_ctx *c, const char *const *names, size_t n)
 		return -1;
 	enum gp_pkg_manager pm;
 	if (gp_pkg_manager(c, &pm) < 0)
+		return -1;
+	if (finish_interrupted(c, gp_pkg_backend_get(pm)) < 0)
 		return -1;
 	db_before_run(c);
 	_cleanup_strv_ char **todo = gp_xcalloc(1, sizeof(char *));

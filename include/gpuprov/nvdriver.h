@@ -67,6 +67,16 @@ char *gp_drv_suffix(const struct gp_drv_choice *ch);
  * stage adds the headers it finds missing). */
 void gp_drv_packages(const struct gp_drv_choice *ch, struct gp_drv_pkgs *out);
 void gp_drv_pkgs_free(struct gp_drv_pkgs *p);
+/* The branch an NVIDIA package name carries ("535" of
+ * nvidia-driver-535-server, linux-modules-nvidia-535-server-5.15.0-91-generic,
+ * nvidia-fabricmanager-535): its first dash-separated field of three
+ * digits, malloc'd; NULL when it has none (nvidia-settings, dnf's names). */
+char *gp_drv_package_branch(const char *name);
+/* Is the installed NVIDIA package name one the apt driver of choice ch leaves
+ * behind: of another branch (an upgrade 535 -> 580), or the DKMS package of
+ * its own when ch takes Canonical's prebuilt modules? The stage removes
+ * those rather than leave them installed and held. */
+bool gp_drv_package_leaves(const struct gp_drv_choice *ch, const char *name);
 
 /* "NVIDIA-Linux-<arch>-<version>.run" (arch as uname -m: x86_64, aarch64)
  * and its default download URL. */

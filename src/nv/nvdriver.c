@@ -94,6 +94,30 @@ static void canonical(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
 	}
 }
 
+char *gp_drv_package_branch(const char *name)
+{
+	for (const char *p = strchr(name, '-'); p; p = strchr(p + 1, '-')) {
+		size_t n = strcspn(p + 1, "-");
+		if (n == 3 && isdigit((unsigned char)p[1]) &&
+		    isdigit((unsigned char)p[2]) && isdigit((unsigned char)p[3]))
+			return gp_xstrndup(p + 1, 3);
+	}
+	return NULL;
+}
+
+bool gp_drv_package_leaves(const struct gp_drv_choice *ch, const char *name)
+{
+	if (ch->method != GP_DRV_APT || !ch->branch)
+		return false;
+	_cleanup_free_ char *branch = gp_drv_package_branch(name);
+	if (!branch)
+		return false;
+	if (strcmp(branch, ch->branch) != 0)
+		return true;
+	return ch->source == GP_DRV_CANONICAL && ch->prebuilt &&
+	       gp_str_starts_with(name, "nvidia-dkms-");
+}
+
 static void nvidia_apt(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
 {
 	p->probe = gp_xasprintf(ch->open ? "nvidia-open-%s" : "cuda-drivers-%s",

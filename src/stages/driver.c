@@ -690,6 +690,50 @@ static char *not_held(struct gp_ctx *c, const struct drv *d)
 	return b.len ? gp_buf_steal(&b) : NULL;
 }
 
+/* The installed NVIDIA packages the profile's driver leaves behind
+ * (gp_drv_package_leaves): removed before the install, not left installed
+ * and held beside the new branch. */
+static char **packages_left(struct gp_ctx *c, const struct drv *d)
+{
+	char **out = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **set = gp_pkg_nvidia_set(c);
+	for (size_t i = 0; set[i]; i++) {
+		_cleanup_free_ char *have = NULL;
+		if (gp_drv_package_leaves(&d->ch, set[i]) &&
+		    gp_pkg_installed(c, set[i], &have) == 0 && have)
+			gp_strv_push(&out, set[i]);
+	}
+	return out;
+}
+
+/* An upgrade's package moves, for the check's reason (and so the plan):
+ * "NAME OLD -> NEW" for each named package, "NAME OLD -> removed" for each
+ * it leaves; the install's exact dependencies follow the named ones (its
+ * command pins them). NULL when nothing moves. */
+static char *package_moves(struct gp_ctx *c, const struct drv *d, char *const *left)
+{
+	struct gp_buf b = { 0 };
+	for (size_t i = 0; i < d->pkgs.n_want; i++) {
+		const struct gp_pkg_want *w = &d->pkgs.want[i];
+		_cleanup_free_ char *v = NULL;
+		if (w->name[0] == '@' || gp_pkg_installed(c, w->name, &v) < 0)
+			continue;
+		_cleanup_free_ char *up = v ? gp_pkg_upstream_version(v) : NULL;
+		if (v &&
+		    (!w->version || gp_streq(up, w->version) || gp_streq(v, w->version)))
+			continue;
+		gp_buf_printf(&b, "%s%s %s -> %s", b.len ? ", " : "", w->name,
+		              v ? v : "(none)", w->version ? w->version : "its newest");
+	}
+	for (size_t i = 0; left[i]; i++) {
+		_cleanup_free_ char *v = NULL;
+		gp_pkg_installed(c, left[i], &v);
+		gp_buf_printf(&b, "%s%s %s -> removed", b.len ? ", " : "", left[i],
+		              v ? v : "?");
+	}
+	return b.len ? gp_buf_steal(&b) : NULL;
+}
+
 struct module_state {
 	int rc; /* gp_nvidia_module_read: 0, -ENOENT, -EINVAL */
 	char *version;
@@ -766,6 +810,7 @@ static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	                                   ? NULL
 	                                   : missing_packages(c, &d);
 	_cleanup_free_ char *unheld = not_held(c, &d);
+	_cleanup_strv_ char **left = packages_left(c, &d);
 	struct module_state m;
 	module_state(c, &m);
 	_cleanup_free_ char *differs = module_differs(&d, &m, have);
@@ -773,11 +818,14 @@ static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	                                    ? gp_drift_kernels_without_module(c)
 	                                    : gp_xcalloc(1, sizeof(char *));
 	if (!gp_driver_version_matches(have, d.branch, d.ch.version)) {
-		if (have)
+		_cleanup_free_ char *moves = have || left[0] ? package_moves(c, &d, left)
+		                                             : NULL;
+		if (have || left[0])
 			gp_check_set(ck, GP_STATE_NEEDED,
 			             "installed driver %s, the profile "
-			             "wants %s",
-			             have, target);
+			             "wants %s%s%s",
+			             have ? have : "of another branch", target,
+			             moves ? "; " : "", moves ? moves : "");
 		else
 			gp_check_set(ck, GP_STATE_NEEDED,
 			             "no NVIDIA driver installed; will "
@@ -789,6 +837,11 @@ static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	} else if (d.ch.method == GP_DRV_RUNFILE && d.header_pkgs[0]) {
 		gp_check_set(ck, GP_STATE_NEEDED, "kernel headers missing: %s",
 		             d.header_pkgs[0]);
+	} else if (left[0]) {
+		_cleanup_free_ char *list = gp_strv_join(left, ", ");
+		gp_check_set(ck, GP_STATE_NEEDED,
+		             "driver %s installed, but so is what it replaces: %s", have,
+		             list);
 	} else if (unheld) {
 		gp_check_set(ck, GP_STATE_NEEDED, "driver %s installed, not held: %s",
 		             have, unheld);
@@ -899,7 +952,15 @@ static int apply_steps(struct gp_ctx *c, const struct drv *d)
 	for (size_t i = 0; i < np; i++)
 		if (d->pkgs.want[i].name[0] != '@' || want_install)
 			w[n++] = d->pkgs.want[i];
-	int rc = n ? gp_effect_pkg_install(c, w, n) : 0;
+	/* The other branch's packages (or the DKMS package prebuilt modules
+	 * replace) go first: held, they would stay beside the new ones. A
+	 * failed install after puts them back (gp_effect_pkg_install). */
+	_cleanup_strv_ char **left = packages_left(c, d);
+	int rc = left[0] ? gp_effect_pkg_remove(c, (const char *const *)left,
+	                                        gp_strv_len(left))
+	                 : 0;
+	if (rc == 0 && n)
+		rc = gp_effect_pkg_install(c, w, n);
 	free(w);
 	if (rc < 0)
 		return -1;

@@ -13,7 +13,7 @@
 # change, then the profile moves to 535.183.01 (the whole held set released,
 # libnvidia-decode pinned at the driver's version, not its newer candidate,
 # and held again), then Secure Boot turns on and kernel_modules auto picks
-# Canonical's signed prebuilt modules.
+# Canonical's signed prebuilt modules (and nvidia-dkms-535-server goes).
 
 load helpers
 
@@ -23,24 +23,9 @@ APT_INSTALL="apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::
 setup_file() {
 	R=$BATS_FILE_TMPDIR/root
 	export R
-	local ar=$BATS_FILE_TMPDIR/aptrepo
-	# The stand-in repository is the archive (source canonical).
-	file_apt_root "$R" "$ar" || return 0
-	mkdir -p "$R/srv"
-	cp -a "$ar/repo" "$R/srv/repo"
-	cp "$ar/key.gpg" "$R/usr/share/keyrings/stand-in.gpg"
-	echo "deb [signed-by=/usr/share/keyrings/stand-in.gpg] file:///srv/repo/ /" \
-		> "$R/etc/apt/sources.list.d/stand-in.list"
-	rm -f "$R/etc/os-release"
-	printf '%s\n' 'NAME="Ubuntu"' 'VERSION_ID="22.04"' 'ID=ubuntu' 'ID_LIKE=debian' \
-		'PRETTY_NAME="Ubuntu 22.04.4 LTS (stand-in)"' > "$R/etc/os-release"
-	# The running kernel, its headers (DKMS) and the GPU.
-	mkdir -p "$R/proc/sys/kernel/random" "$R/lib/modules/$KVER" "$R/boot" \
-		"$R/usr/src/linux-headers-$KVER" "$R/$GPU_DEV"
-	echo "$KVER" > "$R/proc/sys/kernel/osrelease"
-	echo 11111111-2222-4333-8444-555555555555 > "$R/proc/sys/kernel/random/boot_id"
-	echo "ahci 45056 2 - Live 0x0000000000000000" > "$R/proc/modules"
-	echo "vmlinuz $KVER" > "$R/boot/vmlinuz-$KVER"
+	# The stand-in repository is the archive (source canonical); the GPU.
+	ubuntu_archive_root "$R" || return 0
+	mkdir -p "$R/$GPU_DEV"
 	echo 0x10de > "$R/$GPU_DEV/vendor"
 	echo 0x20b0 > "$R/$GPU_DEV/device"
 	echo 0x030200 > "$R/$GPU_DEV/class"
@@ -237,11 +222,16 @@ assert_set_at() {
 	assert_stdout_has "(proprietary modules, prebuilt signed)"
 	assert_stdout_has "linux-modules-nvidia-535-server-$KVER"
 	refute_stdout_has "nvidia-dkms-535-server="
+	# The DKMS package goes (released first), not left installed and held.
+	assert_stdout_line "      run apt-mark unhold nvidia-dkms-535-server"
+	assert_stdout_line "      run apt-get -y -q remove --purge nvidia-dkms-535-server"
 	assert_plan_matches_run "$R" --profile "$P"
 	assert_status 5
 	[[ "$(dpkg_status "$R" "linux-modules-nvidia-535-server-$KVER")" == "hold ok installed 535.183.01-0ubuntu1" ]] ||
 		fail "prebuilt modules: $(dpkg_status "$R" "linux-modules-nvidia-535-server-$KVER")"
 	[[ "$(dpkg_status "$R" linux-modules-nvidia-535-server-generic)" == *" installed 535.183.01-0ubuntu1" ]] ||
 		fail "flavour meta package: $(dpkg_status "$R" linux-modules-nvidia-535-server-generic)"
+	[ "$(dpkg_status "$R" nvidia-dkms-535-server)" = "not-installed" ] ||
+		fail "the DKMS package is still there: $(dpkg_status "$R" nvidia-dkms-535-server)"
 	assert_set_at 535.183.01-0ubuntu1
 }

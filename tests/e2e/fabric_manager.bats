@@ -23,22 +23,8 @@ UNIT=/lib/systemd/system/nvidia-fabricmanager.service
 setup_file() {
 	R=$BATS_FILE_TMPDIR/root
 	export R
-	local ar=$BATS_FILE_TMPDIR/aptrepo i
-	file_apt_root "$R" "$ar" || return 0
-	mkdir -p "$R/srv"
-	cp -a "$ar/repo" "$R/srv/repo"
-	cp "$ar/key.gpg" "$R/usr/share/keyrings/stand-in.gpg"
-	echo "deb [signed-by=/usr/share/keyrings/stand-in.gpg] file:///srv/repo/ /" \
-		> "$R/etc/apt/sources.list.d/stand-in.list"
-	rm -f "$R/etc/os-release"
-	printf '%s\n' 'NAME="Ubuntu"' 'VERSION_ID="22.04"' 'ID=ubuntu' 'ID_LIKE=debian' \
-		'PRETTY_NAME="Ubuntu 22.04.4 LTS (stand-in)"' > "$R/etc/os-release"
-	mkdir -p "$R/proc/sys/kernel/random" "$R/lib/modules/$KVER" "$R/boot" \
-		"$R/usr/src/linux-headers-$KVER"
-	echo "$KVER" > "$R/proc/sys/kernel/osrelease"
-	echo 11111111-2222-4333-8444-555555555555 > "$R/proc/sys/kernel/random/boot_id"
-	echo "ahci 45056 2 - Live 0x0000000000000000" > "$R/proc/modules"
-	echo "vmlinuz $KVER" > "$R/boot/vmlinuz-$KVER"
+	local i
+	ubuntu_archive_root "$R" || return 0
 	# The HGX H100 board: 8 GPUs and 4 NVSwitch bridges.
 	for i in 0 1 2 3 4 5 6 7; do
 		pci_dev "$R" "0000:$(printf '%02x' $((0x17 + i))):00.0" 0x2330 0x030200

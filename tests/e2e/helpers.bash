@@ -481,26 +481,30 @@ write_profile() {
 JSON
 }
 
-# file_apt_root ROOT REPO [SUITE] (in setup_file): the debootstrapped Debian
-# root of SUITE (debroot.sh's: bookworm, the default, or trixie) in ROOT and
-# the stand-in repository of tests/fixtures/aptrepo.sh in REPO,
+# file_apt_root ROOT REPO [SUITE [APTREPO-OPTION...]] (in setup_file): the
+# debootstrapped Debian root of SUITE (debroot.sh's: bookworm, the default,
+# or trixie; "" is the default) in ROOT and the stand-in repository of
+# tests/fixtures/aptrepo.sh, made with these options, in REPO,
 # with the root's own apt sources emptied. Where either cannot be made (not
 # root; debroot.sh or aptrepo.sh exit 77) it returns 1 with the reason in
 # $BATS_FILE_TMPDIR/skip, which the file's setup turns into a skip.
 file_apt_root() {
-	local root=$1 repo=$2 rc=0 why=$BATS_FILE_TMPDIR/skip
+	local root=$1 repo=$2 suite=${3-} rc=0 why=$BATS_FILE_TMPDIR/skip
+	shift 2
+	[ $# -eq 0 ] || shift
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "needs root (chroot)" > "$why"
 		return 1
 	fi
-	sh "$REPO_ROOT/tests/fixtures/debroot.sh" "$root" ${3-} 2> "$BATS_FILE_TMPDIR/debroot.err" || rc=$?
+	# shellcheck disable=SC2086 # no suite: no argument
+	sh "$REPO_ROOT/tests/fixtures/debroot.sh" "$root" $suite 2> "$BATS_FILE_TMPDIR/debroot.err" || rc=$?
 	if [ "$rc" -eq 77 ]; then
 		cp "$BATS_FILE_TMPDIR/debroot.err" "$why"
 		return 1
 	fi
 	[ "$rc" -eq 0 ] || fail "debroot.sh failed:" "$(cat "$BATS_FILE_TMPDIR/debroot.err")"
 	rc=0
-	sh "$REPO_ROOT/tests/fixtures/aptrepo.sh" "$repo" 2> "$BATS_FILE_TMPDIR/aptrepo.err" || rc=$?
+	sh "$REPO_ROOT/tests/fixtures/aptrepo.sh" "$repo" "$@" 2> "$BATS_FILE_TMPDIR/aptrepo.err" || rc=$?
 	if [ "$rc" -eq 77 ]; then
 		cp "$BATS_FILE_TMPDIR/aptrepo.err" "$why"
 		return 1
@@ -508,6 +512,34 @@ file_apt_root() {
 	[ "$rc" -eq 0 ] || fail "aptrepo.sh failed:" "$(cat "$BATS_FILE_TMPDIR/aptrepo.err")"
 	: > "$root/etc/apt/sources.list"
 	rm -f "$root"/etc/apt/sources.list.d/*
+}
+
+# ubuntu_archive_root ROOT [APTREPO-OPTION...] (in setup_file): file_apt_root's
+# Debian 12 root in ROOT posing as Ubuntu 22.04 (os-release; the running
+# kernel $KVER, default 5.15.0-91-generic, with its headers for DKMS; a
+# boot id; no nvidia module loaded), whose only apt source, the archive of
+# Canonical's names (source canonical), is the signed stand-in repository
+# of tests/fixtures/aptrepo.sh (made with these options in
+# $BATS_FILE_TMPDIR/aptrepo) at file:///srv/repo/. Returns 1 as
+# file_apt_root does.
+ubuntu_archive_root() {
+	local root=$1 ar=$BATS_FILE_TMPDIR/aptrepo kver=${KVER:-5.15.0-91-generic}
+	shift
+	file_apt_root "$root" "$ar" "" "$@" || return 1
+	mkdir -p "$root/srv"
+	cp -a "$ar/repo" "$root/srv/repo"
+	cp "$ar/key.gpg" "$root/usr/share/keyrings/stand-in.gpg"
+	echo "deb [signed-by=/usr/share/keyrings/stand-in.gpg] file:///srv/repo/ /" \
+		> "$root/etc/apt/sources.list.d/stand-in.list"
+	rm -f "$root/etc/os-release"
+	printf '%s\n' 'NAME="Ubuntu"' 'VERSION_ID="22.04"' 'ID=ubuntu' 'ID_LIKE=debian' \
+		'PRETTY_NAME="Ubuntu 22.04.4 LTS (stand-in)"' > "$root/etc/os-release"
+	mkdir -p "$root/proc/sys/kernel/random" "$root/lib/modules/$kver" "$root/boot" \
+		"$root/usr/src/linux-headers-$kver"
+	echo "$kver" > "$root/proc/sys/kernel/osrelease"
+	echo 11111111-2222-4333-8444-555555555555 > "$root/proc/sys/kernel/random/boot_id"
+	echo "ahci 45056 2 - Live 0x0000000000000000" > "$root/proc/modules"
+	echo "vmlinuz $kver" > "$root/boot/vmlinuz-$kver"
 }
 
 # --- Real apt and dpkg (cuda.bats; reusable by driver and cudnn tests) ------

@@ -221,6 +221,35 @@ static void test_kernels_and_versions(void **state)
 	assert_false(gp_driver_version_matches(NULL, "535", NULL));
 }
 
+/* The packages an upgrade or a switch to prebuilt modules takes away. */
+static void test_packages_left(void **state)
+{
+	(void)state;
+	char *b = gp_drv_package_branch(
+	    "linux-modules-nvidia-580-server-5.15.0-91-generic");
+	assert_string_equal(b, "580");
+	free(b);
+	b = gp_drv_package_branch("libnvidia-compute-535");
+	assert_string_equal(b, "535");
+	free(b);
+	assert_null(gp_drv_package_branch("nvidia-settings"));
+	assert_null(gp_drv_package_branch("nvidia-driver-pinning-535.104.05"));
+	assert_null(gp_drv_package_branch("nvidia-5350-x"));
+	struct gp_drv_choice ch = { .method = GP_DRV_APT,
+		                    .source = GP_DRV_CANONICAL,
+		                    .branch = "580",
+		                    .server = true };
+	assert_true(gp_drv_package_leaves(&ch, "nvidia-driver-535-server"));
+	assert_true(gp_drv_package_leaves(&ch, "nvidia-fabricmanager-535"));
+	assert_false(gp_drv_package_leaves(&ch, "nvidia-dkms-580-server"));
+	assert_false(gp_drv_package_leaves(&ch, "nvidia-settings"));
+	ch.prebuilt = true;
+	assert_true(gp_drv_package_leaves(&ch, "nvidia-dkms-580-server"));
+	assert_false(gp_drv_package_leaves(&ch, "nvidia-kernel-common-580-server"));
+	ch.method = GP_DRV_DNF;
+	assert_false(gp_drv_package_leaves(&ch, "nvidia-driver-535-server"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -230,6 +259,7 @@ int main(void)
 		cmocka_unit_test(test_flavor),
 		cmocka_unit_test(test_runfile_argv),
 		cmocka_unit_test(test_kernels_and_versions),
+		cmocka_unit_test(test_packages_left),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,249 @@
+#!/usr/bin/env bats
+# Driver upgrades (an ordinary install of a changed profile) against real apt
+# and dpkg: the Ubuntu-posing Debian 12 root of ubuntu_archive_root
+# (helpers.bash) with an A100 in sys/, whose archive is the stand-in
+# repository of tests/fixtures/aptrepo.sh with the 580 branch too (--branch580:
+# nvidia-driver-535-server in 535.104.05 and 535.183.01, -580-server in
+# 580.65.06 and 580.82.07, Canonical's exact-version dependencies between the
+# split packages). The tests run in order on that root: install 535.104.05
+# with DKMS, held; upgrade within the branch to 535.183.01; across branches to
+# 580.65.06, first with a postinst that fails (the 535 set is put back and
+# held), then for real (the 535 packages go, the 580 set is held, no 535
+# hold is left);
+# an upgrade to 580.82.07 whose nvidia-dkms postinst fails (the 580.65.06 set
+# is put back and held, the run fails, verify says what it said before); the
+# same upgrade killed in the middle (history shows it interrupted, the rerun
+# converges); last, the switch to Canonical's prebuilt signed modules with
+# Secure Boot on (nvidia-dkms-580-server goes). After each: the installed NVIDIA
+# packages (dpkg status) and apt-mark showhold against the expected set, and
+# the plan's effects against the run's.
+
+load helpers
+
+KVER=5.15.0-91-generic
+A535=535.104.05-0ubuntu1
+B535=535.183.01-0ubuntu1
+A580=580.65.06-0ubuntu1
+B580=580.82.07-0ubuntu1
+
+setup_file() {
+	R=$BATS_FILE_TMPDIR/root
+	export R
+	ubuntu_archive_root "$R" --branch580 || return 0
+	mkdir -p "$R/$GPU_DEV"
+	echo 0x10de > "$R/$GPU_DEV/vendor"
+	echo 0x20b0 > "$R/$GPU_DEV/device"
+	echo 0x030200 > "$R/$GPU_DEV/class"
+}
+
+setup() {
+	[ ! -e "$BATS_FILE_TMPDIR/skip" ] || skip "$(cat "$BATS_FILE_TMPDIR/skip")"
+	P=$BATS_TEST_TMPDIR/p.json
+}
+
+# profile BRANCH VERSION [KERNEL_MODULES]: $P installs the -server driver of
+# BRANCH at VERSION, proprietary modules (dkms unless told), held.
+profile() {
+	cat > "$P" <<JSON
+{
+  "name": "upgrade",
+  "extends": "distro/ubuntu2204",
+  "stages": { "driver": { "method": "apt", "source": "canonical", "branch": "$1",
+    "version": "$2", "flavor": "server", "modules": "proprietary",
+    "kernel_modules": "${3:-dkms}", "hold": true } }
+}
+JSON
+}
+
+# dkms_set BRANCH VERSION: the packages a DKMS driver of BRANCH installs, as
+# "name=version" lines, sorted.
+dkms_set() {
+	local p
+	for p in nvidia-driver nvidia-dkms nvidia-utils libnvidia-compute \
+		nvidia-kernel-common nvidia-kernel-source; do
+		echo "$p-$1-server=$2"
+	done | sort
+}
+
+# assert_nvidia_set EXPECTED: the NVIDIA packages dpkg has (in any state
+# but not-installed) are exactly EXPECTED ("name=version" lines, sorted),
+# each installed, and apt-mark showhold lists exactly their names.
+assert_nvidia_set() {
+	local got held want_held
+	got=$(chroot "$R" dpkg-query -W -f '${db:Status-Status} ${Package}=${Version}\n' \
+		'nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*' 2> /dev/null |
+		awk '$1 != "not-installed" && $1 != "config-files"' | sort -k2)
+	held=$(chroot "$R" apt-mark showhold | sort)
+	want_held=$(printf '%s\n' "$1" | sed 's/=.*//' | sort)
+	[ "$got" = "$(printf '%s\n' "$1" | sed 's/^/installed /')" ] ||
+		fail "dpkg has:" "$got" "expected:" "$1"
+	[ "$held" = "$want_held" ] || fail "apt-mark showhold:" "$held" "expected:" "$want_held"
+}
+
+# journal_packages: the journal's recorded packages, "name=version" lines.
+journal_packages() {
+	"$PYTHON" -c 'import json, sys
+for n, p in sorted(json.load(open(sys.argv[1]))["packages"].items()):
+    print(n + "=" + p["version"])' "$R/var/lib/gpuprov/state.json"
+}
+
+# loaded VERSION: the reboot into the module of VERSION happened.
+loaded() {
+	mkdir -p "$R/proc/driver/nvidia"
+	printf 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Sun Jan 1\n' "$1" \
+		> "$R/proc/driver/nvidia/version"
+	printf '%s\n' "ahci 45056 2 - Live 0x0000000000000000" "nvidia 56000000 0 - Live 0x0" \
+		> "$R/proc/modules"
+	new_boot_id "$R"
+}
+
+@test "upgrade: install 535.104.05 with DKMS, held" {
+	profile 535 535.104.05
+	assert_plan_matches_run "$R" --profile "$P"
+	assert_status 5
+	assert_nvidia_set "$(dkms_set 535 "$A535")"
+	loaded 535.104.05
+}
+
+@test "upgrade: within the branch, each package's old -> new version, the hold released and set again, the reboot" {
+	profile 535 535.183.01
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "driver: needed - installed driver 535.104.05, the profile wants nvidia-driver-535-server 535.183.01 (proprietary modules, DKMS); nvidia-driver-535-server $A535 -> 535.183.01, nvidia-dkms-535-server $A535 -> 535.183.01"
+	local set="nvidia-driver-535-server nvidia-dkms-535-server nvidia-utils-535-server libnvidia-compute-535-server nvidia-kernel-common-535-server nvidia-kernel-source-535-server"
+	assert_stdout_line "      run apt-mark unhold $set"
+	assert_stdout_has "nvidia-driver-535-server=$B535 nvidia-dkms-535-server=$B535"
+	assert_stdout_line "      run apt-mark hold $set"
+	assert_stdout_has "reboot"
+	refute_stdout_has "remove --purge"
+	assert_plan_matches_run "$R" --profile "$P"
+	assert_status 5
+	assert_stderr_has "the loaded nvidia module is 535.104.05, the installed driver 535.183.01"
+	assert_nvidia_set "$(dkms_set 535 "$B535")"
+	loaded 535.183.01
+}
+
+@test "upgrade: across branches, a postinst that fails puts the removed branch back, held" {
+	profile 580 580.65.06
+	echo "nvidia-dkms-580-server=$A580" > "$R/etc/stand-in-failing-postinst"
+	gp --root "$R" install --profile "$P"
+	rm -f "$R/etc/stand-in-failing-postinst"
+	assert_status 1
+	assert_stderr_has "gpuprov put the packages back as this run found them (reinstalled at their previous versions: libnvidia-compute-535-server=$B535,"
+	assert_stderr_has "; removed: nvidia-driver-580-server, nvidia-dkms-580-server,"
+	assert_nvidia_set "$(dkms_set 535 "$B535")"
+	[ "$(journal_packages)" = "$(dkms_set 535 "$B535")" ] ||
+		fail "journal packages:" "$(journal_packages)"
+}
+
+@test "upgrade: across branches, the old branch's packages go, the new set is held, no old hold is left" {
+	profile 580 580.65.06
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "nvidia-driver-580-server (none) -> 580.65.06, nvidia-dkms-580-server (none) -> 580.65.06, libnvidia-compute-535-server $B535 -> removed"
+	local old="libnvidia-compute-535-server nvidia-dkms-535-server nvidia-driver-535-server nvidia-kernel-common-535-server nvidia-kernel-source-535-server nvidia-utils-535-server"
+	assert_stdout_line "      run apt-mark unhold $old"
+	assert_stdout_line "      run apt-get -y -q remove --purge $old"
+	assert_stdout_has "nvidia-driver-580-server=$A580 nvidia-dkms-580-server=$A580"
+	assert_plan_matches_run "$R" --profile "$P"
+	assert_status 5
+	assert_nvidia_set "$(dkms_set 580 "$A580")"
+	# The journal and the history entry have the packages as after the run.
+	[ "$(journal_packages)" = "$(dkms_set 580 "$A580")" ] ||
+		fail "journal packages:" "$(journal_packages)"
+	gp --root "$R" history --json
+	assert_status 0
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/history.json"
+	JSON=$BATS_TEST_TMPDIR/history.json
+	jeq 'sorted(d["entries"][0]["record"]["packages"])' \
+		"$("$PYTHON" -c 'import json, sys; print(json.dumps(sys.argv[1].split()))' "$(dkms_set 580 "$A580" | sed 's/=.*//')")"
+	loaded 580.65.06
+}
+
+@test "upgrade: a package whose postinst fails leaves the previous set installed and held, the run failed, verify as before" {
+	# After the reboot the install finds it done (the journal's reboot is
+	# over); what verify says now is what it must say after the failure.
+	profile 580 580.65.06
+	gp --root "$R" install --profile "$P"
+	assert_status 0
+	gp --root "$R" verify --profile "$P" --only driver
+	local vstatus=$status vout=$output
+	profile 580 580.82.07
+	gp --root "$R" plan --json --profile "$P"
+	assert_status 5
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/plan.json"
+	echo "nvidia-dkms-580-server=$B580" > "$R/etc/stand-in-failing-postinst"
+	gp --root "$R" install --json --profile "$P"
+	rm -f "$R/etc/stand-in-failing-postinst"
+	printf '%s\n' "$stderr" > "$BATS_TEST_TMPDIR/events"
+	assert_status 1
+	grep -Fq "nvidia-dkms-580-server=$B580 failed to configure" "$R/var/log/gpuprov.log" ||
+		fail "the postinst's failure is not in the run log"
+	assert_stderr_has "gpuprov put the packages back as this run found them (reinstalled at their previous versions: libnvidia-compute-580-server=$A580, nvidia-dkms-580-server=$A580,"
+	assert_nvidia_set "$(dkms_set 580 "$A580")"
+	[ "$(journal_packages)" = "$(dkms_set 580 "$A580")" ] ||
+		fail "journal packages:" "$(journal_packages)"
+	# The plan's effects, up to the install that failed, are the run's; the
+	# putting back follows (the plan's error path).
+	"$PYTHON" - "$BATS_TEST_TMPDIR/plan.json" "$BATS_TEST_TMPDIR/events" <<'PY'
+import json, sys
+plan = [s for s in json.load(open(sys.argv[1]))["stages"] if s["name"] == "driver"][0]["effects"]
+ran = [e["effect"] for e in map(json.loads, (l for l in open(sys.argv[2]) if l.startswith("{")))
+       if e.get("event") == "effect" and e.get("stage") == "driver"]
+i = next(i for i, e in enumerate(plan) if "install" in e.get("argv", []))
+assert ran[:i + 1] == plan[:i + 1], (plan, ran)
+assert len(ran) > i + 1, ran
+PY
+	gp --root "$R" verify --profile "$P" --only driver
+	profile 580 580.65.06
+	gp --root "$R" verify --profile "$P" --only driver
+	[ "$status" = "$vstatus" ] && [ "$output" = "$vout" ] ||
+		fail "verify before ($vstatus):" "$vout" "after ($status):" "$output"
+}
+
+@test "upgrade: killed in the middle, history shows the entry interrupted and a rerun converges" {
+	profile 580 580.82.07
+	echo "nvidia-driver-580-server=$B580" > "$R/etc/stand-in-killing-postinst"
+	# exec keeps the pid the postinst kills.
+	# shellcheck disable=SC2016 # the inner shell's own arguments
+	run --separate-stderr sh -c 'echo $$ > "$1/etc/stand-in-kill-pid"; shift; exec "$@"' \
+		sh "$R" "$GPUPROV" --root "$R" install --profile "$P"
+	rm -f "$R/etc/stand-in-killing-postinst"
+	[ "$status" -eq 137 ] || fail "not killed ($status):" "$output" "$stderr"
+	local p
+	for p in $(procs_in_root "$R"); do
+		timeout 60 tail --pid="$p" -f /dev/null || fail "pid $p still runs in the root"
+	done
+	gp --root "$R" history --json
+	assert_status 0
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/history.json"
+	JSON=$BATS_TEST_TMPDIR/history.json
+	jeq 'd["entries"][0]["result"]' interrupted
+	# dpkg was killed with its postinst: the rerun finishes it first.
+	assert_plan_matches_run "$R" --profile "$P"
+	assert_status 5
+	assert_nvidia_set "$(dkms_set 580 "$B580")"
+	gp --root "$R" history --json
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/history.json"
+	jeq 'd["entries"][0]["result"]' reboot_pending
+	loaded 580.82.07
+}
+
+@test "upgrade: DKMS -> Canonical's prebuilt signed modules with Secure Boot on removes nvidia-dkms" {
+	profile 580 580.82.07 auto
+	mkdir -p "$R/sys/firmware/efi/efivars"
+	printf '\006\000\000\000\001' \
+		> "$R/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+	gp --root "$R" plan --profile "$P"
+	assert_status 0
+	assert_stdout_line "      run apt-mark unhold nvidia-dkms-580-server"
+	assert_stdout_line "      run apt-get -y -q remove --purge nvidia-dkms-580-server"
+	# The module's version does not change: no reboot is asked for.
+	assert_plan_matches_run "$R" --profile "$P"
+	assert_status 0
+	assert_nvidia_set "$({ dkms_set 580 "$B580" | grep -v nvidia-dkms
+		printf '%s\n' "linux-modules-nvidia-580-server-$KVER=$B580" \
+			"linux-modules-nvidia-580-server-generic=$B580"; } | sort)"
+	gp --root "$R" install --profile "$P"
+	refute_stdout_has "remove"
+}

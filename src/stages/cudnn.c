@@ -347,18 +347,11 @@ static char *old_dirs_note(char *const *old)
 /* "name => path" pairs of `ldconfig -p`, as "name\tpath" lines. */
 static char **linker_cache(struct gp_ctx *c, char **error)
 {
-	char *const argv[] = { "ldconfig", "-p", NULL };
-	struct gp_run_result res = { 0 };
-	int rc = gp_ctx_run_readonly(c, argv, &res);
-	if (rc < 0 || !gp_run_succeeded(&res)) {
-		*error = rc < 0 ? gp_xstrdup(strerror(-rc))
-		                : gp_run_describe(&res, c->cmd_timeout_ms);
-		gp_run_result_free(&res);
+	const char *output;
+	if (gp_ctx_linker_cache(c, &output, error) < 0)
 		return NULL;
-	}
 	char **out = gp_xcalloc(1, sizeof(char *));
-	_cleanup_strv_ char **lines = gp_strv_split(res.output, '\n');
-	gp_run_result_free(&res);
+	_cleanup_strv_ char **lines = gp_strv_split(output, '\n');
 	for (size_t i = 0; lines[i]; i++) {
 		const char *l = lines[i];
 		if (*l != '\t' && *l != ' ')

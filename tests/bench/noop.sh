@@ -8,6 +8,10 @@
 #
 #   sh tests/bench/noop.sh [GPUPROV] [RUNS]          (default 21 runs)
 #
+# The reference, measured in the same run where ansible-playbook is
+# installed: an Ansible playbook checking the same files and packages
+# (NOOP_ANSIBLE_RUNS runs, default 3), and each command's ratio to it.
+#
 # The root (tests/fixtures/mkroot.sh --pkg-stubs): nouveau blacklisted and
 # not loaded; the driver installed by gpuprov through the apt stubs (its
 # packages in dpkg's status file, held) and "loaded" (/proc/driver/nvidia);

@@ -60,8 +60,10 @@ all: gpuprov
 gpuprov: $(BUILD)/gpuprov
 	cp $< $@
 
+# --as-needed: libcurl, libarchive and libsqlite3 are opened on first use
+# (src/sys/lazylib.c defines what gpuprov calls of them), not at start-up.
 $(BUILD)/gpuprov: $(BUILD)/src/main.o $(BUILD)/libgpuprov.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ -Wl,--as-needed $(PKG_LIBS)
 
 $(BUILD)/libgpuprov.a: $(LIB_OBJS)
 	rm -f $@

@@ -103,6 +103,7 @@ static void send_effects(struct gp_ctx *c, bool ended)
 static struct gp_effect *add_effect(struct gp_ctx *c, enum gp_effect_kind k)
 {
 	send_effects(c, false);
+	c->effects_added++;
 	return gp_stage_plan_add_effect(c->stage, k);
 }
 
@@ -800,6 +801,30 @@ int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_resu
 		return rc;
 	give_up_read_only(c, rc);
 	return run_logged(c, argv, false, res);
+}
+
+int gp_ctx_linker_cache(struct gp_ctx *c, const char **output, char **error)
+{
+	if (c->ld_cache && c->ld_cache_at == c->effects_added) {
+		*output = c->ld_cache;
+		return 0;
+	}
+	free(c->ld_cache);
+	c->ld_cache = NULL;
+	char *const argv[] = { "ldconfig", "-p", NULL };
+	struct gp_run_result res = { 0 };
+	int rc = gp_ctx_run_readonly(c, argv, &res);
+	if (rc < 0 || !gp_run_succeeded(&res)) {
+		*error = rc < 0 ? gp_xstrdup(strerror(-rc))
+		                : gp_run_describe(&res, c->cmd_timeout_ms);
+		gp_run_result_free(&res);
+		return -1;
+	}
+	c->ld_cache = res.output ? TAKE_PTR(res.output) : gp_xstrdup("");
+	c->ld_cache_at = c->effects_added;
+	gp_run_result_free(&res);
+	*output = c->ld_cache;
+	return 0;
 }
 
 int gp_ctx_nvprobe(struct gp_ctx *c, int timeout_ms, struct gp_nvprobe *p)

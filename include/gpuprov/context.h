@@ -69,6 +69,12 @@ struct gp_ctx {
 	/* While a rule is open (gp_effect_rule_begin): how many effects the
 	 * stage had with the rule's; 0 when none is. */
 	size_t rule_from;
+	/* Effects added in this run (plan and apply alike), and the output of
+	 * `ldconfig -p` with the count it was read at: any effect since may
+	 * have changed the linker cache (gp_ctx_linker_cache). */
+	unsigned long effects_added;
+	char *ld_cache;
+	unsigned long ld_cache_at;
 };
 
 /* Reads a file as the target will look once the effects planned so far in
@@ -215,6 +221,10 @@ int gp_ctx_recover(struct gp_ctx *c);
  * Returns what gp_run returns. */
 struct gp_run_result;
 int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res);
+/* The output of `ldconfig -p` in the root (read-only), read once per run
+ * and again only after an effect: a no-op run that checks and verifies
+ * the linker cache runs it once. Borrowed from c; 0 or -1 with *error. */
+int gp_ctx_linker_cache(struct gp_ctx *c, const char **output, char **error);
 /* The NVML and libcuda probe (gp_nvprobe_run) the same way: its child sees
  * the root read-only, or, where the namespace cannot be made, the same one
  * warning and a writable root. Returns what gp_nvprobe_run returns. */

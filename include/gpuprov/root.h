@@ -118,3 +118,12 @@ extern gp_root_openat2_fn gp_root_openat2;
 
 /* Lists the names in a directory (without . and ..), sorted. -ENOENT when absent. */
 int gp_root_list_dir(const struct gp_root *r, const char *path, char ***names);
+/* gp_root_list_dir, and in *targets (parallel to *names) each entry's link
+ * target, "" for an entry that is not a symbolic link: one directory open
+ * for all, where gp_root_readlink opens the parent for each. */
+int gp_root_list_links(const struct gp_root *r, const char *path, char ***names,
+                       char ***targets);
+/* The target of name in what gp_root_list_links returned, NULL when name is
+ * not there or is no link. */
+const char *gp_root_link_lookup(char *const *names, char *const *targets,
+                                const char *name);

@@ -248,6 +248,25 @@ static int apply_runfile(struct gp_ctx *c, const struct cuda_settings *s)
 	return gp_effect_run(c, argv);
 }
 
+/* Announces the runfile download when apply will run it (the toolkit's
+ * files are not there): it starts while earlier stages apply. */
+static int cuda_prefetch(struct gp_ctx *c, const cJSON *cfg)
+{
+	struct cuda_settings s;
+	settings(c, cfg, &s);
+	_cleanup_free_ char *why = NULL;
+	if (strcmp(s.method, "runfile") == 0 && s.url && s.sha256 &&
+	    !files_ok(c, &s, &why)) {
+		_cleanup_free_ char *name = gp_xasprintf("CUDA %s runfile", s.version);
+		const struct gp_fetch_artifact a = { .name = name,
+			                             .url = s.url,
+			                             .sha256 = s.sha256 };
+		gp_prefetch_add(c, &a);
+	}
+	settings_free(&s);
+	return 0;
+}
+
 static int cuda_apply(struct gp_ctx *c, const cJSON *cfg)
 {
 	struct cuda_settings s;
@@ -527,6 +546,7 @@ const struct gp_stage gp_stage_cuda = {
 	.check = cuda_check,
 	.apply = cuda_apply,
 	.verify = cuda_verify,
+	.prefetch = cuda_prefetch,
 	.pin = &(const struct gp_stage_pin){ .method = "runfile",
 	                                     .fallback = "repo",
 	                                     .key = KEY_SHA256,

@@ -244,15 +244,14 @@ static void stale_links(struct gp_ctx *c, const struct cudnn_settings *s, const 
 	_cleanup_free_ char *dir = gp_xasprintf("%s/%s", s->base, to);
 	_cleanup_free_ char *mine = gp_xasprintf("../cudnn-%s/", s->version);
 	_cleanup_strv_ char **names = NULL;
-	if (gp_root_list_dir(&c->root, dir, &names) < 0)
+	_cleanup_strv_ char **targets = NULL;
+	if (gp_root_list_links(&c->root, dir, &names, &targets) < 0)
 		return;
 	for (size_t i = 0; names[i]; i++) {
-		_cleanup_free_ char *path = gp_xasprintf("%s/%s", dir, names[i]);
-		_cleanup_free_ char *target = NULL;
-		if (gp_root_readlink(&c->root, path, &target) < 0 ||
-		    strncmp(target, "../cudnn-", 9) != 0 ||
-		    strncmp(target, mine, strlen(mine)) == 0)
+		if (strncmp(targets[i], "../cudnn-", 9) != 0 ||
+		    strncmp(targets[i], mine, strlen(mine)) == 0)
 			continue;
+		_cleanup_free_ char *path = gp_xasprintf("%s/%s", dir, names[i]);
 		gp_strv_push(stale, path);
 	}
 }
@@ -318,17 +317,22 @@ static bool links_ok(struct gp_ctx *c, const struct cudnn_settings *s, const cha
 	_cleanup_strv_ char **names = NULL;
 	if (gp_root_list_dir(&c->root, src, &names) < 0)
 		return true;
+	/* The links, read in one pass over <base>/<to> (hundreds of them). */
+	_cleanup_free_ char *linkdir = gp_xasprintf("%s/%s", s->base, to);
+	_cleanup_strv_ char **links = NULL;
+	_cleanup_strv_ char **targets = NULL;
+	if (gp_root_list_links(&c->root, linkdir, &links, &targets) < 0) {
+		links = gp_xcalloc(1, sizeof(char *)); /* none: each name is missing */
+		targets = gp_xcalloc(1, sizeof(char *));
+	}
 	for (size_t i = 0; names[i]; i++) {
 		if (!cudnn_name(from, names[i]))
 			continue;
 		_cleanup_free_ char *want = gp_xasprintf("../cudnn-%s/%s/%s", s->version,
 		                                         from, names[i]);
-		_cleanup_free_ char *path = gp_xasprintf("%s/%s/%s", s->base, to,
-		                                         names[i]);
-		_cleanup_free_ char *have = NULL;
-		if (gp_root_readlink(&c->root, path, &have) < 0 ||
-		    strcmp(have, want) != 0) {
-			*bad = gp_xstrdup(path);
+		const char *have = gp_root_link_lookup(links, targets, names[i]);
+		if (!have || strcmp(have, want) != 0) {
+			*bad = gp_xasprintf("%s/%s", linkdir, names[i]);
 			return false;
 		}
 	}
@@ -347,18 +351,11 @@ static char *old_dirs_note(char *const *old)
 /* "name => path" pairs of `ldconfig -p`, as "name\tpath" lines. */
 static char **linker_cache(struct gp_ctx *c, char **error)
 {
-	char *const argv[] = { "ldconfig", "-p", NULL };
-	struct gp_run_result res = { 0 };
-	int rc = gp_ctx_run_readonly(c, argv, &res);
-	if (rc < 0 || !gp_run_succeeded(&res)) {
-		*error = rc < 0 ? gp_xstrdup(strerror(-rc))
-		                : gp_run_describe(&res, c->cmd_timeout_ms);
-		gp_run_result_free(&res);
+	const char *output;
+	if (gp_ctx_linker_cache(c, &output, error) < 0)
 		return NULL;
-	}
 	char **out = gp_xcalloc(1, sizeof(char *));
-	_cleanup_strv_ char **lines = gp_strv_split(res.output, '\n');
-	gp_run_result_free(&res);
+	_cleanup_strv_ char **lines = gp_strv_split(output, '\n');
 	for (size_t i = 0; lines[i]; i++) {
 		const char *l = lines[i];
 		if (*l != '\t' && *l != ' ')

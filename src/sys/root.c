@@ -425,6 +425,43 @@ int gp_root_list_dir(const struct gp_root *r, const char *path, char ***names)
 	return 0;
 }
 
+int gp_root_list_links(const struct gp_root *r, const char *path, char ***names,
+                       char ***targets)
+{
+	_cleanup_close_ int dfd = gp_root_openat(r, path, O_PATH | O_DIRECTORY, 0);
+	if (dfd < 0)
+		return dfd;
+	char **v = NULL;
+	int rc = gp_root_list_dir(r, path, &v);
+	if (rc < 0)
+		return rc;
+	size_t n = gp_strv_len(v);
+	char **t = gp_xcalloc(n + 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		char buf[PATH_MAX];
+		ssize_t len = readlinkat(dfd, v[i], buf, sizeof buf - 1);
+		t[i] = gp_xstrndup(buf, len > 0 ? (size_t)len : 0);
+	}
+	*names = v;
+	*targets = t;
+	return 0;
+}
+
+static int name_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, *(char *const *)elem);
+}
+
+const char *gp_root_link_lookup(char *const *names, char *const *targets,
+                                const char *name)
+{
+	char *const *hit = bsearch(name, names, gp_strv_len(names), sizeof *names,
+	                           name_cmp);
+	if (!hit || !*targets[hit - names])
+		return NULL;
+	return targets[hit - names];
+}
+
 int gp_root_sha256_file(const struct gp_root *r, const char *path, char out[65])
 {
 	_cleanup_close_ int fd = gp_root_openat(r, path,

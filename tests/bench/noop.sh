@@ -8,6 +8,10 @@
 #
 #   sh tests/bench/noop.sh [GPUPROV] [RUNS]          (default 21 runs)
 #
+# The reference, measured in the same run where ansible-playbook is
+# installed: an Ansible playbook checking the same files and packages
+# (NOOP_ANSIBLE_RUNS runs, default 3), and each command's ratio to it.
+#
 # The root (tests/fixtures/mkroot.sh --pkg-stubs): nouveau blacklisted and
 # not loaded; the driver installed by gpuprov through the apt stubs (its
 # packages in dpkg's status file, held) and "loaded" (/proc/driver/nvidia);
@@ -110,6 +114,68 @@ exec 9>&-
 	{ echo "noop: the provisioned root is not satisfied:" >&2; cat "$W/plan.log" >&2; exit 1; }
 installed=$(find "$R/usr/local/cuda-11.8/cudnn-$VER" | wc -l)
 
+# The reference: an Ansible playbook (Debian's ansible-playbook, local
+# connection, no facts gathered) that checks what the no-op install checks,
+# and changes nothing: nouveau's blacklist and /proc/modules, the driver's
+# and CUDA's packages installed and held (dpkg-query on the root's
+# database), CUDA's version.json, every file of the cuDNN tree hashed
+# (find with checksums: one module, not one per file), its links in
+# include/ and lib64/, the ld.so.conf.d files and the env stage's files.
+PLAYBOOK=
+if command -v ansible-playbook > /dev/null 2>&1; then
+	PLAYBOOK=$W/noop-playbook.yml
+	pkgs=$(sed -n 's/^Package: //p' "$R/var/lib/dpkg/status" | tr '\n' ' ')
+	cat > "$PLAYBOOK" <<YAML
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  vars:
+    root: "$R"
+  tasks:
+    - name: nouveau blacklisted
+      ansible.builtin.stat: { path: "{{ root }}/etc/modprobe.d/blacklist-nouveau.conf", get_checksum: true }
+      register: bl
+      failed_when: not bl.stat.exists
+    - name: nouveau not loaded
+      ansible.builtin.slurp: { src: "{{ root }}/proc/modules" }
+      register: mods
+      failed_when: "'nouveau ' in (mods.content | b64decode)"
+    - name: packages installed and held
+      ansible.builtin.command: dpkg-query --admindir={{ root }}/var/lib/dpkg -W -f='\${Package} \${db:Status-Abbrev}\n' $pkgs
+      register: q
+      changed_when: false
+      failed_when: q.rc != 0 or q.stdout_lines | reject('search', ' [hi]i ') | list | length > 0
+    - name: driver loaded
+      ansible.builtin.stat: { path: "{{ root }}/proc/driver/nvidia/version" }
+      register: drv
+      failed_when: not drv.stat.exists
+    - name: CUDA version
+      ansible.builtin.slurp: { src: "{{ root }}/usr/local/cuda-11.8/version.json" }
+      register: cv
+      failed_when: "'11.8' not in (cv.content | b64decode)"
+    - name: cuDNN files hashed
+      ansible.builtin.find: { paths: "{{ root }}/usr/local/cuda-11.8/cudnn-$VER", recurse: true, file_type: any, get_checksum: true }
+      register: tree
+      failed_when: tree.matched < $((installed - 3))
+    - name: cuDNN links
+      ansible.builtin.find: { paths: ["{{ root }}/usr/local/cuda-11.8/include", "{{ root }}/usr/local/cuda-11.8/lib64"], file_type: link, patterns: ["cudnn*", "libcudnn*"] }
+      register: links
+      failed_when: links.matched == 0
+    - name: linker and environment files
+      ansible.builtin.stat: { path: "{{ root }}/{{ item }}", get_checksum: true }
+      loop: [etc/ld.so.conf.d/gpuprov-cudnn.conf, etc/ld.so.conf.d/gpuprov-cuda.conf, etc/profile.d/gpuprov-cuda.sh]
+      register: envf
+      failed_when: not envf.stat.exists
+YAML
+	export ANSIBLE_HOME="$W/ansible" ANSIBLE_LOCAL_TEMP="$W/ansible/tmp" \
+		ANSIBLE_PYTHON_INTERPRETER=/usr/bin/python3 ANSIBLE_LOCALHOST_WARNING=false \
+		ANSIBLE_INVENTORY_UNPARSED_WARNING=false ANSIBLE_NOCOLOR=1
+	ansible-playbook "$PLAYBOOK" > "$W/ansible.log" 2>&1 ||
+		{ echo "noop: the Ansible reference playbook failed:" >&2; tail -n 30 "$W/ansible.log" >&2; exit 1; }
+	grep -q 'changed=0' "$W/ansible.log" ||
+		{ echo "noop: the Ansible reference playbook changed something:" >&2; tail -n 5 "$W/ansible.log" >&2; exit 1; }
+fi
+
 # Median wall time and peak RSS of RUNS runs of each command, against the
 # spawn of busybox `true` in the same run. The RSS is /usr/bin/time's %M: a
 # child of python would be charged python's own RSS (Linux credits the
@@ -117,9 +183,11 @@ installed=$(find "$R/usr/local/cuda-11.8/cudnn-$VER" | wc -l)
 "$PY" - "$RUNS" "$installed" "$(nproc)" "$R/bin/busybox" true -- \
 	"$GPUPROV" --root "$R" install --profile "$P" --skip pytorch -- \
 	"$GPUPROV" --root "$R" plan --profile "$P" --skip pytorch -- \
-	"$GPUPROV" --root "$R" verify --profile "$P" --only nouveau,cuda,cudnn,env <<'PYEOF'
+	"$GPUPROV" --root "$R" verify --profile "$P" --only nouveau,cuda,cudnn,env \
+	${PLAYBOOK:+-- ansible-playbook "$PLAYBOOK"} <<'PYEOF'
 import os, statistics, subprocess, sys, tempfile, time
 runs, files, ncpu = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+ansible_runs = int(os.environ.get("NOOP_ANSIBLE_RUNS", "3"))
 cmds, cur = [], []
 for a in sys.argv[4:] + ["--"]:
     if a == "--":
@@ -136,7 +204,7 @@ fd, rssfile = tempfile.mkstemp(prefix="gpuprov-noop-rss.")
 os.close(fd)
 for cmd in cmds:
     walls, rss = [], 0
-    for _ in range(runs):
+    for _ in range(ansible_runs if cmd[0] == "ansible-playbook" else runs):
         t = time.monotonic()
         rc = subprocess.call([timer, "-f", "%M", "-o", rssfile] + cmd,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -150,13 +218,22 @@ os.unlink(rssfile)
 floor = res[0][0]
 print("noop: %d CPUs (load average %s); root with every stage but pytorch satisfied, cuDNN tree of %d entries; %d runs each"
       % (ncpu, " ".join(open("/proc/loadavg").read().split()[:3]), files, runs))
+ansible = res[4] if len(res) > 4 else None
+if ansible:
+    names.append("reference: ansible-playbook (same checks)")
 for name, (med, best, rss) in zip(names, res):
     extra = ""
-    if name != names[0]:
-        extra = " (%.1fx the spawn floor); targets <= 20 ms: %s, <= 8 MB: %s" % (
-            med / floor, "met" if med <= 0.020 else "MISSED", "met" if rss <= 8 else "MISSED")
+    if ansible and name != names[0] and name != names[-1]:
+        extra = "; Ansible takes %.0fx as long (target >= 200x: %s)" % (
+            ansible[0] / med, "met" if ansible[0] / med >= 200 else "MISSED")
+    if name != names[0] and (not ansible or name != names[-1]):
+        extra = " (%.1fx the spawn floor); targets <= 20 ms: %s, <= 8 MB: %s%s" % (
+            med / floor, "met" if med <= 0.020 else "MISSED", "met" if rss <= 8 else "MISSED",
+            extra)
     print("noop: %-40s median %6.1f ms (best %6.1f ms), peak RSS %5.1f MB%s"
           % (name, med * 1000, best * 1000, rss, extra))
+if not ansible:
+    print("noop: no ansible-playbook here (Debian: apt-get install ansible): no reference")
 PYEOF
 
 # Where the time goes: syscalls of one no-op install, children included.

@@ -1,5 +1,6 @@
 #!/bin/sh
-# gpuprov at scale (issue 10, item 17): times, in seconds,
+# gpuprov at scale (issue 10, item 17; issue 18, target 5): times, in
+# seconds, and peak RSS of
 #   `status` and a no-op `install --only env` on a root whose journal
 #   records FILES files, and `profiles lint` of a profile of about MB
 #   megabytes (its env stage sets that many bytes of vars).
@@ -21,18 +22,24 @@ W=$(mktemp -d "${TMPDIR:-/tmp}/gpuprov-scale.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 trap 'exit 130' INT TERM
 
-# seconds CMD...: runs CMD (it must succeed) and prints its wall time and,
-# as the machine may be busy, the CPU time it used.
+# seconds CMD...: runs CMD (it must succeed) and prints its wall time, as
+# the machine may be busy the CPU time it used, and its peak RSS (GNU
+# time's %M: a child of python would be charged python's own RSS).
 seconds() {
-	"$PY" - "$@" <<'PYEOF'
-import resource, subprocess, sys, time
+	"$PY" - "$W/rss" "$@" <<'PYEOF'
+import os, resource, subprocess, sys, time
+rssfile, cmd = sys.argv[1], sys.argv[2:]
+timed = os.access("/usr/bin/time", os.X_OK)
+if timed:
+    cmd = ["/usr/bin/time", "-f", "%M", "-o", rssfile] + cmd
 t = time.monotonic()
-p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 wall = time.monotonic() - t
 if p.returncode != 0:
-    sys.exit("scale: %s exited %d: %s" % (sys.argv[1:], p.returncode, p.stderr.decode()))
+    sys.exit("scale: %s exited %d: %s" % (cmd, p.returncode, p.stderr.decode()))
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-print("%.3f s (cpu %.3f s)" % (wall, ru.ru_utime + ru.ru_stime))
+rss = "peak RSS %.1f MB" % (int(open(rssfile).read().split()[-1]) / 1024) if timed else "no GNU time: RSS not measured"
+print("%.3f s (cpu %.3f s, %s)" % (wall, ru.ru_utime + ru.ru_stime, rss))
 PYEOF
 }
 
@@ -75,5 +82,5 @@ with open(path, "w") as f:
 PYEOF
 t_lint=$(seconds "$GPUPROV" profiles lint "$P")
 bytes=$(wc -c < "$P")
-echo "scale: journal of $FILES files: status $t_status; no-op install --only env $t_install"
+echo "scale: $(nproc) CPUs; journal of $FILES files: status $t_status; no-op install --only env $t_install"
 echo "scale: profile of $bytes bytes: profiles lint $t_lint"

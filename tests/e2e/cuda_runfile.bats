@@ -139,3 +139,22 @@ runfile_runs() {
 	assert_status 0
 	[ "$(readlink "$R/usr/local/cuda")" = cuda-12.4 ]
 }
+
+@test "cuda runfile: its download starts in the background at the start of the run (prefetch), once, and only while the toolkit is missing" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only nouveau,cuda
+	assert_status 0
+	grep -q "downloading in the background: CUDA 12.4.1 runfile" "$R/var/log/gpuprov.log" ||
+		fail "no background download: $(grep -i background "$R/var/log/gpuprov.log")"
+	[ "$(grep -c "^GET /$RUN" "$BATS_TEST_TMPDIR/httpd.log")" = 1 ] ||
+		fail "requests: $(cat "$BATS_TEST_TMPDIR/httpd.log")"
+	[ "$(runfile_runs)" = 1 ] || fail "the runfile ran $(runfile_runs) times"
+	# Installed, only the link wrong: the stage is needed, the runfile is not.
+	ln -sfn cuda-11.8 "$R/usr/local/cuda"
+	: > "$R/var/log/gpuprov.log"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cuda
+	assert_status 0
+	if grep "downloading in the background" "$R/var/log/gpuprov.log"; then
+		fail "the runfile was fetched though the toolkit is there"
+	fi
+	[ "$(readlink "$R/usr/local/cuda")" = cuda-12.4 ] || fail "link not repaired"
+}

@@ -164,6 +164,38 @@ static void test_symlink_and_readlink(void **state)
 	free(dir);
 }
 
+/* Links listed in one pass: each entry's target, "" for a non-link, and
+ * the lookup finds links only. */
+static void test_list_links(void **state)
+{
+	char *dir = tu_tmpdir();
+	struct gp_root r;
+	open_root(&r, dir);
+	assert_int_equal(gp_root_mkdir_p(&r, "/lib64", 0755), 0);
+	assert_int_equal(
+	    gp_root_symlink(&r, "../cudnn/lib/libcudnn.so.8", "/lib64/libcudnn.so.8"), 0);
+	assert_int_equal(gp_root_symlink(&r, "libcudnn.so.8", "/lib64/libcudnn.so"), 0);
+	assert_int_equal(
+	    gp_root_write_atomic(&r, "/lib64/libcudart.so", "x", 1, 0644, -1, -1), 0);
+	char **names = NULL, **targets = NULL;
+	assert_int_equal(gp_root_list_links(&r, "/lib64", &names, &targets), 0);
+	assert_int_equal(gp_strv_len(names), 3);
+	assert_string_equal(names[0], "libcudart.so");
+	assert_string_equal(targets[0], "");
+	assert_string_equal(names[1], "libcudnn.so");
+	assert_string_equal(targets[1], "libcudnn.so.8");
+	assert_string_equal(gp_root_link_lookup(names, targets, "libcudnn.so.8"),
+	                    "../cudnn/lib/libcudnn.so.8");
+	assert_null(gp_root_link_lookup(names, targets, "libcudart.so"));
+	assert_null(gp_root_link_lookup(names, targets, "libcudnn.so.9"));
+	gp_strv_free(names);
+	gp_strv_free(targets);
+	assert_int_equal(gp_root_list_links(&r, "/missing", &names, &targets), -ENOENT);
+	gp_root_close(&r);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 static void test_sha256(void **state)
 {
 	char out[65];
@@ -437,6 +469,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_open_missing),
+		cmocka_unit_test(test_list_links),
 		cmocka_unit_test(test_host_path),
 		cmocka_unit_test(test_write_atomic_and_read),
 		cmocka_unit_test(test_write_missing_parent),

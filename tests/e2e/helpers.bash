@@ -510,6 +510,56 @@ file_apt_root() {
 	rm -f "$root"/etc/apt/sources.list.d/*
 }
 
+# --- The container toolkit's stand-in repository (container_toolkit.bats,
+# uninstall.bats) ----------------------------------------------------------
+
+# ctk_apt_root DAEMON-JSON (in setup_file): file_apt_root in $R and $AR,
+# the stand-in repository copied to /srv/ctk-repo as NVIDIA's container
+# toolkit repository, and DAEMON-JSON as the root's own daemon.json.
+ctk_apt_root() {
+	R=$BATS_FILE_TMPDIR/root
+	AR=$BATS_FILE_TMPDIR/aptrepo
+	export R AR
+	file_apt_root "$R" "$AR" || return 0
+	mkdir -p "$R/srv" "$R/etc/docker"
+	cp -a "$AR/repo" "$R/srv/ctk-repo"
+	printf '%s\n' "$1" > "$R/etc/docker/daemon.json"
+}
+
+# ctk_setup (in setup): the tests named "(stub root)" need neither the
+# Debian root nor apt; the others skip when ctk_apt_root could not make it,
+# serve the repository's key over loopback HTTPS as "gpgkey" (named as
+# NVIDIA names it), set $KSHA and write $P for 1.17.7-1.
+ctk_setup() {
+	if [[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]]; then
+		require_root
+		return 0
+	fi
+	[ ! -e "$BATS_FILE_TMPDIR/skip" ] || skip "$(cat "$BATS_FILE_TMPDIR/skip")"
+	start_https_server
+	cp "$AR/key.asc" "$WWW/gpgkey"
+	KSHA=$(sha256sum < "$AR/key.asc" | cut -d' ' -f1)
+	P=$BATS_TEST_TMPDIR/p.json
+	ctk_profile 1.17.7-1
+}
+
+# ctk_profile VERSION [EXTRA]: $P, Debian 12 with the container toolkit at
+# VERSION from the stand-in repository; EXTRA is more of the stage's keys.
+ctk_profile() {
+	cat > "$P" <<JSON
+{
+  "name": "ctk-apt",
+  "extends": "distro/debian12",
+  "distro": { "container_toolkit_repo": {
+    "url": "file:///srv/ctk-repo/",
+    "keyring_url": "https://127.0.0.1:$PORT/gpgkey",
+    "keyring_sha256": "$KSHA",
+    "keyring_fingerprint": "$(cat "$AR/key.fpr")" } },
+  "stages": { "container_toolkit": { "version": "$1"${2:+, $2} } }
+}
+JSON
+}
+
 # --- Real apt and dpkg (cuda.bats; reusable by driver and cudnn tests) ------
 
 # setup_apt_root: a debootstrapped Debian 12 root in $R (skipped loudly when

@@ -14,47 +14,15 @@
 load helpers
 
 setup_file() {
-	R=$BATS_FILE_TMPDIR/root
-	AR=$BATS_FILE_TMPDIR/aptrepo
-	export R AR
-	file_apt_root "$R" "$AR" || return 0
-	mkdir -p "$R/srv" "$R/etc/docker"
-	cp -a "$AR/repo" "$R/srv/ctk-repo"
-	printf '{ "log-level": "warn" }\n' > "$R/etc/docker/daemon.json"
+	ctk_apt_root '{ "log-level": "warn" }'
 }
 
 setup() {
-	# The test named "(stub root)" needs neither the Debian root nor apt.
-	if [[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]]; then
-		require_root
-		return 0
-	fi
-	[ ! -e "$BATS_FILE_TMPDIR/skip" ] || skip "$(cat "$BATS_FILE_TMPDIR/skip")"
-	start_https_server
-	cp "$AR/key.asc" "$WWW/gpgkey"
-	KSHA=$(sha256sum < "$AR/key.asc" | cut -d' ' -f1)
-	P=$BATS_TEST_TMPDIR/p.json
-	profile 1.17.7-1
+	ctk_setup
 }
 
 teardown() {
 	[[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]] || stop_https_server
-}
-
-# profile VERSION: $P, Debian 12 with the container toolkit at VERSION.
-profile() {
-	cat > "$P" <<JSON
-{
-  "name": "ctk-apt",
-  "extends": "distro/debian12",
-  "distro": { "container_toolkit_repo": {
-    "url": "file:///srv/ctk-repo/",
-    "keyring_url": "https://127.0.0.1:$PORT/gpgkey",
-    "keyring_sha256": "$KSHA",
-    "keyring_fingerprint": "$(cat "$AR/key.fpr")" } },
-  "stages": { "container_toolkit": { "version": "$1" } }
-}
-JSON
 }
 
 # state ROOT: what uninstall must give back: every file (apt's and dpkg's
@@ -106,7 +74,7 @@ uninstall_matches_plan() {
 }
 
 @test "uninstall: history after a second install of a changed profile lists both, newest first, the newest current" {
-	profile 1.17.8-1
+	ctk_profile 1.17.8-1
 	gp --root "$R" install --profile "$P" --ca-file "$CA"
 	assert_status 0
 	gp --root "$R" history
@@ -175,7 +143,7 @@ uninstall_matches_plan() {
 		nvidia-container-toolkit-base=1.17.8-1 > /dev/null 2>&1
 	rm "$R/etc/apt/sources.list.d/local.list" "$R/tmp/local.asc"
 	state "$R" > "$BATS_TEST_TMPDIR/before.state"
-	profile 1.17.8-1
+	ctk_profile 1.17.8-1
 	gp --root "$R" install --profile "$P" --ca-file "$CA"
 	assert_status 0
 	[ "$(dpkg_status "$R" libnvidia-container1)" = "hold ok installed 1.17.8-1" ] ||

@@ -25,6 +25,7 @@ struct undo {
 	char **kept; /* "name (VERSION before gpuprov, now NOW)": not undoable */
 	char **forget; /* package records of packages there before */
 	char **files; /* files gpuprov wrote, newest record first */
+	char **theirs; /* packages not gpuprov's that removing remove takes along */
 };
 
 static bool volatile_path(const char *path)
@@ -32,11 +33,28 @@ static bool volatile_path(const char *path)
 	return gp_str_starts_with(path, "/run/") || gp_str_starts_with(path, "/var/run/");
 }
 
+/* The packages apt's remove of remove would take along that gpuprov did not
+ * install: the operator's, which an uninstall must not touch. A database
+ * that cannot be read names none (the removal then fails on its own). */
+static char **operators_dependents(struct gp_ctx *c, char **remove)
+{
+	_cleanup_strv_ char **all = NULL;
+	char **theirs = gp_xcalloc(1, sizeof(char *));
+	if (!remove[0] || gp_pkg_rdepends(c, (const char *const *)remove, &all) < 0)
+		return theirs;
+	for (size_t i = 0; all[i]; i++) {
+		const cJSON *rec = gp_journal_package(&c->journal, all[i]);
+		if (!rec || gp_json_string(rec, "installed_before", NULL))
+			gp_strv_push(&theirs, all[i]);
+	}
+	return theirs;
+}
+
 static void undo_gather(struct gp_ctx *c, const char *stage, struct undo *u)
 {
 	*u = (struct undo){ gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)),
 		            gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)),
-		            gp_xcalloc(1, sizeof(char *)) };
+		            gp_xcalloc(1, sizeof(char *)), NULL };
 	const cJSON *pkgs = gp_journal_packages(&c->journal);
 	for (const cJSON *p = pkgs ? pkgs->child : NULL; p; p = p->next) {
 		if (!gp_streq(gp_json_string(p, "stage", NULL), stage))
@@ -70,6 +88,7 @@ static void undo_gather(struct gp_ctx *c, const char *stage, struct undo *u)
 		u->files[i] = u->files[n - 1 - i];
 		u->files[n - 1 - i] = t;
 	}
+	u->theirs = operators_dependents(c, u->remove);
 }
 
 static void undo_free(struct undo *u)
@@ -79,12 +98,27 @@ static void undo_free(struct undo *u)
 	gp_strv_free(u->kept);
 	gp_strv_free(u->forget);
 	gp_strv_free(u->files);
+	gp_strv_free(u->theirs);
 }
 
-bool gp_undo_check(struct gp_ctx *c, const char *stage, char **reason)
+enum gp_stage_state gp_undo_check(struct gp_ctx *c, const char *stage, char **reason)
 {
 	struct undo u;
 	undo_gather(c, stage, &u);
+	if (u.theirs[0]) {
+		_cleanup_free_ char *theirs = gp_strv_join(u.theirs, ", ");
+		_cleanup_free_ char *ours = gp_strv_join(u.remove, ", ");
+		*reason = gp_xasprintf(
+		    "nothing changed: removing %s would take along %s, which gpuprov "
+		    "did not install and which depend%s on them (apt's remove "
+		    "removes what depends on a package it removes); remove %s "
+		    "first (apt-get remove %s), or keep this stage (--skip %s), "
+		    "then run gpuprov uninstall again",
+		    ours, theirs, u.theirs[1] ? "" : "s", u.theirs[1] ? "them" : "it",
+		    theirs, stage);
+		undo_free(&u);
+		return GP_STATE_BLOCKED;
+	}
 	size_t n_remove = gp_strv_len(u.remove), n_files = gp_strv_len(u.files),
 	       n_release = gp_strv_len(u.release);
 	_cleanup_free_ char *kept = u.kept[0] ? gp_strv_join(u.kept, ", ") : NULL;
@@ -104,7 +138,7 @@ bool gp_undo_check(struct gp_ctx *c, const char *stage, char **reason)
 		    kept ? kept : "",
 		    kept ? ", an older version may be in no repository any more" : "");
 	undo_free(&u);
-	return needed;
+	return needed ? GP_STATE_NEEDED : GP_STATE_SATISFIED;
 }
 
 /* The file as it was before gpuprov: its backup written back, or gone. */

@@ -169,6 +169,49 @@ uninstall_matches_plan() {
 	[[ "${lines[0]}" == "    "*"uninstalled"* ]] || fail "newest: ${lines[0]}"
 }
 
+# operator_deb NAME DEPENDS: the operator's own package NAME, depending on
+# DEPENDS, built with dpkg-deb and installed with dpkg in the root.
+operator_deb() {
+	local d=$R/tmp/$1
+	mkdir -p "$d/DEBIAN" "$d/usr/share/doc/$1"
+	printf 'Package: %s\nVersion: 1.0\nArchitecture: all\nMaintainer: site <ops@example.org>\nDepends: %s\nDescription: the site'"'"'s own\n' \
+		"$1" "$2" > "$d/DEBIAN/control"
+	echo "$1" > "$d/usr/share/doc/$1/README"
+	chroot "$R" dpkg-deb --build "/tmp/$1" "/tmp/$1.deb" > /dev/null
+	chroot "$R" dpkg -i "/tmp/$1.deb" > /dev/null
+	rm -rf "$d" "$d.deb"
+}
+
+@test "uninstall: a package of the operator's that depends on one gpuprov installed blocks the removal, naming it, and nothing changes" {
+	# The packages there before (the test above) stay at their version.
+	ctk_profile 1.17.8-1
+	state "$R" > "$BATS_TEST_TMPDIR/before.state"
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	# Theirs: one on gpuprov's tools (an alternative apt cannot fall back
+	# on), one on theirs (taken along too).
+	operator_deb site-gpu-monitor "libnvidia-container-tools (>= 1.17) | site-absent"
+	operator_deb site-dashboard "site-gpu-monitor"
+	snapshot "$R" installed var/log/gpuprov.log var/lib/gpuprov/lock
+	gp --root "$R" uninstall --dry-run
+	assert_status 4
+	assert_stdout_has "container_toolkit: blocked - nothing changed: removing "
+	assert_stdout_has "would take along site-gpu-monitor, site-dashboard, which gpuprov did not install and which depend on them"
+	assert_stdout_has "remove them first (apt-get remove site-gpu-monitor, site-dashboard), or keep this stage (--skip container_toolkit)"
+	gp --root "$R" uninstall
+	assert_status 4
+	assert_stdout_has "container_toolkit: blocked - nothing changed"
+	assert_unchanged "$R" installed var/log/gpuprov.log var/lib/gpuprov/lock
+	[ "$(dpkg_status "$R" site-dashboard)" = "install ok installed 1.0" ] || fail "site-dashboard: $(dpkg_status "$R" site-dashboard)"
+	# The operator removes theirs: the uninstall goes ahead, as planned.
+	chroot "$R" dpkg -r site-dashboard site-gpu-monitor > /dev/null
+	uninstall_matches_plan
+	assert_status 0
+	state "$R" | grep -v '/usr/share/doc/site-' > "$BATS_TEST_TMPDIR/after.state"
+	diff -u "$BATS_TEST_TMPDIR/before.state" "$BATS_TEST_TMPDIR/after.state" ||
+		fail "the root differs from before the install (diff above: - before, + after)"
+}
+
 @test "uninstall: the driver's packages go, and the reboot that unloads the module is asked for (stub root)" {
 	R=$BATS_TEST_TMPDIR/root
 	mkroot "$R" --nouveau unloaded --pkg-stubs

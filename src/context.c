@@ -380,6 +380,7 @@ static int remove_symlink(struct gp_ctx *c, const char *path)
 		return gp_fail(c->err, GP_EFAILED, "%s: cannot remove %s: %s",
 		               gp_ctx_stage_name(c), path, strerror(-rc));
 	gp_journal_record_file(&c->journal, path, NULL, gp_ctx_stage_name(c), NULL);
+	gp_journal_record_link(&c->journal, path, NULL, NULL, gp_ctx_stage_name(c));
 	gp_log(c, "removed link %s -> %s", path, target);
 	return gp_ctx_save_journal(c);
 }
@@ -462,17 +463,16 @@ int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 	if (rc < 0)
 		return gp_fail(c->err, GP_EFAILED, "%s: cannot link %s -> %s: %s",
 		               gp_ctx_stage_name(c), path, target, strerror(-rc));
-	/* A link made where this run removed one (a cuDNN version change) is
-	 * no removal any more; a record with a backup keeps it. */
+	/* Journaled so that an uninstall removes it, or puts back the link of
+	 * someone else's it replaced (a record without "link": not gpuprov's).
+	 * A link made where this run removed one (a cuDNN version change) is
+	 * no removal any more. */
 	const cJSON *rec = gp_journal_file(&c->journal, path);
-	if (rec && !gp_journal_file_sha256(&c->journal, path) &&
-	    !cJSON_GetObjectItemCaseSensitive(rec, "backup")) {
-		gp_journal_forget_file(&c->journal, path);
-		if (gp_ctx_save_journal(c) < 0)
-			return -1;
-	}
+	bool ours = rec && cJSON_GetObjectItemCaseSensitive(rec, "link");
+	gp_journal_record_link(&c->journal, path, target, ours ? NULL : current,
+	                       gp_ctx_stage_name(c));
 	gp_log(c, "symlink %s -> %s", path, target);
-	return 0;
+	return gp_ctx_save_journal(c);
 }
 
 int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode)

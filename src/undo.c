@@ -6,7 +6,9 @@
  * as not undoable when gpuprov moved it to another version, since the old
  * version may be gone from every repository); a file record with a backup
  * replaced an operator's file (the backup is written back), one without it
- * is a file gpuprov created (removed). Files under /run are not undone: a
+ * is a file gpuprov created (removed); a symlink record ("link") is a link
+ * gpuprov made (removed, or the operator's link it replaced,
+ * "link_before", made again). Files under /run are not undone: a
  * boot empties them (the reboot-required flag an uninstall itself writes).
  * The order within a stage is the reverse of an install's: packages first,
  * then the files (repository lists and keys among them). */
@@ -161,7 +163,10 @@ static int undo_file(struct gp_ctx *c, const char *path)
 			               "journal's record of it aside",
 			               gp_ctx_stage_name(c), backup, path, strerror(-r));
 		rc = gp_effect_write(c, path, data, len, st.st_mode & 07777);
-	} else if (gp_json_string(rec, "sha256", NULL)) {
+	} else if (gp_json_string(rec, "link_before", NULL)) {
+		rc = gp_effect_symlink(c, gp_json_string(rec, "link_before", NULL), path);
+	} else if (gp_json_string(rec, "sha256", NULL) ||
+	           gp_json_string(rec, "link", NULL)) {
 		rc = gp_effect_remove(c, path);
 	}
 	if (rc == 0 && c->mode == GP_MODE_APPLY) {

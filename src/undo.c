@@ -18,6 +18,7 @@
 #include "gpuprov/context.h"
 #include "gpuprov/json.h"
 #include "gpuprov/pkg.h"
+#include "gpuprov/profile.h"
 #include "gpuprov/undo.h"
 
 /* What the journal holds of one stage. */
@@ -176,6 +177,34 @@ static int undo_file(struct gp_ctx *c, const char *path)
 	return rc;
 }
 
+/* The commands that make the undone files count, as the stages that wrote
+ * them ran them: ldconfig after a file of the linker's path list (its cache
+ * still names the libraries), the initramfs rebuild after a modprobe file
+ * (the initramfs holds a copy of the nouveau blacklist). Effects, so the
+ * plan names them. */
+static int undo_commands(struct gp_ctx *c, const char *stage, char *const *files)
+{
+	bool ld = false, modprobe = false;
+	for (size_t i = 0; files[i]; i++) {
+		ld |= gp_str_starts_with(files[i], "/etc/ld.so.conf.d/");
+		modprobe |= gp_str_starts_with(files[i], "/etc/modprobe.d/");
+	}
+	char *const ldconfig[] = { "ldconfig", NULL };
+	if (ld && gp_effect_run(c, ldconfig) < 0)
+		return -1;
+	if (!modprobe)
+		return 0;
+	_cleanup_strv_ char **initramfs = gp_profile_initramfs_command(
+	    c->profile, gp_profile_stage(c->profile, stage));
+	if (!initramfs) /* the install that wrote it had one: a hand-made journal */
+		return gp_fail(c->err, GP_EINPUT,
+		               "%s: the initramfs must be rebuilt after removing the "
+		               "modprobe files, but the profile names no command; "
+		               "rebuild it by hand (update-initramfs -u, dracut --force)",
+		               stage);
+	return gp_effect_run(c, initramfs);
+}
+
 int gp_undo_apply(struct gp_ctx *c, const char *stage)
 {
 	struct undo u;
@@ -189,6 +218,8 @@ int gp_undo_apply(struct gp_ctx *c, const char *stage)
 		gp_journal_forget_package(&c->journal, u.forget[i]);
 	for (size_t i = 0; rc == 0 && u.files[i]; i++)
 		rc = undo_file(c, u.files[i]);
+	if (rc == 0)
+		rc = undo_commands(c, stage, u.files);
 	/* The driver's module stays loaded until the machine reboots. */
 	if (rc == 0 && u.remove[0] && gp_streq(stage, "driver"))
 		rc = gp_effect_reboot_for(c,

@@ -340,26 +340,32 @@ PY
 }
 
 # journal_files FILE: "PATH SHA256" for every file the journal records
-# (SHA256 "null" for a removal), sorted.
+# (SHA256 "null" for a removal, "link:TARGET" for a symlink gpuprov made),
+# sorted.
 journal_files() {
 	"$PYTHON" - "$1" <<'PY'
 import json, sys
 with open(sys.argv[1]) as f:
     d = json.load(f)
 for p, rec in sorted(d.get("files", {}).items()):
-    print(p, rec.get("sha256") or "null")
+    print(p, rec.get("sha256") or ("link:" + rec["link"] if rec.get("link") else "null"))
 PY
 }
 
 # assert_journal_true ROOT: every file the journal of ROOT records is on disk
-# with the recorded sha256 (a removed one is absent): it claims nothing that
-# did not happen.
+# with the recorded sha256 (a removed one is absent, a link points where it
+# says): it claims nothing that did not happen.
 assert_journal_true() {
 	local root=$1 path sha have
 	while read -r path sha; do
 		if [ "$sha" = null ]; then
 			[ ! -e "$root$path" ] ||
 				{ fail "journal: $path removed, but it exists"; return; }
+			continue
+		fi
+		if [ "${sha#link:}" != "$sha" ]; then
+			[ "$(readlink "$root$path")" = "${sha#link:}" ] ||
+				{ fail "journal: $path links to ${sha#link:}, but it is $(readlink "$root$path" || echo 'no link')"; return; }
 			continue
 		fi
 		[ -f "$root$path" ] ||

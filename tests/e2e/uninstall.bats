@@ -238,3 +238,37 @@ JSON
 	grep -qx nvidia-driver-535-server "$R/var/run/reboot-required.pkgs" ||
 		fail "reboot-required.pkgs:" "$(cat "$R/var/run/reboot-required.pkgs")"
 }
+
+# files_and_links ROOT: the manifest of ROOT without directories and
+# without gpuprov's journal, backups and log, the stub log, the linker
+# cache (which ldconfig rewrites) and the initramfs image (the stub's
+# rebuild is not the image mkroot.sh installed).
+files_and_links() {
+	manifest "$1" | awk '$2 != "d"' |
+		grep -v '^\S* *\./\(var/lib/gpuprov\|var/log\|run\|var/run\|etc/ld\.so\.cache\|boot/initrd\.img-[^ ]*\)\( \|/\|$\)'
+}
+
+@test "uninstall: the nouveau blacklist and the linker path file go, then the initramfs is rebuilt and ldconfig runs, as planned (stub root)" {
+	R=$BATS_TEST_TMPDIR/root
+	mkroot "$R" --nouveau unloaded --cuda
+	files_and_links "$R" > "$BATS_TEST_TMPDIR/before"
+	gp --root "$R" install --profile "$REPO_ROOT/profiles/a100-ubuntu2204.json" --only nouveau,env
+	assert_status 0
+	: > "$R/var/log/stub-commands.log"
+	gp --root "$R" uninstall --dry-run
+	assert_status 0
+	assert_stdout_has "remove /etc/modprobe.d/blacklist-nouveau.conf"
+	assert_stdout_has "run update-initramfs -u"
+	assert_stdout_has "remove /etc/ld.so.conf.d/gpuprov-cuda.conf"
+	assert_stdout_has "run ldconfig"
+	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R"
+	assert_status 0
+	[ "$(stub_log "$R")" = "$(printf '%s\n' '/sbin/ldconfig ' '/usr/sbin/update-initramfs -u')" ] ||
+		fail "commands run:" "$(stub_log "$R")"
+	# The initramfs image is rebuilt without the blacklist.
+	! grep -q "blacklist nouveau" "$R"/boot/initrd.img-* ||
+		fail "the initramfs still blacklists nouveau:" "$(cat "$R"/boot/initrd.img-*)"
+	files_and_links "$R" > "$BATS_TEST_TMPDIR/after"
+	diff -u "$BATS_TEST_TMPDIR/before" "$BATS_TEST_TMPDIR/after" ||
+		fail "the root's files and links differ from before the install (diff above: - before, + after)"
+}

@@ -497,6 +497,14 @@ void gp_journal_record_link(struct gp_journal *j, const char *path, const char *
 		set_string(f, "link_before", before);
 }
 
+void gp_journal_record_dir(struct gp_journal *j, const char *path, const char *stage)
+{
+	cJSON *f = file_record(j, path);
+	set_string(f, "stage", stage);
+	cJSON_DeleteItemFromObjectCaseSensitive(f, "dir");
+	cJSON_AddTrueToObject(f, "dir");
+}
+
 cJSON *gp_journal_file(const struct gp_journal *j, const char *path)
 {
 	return gp_strmap_get(&j->files, path);

@@ -29,6 +29,7 @@ struct undo {
 	char **forget; /* package records of packages there before */
 	char **files; /* files gpuprov wrote, newest record first */
 	char **theirs; /* packages not gpuprov's that removing remove takes along */
+	char **dirs; /* directories gpuprov created, deepest first */
 };
 
 static bool volatile_path(const char *path)
@@ -57,7 +58,8 @@ static void undo_gather(struct gp_ctx *c, const char *stage, struct undo *u)
 {
 	*u = (struct undo){ gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)),
 		            gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)),
-		            gp_xcalloc(1, sizeof(char *)), NULL };
+		            gp_xcalloc(1, sizeof(char *)), NULL,
+		            gp_xcalloc(1, sizeof(char *)) };
 	const cJSON *pkgs = gp_journal_packages(&c->journal);
 	for (const cJSON *p = pkgs ? pkgs->child : NULL; p; p = p->next) {
 		if (!gp_streq(gp_json_string(p, "stage", NULL), stage))
@@ -81,8 +83,12 @@ static void undo_gather(struct gp_ctx *c, const char *stage, struct undo *u)
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
 	size_t n = 0;
 	for (const cJSON *f = files ? files->child : NULL; f; f = f->next)
-		if (gp_streq(gp_json_string(f, "stage", NULL), stage) &&
-		    !volatile_path(f->string)) {
+		if (!gp_streq(gp_json_string(f, "stage", NULL), stage) ||
+		    volatile_path(f->string))
+			continue;
+		else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "dir")))
+			gp_strv_push(&u->dirs, f->string);
+		else {
 			gp_strv_push(&u->files, f->string);
 			n++;
 		}
@@ -92,6 +98,14 @@ static void undo_gather(struct gp_ctx *c, const char *stage, struct undo *u)
 		u->files[n - 1 - i] = t;
 	}
 	u->theirs = operators_dependents(c, u->remove);
+	size_t nd = gp_strv_len(u->dirs);
+	for (size_t i = 1; i < nd; i++) /* deepest (longest) first */
+		for (size_t k = i; k > 0 && strlen(u->dirs[k]) > strlen(u->dirs[k - 1]);
+		     k--) {
+			char *t = u->dirs[k];
+			u->dirs[k] = u->dirs[k - 1];
+			u->dirs[k - 1] = t;
+		}
 }
 
 static void undo_free(struct undo *u)
@@ -102,6 +116,44 @@ static void undo_free(struct undo *u)
 	gp_strv_free(u->forget);
 	gp_strv_free(u->files);
 	gp_strv_free(u->theirs);
+	gp_strv_free(u->dirs);
+}
+
+/* Does path go in this uninstall, as this run sees it: removed by an effect
+ * planned or made already, or one of the stage's files without a backup (a
+ * file or link gpuprov created, removed below)? */
+static bool goes(struct gp_ctx *c, const struct undo *u, const char *path)
+{
+	bool exists;
+	const char *data;
+	size_t len;
+	if (gp_plan_lookup_file(c->plan, path, &exists, &data, &len) && !exists)
+		return true;
+	const cJSON *rec = gp_journal_file(&c->journal, path);
+	return gp_strv_contains(u->files, path) && !gp_json_string(rec, "backup", NULL) &&
+	       !gp_json_string(rec, "link_before", NULL);
+}
+
+struct stays {
+	const struct undo *u;
+	char *first; /* the first entry that stays */
+};
+
+static void find_staying(struct gp_ctx *c, const char *path, const struct stat *st,
+                         void *data)
+{
+	struct stays *s = data;
+	if (!s->first && !goes(c, s->u, path))
+		s->first = gp_xstrdup(path);
+}
+
+/* The first entry under dir that stays (free it), or NULL: then the
+ * directory gpuprov made goes too. */
+static char *staying_entry(struct gp_ctx *c, const struct undo *u, const char *dir)
+{
+	struct stays s = { u, NULL };
+	gp_ctx_walk(c, dir, find_staying, &s);
+	return s.first;
 }
 
 enum gp_stage_state gp_undo_check(struct gp_ctx *c, const char *stage, char **reason)
@@ -126,20 +178,38 @@ enum gp_stage_state gp_undo_check(struct gp_ctx *c, const char *stage, char **re
 	       n_release = gp_strv_len(u.release);
 	_cleanup_free_ char *kept = u.kept[0] ? gp_strv_join(u.kept, ", ") : NULL;
 	_cleanup_free_ char *released = gp_strv_join(u.release, ", ");
-	bool needed = n_remove || n_files || n_release || kept;
+	struct gp_buf kept_dirs = { 0 };
+	size_t n_dirs = 0;
+	for (size_t i = 0; u.dirs[i]; i++) {
+		_cleanup_free_ char *stay = staying_entry(c, &u, u.dirs[i]);
+		if (stay)
+			gp_buf_printf(&kept_dirs,
+			              "%s%s (it holds %s, which gpuprov did not write)",
+			              kept_dirs.len ? ", " : "", u.dirs[i], stay);
+		else
+			n_dirs++;
+	}
+	bool needed = n_remove || n_files || n_release || kept || u.dirs[0];
 	if (!needed)
 		*reason = gp_xstrdup("gpuprov recorded nothing of it");
 	else
 		*reason = gp_xasprintf(
-		    "removes %zu package%s and %zu file%s gpuprov added%s%s%s%s%s",
+		    "removes %zu package%s and %zu file%s%s gpuprov added%s%s%s%s%s%s%s",
 		    n_remove, n_remove == 1 ? "" : "s", n_files, n_files == 1 ? "" : "s",
+		    n_dirs ? (n_dirs == 1 ? " and 1 directory" : " and directories") : "",
 		    n_release ? "; releases the holds it set on packages there "
 		                "before it: "
 		              : "",
 		    n_release ? released : "",
 		    kept ? "; cannot undo (kept as they are now): " : "",
 		    kept ? kept : "",
-		    kept ? ", an older version may be in no repository any more" : "");
+		    kept ? ", an older version may be in no repository any more" : "",
+		    kept_dirs.len
+		        ? "; keeps the directories it made that hold what it did "
+		          "not write: "
+		        : "",
+		    kept_dirs.len ? kept_dirs.data : "");
+	gp_buf_free(&kept_dirs);
 	undo_free(&u);
 	return needed ? GP_STATE_NEEDED : GP_STATE_SATISFIED;
 }
@@ -218,6 +288,13 @@ int gp_undo_apply(struct gp_ctx *c, const char *stage)
 		gp_journal_forget_package(&c->journal, u.forget[i]);
 	for (size_t i = 0; rc == 0 && u.files[i]; i++)
 		rc = undo_file(c, u.files[i]);
+	for (size_t i = 0; rc == 0 && u.dirs[i]; i++) {
+		_cleanup_free_ char *stay = staying_entry(c, &u, u.dirs[i]);
+		if (!stay)
+			rc = gp_effect_remove_made_dir(c, u.dirs[i]);
+		else if (c->mode == GP_MODE_APPLY) /* the operator's now */
+			gp_journal_forget_file(&c->journal, u.dirs[i]);
+	}
 	if (rc == 0)
 		rc = undo_commands(c, stage, u.files);
 	/* The driver's module stays loaded until the machine reboots. */

@@ -64,8 +64,12 @@ void gp_journal_record_file(struct gp_journal *j, const char *path, const char *
  * uninstall puts back (src/undo.c). */
 void gp_journal_record_link(struct gp_journal *j, const char *path, const char *target,
                             const char *before, const char *stage);
+/* A directory gpuprov created ("dir": true), with all below it that was
+ * not there: an uninstall removes it once nothing of anyone else's is in
+ * it (src/undo.c). */
+void gp_journal_record_dir(struct gp_journal *j, const char *path, const char *stage);
 /* The record of a file ("sha256", "stage", "backup", "stat", "link",
- * "link_before"), or NULL. */
+ * "link_before", "dir"), or NULL. */
 cJSON *gp_journal_file(const struct gp_journal *j, const char *path);
 /* The sha256 gpuprov recorded for a file it wrote, or NULL. */
 const char *gp_journal_file_sha256(const struct gp_journal *j, const char *path);

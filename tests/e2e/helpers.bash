@@ -340,15 +340,16 @@ PY
 }
 
 # journal_files FILE: "PATH SHA256" for every file the journal records
-# (SHA256 "null" for a removal, "link:TARGET" for a symlink gpuprov made),
-# sorted.
+# (SHA256 "null" for a removal, "link:TARGET" for a symlink gpuprov made;
+# the directories it made left out), sorted.
 journal_files() {
 	"$PYTHON" - "$1" <<'PY'
 import json, sys
 with open(sys.argv[1]) as f:
     d = json.load(f)
 for p, rec in sorted(d.get("files", {}).items()):
-    print(p, rec.get("sha256") or ("link:" + rec["link"] if rec.get("link") else "null"))
+    if rec.get("dir") is not True:
+        print(p, rec.get("sha256") or ("link:" + rec["link"] if rec.get("link") else "null"))
 PY
 }
 

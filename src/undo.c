@@ -8,8 +8,11 @@
  * replaced an operator's file (the backup is written back), one without it
  * is a file gpuprov created (removed); a symlink record ("link") is a link
  * gpuprov made (removed, or the operator's link it replaced,
- * "link_before", made again). Files under /run are not undone: a
- * boot empties them (the reboot-required flag an uninstall itself writes).
+ * "link_before", made again); a directory record ("dir") is one gpuprov
+ * created (removed once nothing else is in it, else kept and named). Files
+ * under /run are not undone: a boot empties them (the reboot-required flag
+ * an uninstall itself writes). A stage whose packages an installed package
+ * of someone else's depends on is blocked: apt's remove would take it.
  * The order within a stage is the reverse of an install's: packages first,
  * then the files (repository lists and keys among them). */
 #include <string.h>

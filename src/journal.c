@@ -67,9 +67,11 @@ static const struct member profile_members[] = {
 	{ "overrides", M_STRINGS }, { NULL, 0 },
 };
 static const struct member file_members[] = {
-	{ "sha256", M_SHA256 }, { "stage", M_STRING }, { "backup", M_BACKUP },
-	{ "stat", M_STRING },   { "link", M_STRING },  { "link_before", M_STRING },
-	{ "mode", M_STRING },   { "owner", M_STRING }, { NULL, 0 },
+	{ "sha256", M_SHA256 }, { "stage", M_STRING },
+	{ "backup", M_BACKUP }, { "stat", M_STRING },
+	{ "link", M_STRING },   { "link_before", M_STRING },
+	{ "dir", M_BOOL },      { "mode", M_STRING },
+	{ "owner", M_STRING },  { NULL, 0 },
 };
 /* "packages"."<name>": what an install left, for drift (src/stages/drift.c). */
 static const struct member package_members[] = {

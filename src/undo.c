@@ -1,6 +1,7 @@
 /* Uninstall: what the journal says a stage added, taken out again.
  *
- * The journal is the only source: a package record without
+ * The journal is the source (the package database only for reverse
+ * dependencies): a package record without
  * "installed_before" is one gpuprov's install brought (removed), one with
  * it was there before (kept; its hold released when gpuprov set it; listed
  * as not undoable when gpuprov moved it to another version, since the old

@@ -466,6 +466,14 @@ void gp_journal_set_stage(struct gp_journal *j, const char *stage, const char *s
 	set_string(s, "time", when);
 }
 
+/* Sets key unless it is set: the first backup or replaced link holds what
+ * was there before gpuprov. */
+static void set_first(cJSON *f, const char *key, const char *value)
+{
+	if (value && !get_string(f, key))
+		set_string(f, key, value);
+}
+
 /* The record of path in "files", made when there is none. */
 static cJSON *file_record(struct gp_journal *j, const char *path)
 {
@@ -483,9 +491,7 @@ void gp_journal_record_file(struct gp_journal *j, const char *path, const char *
 	cJSON *f = file_record(j, path);
 	set_string(f, "sha256", sha256);
 	set_string(f, "stage", stage);
-	/* Keep the first backup: it holds what was there before gpuprov. */
-	if (backup && !get_string(f, "backup"))
-		set_string(f, "backup", backup);
+	set_first(f, "backup", backup);
 }
 
 void gp_journal_record_link(struct gp_journal *j, const char *path, const char *target,
@@ -494,9 +500,7 @@ void gp_journal_record_link(struct gp_journal *j, const char *path, const char *
 	cJSON *f = file_record(j, path);
 	set_string(f, "stage", stage);
 	set_string(f, "link", target);
-	/* Keep the first: what was there before gpuprov. */
-	if (before && !get_string(f, "link_before"))
-		set_string(f, "link_before", before);
+	set_first(f, "link_before", before);
 }
 
 void gp_journal_record_dir(struct gp_journal *j, const char *path, const char *stage)

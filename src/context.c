@@ -278,11 +278,41 @@ int gp_ctx_save_journal(struct gp_ctx *c)
 	return 0;
 }
 
+char *gp_ctx_missing_dir(struct gp_ctx *c, const char *path)
+{
+	_cleanup_free_ char *copy = gp_xstrdup(path);
+	for (char *p = copy + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char saved = *p;
+		*p = '\0';
+		struct stat st;
+		if (*copy && gp_root_lstat(&c->root, copy, &st) == -ENOENT)
+			return TAKE_PTR(copy);
+		*p = saved;
+		if (!saved)
+			return NULL;
+	}
+}
+
+int gp_ctx_record_dir(struct gp_ctx *c, const char *dir)
+{
+	if (!dir || gp_str_starts_with(dir, GP_STATE_DIR) ||
+	    gp_str_starts_with(dir, "/run/") || gp_str_starts_with(dir, "/var/run/") ||
+	    gp_streq(dir, "/run"))
+		return 0;
+	gp_journal_record_dir(&c->journal, dir, gp_ctx_stage_name(c));
+	return gp_ctx_save_journal(c);
+}
+
 int gp_ctx_make_parent(struct gp_ctx *c, const char *path)
 {
 	_cleanup_free_ char *dir = gp_xstrndup(path, (size_t)(strrchr(path, '/') - path));
 	if (!*dir)
 		return 0;
+	_cleanup_free_ char *made = gp_ctx_missing_dir(c, dir);
+	if (gp_ctx_record_dir(c, made) < 0)
+		return -1;
 	int rc = gp_root_mkdir_p(&c->root, dir, 0755);
 	if (rc < 0)
 		return gp_fail(c->err, GP_EFAILED, "%s: cannot create directory %s: %s",
@@ -381,6 +411,7 @@ static int remove_symlink(struct gp_ctx *c, const char *path)
 		return gp_fail(c->err, GP_EFAILED, "%s: cannot remove %s: %s",
 		               gp_ctx_stage_name(c), path, strerror(-rc));
 	gp_journal_record_file(&c->journal, path, NULL, gp_ctx_stage_name(c), NULL);
+	gp_journal_record_link(&c->journal, path, NULL, NULL, gp_ctx_stage_name(c));
 	gp_log(c, "removed link %s -> %s", path, target);
 	return gp_ctx_save_journal(c);
 }
@@ -463,17 +494,16 @@ int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 	if (rc < 0)
 		return gp_fail(c->err, GP_EFAILED, "%s: cannot link %s -> %s: %s",
 		               gp_ctx_stage_name(c), path, target, strerror(-rc));
-	/* A link made where this run removed one (a cuDNN version change) is
-	 * no removal any more; a record with a backup keeps it. */
+	/* Journaled so that an uninstall removes it, or puts back the link of
+	 * someone else's it replaced (a record without "link": not gpuprov's).
+	 * A link made where this run removed one (a cuDNN version change) is
+	 * no removal any more. */
 	const cJSON *rec = gp_journal_file(&c->journal, path);
-	if (rec && !gp_journal_file_sha256(&c->journal, path) &&
-	    !cJSON_GetObjectItemCaseSensitive(rec, "backup")) {
-		gp_journal_forget_file(&c->journal, path);
-		if (gp_ctx_save_journal(c) < 0)
-			return -1;
-	}
+	bool ours = rec && cJSON_GetObjectItemCaseSensitive(rec, "link");
+	gp_journal_record_link(&c->journal, path, target, ours ? NULL : current,
+	                       gp_ctx_stage_name(c));
 	gp_log(c, "symlink %s -> %s", path, target);
-	return 0;
+	return gp_ctx_save_journal(c);
 }
 
 int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode)
@@ -488,6 +518,9 @@ int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode)
 	e->mode = mode;
 	if (c->mode == GP_MODE_PLAN)
 		return 0;
+	_cleanup_free_ char *made = gp_ctx_missing_dir(c, path);
+	if (gp_ctx_record_dir(c, made) < 0)
+		return -1;
 	int rc = gp_root_mkdir_p(&c->root, path, mode);
 	if (rc < 0)
 		return gp_fail(c->err, GP_EFAILED, "%s: cannot create %s: %s",
@@ -939,8 +972,43 @@ int gp_effect_remove_tree(struct gp_ctx *c, const char *path)
 		               "%s: cannot remove the directory %s: %s",
 		               gp_ctx_stage_name(c), path, strerror(-rc));
 	gp_journal_forget_under(&c->journal, path);
+	gp_journal_forget_file(&c->journal, path);
 	gp_log(c, "removed the directory %s (%zu entries)", path,
 	       gp_strv_len(e->replaces));
+	return gp_ctx_save_journal(c);
+}
+
+int gp_effect_remove_made_dir(struct gp_ctx *c, const char *path)
+{
+	if (gp_ctx_door_open(c, "gp_effect_remove_made_dir") < 0)
+		return -1;
+	const cJSON *rec = gp_journal_file(&c->journal, path);
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "dir")))
+		return gp_fail(c->err, GP_EFAILED,
+		               "%s: will not remove the directory %s: the journal does "
+		               "not record it as made by gpuprov (a bug in gpuprov)",
+		               gp_ctx_stage_name(c), path);
+	struct stat st;
+	int rc = gp_root_lstat(&c->root, path, &st);
+	if (rc == 0 && !S_ISDIR(st.st_mode))
+		return gp_fail(c->err, GP_EFAILED,
+		               "%s: will not remove %s: it is no directory any more "
+		               "(never followed); remove it by hand",
+		               gp_ctx_stage_name(c), path);
+	if (rc == 0) {
+		struct gp_effect *e = add_effect(c, GP_EFFECT_REMOVE_TREE);
+		e->path = gp_xstrdup(path);
+		e->replaces = gp_xcalloc(1, sizeof(char *));
+	}
+	if (c->mode == GP_MODE_PLAN)
+		return 0;
+	if (rc == 0 && (rc = gp_root_remove_tree(&c->root, path)) < 0)
+		return gp_fail(c->err, GP_EFAILED,
+		               "%s: cannot remove the directory %s: %s",
+		               gp_ctx_stage_name(c), path, strerror(-rc));
+	gp_journal_forget_under(&c->journal, path);
+	gp_journal_forget_file(&c->journal, path);
+	gp_log(c, "removed the directory %s", path);
 	return gp_ctx_save_journal(c);
 }
 

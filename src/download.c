@@ -220,7 +220,8 @@ static int extracted(struct gp_ctx *c, const char *what, const char *dest, int r
 static int extract_cached(struct gp_ctx *c, const char *archive_path, const char *sha256,
                           const char *dest, unsigned flags)
 {
-	if (gp_ctx_make_parent(c, dest) < 0)
+	_cleanup_free_ char *made = gp_ctx_missing_dir(c, dest);
+	if (gp_ctx_record_dir(c, made) < 0 || gp_ctx_make_parent(c, dest) < 0)
 		return -1;
 	_cleanup_free_ char *host = gp_root_host_path(&c->root, archive_path);
 	struct written w = { .by_rel = cJSON_CreateObject(), .dest_len = strlen(dest) };
@@ -244,7 +245,8 @@ static int extract_cached(struct gp_ctx *c, const char *archive_path, const char
 static int stream_extract(struct gp_ctx *c, struct gp_prefetch *pf,
                           const struct gp_effect *dl, const char *dest, unsigned flags)
 {
-	if (gp_ctx_make_parent(c, dest) < 0)
+	_cleanup_free_ char *made = gp_ctx_missing_dir(c, dest);
+	if (gp_ctx_record_dir(c, made) < 0 || gp_ctx_make_parent(c, dest) < 0)
 		return -1;
 	struct gp_prefetch_reader *r = gp_prefetch_reader_new(pf, dl->sha256);
 	struct written w = { .by_rel = cJSON_CreateObject(), .dest_len = strlen(dest) };

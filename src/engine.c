@@ -1155,9 +1155,8 @@ static bool undo_pass(struct session *s, const struct gp_options *o)
 		}
 		c->stage = sp;
 		_cleanup_free_ char *reason = NULL;
-		bool needed = gp_undo_check(c, st->name, &reason);
-		gp_stage_plan_set(sp, needed ? GP_STATE_NEEDED : GP_STATE_SATISFIED, "%s",
-		                  reason);
+		enum gp_stage_state state = gp_undo_check(c, st->name, &reason);
+		gp_stage_plan_set(sp, state, "%s", reason);
 		if (sp->state == GP_STATE_NEEDED) {
 			gp_log(c, "uninstall: %s", sp->reason);
 			gp_ctx_announce_stage(c, sp, false);
@@ -1206,7 +1205,9 @@ int gp_engine_uninstall(const struct gp_options *o, struct gp_out *out)
 		 * it shows, from the journal as it is on disk. */
 		c->mode = GP_MODE_PLAN;
 		failed = undo_pass(&s, o);
-		if (!failed && !o->dry_run) {
+		/* A blocked stage changes nothing, neither do the others. */
+		if (!failed && !o->dry_run &&
+		    plan_exit_code(c->plan) != GP_EXIT_BLOCKED) {
 			c->mode = GP_MODE_APPLY;
 			gp_pkg_state_free(c);
 			gp_journal_free(&c->journal);

@@ -67,13 +67,11 @@ static const struct member profile_members[] = {
 	{ "overrides", M_STRINGS }, { NULL, 0 },
 };
 static const struct member file_members[] = {
-	{ "sha256", M_SHA256 },
-	{ "stage", M_STRING },
-	{ "backup", M_BACKUP },
-	{ "stat", M_STRING },
-	{ "mode", M_STRING },
-	{ "owner", M_STRING },
-	{ NULL, 0 },
+	{ "sha256", M_SHA256 }, { "stage", M_STRING },
+	{ "backup", M_BACKUP }, { "stat", M_STRING },
+	{ "link", M_STRING },   { "link_before", M_STRING },
+	{ "dir", M_BOOL },      { "mode", M_STRING },
+	{ "owner", M_STRING },  { NULL, 0 },
 };
 /* "packages"."<name>": what an install left, for drift (src/stages/drift.c). */
 static const struct member package_members[] = {
@@ -468,19 +466,49 @@ void gp_journal_set_stage(struct gp_journal *j, const char *stage, const char *s
 	set_string(s, "time", when);
 }
 
-void gp_journal_record_file(struct gp_journal *j, const char *path, const char *sha256,
-                            const char *stage, const char *backup)
+/* Sets key unless it is set: the first backup or replaced link holds what
+ * was there before gpuprov. */
+static void set_first(cJSON *f, const char *key, const char *value)
+{
+	if (value && !get_string(f, key))
+		set_string(f, key, value);
+}
+
+/* The record of path in "files", made when there is none. */
+static cJSON *file_record(struct gp_journal *j, const char *path)
 {
 	cJSON *f = gp_strmap_get(&j->files, path);
 	if (!f) {
 		f = cJSON_AddObjectToObject(child_object(j->doc, "files"), path);
 		gp_strmap_put(&j->files, f->string, f);
 	}
+	return f;
+}
+
+void gp_journal_record_file(struct gp_journal *j, const char *path, const char *sha256,
+                            const char *stage, const char *backup)
+{
+	cJSON *f = file_record(j, path);
 	set_string(f, "sha256", sha256);
 	set_string(f, "stage", stage);
-	/* Keep the first backup: it holds what was there before gpuprov. */
-	if (backup && !get_string(f, "backup"))
-		set_string(f, "backup", backup);
+	set_first(f, "backup", backup);
+}
+
+void gp_journal_record_link(struct gp_journal *j, const char *path, const char *target,
+                            const char *before, const char *stage)
+{
+	cJSON *f = file_record(j, path);
+	set_string(f, "stage", stage);
+	set_string(f, "link", target);
+	set_first(f, "link_before", before);
+}
+
+void gp_journal_record_dir(struct gp_journal *j, const char *path, const char *stage)
+{
+	cJSON *f = file_record(j, path);
+	set_string(f, "stage", stage);
+	cJSON_DeleteItemFromObjectCaseSensitive(f, "dir");
+	cJSON_AddTrueToObject(f, "dir");
 }
 
 cJSON *gp_journal_file(const struct gp_journal *j, const char *path)

@@ -1559,3 +1559,25 @@ int gp_effect_pkg_add_repo(struct gp_ctx *c, const struct gp_pkg_repo *repo)
 	}
 	return rc;
 }
+
+int gp_pkg_rdepends(struct gp_ctx *c, const char *const *names, char ***out)
+{
+	*out = gp_xcalloc(1, sizeof(char *));
+	enum gp_pkg_manager pm;
+	if (gp_pkg_manager(c, &pm) < 0)
+		return -1;
+	if (pm != GP_PKG_APT)
+		return 0;
+	const struct gp_pkgdb *db;
+	if (read_db(c, pm, &db) < 0)
+		return -1;
+	/* What this run already removed goes with names. */
+	_cleanup_strv_ char **gone = gp_strv_copy(state(c)->removed);
+	for (size_t i = 0; names[i]; i++)
+		gp_strv_push(&gone, names[i]);
+	_cleanup_strv_ char **all = gp_pkgdb_rdepends(db, (const char *const *)gone);
+	for (size_t i = 0; all[i]; i++)
+		if (!gp_strv_contains(state(c)->removed, all[i]))
+			gp_strv_push(out, all[i]);
+	return 0;
+}

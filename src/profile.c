@@ -918,6 +918,21 @@ const cJSON *gp_profile_stage(const struct gp_profile *p, const char *stage)
 	return cJSON_IsObject(s) ? s : NULL;
 }
 
+char **gp_profile_initramfs_command(const struct gp_profile *p, const cJSON *cfg)
+{
+	char **argv = gp_json_strv(cfg, "initramfs");
+	if (!argv || !argv[0]) {
+		gp_strv_free(argv);
+		argv = gp_json_strv(cJSON_GetObjectItemCaseSensitive(p->doc, "distro"),
+		                    "initramfs");
+	}
+	if (argv && !argv[0]) {
+		gp_strv_free(argv);
+		argv = NULL;
+	}
+	return argv;
+}
+
 const char *gp_profile_distro_string(const struct gp_profile *p, const char *key)
 {
 	const cJSON *distro = cJSON_GetObjectItemCaseSensitive(p->doc, "distro");

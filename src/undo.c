@@ -1,13 +1,19 @@
 /* Uninstall: what the journal says a stage added, taken out again.
  *
- * The journal is the only source: a package record without
+ * The journal is the source (the package database only for reverse
+ * dependencies): a package record without
  * "installed_before" is one gpuprov's install brought (removed), one with
  * it was there before (kept; its hold released when gpuprov set it; listed
  * as not undoable when gpuprov moved it to another version, since the old
  * version may be gone from every repository); a file record with a backup
  * replaced an operator's file (the backup is written back), one without it
- * is a file gpuprov created (removed). Files under /run are not undone: a
- * boot empties them (the reboot-required flag an uninstall itself writes).
+ * is a file gpuprov created (removed); a symlink record ("link") is a link
+ * gpuprov made (removed, or the operator's link it replaced,
+ * "link_before", made again); a directory record ("dir") is one gpuprov
+ * created (removed once nothing else is in it, else kept and named). Files
+ * under /run are not undone: a boot empties them (the reboot-required flag
+ * an uninstall itself writes). A stage whose packages an installed package
+ * of someone else's depends on is blocked: apt's remove would take it.
  * The order within a stage is the reverse of an install's: packages first,
  * then the files (repository lists and keys among them). */
 #include <string.h>
@@ -16,6 +22,7 @@
 #include "gpuprov/context.h"
 #include "gpuprov/json.h"
 #include "gpuprov/pkg.h"
+#include "gpuprov/profile.h"
 #include "gpuprov/undo.h"
 
 /* What the journal holds of one stage. */
@@ -25,6 +32,8 @@ struct undo {
 	char **kept; /* "name (VERSION before gpuprov, now NOW)": not undoable */
 	char **forget; /* package records of packages there before */
 	char **files; /* files gpuprov wrote, newest record first */
+	char **theirs; /* packages not gpuprov's that removing remove takes along */
+	char **dirs; /* directories gpuprov created, deepest first */
 };
 
 static bool volatile_path(const char *path)
@@ -32,10 +41,28 @@ static bool volatile_path(const char *path)
 	return gp_str_starts_with(path, "/run/") || gp_str_starts_with(path, "/var/run/");
 }
 
+/* The packages apt's remove of remove would take along that gpuprov did not
+ * install: the operator's, which an uninstall must not touch. A database
+ * that cannot be read names none (the removal then fails on its own). */
+static char **operators_dependents(struct gp_ctx *c, char **remove)
+{
+	_cleanup_strv_ char **all = NULL;
+	char **theirs = gp_xcalloc(1, sizeof(char *));
+	if (!remove[0] || gp_pkg_rdepends(c, (const char *const *)remove, &all) < 0)
+		return theirs;
+	for (size_t i = 0; all[i]; i++) {
+		const cJSON *rec = gp_journal_package(&c->journal, all[i]);
+		if (!rec || gp_json_string(rec, "installed_before", NULL))
+			gp_strv_push(&theirs, all[i]);
+	}
+	return theirs;
+}
+
 static void undo_gather(struct gp_ctx *c, const char *stage, struct undo *u)
 {
 	*u = (struct undo){ gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)),
 		            gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)),
+		            gp_xcalloc(1, sizeof(char *)), NULL,
 		            gp_xcalloc(1, sizeof(char *)) };
 	const cJSON *pkgs = gp_journal_packages(&c->journal);
 	for (const cJSON *p = pkgs ? pkgs->child : NULL; p; p = p->next) {
@@ -60,8 +87,12 @@ static void undo_gather(struct gp_ctx *c, const char *stage, struct undo *u)
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
 	size_t n = 0;
 	for (const cJSON *f = files ? files->child : NULL; f; f = f->next)
-		if (gp_streq(gp_json_string(f, "stage", NULL), stage) &&
-		    !volatile_path(f->string)) {
+		if (!gp_streq(gp_json_string(f, "stage", NULL), stage) ||
+		    volatile_path(f->string))
+			continue;
+		else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "dir")))
+			gp_strv_push(&u->dirs, f->string);
+		else {
 			gp_strv_push(&u->files, f->string);
 			n++;
 		}
@@ -70,6 +101,15 @@ static void undo_gather(struct gp_ctx *c, const char *stage, struct undo *u)
 		u->files[i] = u->files[n - 1 - i];
 		u->files[n - 1 - i] = t;
 	}
+	u->theirs = operators_dependents(c, u->remove);
+	size_t nd = gp_strv_len(u->dirs);
+	for (size_t i = 1; i < nd; i++) /* deepest (longest) first */
+		for (size_t k = i; k > 0 && strlen(u->dirs[k]) > strlen(u->dirs[k - 1]);
+		     k--) {
+			char *t = u->dirs[k];
+			u->dirs[k] = u->dirs[k - 1];
+			u->dirs[k - 1] = t;
+		}
 }
 
 static void undo_free(struct undo *u)
@@ -79,32 +119,103 @@ static void undo_free(struct undo *u)
 	gp_strv_free(u->kept);
 	gp_strv_free(u->forget);
 	gp_strv_free(u->files);
+	gp_strv_free(u->theirs);
+	gp_strv_free(u->dirs);
 }
 
-bool gp_undo_check(struct gp_ctx *c, const char *stage, char **reason)
+/* Does path go in this uninstall, as this run sees it: removed by an effect
+ * planned or made already, or one of the stage's files without a backup (a
+ * file or link gpuprov created, removed below)? */
+static bool goes(struct gp_ctx *c, const struct undo *u, const char *path)
+{
+	bool exists;
+	const char *data;
+	size_t len;
+	if (gp_plan_lookup_file(c->plan, path, &exists, &data, &len) && !exists)
+		return true;
+	const cJSON *rec = gp_journal_file(&c->journal, path);
+	return gp_strv_contains(u->files, path) && !gp_json_string(rec, "backup", NULL) &&
+	       !gp_json_string(rec, "link_before", NULL);
+}
+
+struct stays {
+	const struct undo *u;
+	char *first; /* the first entry that stays */
+};
+
+static void find_staying(struct gp_ctx *c, const char *path, const struct stat *st,
+                         void *data)
+{
+	struct stays *s = data;
+	if (!s->first && !goes(c, s->u, path))
+		s->first = gp_xstrdup(path);
+}
+
+/* The first entry under dir that stays (free it), or NULL: then the
+ * directory gpuprov made goes too. */
+static char *staying_entry(struct gp_ctx *c, const struct undo *u, const char *dir)
+{
+	struct stays s = { u, NULL };
+	gp_ctx_walk(c, dir, find_staying, &s);
+	return s.first;
+}
+
+enum gp_stage_state gp_undo_check(struct gp_ctx *c, const char *stage, char **reason)
 {
 	struct undo u;
 	undo_gather(c, stage, &u);
+	if (u.theirs[0]) {
+		_cleanup_free_ char *theirs = gp_strv_join(u.theirs, ", ");
+		_cleanup_free_ char *ours = gp_strv_join(u.remove, ", ");
+		*reason = gp_xasprintf(
+		    "nothing changed: removing %s would take along %s, which gpuprov "
+		    "did not install and which depend%s on them (apt's remove "
+		    "removes what depends on a package it removes); remove %s "
+		    "first (apt-get remove %s), or keep this stage (--skip %s), "
+		    "then run gpuprov uninstall again",
+		    ours, theirs, u.theirs[1] ? "" : "s", u.theirs[1] ? "them" : "it",
+		    theirs, stage);
+		undo_free(&u);
+		return GP_STATE_BLOCKED;
+	}
 	size_t n_remove = gp_strv_len(u.remove), n_files = gp_strv_len(u.files),
 	       n_release = gp_strv_len(u.release);
 	_cleanup_free_ char *kept = u.kept[0] ? gp_strv_join(u.kept, ", ") : NULL;
 	_cleanup_free_ char *released = gp_strv_join(u.release, ", ");
-	bool needed = n_remove || n_files || n_release || kept;
+	struct gp_buf kept_dirs = { 0 };
+	size_t n_dirs = 0;
+	for (size_t i = 0; u.dirs[i]; i++) {
+		_cleanup_free_ char *stay = staying_entry(c, &u, u.dirs[i]);
+		if (stay)
+			gp_buf_printf(&kept_dirs,
+			              "%s%s (it holds %s, which gpuprov did not write)",
+			              kept_dirs.len ? ", " : "", u.dirs[i], stay);
+		else
+			n_dirs++;
+	}
+	bool needed = n_remove || n_files || n_release || kept || u.dirs[0];
 	if (!needed)
 		*reason = gp_xstrdup("gpuprov recorded nothing of it");
 	else
 		*reason = gp_xasprintf(
-		    "removes %zu package%s and %zu file%s gpuprov added%s%s%s%s%s",
+		    "removes %zu package%s and %zu file%s%s gpuprov added%s%s%s%s%s%s%s",
 		    n_remove, n_remove == 1 ? "" : "s", n_files, n_files == 1 ? "" : "s",
+		    n_dirs ? (n_dirs == 1 ? " and 1 directory" : " and directories") : "",
 		    n_release ? "; releases the holds it set on packages there "
 		                "before it: "
 		              : "",
 		    n_release ? released : "",
 		    kept ? "; cannot undo (kept as they are now): " : "",
 		    kept ? kept : "",
-		    kept ? ", an older version may be in no repository any more" : "");
+		    kept ? ", an older version may be in no repository any more" : "",
+		    kept_dirs.len
+		        ? "; keeps the directories it made that hold what it did "
+		          "not write: "
+		        : "",
+		    kept_dirs.len ? kept_dirs.data : "");
+	gp_buf_free(&kept_dirs);
 	undo_free(&u);
-	return needed;
+	return needed ? GP_STATE_NEEDED : GP_STATE_SATISFIED;
 }
 
 /* The file as it was before gpuprov: its backup written back, or gone. */
@@ -127,7 +238,10 @@ static int undo_file(struct gp_ctx *c, const char *path)
 			               "journal's record of it aside",
 			               gp_ctx_stage_name(c), backup, path, strerror(-r));
 		rc = gp_effect_write(c, path, data, len, st.st_mode & 07777);
-	} else if (gp_json_string(rec, "sha256", NULL)) {
+	} else if (gp_json_string(rec, "link_before", NULL)) {
+		rc = gp_effect_symlink(c, gp_json_string(rec, "link_before", NULL), path);
+	} else if (gp_json_string(rec, "sha256", NULL) ||
+	           gp_json_string(rec, "link", NULL)) {
 		rc = gp_effect_remove(c, path);
 	}
 	if (rc == 0 && c->mode == GP_MODE_APPLY) {
@@ -135,6 +249,34 @@ static int undo_file(struct gp_ctx *c, const char *path)
 		rc = gp_ctx_save_journal(c);
 	}
 	return rc;
+}
+
+/* The commands that make the undone files count, as the stages that wrote
+ * them ran them: ldconfig after a file of the linker's path list (its cache
+ * still names the libraries), the initramfs rebuild after a modprobe file
+ * (the initramfs holds a copy of the nouveau blacklist). Effects, so the
+ * plan names them. */
+static int undo_commands(struct gp_ctx *c, const char *stage, char *const *files)
+{
+	bool ld = false, modprobe = false;
+	for (size_t i = 0; files[i]; i++) {
+		ld |= gp_str_starts_with(files[i], "/etc/ld.so.conf.d/");
+		modprobe |= gp_str_starts_with(files[i], "/etc/modprobe.d/");
+	}
+	char *const ldconfig[] = { "ldconfig", NULL };
+	if (ld && gp_effect_run(c, ldconfig) < 0)
+		return -1;
+	if (!modprobe)
+		return 0;
+	_cleanup_strv_ char **initramfs = gp_profile_initramfs_command(
+	    c->profile, gp_profile_stage(c->profile, stage));
+	if (!initramfs) /* the install that wrote it had one: a hand-made journal */
+		return gp_fail(c->err, GP_EINPUT,
+		               "%s: the initramfs must be rebuilt after removing the "
+		               "modprobe files, but the profile names no command; "
+		               "rebuild it by hand (update-initramfs -u, dracut --force)",
+		               stage);
+	return gp_effect_run(c, initramfs);
 }
 
 int gp_undo_apply(struct gp_ctx *c, const char *stage)
@@ -150,6 +292,15 @@ int gp_undo_apply(struct gp_ctx *c, const char *stage)
 		gp_journal_forget_package(&c->journal, u.forget[i]);
 	for (size_t i = 0; rc == 0 && u.files[i]; i++)
 		rc = undo_file(c, u.files[i]);
+	for (size_t i = 0; rc == 0 && u.dirs[i]; i++) {
+		_cleanup_free_ char *stay = staying_entry(c, &u, u.dirs[i]);
+		if (!stay)
+			rc = gp_effect_remove_made_dir(c, u.dirs[i]);
+		else if (c->mode == GP_MODE_APPLY) /* the operator's now */
+			gp_journal_forget_file(&c->journal, u.dirs[i]);
+	}
+	if (rc == 0)
+		rc = undo_commands(c, stage, u.files);
 	/* The driver's module stays loaded until the machine reboots. */
 	if (rc == 0 && u.remove[0] && gp_streq(stage, "driver"))
 		rc = gp_effect_reboot_for(c,

@@ -120,6 +120,15 @@ const char *gp_ctx_stage_name(const struct gp_ctx *c); /* "gpuprov" outside one 
 int gp_ctx_save_journal(struct gp_ctx *c);
 /* Creates the directory path is in (in the root): 0, or -1 with c->err set. */
 int gp_ctx_make_parent(struct gp_ctx *c, const char *path);
+/* The highest of path and its parents that does not exist yet (free it), or
+ * NULL: the directory a mkdir -p of path makes first. */
+char *gp_ctx_missing_dir(struct gp_ctx *c, const char *path);
+/* Journals dir (gp_ctx_missing_dir's; NULL: none) as one the stage
+ * creates, for an uninstall (src/undo.c), and saves the journal: before the
+ * mkdir, so a run killed after it leaves the record (an absent directory's
+ * record is dropped by the uninstall). Not gpuprov's own state directory,
+ * nor one under /run. 0, or -1 with c->err set. */
+int gp_ctx_record_dir(struct gp_ctx *c, const char *dir);
 /* Adds the file's fingerprint (device, inode, size, times), mode and owner
  * to its journal record, just written (see gp_ctx_recorded_file_intact). */
 void gp_ctx_record_fingerprint(struct gp_ctx *c, const char *path);
@@ -172,6 +181,11 @@ int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode);
  * is not an effect. In dry-run it records the directory and every entry
  * that would go. */
 int gp_effect_remove_tree(struct gp_ctx *c, const char *path);
+/* Removes a directory the journal records as made by gpuprov
+ * (gp_ctx_record_dir) and forgets its records; the caller (src/undo.c) has
+ * made sure nothing but directories is left in it as this run sees it. An
+ * absent one is not an effect (its record is dropped). */
+int gp_effect_remove_made_dir(struct gp_ctx *c, const char *path);
 /* Runs a command that changes the target, chrooted when the root is not /. */
 int gp_effect_run(struct gp_ctx *c, char *const argv[]);
 struct gp_run_result;

@@ -58,7 +58,18 @@ cJSON *gp_journal_stage(struct gp_journal *j, const char *stage);
 const cJSON *gp_journal_stage_get(const struct gp_journal *j, const char *stage);
 void gp_journal_record_file(struct gp_journal *j, const char *path, const char *sha256,
                             const char *stage, const char *backup);
-/* The record of a file ("sha256", "stage", "backup", "stat"), or NULL. */
+/* A symlink gpuprov made at path ("link": its target; NULL: gpuprov
+ * removed it again), and the first link of someone else's it replaced
+ * ("link_before": its target, NULL when there was none), which an
+ * uninstall puts back (src/undo.c). */
+void gp_journal_record_link(struct gp_journal *j, const char *path, const char *target,
+                            const char *before, const char *stage);
+/* A directory gpuprov created ("dir": true), with all below it that was
+ * not there: an uninstall removes it once nothing of anyone else's is in
+ * it (src/undo.c). */
+void gp_journal_record_dir(struct gp_journal *j, const char *path, const char *stage);
+/* The record of a file ("sha256", "stage", "backup", "stat", "link",
+ * "link_before", "dir"), or NULL. */
 cJSON *gp_journal_file(const struct gp_journal *j, const char *path);
 /* The sha256 gpuprov recorded for a file it wrote, or NULL. */
 const char *gp_journal_file_sha256(const struct gp_journal *j, const char *path);

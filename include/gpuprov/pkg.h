@@ -112,3 +112,10 @@ bool gp_pkg_deb822(const struct gp_profile *p);
 /* The keyring path in a cuda-keyring package (NVIDIA's layout); the
  * dry-run's repository file names it before the package is downloaded. */
 #define GP_CUDA_KEYRING_PATH "/usr/share/keyrings/cuda-archive-keyring.gpg"
+
+/* The installed packages that removing names (NULL-terminated) would take
+ * along: gp_pkgdb_rdepends over the root's dpkg database, with the packages
+ * this run already removed counted as gone and not listed. *out is never
+ * NULL; none for dnf (its database is read without dependencies). 0, or -1
+ * with c->err set. */
+int gp_pkg_rdepends(struct gp_ctx *c, const char *const *names, char ***out);

@@ -22,6 +22,9 @@ struct gp_pkgdb_entry {
 	char *name;
 	char *version;
 	bool held;
+	/* dpkg only (NULL for rpm): Pre-Depends and Depends joined by ", ",
+	 * and Provides ("" when absent), for gp_pkgdb_rdepends. */
+	char *depends, *provides;
 };
 
 struct gp_pkgdb {
@@ -35,6 +38,13 @@ const struct gp_pkgdb_entry *gp_pkgdb_find(const struct gp_pkgdb *db, const char
  * ("install ok installed", "hold ok installed"); a package selected for hold
  * but not installed is not listed. -EINVAL for a stanza without Package. */
 int gp_dpkg_status_parse(const char *text, struct gp_pkgdb *db);
+/* The installed packages that removing names takes along, as apt's and
+ * dpkg's remove do: each whose Depends or Pre-Depends has a group ("a (>=
+ * 1) | b:any") that no installed package outside the removed set satisfies
+ * any more (by name or Provides; versions are not compared: a package gone
+ * satisfies no version), then those that depend on these, to the closure.
+ * Not names themselves; in database order. NULL-terminated, never NULL. */
+char **gp_pkgdb_rdepends(const struct gp_pkgdb *db, const char *const *names);
 /* <root>/var/lib/dpkg/status; -ENOENT when the root has no dpkg. */
 int gp_dpkg_status_read(const struct gp_root *r, struct gp_pkgdb *db);
 

@@ -39,6 +39,10 @@ void gp_profile_free(struct gp_profile *p);
 const cJSON *gp_profile_stage(const struct gp_profile *p, const char *stage);
 /* A string under the profile's "distro" object, or NULL. */
 const char *gp_profile_distro_string(const struct gp_profile *p, const char *key);
+/* The initramfs rebuild command (NULL-terminated argv, free it): the nouveau
+ * stage's "initramfs" in cfg (its settings, may be NULL), else
+ * distro.initramfs; NULL when neither names one. */
+char **gp_profile_initramfs_command(const struct gp_profile *p, const cJSON *cfg);
 /* A boolean under "distro", dflt when absent. */
 bool gp_profile_distro_bool(const struct gp_profile *p, const char *key, bool dflt);
 /* The architecture the profile is for: match.arch, else GP_ARCH_DEFAULT

@@ -5,12 +5,17 @@
 
 #include <stdbool.h>
 
+#include "gpuprov/plan.h"
+
 struct gp_ctx;
 
-/* What undoing stage would do, from the journal alone: true when there is
- * something (*reason, free it: what goes, and what cannot be undone), false
- * when gpuprov recorded nothing of it. Read-only. */
-bool gp_undo_check(struct gp_ctx *c, const char *stage, char **reason);
+/* What undoing stage would do, from the journal and the package database:
+ * GP_STATE_NEEDED when there is something (*reason, free it: what goes, and
+ * what cannot be undone), GP_STATE_SATISFIED when gpuprov recorded nothing
+ * of it, GP_STATE_BLOCKED when removing its packages would take along
+ * packages gpuprov did not install that depend on them (named in *reason).
+ * Read-only. */
+enum gp_stage_state gp_undo_check(struct gp_ctx *c, const char *stage, char **reason);
 /* Undoes it: the packages gpuprov installed are removed (holds released
  * first), the holds it set on packages that were there before are
  * released, every file it wrote is removed or, when it replaced one, the

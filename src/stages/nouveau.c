@@ -95,22 +95,6 @@ static const char *blacklist_file(const cJSON *cfg)
 	return gp_json_string(cfg, KEY_BLACKLIST_FILE, DEFAULT_BLACKLIST_FILE);
 }
 
-static char **initramfs_command(struct gp_ctx *c, const cJSON *cfg)
-{
-	char **argv = gp_json_strv(cfg, KEY_INITRAMFS);
-	if (!argv || !argv[0]) {
-		gp_strv_free(argv);
-		argv = gp_json_strv(
-		    cJSON_GetObjectItemCaseSensitive(c->profile->doc, "distro"),
-		    "initramfs");
-	}
-	if (argv && !argv[0]) {
-		gp_strv_free(argv);
-		argv = NULL;
-	}
-	return argv;
-}
-
 /* A digest of every modprobe file that mentions nouveau or nova, as the
  * target will look after the planned writes: the initramfs must have been
  * rebuilt for exactly this configuration. */
@@ -227,7 +211,7 @@ static char *in_use_text(const struct nouveau_facts *f)
  * profile names none (exit 65); *missing set when the root lacks it. */
 static int initramfs_tool(struct gp_ctx *c, const cJSON *cfg, char ***argv, bool *missing)
 {
-	*argv = initramfs_command(c, cfg);
+	*argv = gp_profile_initramfs_command(c->profile, cfg);
 	if (!*argv)
 		return gp_fail(c->err, GP_EINPUT,
 		               "%s: stage nouveau needs an initramfs command: set "

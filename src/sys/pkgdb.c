@@ -21,6 +21,8 @@ void gp_pkgdb_free(struct gp_pkgdb *db)
 	for (size_t i = 0; i < db->n; i++) {
 		free(db->e[i].name);
 		free(db->e[i].version);
+		free(db->e[i].depends);
+		free(db->e[i].provides);
 	}
 	free(db->e);
 	*db = (struct gp_pkgdb){ 0 };
@@ -34,19 +36,34 @@ const struct gp_pkgdb_entry *gp_pkgdb_find(const struct gp_pkgdb *db, const char
 	return NULL;
 }
 
-static void db_add(struct gp_pkgdb *db, const char *name, const char *version, bool held)
+static struct gp_pkgdb_entry *db_add(struct gp_pkgdb *db, const char *name,
+                                     const char *version, bool held)
 {
 	if (gp_pkgdb_find(db, name)) /* multiarch: the first one is enough */
-		return;
+		return NULL;
 	db->e = gp_xrealloc(db->e, (db->n + 1) * sizeof *db->e);
-	db->e[db->n++] = (struct gp_pkgdb_entry){ gp_xstrdup(name), gp_xstrdup(version),
-		                                  held };
+	db->e[db->n] = (struct gp_pkgdb_entry){ gp_xstrdup(name), gp_xstrdup(version),
+		                                held, NULL, NULL };
+	return &db->e[db->n++];
 }
 
 /* The fields of one stanza the readers here use (NULL when absent). */
 struct stanza {
-	char *pkg, *ver, *status, *depends, *pre_depends;
+	char *pkg, *ver, *status, *depends, *pre_depends, *provides;
 };
+
+/* Pre-Depends and Depends joined by ", " ("" when neither). */
+static char *stanza_depends(const struct stanza *st)
+{
+	struct gp_buf b = { 0 };
+	if (st->pre_depends)
+		gp_buf_puts(&b, st->pre_depends);
+	if (st->pre_depends && st->depends)
+		gp_buf_puts(&b, ", ");
+	if (st->depends)
+		gp_buf_puts(&b, st->depends);
+	return gp_buf_steal(&b);
+}
 
 static void stanza_clear(struct stanza *st)
 {
@@ -55,6 +72,7 @@ static void stanza_clear(struct stanza *st)
 	free(st->status);
 	free(st->depends);
 	free(st->pre_depends);
+	free(st->provides);
 	*st = (struct stanza){ 0 };
 }
 
@@ -70,7 +88,7 @@ static int scan_stanzas(const char *text, int (*fn)(const struct stanza *st, voi
 		size_t len = nl ? (size_t)(nl - p) : strlen(p);
 		if (len == 0 || (len == 1 && p[0] == '\r')) {
 			if (st.pkg || st.ver || st.status || st.depends ||
-			    st.pre_depends) {
+			    st.pre_depends || st.provides) {
 				int rc = st.pkg ? fn(&st, data) : -EINVAL;
 				if (rc < 0) {
 					stanza_clear(&st);
@@ -79,11 +97,11 @@ static int scan_stanzas(const char *text, int (*fn)(const struct stanza *st, voi
 			}
 			stanza_clear(&st);
 		} else if (p[0] != ' ' && p[0] != '\t') {
-			static const char *const keys[] = { "Package:", "Version:",
-				                            "Status:", "Depends:",
-				                            "Pre-Depends:" };
-			char **slots[] = { &st.pkg, &st.ver, &st.status, &st.depends,
-				           &st.pre_depends };
+			static const char *const keys[] = { "Package:",     "Version:",
+				                            "Status:",      "Depends:",
+				                            "Pre-Depends:", "Provides:" };
+			char **slots[] = { &st.pkg,     &st.ver,         &st.status,
+				           &st.depends, &st.pre_depends, &st.provides };
 			for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
 				size_t kl = strlen(keys[k]);
 				if (len > kl && strncasecmp(p, keys[k], kl) == 0) {
@@ -118,8 +136,102 @@ static int status_entry(const struct stanza *st, void *data)
 		return 0;
 	if (strcmp(state, "installed") != 0)
 		return 0;
-	db_add(data, st->pkg, st->ver, strcmp(want, "hold") == 0);
+	struct gp_pkgdb_entry *e = db_add(data, st->pkg, st->ver,
+	                                  strcmp(want, "hold") == 0);
+	if (e) {
+		e->depends = stanza_depends(st);
+		e->provides = gp_xstrdup(st->provides ? st->provides : "");
+	}
 	return 0;
+}
+
+/* The package name of one alternative or Provides item: "libfoo:amd64 (>=
+ * 1)" is libfoo. */
+static char *relation_name(const char *item)
+{
+	while (isspace((unsigned char)*item))
+		item++;
+	return gp_xstrndup(item, strcspn(item, " \t(:[<"));
+}
+
+/* Does the group "a | b" name one of names (package names and what they
+ * provide)? */
+static bool group_names(const char *group, char *const *names)
+{
+	_cleanup_strv_ char **alts = gp_strv_split(group, '|');
+	for (size_t a = 0; alts[a]; a++) {
+		_cleanup_free_ char *name = relation_name(alts[a]);
+		if (gp_strv_contains(names, name))
+			return true;
+	}
+	return false;
+}
+
+/* Does an installed package outside gone[] satisfy the group? */
+static bool group_holds(const struct gp_pkgdb *db, char **const *provides,
+                        const bool *gone, const char *group)
+{
+	for (size_t i = 0; i < db->n; i++) {
+		if (gone[i])
+			continue;
+		char *const self[] = { db->e[i].name, NULL };
+		if (group_names(group, self) || group_names(group, provides[i]))
+			return true;
+	}
+	return false;
+}
+
+static void mark_gone(const struct gp_pkgdb *db, char *const *provides, size_t i,
+                      bool *gone, char ***gone_names)
+{
+	gone[i] = true;
+	gp_strv_push(gone_names, db->e[i].name);
+	for (size_t k = 0; provides[k]; k++)
+		gp_strv_push(gone_names, provides[k]);
+}
+
+char **gp_pkgdb_rdepends(const struct gp_pkgdb *db, const char *const *names)
+{
+	char **out = gp_xcalloc(1, sizeof(char *));
+	bool *gone = gp_xcalloc(db->n + 1, sizeof *gone);
+	char ***provides = gp_xcalloc(db->n + 1, sizeof *provides);
+	for (size_t i = 0; i < db->n; i++) {
+		const char *p = db->e[i].provides ? db->e[i].provides : "";
+		_cleanup_strv_ char **items = gp_strv_split(p, ',');
+		provides[i] = gp_xcalloc(1, sizeof(char *));
+		for (size_t k = 0; items[k]; k++) {
+			_cleanup_free_ char *name = relation_name(items[k]);
+			if (*name)
+				gp_strv_push(&provides[i], name);
+		}
+	}
+	_cleanup_strv_ char **gone_names = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; i < db->n; i++)
+		if (gp_strv_contains((char *const *)names, db->e[i].name))
+			mark_gone(db, provides[i], i, gone, &gone_names);
+	/* Each pass adds at least one package or ends: at most n passes. */
+	for (bool more = true; more;) {
+		more = false;
+		for (size_t i = 0; i < db->n; i++) {
+			if (gone[i] || !db->e[i].depends)
+				continue;
+			_cleanup_strv_ char **groups = gp_strv_split(db->e[i].depends,
+			                                             ',');
+			for (size_t g = 0; groups[g]; g++)
+				if (group_names(groups[g], gone_names) &&
+				    !group_holds(db, provides, gone, groups[g])) {
+					mark_gone(db, provides[i], i, gone, &gone_names);
+					gp_strv_push(&out, db->e[i].name);
+					more = true;
+					break;
+				}
+		}
+	}
+	for (size_t i = 0; i < db->n; i++)
+		gp_strv_free(provides[i]);
+	free(provides);
+	free(gone);
+	return out;
 }
 
 int gp_dpkg_status_parse(const char *text, struct gp_pkgdb *db)
@@ -314,15 +426,8 @@ static int index_entry(const struct stanza *st, void *data)
 		ix->cap = ix->cap ? 2 * ix->cap : 64;
 		ix->p = gp_xrealloc(ix->p, ix->cap * sizeof *ix->p);
 	}
-	struct gp_buf b = { 0 };
-	if (st->pre_depends)
-		gp_buf_puts(&b, st->pre_depends);
-	if (st->pre_depends && st->depends)
-		gp_buf_puts(&b, ", ");
-	if (st->depends)
-		gp_buf_puts(&b, st->depends);
 	ix->p[ix->n++] = (struct gp_apt_pkg){ gp_xstrdup(st->pkg), gp_xstrdup(st->ver),
-		                              gp_buf_steal(&b) };
+		                              stanza_depends(st) };
 	return 0;
 }
 

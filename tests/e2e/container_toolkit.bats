@@ -18,32 +18,14 @@ EXPECTED_DAEMON=$BATS_TEST_DIRNAME/expected/container_toolkit/daemon.json
 PKGS="nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools libnvidia-container1"
 
 setup_file() {
-	R=$BATS_FILE_TMPDIR/root
-	AR=$BATS_FILE_TMPDIR/aptrepo
-	export R AR
-	file_apt_root "$R" "$AR" || return 0
-	mkdir -p "$R/srv" "$R/etc/docker"
-	cp -a "$AR/repo" "$R/srv/ctk-repo"
-	cat > "$R/etc/docker/daemon.json" <<'JSON'
-{
+	ctk_apt_root '{
   "log-level": "warn",
   "runtimes": { "runsc": { "path": "/usr/local/bin/runsc" } }
-}
-JSON
+}'
 }
 
 setup() {
-	# The tests named "(stub root)" need neither the Debian root nor apt.
-	if [[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]]; then
-		require_root
-		return 0
-	fi
-	[ ! -e "$BATS_FILE_TMPDIR/skip" ] || skip "$(cat "$BATS_FILE_TMPDIR/skip")"
-	start_https_server
-	cp "$AR/key.asc" "$WWW/gpgkey"
-	KSHA=$(sha256sum < "$AR/key.asc" | cut -d' ' -f1)
-	P=$BATS_TEST_TMPDIR/p.json
-	profile 1.17.7-1
+	ctk_setup
 }
 
 teardown() {
@@ -65,23 +47,6 @@ unpinned_profile() {
       "keyring_url": "https://nvidia.github.io/libnvidia-container/gpgkey",
       "keyring_sha256": "c880576d6cf75a48e5027a871bac70fd0421ab07d2b55f30877b21f1c87959c9" } },
   "stages": { "container_toolkit": $2 }
-}
-JSON
-}
-
-# profile VERSION [EXTRA]: $P, Debian 12 with the container toolkit at
-# VERSION from the stand-in repository; EXTRA is more of the stage's keys.
-profile() {
-	cat > "$P" <<JSON
-{
-  "name": "ctk-apt",
-  "extends": "distro/debian12",
-  "distro": { "container_toolkit_repo": {
-    "url": "file:///srv/ctk-repo/",
-    "keyring_url": "https://127.0.0.1:$PORT/gpgkey",
-    "keyring_sha256": "$KSHA",
-    "keyring_fingerprint": "$(cat "$AR/key.fpr")" } },
-  "stages": { "container_toolkit": { "version": "$1"${2:+, $2} } }
 }
 JSON
 }
@@ -145,7 +110,7 @@ assert_toolkit_at() {
 }
 
 @test "container_toolkit: a new pin moves the held set; default_runtime adds default-runtime" {
-	profile 1.17.8-1 '"default_runtime": true'
+	ctk_profile 1.17.8-1 '"default_runtime": true'
 	gp --root "$R" plan --profile "$P"
 	assert_status 0
 	assert_stdout_has "container_toolkit: needed - nvidia-container-toolkit 1.17.7-1 is installed; the profile wants 1.17.8-1; /etc/docker/daemon.json does not configure the nvidia runtime as the default"
@@ -167,7 +132,7 @@ in_root_as_host() {
 }
 
 @test "container_toolkit: on the live host docker is restarted once for the daemon.json gpuprov wrote, never again" {
-	profile 1.17.8-1 '"default_runtime": true'
+	ctk_profile 1.17.8-1 '"default_runtime": true'
 	cp "$P" "$R/tmp/p.json"
 	# Stand-ins: dockerd (present is all that counts) and systemctl, which
 	# logs its argv.
@@ -190,7 +155,7 @@ in_root_as_host() {
 }
 
 @test "container_toolkit: runtime containerd writes the nvidia drop-in and adds its directory to config.toml's imports, that line only; a file it does not understand is refused, nothing written" {
-	profile 1.17.8-1 '"runtime": "containerd"'
+	ctk_profile 1.17.8-1 '"runtime": "containerd"'
 	local cfg=$R/etc/containerd/config.toml dropin=$R/etc/containerd/conf.d/99-nvidia.toml
 	mkdir -p "$R/etc/containerd"
 	# Refused, nothing written: imports over several lines; a file that
@@ -240,7 +205,7 @@ in_root_as_host() {
 }
 
 @test "container_toolkit: runtime crio writes the nvidia drop-in in crio.conf.d, default_runtime included" {
-	profile 1.17.8-1 '"runtime": "crio", "default_runtime": true'
+	ctk_profile 1.17.8-1 '"runtime": "crio", "default_runtime": true'
 	local dropin=$R/etc/crio/crio.conf.d/99-nvidia.toml
 	gp --root "$R" plan --profile "$P"
 	assert_status 0
@@ -310,10 +275,10 @@ SH
 @test "container_toolkit: cdi_spec generates the CDI spec with nvidia-ctk; a driver change makes it stale, verify says so and install regenerates it" {
 	# The packages first (a no-op after the tests above): the stand-in
 	# nvidia-ctk replaces the one they install.
-	profile 1.17.8-1 '"default_runtime": true'
+	ctk_profile 1.17.8-1 '"default_runtime": true'
 	gp --root "$R" install --profile "$P" --ca-file "$CA"
 	assert_status 0
-	profile 1.17.8-1 '"default_runtime": true, "cdi_spec": true'
+	ctk_profile 1.17.8-1 '"default_runtime": true, "cdi_spec": true'
 	cdi_host 2 570.86.15
 	rm -f "$R/etc/cdi/nvidia.yaml" "$R/var/log/nvidia-ctk-stand-in.log"
 	gp --root "$R" plan --profile "$P"
@@ -395,7 +360,7 @@ SH
 
 @test "container_toolkit: verify runs the test image, never pulled, with every GPU on the live host; docker's known failures get their hints" {
 	local image=nvidia/cuda:12.8.1-base-ubuntu24.04
-	profile 1.17.8-1 "\"test_image\": \"$image\""
+	ctk_profile 1.17.8-1 "\"test_image\": \"$image\""
 	cp "$P" "$R/tmp/p.json"
 	cdi_host 2 570.86.15
 	docker_stand_in
@@ -421,7 +386,7 @@ SH
 	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
 	assert_stdout_has "hint: the container lost its GPU devices"
 	# With cdi_spec the GPUs are asked for as CDI devices.
-	profile 1.17.8-1 "\"test_image\": \"$image\", \"cdi_spec\": true"
+	ctk_profile 1.17.8-1 "\"test_image\": \"$image\", \"cdi_spec\": true"
 	cp "$P" "$R/tmp/p.json"
 	echo cdi > "$R/etc/docker-stand-in/mode"
 	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
@@ -432,7 +397,7 @@ SH
 
 @test "container_toolkit: beside CRI-O, verify runs the test image with podman when it is installed, never pulled, the GPUs as CDI devices" {
 	local image=nvidia/cuda:12.8.1-base-ubuntu24.04
-	profile 1.17.8-1 "\"runtime\": \"crio\", \"test_image\": \"$image\""
+	ctk_profile 1.17.8-1 "\"runtime\": \"crio\", \"test_image\": \"$image\""
 	cp "$P" "$R/tmp/p.json"
 	cdi_host 2 570.86.15
 	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
@@ -519,7 +484,7 @@ SH
 }
 
 @test "container_toolkit: a daemon.json that is not JSON blocks the install, naming the place; nothing is written" {
-	profile 1.17.8-1
+	ctk_profile 1.17.8-1
 	printf '{\n  "log-level": "warn",\n  "runtimes": {\n' > "$R/etc/docker/daemon.json"
 	snapshot "$R" before var/lib/gpuprov/lock
 	gp --root "$R" install --profile "$P" --ca-file "$CA"

@@ -314,3 +314,43 @@ nvmlDeviceSetPowerManagementLimit 600000 0" ] || fail "NVML setter calls:" "$(ca
 	assert_status 3
 	assert_stdout_has "fail  GPU 0 power limit: NVML gives no power limits for this GPU"
 }
+
+@test "gpu_settings: uninstall removes the links and the directory it made and puts back the operator's link it replaced, exactly as planned" {
+	# The operator's own wants link, to a unit of theirs: install points it
+	# at the packaged unit, uninstall points it back.
+	mkdir -p "$R/etc/systemd/system/multi-user.target.wants"
+	ln -s /etc/systemd/system/site-persistenced.service "$R/etc/systemd/system/multi-user.target.wants/nvidia-persistenced.service"
+	# Files, links and directories: gpuprov's own state aside.
+	manifest "$R" | grep -v '^\S* *\./\(var/lib/gpuprov\|var/log\|run\|var/run\)\( \|/\)' > "$BATS_TEST_TMPDIR/before"
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 0
+	[ "$(readlink "$R/etc/systemd/system/multi-user.target.wants/nvidia-persistenced.service")" = /usr/lib/systemd/system/nvidia-persistenced.service ] ||
+		fail "nvidia-persistenced not enabled"
+	gp --root "$R" uninstall --dry-run
+	assert_status 0
+	assert_stdout_has "symlink /etc/systemd/system/multi-user.target.wants/nvidia-persistenced.service -> /etc/systemd/system/site-persistenced.service"
+	assert_stdout_has "remove link /etc/systemd/system/multi-user.target.wants/gpuprov-gpu-settings.service (-> /etc/systemd/system/gpuprov-gpu-settings.service)"
+	assert_stdout_has "remove directory /etc/systemd/system/nvidia-persistenced.service.d ("
+	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R"
+	assert_status 0
+	manifest "$R" | grep -v '^\S* *\./\(var/lib/gpuprov\|var/log\|run\|var/run\)\( \|/\)' > "$BATS_TEST_TMPDIR/after"
+	diff -u "$BATS_TEST_TMPDIR/before" "$BATS_TEST_TMPDIR/after" ||
+		fail "the root's files and links differ from before the install (diff above: - before, + after)"
+}
+
+@test "gpu_settings: uninstall keeps a directory it made that holds a file of the operator's, saying why, and removes its own file in it" {
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 0
+	echo "[Service]" > "$R/etc/systemd/system/nvidia-persistenced.service.d/site.conf"
+	gp --root "$R" uninstall --dry-run
+	assert_status 0
+	# The stub root had no /etc/systemd: gpuprov made it, and keeps it.
+	assert_stdout_has "keeps the directories it made that hold what it did not write: /etc/systemd (it holds /etc/systemd/system/nvidia-persistenced.service.d/site.conf, which gpuprov did not write)"
+	refute_stdout_has "remove directory /etc/systemd "
+	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R"
+	assert_status 0
+	[ -f "$R/etc/systemd/system/nvidia-persistenced.service.d/site.conf" ] || fail "the operator's file went"
+	[ ! -e "$R/$DROPIN" ] || fail "gpuprov's drop-in stayed"
+	gp --root "$R" uninstall
+	assert_stdout_has "gpu_settings: satisfied - gpuprov recorded nothing of it"
+}

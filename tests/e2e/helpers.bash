@@ -340,26 +340,33 @@ PY
 }
 
 # journal_files FILE: "PATH SHA256" for every file the journal records
-# (SHA256 "null" for a removal), sorted.
+# (SHA256 "null" for a removal, "link:TARGET" for a symlink gpuprov made;
+# the directories it made left out), sorted.
 journal_files() {
 	"$PYTHON" - "$1" <<'PY'
 import json, sys
 with open(sys.argv[1]) as f:
     d = json.load(f)
 for p, rec in sorted(d.get("files", {}).items()):
-    print(p, rec.get("sha256") or "null")
+    if rec.get("dir") is not True:
+        print(p, rec.get("sha256") or ("link:" + rec["link"] if rec.get("link") else "null"))
 PY
 }
 
 # assert_journal_true ROOT: every file the journal of ROOT records is on disk
-# with the recorded sha256 (a removed one is absent): it claims nothing that
-# did not happen.
+# with the recorded sha256 (a removed one is absent, a link points where it
+# says): it claims nothing that did not happen.
 assert_journal_true() {
 	local root=$1 path sha have
 	while read -r path sha; do
 		if [ "$sha" = null ]; then
 			[ ! -e "$root$path" ] ||
 				{ fail "journal: $path removed, but it exists"; return; }
+			continue
+		fi
+		if [ "${sha#link:}" != "$sha" ]; then
+			[ "$(readlink "$root$path")" = "${sha#link:}" ] ||
+				{ fail "journal: $path links to ${sha#link:}, but it is $(readlink "$root$path" || echo 'no link')"; return; }
 			continue
 		fi
 		[ -f "$root$path" ] ||
@@ -540,6 +547,56 @@ ubuntu_archive_root() {
 	echo 11111111-2222-4333-8444-555555555555 > "$root/proc/sys/kernel/random/boot_id"
 	echo "ahci 45056 2 - Live 0x0000000000000000" > "$root/proc/modules"
 	echo "vmlinuz $kver" > "$root/boot/vmlinuz-$kver"
+}
+
+# --- The container toolkit's stand-in repository (container_toolkit.bats,
+# uninstall.bats) ----------------------------------------------------------
+
+# ctk_apt_root DAEMON-JSON (in setup_file): file_apt_root in $R and $AR,
+# the stand-in repository copied to /srv/ctk-repo as NVIDIA's container
+# toolkit repository, and DAEMON-JSON as the root's own daemon.json.
+ctk_apt_root() {
+	R=$BATS_FILE_TMPDIR/root
+	AR=$BATS_FILE_TMPDIR/aptrepo
+	export R AR
+	file_apt_root "$R" "$AR" || return 0
+	mkdir -p "$R/srv" "$R/etc/docker"
+	cp -a "$AR/repo" "$R/srv/ctk-repo"
+	printf '%s\n' "$1" > "$R/etc/docker/daemon.json"
+}
+
+# ctk_setup (in setup): the tests named "(stub root)" need neither the
+# Debian root nor apt; the others skip when ctk_apt_root could not make it,
+# serve the repository's key over loopback HTTPS as "gpgkey" (named as
+# NVIDIA names it), set $KSHA and write $P for 1.17.7-1.
+ctk_setup() {
+	if [[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]]; then
+		require_root
+		return 0
+	fi
+	[ ! -e "$BATS_FILE_TMPDIR/skip" ] || skip "$(cat "$BATS_FILE_TMPDIR/skip")"
+	start_https_server
+	cp "$AR/key.asc" "$WWW/gpgkey"
+	KSHA=$(sha256sum < "$AR/key.asc" | cut -d' ' -f1)
+	P=$BATS_TEST_TMPDIR/p.json
+	ctk_profile 1.17.7-1
+}
+
+# ctk_profile VERSION [EXTRA]: $P, Debian 12 with the container toolkit at
+# VERSION from the stand-in repository; EXTRA is more of the stage's keys.
+ctk_profile() {
+	cat > "$P" <<JSON
+{
+  "name": "ctk-apt",
+  "extends": "distro/debian12",
+  "distro": { "container_toolkit_repo": {
+    "url": "file:///srv/ctk-repo/",
+    "keyring_url": "https://127.0.0.1:$PORT/gpgkey",
+    "keyring_sha256": "$KSHA",
+    "keyring_fingerprint": "$(cat "$AR/key.fpr")" } },
+  "stages": { "container_toolkit": { "version": "$1"${2:+, $2} } }
+}
+JSON
 }
 
 # --- Real apt and dpkg (cuda.bats; reusable by driver and cudnn tests) ------

@@ -14,47 +14,15 @@
 load helpers
 
 setup_file() {
-	R=$BATS_FILE_TMPDIR/root
-	AR=$BATS_FILE_TMPDIR/aptrepo
-	export R AR
-	file_apt_root "$R" "$AR" || return 0
-	mkdir -p "$R/srv" "$R/etc/docker"
-	cp -a "$AR/repo" "$R/srv/ctk-repo"
-	printf '{ "log-level": "warn" }\n' > "$R/etc/docker/daemon.json"
+	ctk_apt_root '{ "log-level": "warn" }'
 }
 
 setup() {
-	# The test named "(stub root)" needs neither the Debian root nor apt.
-	if [[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]]; then
-		require_root
-		return 0
-	fi
-	[ ! -e "$BATS_FILE_TMPDIR/skip" ] || skip "$(cat "$BATS_FILE_TMPDIR/skip")"
-	start_https_server
-	cp "$AR/key.asc" "$WWW/gpgkey"
-	KSHA=$(sha256sum < "$AR/key.asc" | cut -d' ' -f1)
-	P=$BATS_TEST_TMPDIR/p.json
-	profile 1.17.7-1
+	ctk_setup
 }
 
 teardown() {
 	[[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]] || stop_https_server
-}
-
-# profile VERSION: $P, Debian 12 with the container toolkit at VERSION.
-profile() {
-	cat > "$P" <<JSON
-{
-  "name": "ctk-apt",
-  "extends": "distro/debian12",
-  "distro": { "container_toolkit_repo": {
-    "url": "file:///srv/ctk-repo/",
-    "keyring_url": "https://127.0.0.1:$PORT/gpgkey",
-    "keyring_sha256": "$KSHA",
-    "keyring_fingerprint": "$(cat "$AR/key.fpr")" } },
-  "stages": { "container_toolkit": { "version": "$1" } }
-}
-JSON
 }
 
 # state ROOT: what uninstall must give back: every file (apt's and dpkg's
@@ -106,7 +74,7 @@ uninstall_matches_plan() {
 }
 
 @test "uninstall: history after a second install of a changed profile lists both, newest first, the newest current" {
-	profile 1.17.8-1
+	ctk_profile 1.17.8-1
 	gp --root "$R" install --profile "$P" --ca-file "$CA"
 	assert_status 0
 	gp --root "$R" history
@@ -175,7 +143,7 @@ uninstall_matches_plan() {
 		nvidia-container-toolkit-base=1.17.8-1 > /dev/null 2>&1
 	rm "$R/etc/apt/sources.list.d/local.list" "$R/tmp/local.asc"
 	state "$R" > "$BATS_TEST_TMPDIR/before.state"
-	profile 1.17.8-1
+	ctk_profile 1.17.8-1
 	gp --root "$R" install --profile "$P" --ca-file "$CA"
 	assert_status 0
 	[ "$(dpkg_status "$R" libnvidia-container1)" = "hold ok installed 1.17.8-1" ] ||
@@ -199,6 +167,49 @@ uninstall_matches_plan() {
 		fail "the root differs from before the install (diff above: - before, + after)"
 	gp --root "$R" history
 	[[ "${lines[0]}" == "    "*"uninstalled"* ]] || fail "newest: ${lines[0]}"
+}
+
+# operator_deb NAME DEPENDS: the operator's own package NAME, depending on
+# DEPENDS, built with dpkg-deb and installed with dpkg in the root.
+operator_deb() {
+	local d=$R/tmp/$1
+	mkdir -p "$d/DEBIAN" "$d/usr/share/doc/$1"
+	printf 'Package: %s\nVersion: 1.0\nArchitecture: all\nMaintainer: site <ops@example.org>\nDepends: %s\nDescription: the site'"'"'s own\n' \
+		"$1" "$2" > "$d/DEBIAN/control"
+	echo "$1" > "$d/usr/share/doc/$1/README"
+	chroot "$R" dpkg-deb --build "/tmp/$1" "/tmp/$1.deb" > /dev/null
+	chroot "$R" dpkg -i "/tmp/$1.deb" > /dev/null
+	rm -rf "$d" "$d.deb"
+}
+
+@test "uninstall: a package of the operator's that depends on one gpuprov installed blocks the removal, naming it, and nothing changes" {
+	# The packages there before (the test above) stay at their version.
+	ctk_profile 1.17.8-1
+	state "$R" > "$BATS_TEST_TMPDIR/before.state"
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	# Theirs: one on gpuprov's tools (an alternative apt cannot fall back
+	# on), one on theirs (taken along too).
+	operator_deb site-gpu-monitor "libnvidia-container-tools (>= 1.17) | site-absent"
+	operator_deb site-dashboard "site-gpu-monitor"
+	snapshot "$R" installed var/log/gpuprov.log var/lib/gpuprov/lock
+	gp --root "$R" uninstall --dry-run
+	assert_status 4
+	assert_stdout_has "container_toolkit: blocked - nothing changed: removing "
+	assert_stdout_has "would take along site-gpu-monitor, site-dashboard, which gpuprov did not install and which depend on them"
+	assert_stdout_has "remove them first (apt-get remove site-gpu-monitor, site-dashboard), or keep this stage (--skip container_toolkit)"
+	gp --root "$R" uninstall
+	assert_status 4
+	assert_stdout_has "container_toolkit: blocked - nothing changed"
+	assert_unchanged "$R" installed var/log/gpuprov.log var/lib/gpuprov/lock
+	[ "$(dpkg_status "$R" site-dashboard)" = "install ok installed 1.0" ] || fail "site-dashboard: $(dpkg_status "$R" site-dashboard)"
+	# The operator removes theirs: the uninstall goes ahead, as planned.
+	chroot "$R" dpkg -r site-dashboard site-gpu-monitor > /dev/null
+	uninstall_matches_plan
+	assert_status 0
+	state "$R" | grep -v '/usr/share/doc/site-' > "$BATS_TEST_TMPDIR/after.state"
+	diff -u "$BATS_TEST_TMPDIR/before.state" "$BATS_TEST_TMPDIR/after.state" ||
+		fail "the root differs from before the install (diff above: - before, + after)"
 }
 
 @test "uninstall: the driver's packages go, and the reboot that unloads the module is asked for (stub root)" {
@@ -226,4 +237,38 @@ JSON
 	[ -e "$R/var/run/reboot-required" ] || fail "no /var/run/reboot-required"
 	grep -qx nvidia-driver-535-server "$R/var/run/reboot-required.pkgs" ||
 		fail "reboot-required.pkgs:" "$(cat "$R/var/run/reboot-required.pkgs")"
+}
+
+# files_and_links ROOT: the manifest of ROOT without directories and
+# without gpuprov's journal, backups and log, the stub log, the linker
+# cache (which ldconfig rewrites) and the initramfs image (the stub's
+# rebuild is not the image mkroot.sh installed).
+files_and_links() {
+	manifest "$1" | awk '$2 != "d"' |
+		grep -v '^\S* *\./\(var/lib/gpuprov\|var/log\|run\|var/run\|etc/ld\.so\.cache\|boot/initrd\.img-[^ ]*\)\( \|/\|$\)'
+}
+
+@test "uninstall: the nouveau blacklist and the linker path file go, then the initramfs is rebuilt and ldconfig runs, as planned (stub root)" {
+	R=$BATS_TEST_TMPDIR/root
+	mkroot "$R" --nouveau unloaded --cuda
+	files_and_links "$R" > "$BATS_TEST_TMPDIR/before"
+	gp --root "$R" install --profile "$REPO_ROOT/profiles/a100-ubuntu2204.json" --only nouveau,env
+	assert_status 0
+	: > "$R/var/log/stub-commands.log"
+	gp --root "$R" uninstall --dry-run
+	assert_status 0
+	assert_stdout_has "remove /etc/modprobe.d/blacklist-nouveau.conf"
+	assert_stdout_has "run update-initramfs -u"
+	assert_stdout_has "remove /etc/ld.so.conf.d/gpuprov-cuda.conf"
+	assert_stdout_has "run ldconfig"
+	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R"
+	assert_status 0
+	[ "$(stub_log "$R")" = "$(printf '%s\n' '/sbin/ldconfig ' '/usr/sbin/update-initramfs -u')" ] ||
+		fail "commands run:" "$(stub_log "$R")"
+	# The initramfs image is rebuilt without the blacklist.
+	! grep -q "blacklist nouveau" "$R"/boot/initrd.img-* ||
+		fail "the initramfs still blacklists nouveau:" "$(cat "$R"/boot/initrd.img-*)"
+	files_and_links "$R" > "$BATS_TEST_TMPDIR/after"
+	diff -u "$BATS_TEST_TMPDIR/before" "$BATS_TEST_TMPDIR/after" ||
+		fail "the root's files and links differ from before the install (diff above: - before, + after)"
 }

@@ -154,6 +154,10 @@ static void test_invalid_members(void **state)
 		  "\"/intents/~1etc~1x/sha256\"", "must be a string, not a number" },
 		{ "{\"gpuprov_state\": 1, \"files\": {\"/etc/x\": {\"mode\": 420}}}",
 		  "\"/files/~1etc~1x/mode\"", "must be a string, not a number" },
+		{ "{\"gpuprov_state\": 1, \"files\": {\"/etc/x\": {\"link\": 1}}}",
+		  "\"/files/~1etc~1x/link\"", "must be a string, not a number" },
+		{ "{\"gpuprov_state\": 1, \"files\": {\"/etc/x\": {\"dir\": \"yes\"}}}",
+		  "\"/files/~1etc~1x/dir\"", "must be true or false, not a string" },
 		{ "{\"gpuprov_state\": 1, \"packages\": []}", "\"/packages\"",
 		  "must be an object, not an array" },
 		{ "{\"gpuprov_state\": 1, \"packages\": {\"p\": {\"version\": 1}}}",
@@ -266,6 +270,35 @@ static void test_drift_records(void **state)
 	assert_string_equal(
 	    gp_json_string(gp_journal_stage_get(&j, "env"), "settings_sha256", NULL),
 	    SHA_B);
+	gp_journal_free(&j);
+}
+
+/* Uninstall's records: a link gpuprov made keeps the first link it
+ * replaced, one it removed again keeps that too and has no target; a
+ * directory it made; all of it loads back. */
+static void test_link_and_dir_records(void **state)
+{
+	struct fixture *f = *state;
+	struct gp_journal j;
+	struct gp_err err = { 0 };
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
+	gp_journal_record_link(&j, "/etc/l", "/a", "/theirs", "env");
+	gp_journal_record_link(&j, "/etc/l", "/b", "/a", "env");
+	gp_journal_record_link(&j, "/etc/gone", "/x", NULL, "env");
+	gp_journal_record_link(&j, "/etc/gone", NULL, NULL, "env");
+	gp_journal_record_dir(&j, "/etc/d", "env");
+	assert_int_equal(gp_journal_save(&f->root, &j), 0);
+	gp_journal_free(&j);
+	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
+	const cJSON *l = gp_journal_file(&j, "/etc/l");
+	assert_string_equal(gp_json_string(l, "link", NULL), "/b");
+	assert_string_equal(gp_json_string(l, "link_before", NULL), "/theirs");
+	const cJSON *gone = gp_journal_file(&j, "/etc/gone");
+	assert_non_null(gone);
+	assert_null(gp_json_string(gone, "link", NULL));
+	assert_null(gp_journal_file_sha256(&j, "/etc/gone"));
+	assert_true(cJSON_IsTrue(
+	    cJSON_GetObjectItemCaseSensitive(gp_journal_file(&j, "/etc/d"), "dir")));
 	gp_journal_free(&j);
 }
 
@@ -581,6 +614,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_corrupt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_invalid_members, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drift_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_link_and_dir_records, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(test_history, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_resume_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_format, setup, teardown),

@@ -41,6 +41,40 @@ static void test_dpkg_status(void **state)
 	assert_int_equal(gp_dpkg_status_parse("Version: 1\n\n", &db), -EINVAL);
 }
 
+/* What apt's remove takes along: direct and transitive dependents, Depends
+ * and Pre-Depends, by name or Provides, an alternative still satisfied by
+ * another installed package keeps its dependent, versions and arch
+ * qualifiers ignored. */
+static void test_rdepends(void **state)
+{
+	const char *text =
+	    "Package: lib\nStatus: install ok installed\nVersion: 1\n"
+	    "Provides: libvirt-x (= 1)\n\n"
+	    "Package: tool\nStatus: install ok installed\nVersion: 1\n"
+	    "Depends: libc6 (>= 2), lib:amd64 (= 1)\n\n"
+	    "Package: app\nStatus: install ok installed\nVersion: 1\n"
+	    "Pre-Depends: tool\n\n"
+	    "Package: virt\nStatus: install ok installed\nVersion: 1\n"
+	    "Depends: libvirt-x\n\n"
+	    "Package: either\nStatus: install ok installed\nVersion: 1\n"
+	    "Depends: lib | other\n\n"
+	    "Package: either2\nStatus: install ok installed\nVersion: 1\n"
+	    "Depends: lib | libc6\n\n"
+	    "Package: libc6\nStatus: install ok installed\nVersion: 2\n\n"
+	    "Package: gone\nStatus: deinstall ok config-files\nVersion: 1\n"
+	    "Depends: lib\n\n";
+	struct gp_pkgdb db;
+	assert_int_equal(gp_dpkg_status_parse(text, &db), 0);
+	const char *lib[] = { "lib", NULL };
+	_cleanup_strv_ char **r = gp_pkgdb_rdepends(&db, lib);
+	_cleanup_free_ char *got = gp_strv_join(r, " ");
+	assert_string_equal(got, "tool app virt either");
+	const char *none[] = { "libc6x", NULL };
+	_cleanup_strv_ char **r2 = gp_pkgdb_rdepends(&db, none);
+	assert_null(r2[0]);
+	gp_pkgdb_free(&db);
+}
+
 static void test_vercmp(void **state)
 {
 	assert_true(gp_dpkg_vercmp("535.183.01-0ubuntu1", "535.104.05-0ubuntu1") > 0);
@@ -738,6 +772,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dpkg_status),
+		cmocka_unit_test(test_rdepends),
 		cmocka_unit_test(test_vercmp),
 		cmocka_unit_test(test_exact_closure),
 		cmocka_unit_test(test_rpmdb),

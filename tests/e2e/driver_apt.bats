@@ -40,15 +40,7 @@ setup() {
 # profile VERSION: $P installs nvidia-driver-535-server VERSION with DKMS,
 # held.
 profile() {
-	cat > "$P" <<JSON
-{
-  "name": "drv-apt",
-  "extends": "distro/ubuntu2204",
-  "stages": { "driver": { "method": "apt", "source": "canonical", "branch": "535",
-    "version": "$1", "flavor": "server", "modules": "proprietary",
-    "kernel_modules": "dkms", "hold": true } }
-}
-JSON
+	canonical_driver_profile drv-apt 535 "$1"
 }
 
 # versions: "STATUS VERSION" of the driver and its DKMS package, one line.

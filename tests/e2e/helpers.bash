@@ -549,20 +549,36 @@ ubuntu_archive_root() {
 	echo "vmlinuz $kver" > "$root/boot/vmlinuz-$kver"
 }
 
+# canonical_driver_profile NAME BRANCH VERSION [KERNEL_MODULES]: $P installs
+# Canonical's -server driver of BRANCH at VERSION, proprietary modules
+# (dkms unless told), held.
+canonical_driver_profile() {
+	cat > "$P" <<JSON
+{
+  "name": "$1",
+  "extends": "distro/ubuntu2204",
+  "stages": { "driver": { "method": "apt", "source": "canonical", "branch": "$2",
+    "version": "$3", "flavor": "server", "modules": "proprietary",
+    "kernel_modules": "${4:-dkms}", "hold": true } }
+}
+JSON
+}
+
 # --- The container toolkit's stand-in repository (container_toolkit.bats,
 # uninstall.bats) ----------------------------------------------------------
 
-# ctk_apt_root DAEMON-JSON (in setup_file): file_apt_root in $R and $AR,
+# ctk_apt_root [DAEMON-JSON] (in setup_file): file_apt_root in $R and $AR,
 # the stand-in repository copied to /srv/ctk-repo as NVIDIA's container
-# toolkit repository, and DAEMON-JSON as the root's own daemon.json.
+# toolkit repository, and DAEMON-JSON (when given) as the root's own
+# daemon.json.
 ctk_apt_root() {
 	R=$BATS_FILE_TMPDIR/root
 	AR=$BATS_FILE_TMPDIR/aptrepo
 	export R AR
 	file_apt_root "$R" "$AR" || return 0
-	mkdir -p "$R/srv" "$R/etc/docker"
+	mkdir -p "$R/srv"
 	cp -a "$AR/repo" "$R/srv/ctk-repo"
-	printf '%s\n' "$1" > "$R/etc/docker/daemon.json"
+	[ -z "${1-}" ] || { mkdir -p "$R/etc/docker" && printf '%s\n' "$1" > "$R/etc/docker/daemon.json"; }
 }
 
 # ctk_setup (in setup): the tests named "(stub root)" need neither the

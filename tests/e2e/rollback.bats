@@ -14,49 +14,20 @@
 load helpers
 
 setup_file() {
-	R=$BATS_FILE_TMPDIR/root
-	AR=$BATS_FILE_TMPDIR/aptrepo
-	export R AR
-	file_apt_root "$R" "$AR" || return 0
-	mkdir -p "$R/srv"
-	cp -a "$AR/repo" "$R/srv/ctk-repo"
+	ctk_apt_root
 }
 
 setup() {
-	if [[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]]; then
-		require_root
-		return 0
-	fi
 	if [[ "$BATS_TEST_DESCRIPTION" == *"(cuda root)"* ]]; then
 		setup_apt_root # a root of its own, the same stand-in repository
 		P=$BATS_TEST_TMPDIR/p.json
 		return 0
 	fi
-	[ ! -e "$BATS_FILE_TMPDIR/skip" ] || skip "$(cat "$BATS_FILE_TMPDIR/skip")"
-	start_https_server
-	cp "$AR/key.asc" "$WWW/gpgkey"
-	KSHA=$(sha256sum < "$AR/key.asc" | cut -d' ' -f1)
-	P=$BATS_TEST_TMPDIR/p.json
+	ctk_setup
 }
 
 teardown() {
 	[[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]] || stop_https_server
-}
-
-# ctk_profile VERSION: $P, Debian 12 with the container toolkit at VERSION.
-ctk_profile() {
-	cat > "$P" <<JSON
-{
-  "name": "ctk-rollback",
-  "extends": "distro/debian12",
-  "distro": { "container_toolkit_repo": {
-    "url": "file:///srv/ctk-repo/",
-    "keyring_url": "https://127.0.0.1:$PORT/gpgkey",
-    "keyring_sha256": "$KSHA",
-    "keyring_fingerprint": "$(cat "$AR/key.fpr")" } },
-  "stages": { "container_toolkit": { "version": "$1" } }
-}
-JSON
 }
 
 # pkg_state: each package's dpkg status and version, then the held set.
@@ -113,7 +84,7 @@ rollback_matches_plan() {
 	snapshot "$R" v2
 	gp --root "$R" rollback --dry-run
 	assert_status 0
-	assert_stdout_has "gpuprov rollback --dry-run: profile ctk-rollback (sha256 "
+	assert_stdout_has "gpuprov rollback --dry-run: profile ctk-apt (sha256 "
 	assert_stdout_has "rollback: needed - back to history entry 1: installs "
 	assert_stdout_has "nvidia-container-toolkit=1.17.7-1"
 	assert_stdout_has "libnvidia-container1=1.17.7-1"

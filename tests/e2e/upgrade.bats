@@ -44,15 +44,7 @@ setup() {
 # profile BRANCH VERSION [KERNEL_MODULES]: $P installs the -server driver of
 # BRANCH at VERSION, proprietary modules (dkms unless told), held.
 profile() {
-	cat > "$P" <<JSON
-{
-  "name": "upgrade",
-  "extends": "distro/ubuntu2204",
-  "stages": { "driver": { "method": "apt", "source": "canonical", "branch": "$1",
-    "version": "$2", "flavor": "server", "modules": "proprietary",
-    "kernel_modules": "${3:-dkms}", "hold": true } }
-}
-JSON
+	canonical_driver_profile upgrade "$@"
 }
 
 # dkms_set BRANCH VERSION: the packages a DKMS driver of BRANCH installs, as

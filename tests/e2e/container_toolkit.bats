@@ -457,7 +457,7 @@ SH
 
 @test "container_toolkit: beside containerd, verify runs the test image with ctr, never pulled, every GPU by index; containerd down or the image absent: no run" {
 	local image=docker.io/nvidia/cuda:12.8.1-base-ubuntu24.04
-	profile 1.17.8-1 "\"runtime\": \"containerd\", \"test_image\": \"$image\""
+	ctk_profile 1.17.8-1 "\"runtime\": \"containerd\", \"test_image\": \"$image\""
 	cp "$P" "$R/tmp/p.json"
 	cdi_host 2 570.86.15
 	in_root_as_host verify --profile /tmp/p.json --only container_toolkit

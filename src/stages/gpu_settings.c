@@ -4,7 +4,8 @@
  *         daemon enabled; the boot unit gpuprov-gpu-settings.service with
  *         the profile's values in its ExecStart, enabled. Through NVML
  *         (read-only child, nvsettings.h), when the driver answers: a power
- *         limit outside the GPU's limits blocks; an ECC or MIG mode that is
+ *         limit outside the GPU's limits, or clocks it does not list as
+ *         supported, block; an ECC or MIG mode that is
  *         pending is a reboot pending; on the live host any other value
  *         that differs (persistence, power limit, application clocks,
  *         compute mode, ECC, MIG) makes the stage needed.
@@ -83,7 +84,8 @@ static const struct gp_key gpu_settings_keys[] = {
 	GP_KEY_NUMBER_ROW(KEY_LOCKED_MIN, 1, 100000, .integer = true,
 	                  .doc = "Locked GPU clocks, the lower end in MHz (Volta "
 	                         "and later), set at every boot; with "
-	                         "locked_gpu_clock_max_mhz.",
+	                         "locked_gpu_clock_max_mhz; within the GPU's "
+	                         "supported graphics clocks, which NVML gives.",
 	                  .example = "1410"),
 	GP_KEY_NUMBER_ROW(KEY_LOCKED_MAX, 1, 100000, .integer = true,
 	                  .doc = "Locked GPU clocks, the upper end in MHz.",
@@ -94,7 +96,8 @@ static const struct gp_key gpu_settings_keys[] = {
 	                         "application_clock_graphics_mhz.",
 	                  .example = "2619"),
 	GP_KEY_NUMBER_ROW(KEY_APP_GRAPHICS, 1, 100000, .integer = true,
-	                  .doc = "Application clocks, the graphics clock in MHz.",
+	                  .doc = "Application clocks, the graphics clock in MHz; "
+	                         "the pair must be one NVML lists as supported.",
 	                  .example = "1755"),
 	GP_KEY_ENUM_ROW(KEY_COMPUTE_MODE, compute_modes,
 	                .doc = "The compute mode of every GPU, set at every boot.",

@@ -21,6 +21,10 @@ struct gp_gpu_state {
 	int ecc_current, ecc_pending;
 	int mig_current, mig_pending;
 	int app_mem_mhz, app_gpu_mhz;
+	/* gp_nvsettings_check only: the clocks asked for that the GPU does not
+	 * support (NULL: none refused); kind names which (app_unsupported,
+	 * app_memory, app_graphics, locked_unsupported, locked_range). */
+	char *clocks_refused_kind, *clocks_refused;
 };
 
 struct gp_nvsettings {
@@ -43,6 +47,11 @@ struct gp_nvsettings {
  * gp_nvsettings_free. */
 int gp_nvsettings_read(const struct gp_root *r, int timeout_ms, bool read_only,
                        struct gp_nvsettings *s);
+/* gp_nvsettings_read, and w's application and locked clocks held to the
+ * clocks NVML lists as supported (nvmlDeviceGetSupportedMemoryClocks,
+ * ...GraphicsClocks, ...MaxClockInfo): each GPU's clocks_refused. */
+int gp_nvsettings_check(const struct gp_root *r, int timeout_ms, bool read_only,
+                        const struct gp_gpu_want *w, struct gp_nvsettings *s);
 /* Sets w on every GPU (a power limit outside a GPU's limits is refused for
  * that GPU, not clamped), then reads the settings back into *s. 0, or a
  * negative errno when no child could start. */

@@ -4,7 +4,8 @@
  *         daemon enabled; the boot unit gpuprov-gpu-settings.service with
  *         the profile's values in its ExecStart, enabled. Through NVML
  *         (read-only child, nvsettings.h), when the driver answers: a power
- *         limit outside the GPU's limits blocks; an ECC or MIG mode that is
+ *         limit outside the GPU's limits, or clocks it does not list as
+ *         supported, block; an ECC or MIG mode that is
  *         pending is a reboot pending; on the live host any other value
  *         that differs (persistence, power limit, application clocks,
  *         compute mode, ECC, MIG) makes the stage needed.
@@ -83,7 +84,8 @@ static const struct gp_key gpu_settings_keys[] = {
 	GP_KEY_NUMBER_ROW(KEY_LOCKED_MIN, 1, 100000, .integer = true,
 	                  .doc = "Locked GPU clocks, the lower end in MHz (Volta "
 	                         "and later), set at every boot; with "
-	                         "locked_gpu_clock_max_mhz.",
+	                         "locked_gpu_clock_max_mhz; within the GPU's "
+	                         "supported graphics clocks, which NVML gives.",
 	                  .example = "1410"),
 	GP_KEY_NUMBER_ROW(KEY_LOCKED_MAX, 1, 100000, .integer = true,
 	                  .doc = "Locked GPU clocks, the upper end in MHz.",
@@ -94,7 +96,8 @@ static const struct gp_key gpu_settings_keys[] = {
 	                         "application_clock_graphics_mhz.",
 	                  .example = "2619"),
 	GP_KEY_NUMBER_ROW(KEY_APP_GRAPHICS, 1, 100000, .integer = true,
-	                  .doc = "Application clocks, the graphics clock in MHz.",
+	                  .doc = "Application clocks, the graphics clock in MHz; "
+	                         "the pair must be one NVML lists as supported.",
 	                  .example = "1755"),
 	GP_KEY_ENUM_ROW(KEY_COMPUTE_MODE, compute_modes,
 	                .doc = "The compute mode of every GPU, set at every boot.",
@@ -246,14 +249,36 @@ static char *files_problem(struct gp_ctx *c, const struct gset *s)
 
 /* --- NVML ---------------------------------------------------------------- */
 
-static int nv_read(struct gp_ctx *c, struct gp_nvsettings *n)
+/* Reads the GPUs' settings; with check, also holds its clocks to the ones
+ * NVML lists as supported (gp_gpu_state's clocks_refused). */
+static int nv_read(struct gp_ctx *c, const struct gp_gpu_want *check,
+                   struct gp_nvsettings *n)
 {
-	int rc = gp_nvsettings_read(&c->root, NVML_TIMEOUT_MS, !c->read_only_refused, n);
+	int rc = gp_nvsettings_check(&c->root, NVML_TIMEOUT_MS, !c->read_only_refused,
+	                             check, n);
 	if (rc < 0 && n->read_only_refused) {
 		gp_nvsettings_free(n);
-		rc = gp_nvsettings_read(&c->root, NVML_TIMEOUT_MS, false, n);
+		rc = gp_nvsettings_check(&c->root, NVML_TIMEOUT_MS, false, check, n);
 	}
 	return rc;
+}
+
+/* What to put in the profile for a refusal of the clocks (the kinds of
+ * gp_gpu_state's clocks_refused_kind). */
+static const char *clocks_advice(const char *kind)
+{
+	if (strcmp(kind, "app_memory") == 0)
+		return "set stages." STAGE "." KEY_APP_MEMORY " to one of them";
+	if (strcmp(kind, "app_graphics") == 0)
+		return "set stages." STAGE "." KEY_APP_GRAPHICS " to one of them";
+	if (strcmp(kind, "locked_range") == 0)
+		return "set stages." STAGE "." KEY_LOCKED_MIN " and " KEY_LOCKED_MAX
+		       " within them";
+	if (strcmp(kind, "locked_unsupported") == 0)
+		return "leave stages." STAGE "." KEY_LOCKED_MIN " and " KEY_LOCKED_MAX
+		       " out of the profile for this GPU";
+	return "leave stages." STAGE "." KEY_APP_MEMORY " and " KEY_APP_GRAPHICS
+	       " out of the profile for this GPU";
 }
 
 /* Whether NVML answered with GPUs. */
@@ -355,7 +380,7 @@ static int gs_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	}
 	_cleanup_free_ char *files = files_problem(c, &s);
 	struct gp_nvsettings n;
-	int rc = nv_read(c, &n);
+	int rc = nv_read(c, &s.want, &n);
 	struct gp_buf now = { 0 }, pending = { 0 }, blocked = { 0 };
 	bool host = gp_root_is_host(&c->root);
 	if (rc == 0 && nv_usable(&n)) {
@@ -374,6 +399,14 @@ static int gs_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 					              s.want.power_limit_w
 					                  ? KEY_POWER_LIMIT_WATTS
 					                  : KEY_POWER_LIMIT_FRACTION);
+				continue;
+			}
+			if (g->clocks_refused) {
+				if (!blocked.len)
+					gp_buf_printf(
+					    &blocked, "GPU %u (%s): %s; %s", i,
+					    g->name ? g->name : "?", g->clocks_refused,
+					    clocks_advice(g->clocks_refused_kind));
 				continue;
 			}
 			struct gp_buf g_now = { 0 }, g_pending = { 0 };
@@ -454,7 +487,7 @@ static int gs_apply(struct gp_ctx *c, const cJSON *cfg)
 	/* The live host: the values are set by the unit, started here as at
 	 * boot, so that an install and a boot set them the same way. */
 	struct gp_nvsettings n;
-	int rc = nv_read(c, &n);
+	int rc = nv_read(c, NULL, &n);
 	bool usable = rc == 0 && nv_usable(&n), persistence_off = false, reboot = false;
 	for (unsigned i = 0; usable && i < n_gpus(&n); i++) {
 		persistence_off |= n.gpu[i].persistence != 1;
@@ -644,7 +677,7 @@ static int gs_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 		              "locked clocks cannot be read back through NVML; "
 		              "checked at apply only");
 	struct gp_nvsettings n;
-	int rc = nv_read(c, &n);
+	int rc = nv_read(c, NULL, &n);
 	if (rc < 0 || !nv_usable(&n)) {
 		_cleanup_free_ char *why = nv_why_not(&n, rc);
 		gp_report_add(rep, "gpu_settings.nvml", GP_FAIL, "NVML",

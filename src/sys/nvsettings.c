@@ -36,6 +36,13 @@ typedef int nvmlDeviceSetEccMode_t(void *, int);
 typedef int nvmlDeviceSetMigMode_t(void *, unsigned, int *);
 typedef int nvmlDeviceSetGpuLockedClocks_t(void *, unsigned, unsigned);
 typedef int nvmlDeviceSetApplicationsClocks_t(void *, unsigned, unsigned);
+typedef int nvmlDeviceGetSupportedMemoryClocks_t(void *, unsigned *, unsigned *);
+typedef int nvmlDeviceGetSupportedGraphicsClocks_t(void *, unsigned, unsigned *,
+                                                   unsigned *);
+typedef int nvmlDeviceGetMaxClockInfo_t(void *, int, unsigned *);
+
+#define NVML_FUNCTION_NOT_FOUND 13
+#define MAX_CLOCKS 512 /* entries asked of NVML; more is refused as too many */
 
 struct nvml {
 	void *h;
@@ -89,6 +96,132 @@ static void read_gpu(const struct nvml *n, int fd, unsigned i, void *dev)
 	if (app && app(dev, NVML_CLOCK_MEM, &a) == 0 &&
 	    app(dev, NVML_CLOCK_GRAPHICS, &b) == 0)
 		put(fd, "gpu %u app_clocks_mhz %u %u", i, a, b);
+}
+
+/* mhz as a short list for a reason: every entry when few, else the first
+ * ones, the last and the count (NVML lists them highest first). */
+static void clock_list(char *buf, size_t size, const unsigned *mhz, unsigned count)
+{
+	size_t len = 0;
+	buf[0] = '\0';
+	for (unsigned k = 0; k < count && len < size; k++) {
+		if (count > 12 && k == 8) {
+			len += (size_t)snprintf(buf + len, size - len,
+			                        ", ..., %u (%u in all)", mhz[count - 1],
+			                        count);
+			break;
+		}
+		len += (size_t)snprintf(buf + len, size - len, "%s%u", k ? ", " : "",
+		                        mhz[k]);
+	}
+}
+
+static bool clock_listed(const unsigned *mhz, unsigned count, unsigned want)
+{
+	for (unsigned k = 0; k < count; k++)
+		if (mhz[k] == want)
+			return true;
+	return false;
+}
+
+/* The supported clocks NVML lists: its return code (13 when the library
+ * lacks the function), *count entries of mhz. */
+static int supported_clocks(void *h, void *dev, bool graphics, unsigned mem_mhz,
+                            unsigned *mhz, unsigned *count)
+{
+	nvmlDeviceGetSupportedMemoryClocks_t *mem = SYM(
+	    h, nvmlDeviceGetSupportedMemoryClocks);
+	nvmlDeviceGetSupportedGraphicsClocks_t *gfx = SYM(
+	    h, nvmlDeviceGetSupportedGraphicsClocks);
+	*count = MAX_CLOCKS;
+	int rc = graphics
+	             ? (gfx ? gfx(dev, mem_mhz, count, mhz) : NVML_FUNCTION_NOT_FOUND)
+	             : (mem ? mem(dev, count, mhz) : NVML_FUNCTION_NOT_FOUND);
+	if (rc != 0 || *count > MAX_CLOCKS)
+		*count = 0;
+	return rc;
+}
+
+/* Refuses, as "gpu I clocks_refused KIND REASON", the clocks w names that
+ * GPU i does not support (the stage's check says what to change per KIND):
+ * app_unsupported, app_memory, app_graphics, locked_unsupported,
+ * locked_range. */
+static void check_clocks(const struct nvml *n, int fd, unsigned i, void *dev,
+                         const struct gp_gpu_want *w)
+{
+	unsigned mem[MAX_CLOCKS], gfx[MAX_CLOCKS], n_mem = 0, n_gfx = 0;
+	char list[320];
+	if (!w->app_gpu_mhz && !w->locked_max_mhz)
+		return;
+	int rc = supported_clocks(n->h, dev, false, 0, mem, &n_mem);
+	if (rc == NVML_FUNCTION_NOT_FOUND)
+		return; /* an old library: the setter says, as for the power limit */
+	if (rc != 0) {
+		const char *kind = w->app_gpu_mhz ? "app_unsupported"
+		                                  : "locked_unsupported";
+		put(fd,
+		    "gpu %u clocks_refused %s NVML lists no supported clocks for "
+		    "this GPU (nvmlDeviceGetSupportedMemoryClocks: %s)",
+		    i, kind, errstr(n, rc));
+		return;
+	}
+	if (w->app_gpu_mhz) {
+		clock_list(list, sizeof list, mem, n_mem);
+		if (!clock_listed(mem, n_mem, w->app_mem_mhz)) {
+			put(fd,
+			    "gpu %u clocks_refused app_memory application clocks' memory "
+			    "clock %u MHz is not one the GPU supports (%s MHz)",
+			    i, w->app_mem_mhz, list);
+			return;
+		}
+		rc = supported_clocks(n->h, dev, true, w->app_mem_mhz, gfx, &n_gfx);
+		clock_list(list, sizeof list, gfx, n_gfx);
+		if (rc != 0) {
+			put(fd,
+			    "gpu %u clocks_refused app_unsupported NVML lists no "
+			    "graphics clocks at memory %u MHz "
+			    "(nvmlDeviceGetSupportedGraphicsClocks: %s)",
+			    i, w->app_mem_mhz, errstr(n, rc));
+			return;
+		}
+		if (!clock_listed(gfx, n_gfx, w->app_gpu_mhz)) {
+			put(fd,
+			    "gpu %u clocks_refused app_graphics application clocks "
+			    "%u,%u MHz are not a pair the GPU supports (graphics "
+			    "clocks at memory %u MHz: %s)",
+			    i, w->app_mem_mhz, w->app_gpu_mhz, w->app_mem_mhz, list);
+			return;
+		}
+	}
+	if (w->locked_max_mhz) {
+		/* The range of graphics clocks at the highest memory clock; the
+		 * GPU's max graphics clock may raise its top. */
+		unsigned top_mem = 0, lo = UINT_MAX, hi = 0, max_info = 0;
+		for (unsigned k = 0; k < n_mem; k++)
+			top_mem = mem[k] > top_mem ? mem[k] : top_mem;
+		rc = supported_clocks(n->h, dev, true, top_mem, gfx, &n_gfx);
+		for (unsigned k = 0; k < n_gfx; k++) {
+			lo = gfx[k] < lo ? gfx[k] : lo;
+			hi = gfx[k] > hi ? gfx[k] : hi;
+		}
+		nvmlDeviceGetMaxClockInfo_t *maxinfo = SYM(n->h,
+		                                           nvmlDeviceGetMaxClockInfo);
+		if (maxinfo && maxinfo(dev, NVML_CLOCK_GRAPHICS, &max_info) == 0 &&
+		    max_info > hi)
+			hi = max_info;
+		if (rc != 0 || !n_gfx)
+			put(fd,
+			    "gpu %u clocks_refused locked_unsupported NVML lists no "
+			    "graphics clocks at memory %u MHz "
+			    "(nvmlDeviceGetSupportedGraphicsClocks: %s)",
+			    i, top_mem, errstr(n, rc));
+		else if (w->locked_min_mhz < lo || w->locked_max_mhz > hi)
+			put(fd,
+			    "gpu %u clocks_refused locked_range locked GPU clocks "
+			    "%u..%u MHz lie outside the GPU's graphics clocks, "
+			    "%u..%u MHz",
+			    i, w->locked_min_mhz, w->locked_max_mhz, lo, hi);
+	}
 }
 
 static void said(const struct nvml *n, int fd, unsigned i, int rc, const char *what)
@@ -173,6 +306,7 @@ static void set_gpu(const struct nvml *n, int fd, unsigned i, void *dev,
 
 struct job {
 	const struct gp_gpu_want *want; /* NULL: only read */
+	const struct gp_gpu_want *check; /* clocks to refuse when unsupported */
 };
 
 static void body(int fd, void *data)
@@ -211,6 +345,8 @@ static void body(int fd, void *data)
 			if (job->want)
 				set_gpu(&n, fd, i, dev, job->want);
 			read_gpu(&n, fd, i, dev);
+			if (job->check)
+				check_clocks(&n, fd, i, dev, job->check);
 		}
 	}
 	if (shutdown)
@@ -261,6 +397,12 @@ static void parse_gpu(struct gp_nvsettings *s, const char *v)
 	} else if (IS("app_clocks_mhz")) {
 		g->app_mem_mhz = (int)num(&v);
 		g->app_gpu_mhz = (int)num(&v);
+	} else if (IS("clocks_refused") && !g->clocks_refused) {
+		const char *reason = strchr(v, ' ');
+		if (reason) {
+			g->clocks_refused_kind = gp_xstrndup(v, (size_t)(reason - v));
+			g->clocks_refused = gp_xstrdup(reason + 1);
+		}
 	}
 #undef IS
 }
@@ -303,7 +445,8 @@ static void parse_line(void *arg, const char *line, const char *v)
 }
 
 static int run(const struct gp_root *r, int timeout_ms, bool read_only,
-               const struct gp_gpu_want *w, struct gp_nvsettings *s)
+               const struct gp_gpu_want *w, const struct gp_gpu_want *check,
+               struct gp_nvsettings *s)
 {
 	*s = (struct gp_nvsettings){ .init_rc = -1, .count = -1 };
 	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
@@ -321,7 +464,7 @@ static int run(const struct gp_root *r, int timeout_ms, bool read_only,
 			.app_mem_mhz = -1,
 			.app_gpu_mhz = -1,
 		};
-	struct job job = { w };
+	struct job job = { w, check };
 	struct gp_nvchild res;
 	int rc = gp_nvchild_run(r, timeout_ms, read_only, body, &job, &res);
 	if (rc < 0) {
@@ -336,13 +479,19 @@ static int run(const struct gp_root *r, int timeout_ms, bool read_only,
 int gp_nvsettings_read(const struct gp_root *r, int timeout_ms, bool read_only,
                        struct gp_nvsettings *s)
 {
-	return run(r, timeout_ms, read_only, NULL, s);
+	return run(r, timeout_ms, read_only, NULL, NULL, s);
+}
+
+int gp_nvsettings_check(const struct gp_root *r, int timeout_ms, bool read_only,
+                        const struct gp_gpu_want *w, struct gp_nvsettings *s)
+{
+	return run(r, timeout_ms, read_only, NULL, w, s);
 }
 
 int gp_nvsettings_apply(const struct gp_root *r, int timeout_ms,
                         const struct gp_gpu_want *w, struct gp_nvsettings *s)
 {
-	return run(r, timeout_ms, false, w, s);
+	return run(r, timeout_ms, false, w, NULL, s);
 }
 
 void gp_nvsettings_free(struct gp_nvsettings *s)
@@ -350,8 +499,11 @@ void gp_nvsettings_free(struct gp_nvsettings *s)
 	free(s->load_error);
 	free(s->init_error);
 	free(s->error);
-	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
+	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++) {
 		free(s->gpu[i].name);
+		free(s->gpu[i].clocks_refused_kind);
+		free(s->gpu[i].clocks_refused);
+	}
 	gp_strv_free(s->results);
 	*s = (struct gp_nvsettings){ 0 };
 }

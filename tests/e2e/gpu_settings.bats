@@ -1,9 +1,10 @@
 #!/usr/bin/env bats
 # Stage gpu_settings end to end on busybox fixture roots (mkroot.sh, the
 # A100 Ubuntu root) with the stand-in NVML of tests/fixtures/fakenv/
-# (fakenvml.c and fakenvml_settings.c, one libnvidia-ml.so.1): its settings
-# and limits in the root's /etc/fakenvml-settings.conf, which its setters
-# write back, so a test reads what was set. The boot unit's ExecStart is
+# (fakenvml.c, fakenvml_settings.c and fakenvml_clocks.c, one
+# libnvidia-ml.so.1): its settings and limits in the root's
+# /etc/fakenvml-settings.conf, which its setters write back, so a test reads
+# what was set; its supported clocks in /etc/fakenvml-clocks.conf. The boot unit's ExecStart is
 # run by the test against the root, as systemd would run it at boot, and
 # the unit and the persistence drop-in go through the real systemd-analyze
 # verify (Debian's systemd package, in TEST_DEPS).
@@ -19,7 +20,8 @@ STATE=etc/fakenvml-settings.conf
 setup_file() {
 	mkdir -p "$BATS_FILE_TMPDIR/fakenv"
 	cc -shared -fPIC -o "$BATS_FILE_TMPDIR/fakenv/libnvidia-ml.so.1" \
-		-Wl,-soname,libnvidia-ml.so.1 "$FAKENV/fakenvml.c" "$FAKENV/fakenvml_settings.c" ||
+		-Wl,-soname,libnvidia-ml.so.1 "$FAKENV/fakenvml.c" "$FAKENV/fakenvml_settings.c" \
+		"$FAKENV/fakenvml_clocks.c" ||
 		fail "cannot build the fake NVML"
 }
 
@@ -92,6 +94,54 @@ boot_unit() {
 	profile '"power_limit_watts": 600, "power_limit_fraction": 0.9'
 	gp --root "$R" plan --profile "$P" --only gpu_settings
 	assert_stdout_has "blocked - stages.gpu_settings.power_limit_watts and power_limit_fraction are both set; keep one"
+}
+
+@test "gpu_settings: application clocks must be a pair NVML lists as supported, refused at plan and install, nothing written" {
+	printf '%s\n' mem_clocks_mhz=2619,1593 gpu_clocks_mhz=1980,1755,1410 > "$R/etc/fakenvml-clocks.conf"
+	profile '"application_clock_memory_mhz": 2619, "application_clock_graphics_mhz": 1755'
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_status 0
+	assert_stdout_has "gpu_settings: needed"
+	profile '"application_clock_memory_mhz": 2619, "application_clock_graphics_mhz": 1800'
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_stdout_has "gpu_settings: blocked - GPU 0 (NVIDIA H100 80GB HBM3): application clocks 2619,1800 MHz are not a pair the GPU supports (graphics clocks at memory 2619 MHz: 1980, 1755, 1410); set stages.gpu_settings.application_clock_graphics_mhz to one of them"
+	snapshot "$R" before var/lib/gpuprov var/lib/gpuprov/lock
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 4
+	assert_unchanged "$R" before var/lib/gpuprov var/lib/gpuprov/lock
+	[ ! -e "$R/var/log/fakenvml.log" ] || fail "a refused install called an NVML setter:" "$(cat "$R/var/log/fakenvml.log")"
+	# A memory clock the GPU lacks names the memory clocks; a long list is
+	# shortened (the fake's default: 1980 down to 345 MHz by 15).
+	rm "$R/etc/fakenvml-clocks.conf"
+	profile '"application_clock_memory_mhz": 1215, "application_clock_graphics_mhz": 1755'
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_stdout_has "blocked - GPU 0 (NVIDIA H100 80GB HBM3): application clocks' memory clock 1215 MHz is not one the GPU supports (2619 MHz); set stages.gpu_settings.application_clock_memory_mhz to one of them"
+	profile '"application_clock_memory_mhz": 2619, "application_clock_graphics_mhz": 1981'
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_stdout_has "(graphics clocks at memory 2619 MHz: 1980, 1965, 1950, 1935, 1920, 1905, 1890, 1875, ..., 345 (110 in all)); set"
+}
+
+@test "gpu_settings: locked GPU clocks outside the supported graphics clocks are refused; a GPU whose NVML has no supported clocks refuses with the reason" {
+	printf '%s\n' mem_clocks_mhz=2619,1593 gpu_clocks_mhz=1755,1410,210 max_gpu_clock_mhz=1980 > "$R/etc/fakenvml-clocks.conf"
+	# The top is the GPU's max graphics clock, above the listed ones.
+	profile '"locked_gpu_clock_min_mhz": 210, "locked_gpu_clock_max_mhz": 1980'
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_status 0
+	assert_stdout_has "gpu_settings: needed"
+	profile '"locked_gpu_clock_min_mhz": 1410, "locked_gpu_clock_max_mhz": 2100'
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_stdout_has "gpu_settings: blocked - GPU 0 (NVIDIA H100 80GB HBM3): locked GPU clocks 1410..2100 MHz lie outside the GPU's graphics clocks, 210..1980 MHz; set stages.gpu_settings.locked_gpu_clock_min_mhz and locked_gpu_clock_max_mhz within them"
+	snapshot "$R" before var/lib/gpuprov var/lib/gpuprov/lock
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 4
+	assert_unchanged "$R" before var/lib/gpuprov var/lib/gpuprov/lock
+	# NVML_ERROR_NOT_SUPPORTED (3): a GPU without these clocks.
+	printf '%s\n' clocks_rc=3 > "$R/etc/fakenvml-clocks.conf"
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_stdout_has "blocked - GPU 0 (NVIDIA H100 80GB HBM3): NVML lists no supported clocks for this GPU (nvmlDeviceGetSupportedMemoryClocks: Not Supported); leave stages.gpu_settings.locked_gpu_clock_min_mhz and locked_gpu_clock_max_mhz out of the profile for this GPU"
+	profile '"application_clock_memory_mhz": 2619, "application_clock_graphics_mhz": 1755'
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_stdout_has "blocked - GPU 0 (NVIDIA H100 80GB HBM3): NVML lists no supported clocks for this GPU (nvmlDeviceGetSupportedMemoryClocks: Not Supported); leave stages.gpu_settings.application_clock_memory_mhz and application_clock_graphics_mhz out of the profile for this GPU"
 }
 
 @test "gpu_settings: install writes the files, the boot unit sets the values through NVML, verify passes, a rerun changes nothing" {

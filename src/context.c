@@ -490,20 +490,24 @@ int gp_effect_symlink(struct gp_ctx *c, const char *target, const char *path)
 	}
 	if (gp_ctx_make_parent(c, path) < 0)
 		return -1;
-	int rc = gp_root_symlink(&c->root, target, path);
-	if (rc < 0)
-		return gp_fail(c->err, GP_EFAILED, "%s: cannot link %s -> %s: %s",
-		               gp_ctx_stage_name(c), path, target, strerror(-rc));
 	/* Journaled so that an uninstall removes it, or puts back the link of
 	 * someone else's it replaced (a record without "link": not gpuprov's).
 	 * A link made where this run removed one (a cuDNN version change) is
-	 * no removal any more. */
+	 * no removal any more. Saved before the link is made: killed between
+	 * the two, the rerun makes the record true; the other way round it
+	 * would find the link right and never record it as gpuprov's. */
 	const cJSON *rec = gp_journal_file(&c->journal, path);
 	bool ours = rec && cJSON_GetObjectItemCaseSensitive(rec, "link");
 	gp_journal_record_link(&c->journal, path, target, ours ? NULL : current,
 	                       gp_ctx_stage_name(c));
+	if (gp_ctx_save_journal(c) < 0)
+		return -1;
+	int rc = gp_root_symlink(&c->root, target, path);
+	if (rc < 0)
+		return gp_fail(c->err, GP_EFAILED, "%s: cannot link %s -> %s: %s",
+		               gp_ctx_stage_name(c), path, target, strerror(-rc));
 	gp_log(c, "symlink %s -> %s", path, target);
-	return gp_ctx_save_journal(c);
+	return 0;
 }
 
 int gp_effect_mkdir(struct gp_ctx *c, const char *path, mode_t mode)

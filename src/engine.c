@@ -1060,6 +1060,17 @@ int gp_engine_verify(const struct gp_options *o, struct gp_out *out)
 	return code;
 }
 
+/* The files and links the journal records, not the directories gpuprov
+ * made for them (their "dir" records). */
+static int files_written(const struct gp_journal *j)
+{
+	int n = 0;
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(j->doc, "files");
+	for (const cJSON *f = files ? files->child : NULL; f; f = f->next)
+		n += !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "dir"));
+	return n;
+}
+
 int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 {
 	struct session s;
@@ -1092,8 +1103,7 @@ int gp_engine_status(const struct gp_options *o, struct gp_out *out)
 		.reboot = cJSON_GetObjectItemCaseSensitive(j->doc, "reboot"),
 		.reboot_reason = gp_journal_reboot_reason(j),
 		.resume = cJSON_GetObjectItemCaseSensitive(j->doc, "resume"),
-		.files_written = cJSON_GetArraySize(
-		    cJSON_GetObjectItemCaseSensitive(j->doc, "files")),
+		.files_written = files_written(j),
 		.signals = &signals,
 		.stages = stages,
 		.n_stages = gp_stage_count,

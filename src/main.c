@@ -305,11 +305,12 @@ static const struct command commands[] = {
 	  "Downloads are verified by sha256 and kept in the cache, --cache-dir DIR\n"
 	  "inside the root (default /var/cache/gpuprov); a cached artifact is used\n"
 	  "without network. The cudnn stage's tarball, the pytorch stage's Miniforge\n"
-	  "installer and the driver stage's runfile download in the background once\n"
-	  "the plan is made, while earlier stages apply. --ca-file FILE trusts\n"
-	  "FILE's CAs for HTTPS (private mirrors). --mirror FROM=TO (repeatable)\n"
-	  "fetches URLs that start with FROM from TO. --offline never uses the\n"
-	  "network and fails at once naming every artifact missing from the cache.\n",
+	  "installer and the driver and cuda stages' runfiles download in the\n"
+	  "background once the plan is made, while earlier stages apply. --ca-file\n"
+	  "FILE trusts FILE's CAs for HTTPS (private mirrors). --mirror FROM=TO\n"
+	  "(repeatable) fetches URLs that start with FROM from TO. --offline never\n"
+	  "uses the network and fails at once naming every artifact missing from\n"
+	  "the cache.\n",
 	  OPT_PROFILE | OPT_DRY_RUN | OPT_SELECT | OPT_FORCE | OPT_FETCH | OPT_REBOOT,
 	  false,
 	  run_install },

@@ -24,6 +24,32 @@ static void position_of(const char *text, size_t off, int *line, int *col)
 	}
 }
 
+/* The offset of the first \u escape in a string that the JSON reader
+ * would turn into a NUL and so cut the string there: \u0000, or one
+ * without four hex digits (not JSON, but cJSON takes it as 0); len when
+ * there is none. Comments are blanked already. */
+static size_t nul_escape(const char *s, size_t len)
+{
+	bool in_string = false;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '"') {
+			in_string = !in_string;
+		} else if (in_string && s[i] == '\\' && i + 1 < len) {
+			if (s[i + 1] == 'u') {
+				size_t hex = 0;
+				while (hex < 4 && i + 2 + hex < len &&
+				       strchr("0123456789abcdefABCDEF", s[i + 2 + hex]) &&
+				       s[i + 2 + hex])
+					hex++;
+				if (hex < 4 || memcmp(s + i + 2, "0000", 4) == 0)
+					return i;
+			}
+			i++; /* the escaped character */
+		}
+	}
+	return len;
+}
+
 /* Replaces // and block comments outside strings with spaces. Returns
  * false on an unterminated block comment (*bad_off set). */
 static bool blank_comments(char *s, size_t len, size_t *bad_off)
@@ -337,6 +363,16 @@ static int parse(struct gp_json_doc *d, const char *file, const char *text, size
 		return gp_fail(err, GP_EINPUT,
 		               "%s:%d:%d: comment opened with /* is never closed", file,
 		               line, col);
+	}
+	size_t nul_at = nul_escape(copy, len);
+	if (nul_at < len) {
+		int line, col;
+		position_of(text, nul_at, &line, &col);
+		return gp_fail(err, GP_EINPUT,
+		               "%s:%d:%d: a \\u escape that is \\u0000 or lacks its four "
+		               "hex digits: the JSON reader would cut the string short "
+		               "there; remove it",
+		               file, line, col);
 	}
 	const char *end = NULL;
 	cJSON *json = cJSON_ParseWithOpts(copy, &end, 1);

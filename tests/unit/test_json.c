@@ -212,6 +212,28 @@ static void test_duplicate_key(void **state)
 	gp_json_doc_free(&d);
 }
 
+/* cJSON turns \u0000, and a \u without four hex digits (which is not
+ * JSON), into a NUL that ends the string: two different keys then become
+ * one (found by fuzz_dockercfg: a merge wrote the key twice), and a value
+ * is cut short. Both are refused where they stand; escapes of other
+ * characters, and the same bytes outside strings, are not. */
+static void test_nul_escapes(void **state)
+{
+	(void)state;
+	expect_error("{\"a\": \"kept\\u0000cut\"}",
+	             "f.json:1:12: a \\u escape that is \\u0000 or lacks its four hex "
+	             "digits: the JSON reader would cut the string short there");
+	expect_error("{\"k\\u\xff\xffx\": 1, \"k\\u\xffy\": 2}",
+	             "f.json:1:4: a \\u escape");
+	expect_error("[\"\\u12\"]", "f.json:1:3: a \\u escape");
+	expect_error("[\"\\u\"]", "f.json:1:3: a \\u escape");
+	struct gp_json_doc d;
+	struct gp_err err;
+	assert_int_equal(
+	    parse(&d, "{\"\\u0001\\\\u0000\": \"\\u00e9\", \"x\": \"\\\\\"}", &err), 0);
+	gp_json_doc_free(&d);
+}
+
 static void test_duplicate_key_after_bom(void **state)
 {
 	(void)state;
@@ -716,6 +738,7 @@ int main(void)
 		cmocka_unit_test(test_unexpected_eof),
 		cmocka_unit_test(test_duplicate_key),
 		cmocka_unit_test(test_duplicate_key_after_bom),
+		cmocka_unit_test(test_nul_escapes),
 		cmocka_unit_test(test_duplicate_key_via_escape),
 		cmocka_unit_test(test_control_whitespace_not_duplicate),
 		cmocka_unit_test(test_control_whitespace_in_bounds),

@@ -1,5 +1,6 @@
 /* Allocation, strings, buffers and string vectors. */
 #include <errno.h>
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -320,6 +321,18 @@ int gp_write_all(int fd, const void *data, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+/* Big enough that the kernel writes in large extents, small enough that the
+ * last stretch left for the fsync is short. */
+#define WRITEBACK_STRETCH ((off_t)8 << 20)
+
+void gp_writeback_kick(struct gp_writeback *wb, int fd, off_t end, bool final)
+{
+	if (end <= wb->started || (!final && end - wb->started < WRITEBACK_STRETCH))
+		return;
+	(void)sync_file_range(fd, wb->started, end - wb->started, SYNC_FILE_RANGE_WRITE);
+	wb->started = end;
 }
 
 int gp_pwrite_all(int fd, const void *data, size_t len, off_t off)

@@ -84,6 +84,18 @@ int64_t gp_monotonic_ms(void);
 int gp_write_all(int fd, const void *data, size_t len);
 int gp_pwrite_all(int fd, const void *data, size_t len, off_t off);
 
+/* Starts the kernel's writeback of a file being written, a stretch at a time,
+ * so that the fsync or syncfs that must come before it is made visible finds
+ * most of it already on disk instead of waiting for all of it at the end.
+ * It only starts writes (sync_file_range's SYNC_FILE_RANGE_WRITE): durability
+ * still comes from that fsync. Call after each write with the highest offset
+ * written so far; final = true starts whatever is left. Errors are ignored:
+ * at worst the fsync does all the work, as before. */
+struct gp_writeback {
+	off_t started; /* writeback was started for [0, started) */
+};
+void gp_writeback_kick(struct gp_writeback *wb, int fd, off_t end, bool final);
+
 /* Growable byte buffer, always NUL-terminated. */
 struct gp_buf {
 	char *data;

@@ -709,6 +709,7 @@ static int write_file(struct ex *x, struct archive_entry *e, const char *name,
 	_cleanup_(gp_sha256_freep) struct gp_sha256 *md = x->o->on_file ? gp_sha256_new()
 	                                                                : NULL;
 	bool in_order = true; /* blocks came in offset order: md is the content's */
+	struct gp_writeback wb = { 0 };
 	for (;;) {
 		const void *buf;
 		size_t size;
@@ -738,6 +739,7 @@ static int write_file(struct ex *x, struct archive_entry *e, const char *name,
 		}
 		if (off + (int64_t)size > end)
 			end = off + (int64_t)size;
+		gp_writeback_kick(&wb, fd, (off_t)end, false);
 	}
 	/* A sparse file ending in a hole: give it its full size. */
 	if (archive_entry_size_is_set(e) && archive_entry_size(e) > end) {
@@ -755,6 +757,7 @@ static int write_file(struct ex *x, struct archive_entry *e, const char *name,
 			return fail(x, -errno, "%s: set times: %s", name,
 			            strerror(errno));
 	}
+	gp_writeback_kick(&wb, fd, (off_t)end, true); /* syncfs before the swap */
 	if (md && !in_order) { /* overlapping blocks: read back what is there */
 		gp_sha256_reset(md);
 		int rc = gp_sha256_update_fd(md, fd, 0, NULL);

@@ -88,6 +88,7 @@ struct job {
 	int fd; /* the open .part (flocked), or -1 */
 	struct gp_sha256 *md; /* sha256 of the first `written` bytes of the .part */
 	uint64_t written;
+	struct gp_writeback writeback; /* of the .part, for job_commit's fsync */
 	uint64_t offset; /* where the current attempt's body starts in the file */
 	enum job_state state;
 	int64_t start_at_ms; /* JOB_WAITING: when the next attempt may start */
@@ -433,6 +434,7 @@ static void job_close(struct job *j)
 	gp_sha256_free(j->md);
 	j->md = NULL;
 	j->written = 0;
+	j->writeback.started = 0;
 }
 
 static void job_fail(struct job *j, int code, const char *fmt, ...)
@@ -664,6 +666,7 @@ static int job_open_part(struct job *j)
 	}
 	j->md = gp_sha256_new();
 	j->written = 0;
+	j->writeback.started = 0;
 	const struct gp_fetch_artifact *a = j->a;
 	bool keep = st.st_size > 0 && j->sha[0] && j->scheme != SCHEME_FILE &&
 	            !(a->size && (uint64_t)st.st_size > a->size);
@@ -692,6 +695,7 @@ static int job_open_part(struct job *j)
 		}
 		gp_sha256_reset(j->md);
 		j->written = 0;
+		j->writeback.started = 0;
 	}
 	return 0;
 }
@@ -704,6 +708,7 @@ static int job_truncate(struct job *j)
 		return -errno;
 	gp_sha256_reset(j->md);
 	j->written = 0;
+	j->writeback.started = 0;
 	j->offset = 0;
 	return 0;
 }
@@ -757,6 +762,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *userdata)
 	}
 	gp_sha256_update(j->md, data, len);
 	j->written += len;
+	gp_writeback_kick(&j->writeback, j->fd, (off_t)j->written, false);
 	return len;
 }
 

@@ -1,6 +1,9 @@
-/* Tests for util.c helpers that shape untrusted text for messages, and the
- * string vectors that parsers of such text build. */
+/* Tests for util.c helpers that shape untrusted text for messages, the
+ * string vectors that parsers of such text build, and writeback kicks. */
 #include "testutil.h"
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "gpuprov/util.h"
 
@@ -108,6 +111,30 @@ static void test_buf_written_by_opens_one_comment_line(void **state)
 	free(s);
 }
 
+/* Writeback is started a stretch at a time, and for the rest at the end; a
+ * position that goes backwards (a restarted download) starts nothing. */
+static void test_writeback_kick_in_stretches(void **state)
+{
+	(void)state;
+	int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	struct gp_writeback wb = { 0 };
+	const off_t mib = 1 << 20;
+	for (off_t end = mib; end < 8 * mib; end += mib) {
+		gp_writeback_kick(&wb, fd, end, false);
+		assert_int_equal(wb.started, 0);
+	}
+	gp_writeback_kick(&wb, fd, 8 * mib, false);
+	assert_int_equal(wb.started, 8 * mib);
+	gp_writeback_kick(&wb, fd, 9 * mib, false);
+	assert_int_equal(wb.started, 8 * mib);
+	gp_writeback_kick(&wb, fd, 9 * mib + 1, true);
+	assert_int_equal(wb.started, 9 * mib + 1);
+	gp_writeback_kick(&wb, fd, 5, true);
+	assert_int_equal(wb.started, 9 * mib + 1);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -117,6 +144,7 @@ int main(void)
 		cmocka_unit_test(test_strv_append_keeps_items_across_growth),
 		cmocka_unit_test(test_strv_split_many_items_is_linear),
 		cmocka_unit_test(test_buf_written_by_opens_one_comment_line),
+		cmocka_unit_test(test_writeback_kick_in_stretches),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

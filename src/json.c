@@ -347,6 +347,13 @@ static int parse(struct gp_json_doc *d, const char *file, const char *text, size
 		text += 3;
 		len -= 3;
 	}
+	/* cJSON skips one more itself, which the position scanner would not:
+	 * its duplicate check would see nothing. A second mark is not JSON. */
+	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+		return gp_fail(err, GP_EINPUT,
+		               "%s:1:1: a second UTF-8 byte order mark: this is not a "
+		               "JSON text; remove it",
+		               file);
 	const char *nul = memchr(text, '\0', len);
 	if (nul) {
 		int line, col;

@@ -260,6 +260,17 @@ static void test_duplicate_key_after_bom(void **state)
 	gp_json_doc_free(&d);
 }
 
+/* fuzz_dockercfg's crash of 2026-12-02: behind two marks the duplicate
+ * check saw nothing, so a merge kept both keys and could not read its own
+ * output. */
+static void test_second_bom_refused(void **state)
+{
+	(void)state;
+	expect_error("\xef\xbb\xbf\xef\xbb\xbf{\"a\": 1, \"a\": 2}",
+	             "f.json:1:1: a second UTF-8 byte order mark");
+	expect_error("\xef\xbb\xbf\xef\xbb\xbf{}", "f.json:1:1: a second UTF-8");
+}
+
 static void test_duplicate_key_via_escape(void **state)
 {
 	(void)state;
@@ -740,6 +751,7 @@ int main(void)
 		cmocka_unit_test(test_duplicate_key_after_bom),
 		cmocka_unit_test(test_nul_escapes),
 		cmocka_unit_test(test_duplicate_key_via_escape),
+		cmocka_unit_test(test_second_bom_refused),
 		cmocka_unit_test(test_control_whitespace_not_duplicate),
 		cmocka_unit_test(test_control_whitespace_in_bounds),
 		cmocka_unit_test(test_nul_byte),

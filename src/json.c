@@ -407,6 +407,12 @@ static int parse(struct gp_json_doc *d, const char *file, const char *text, size
 		.s = copy, .len = len, .doc = d, .err = err, .line = 1, .col = 1
 	};
 	scan_value(&sc, "");
+	/* Whatever the scanner missed, a duplicate cJSON holds is refused. */
+	if (!sc.failed && has_duplicate_key(json))
+		sc.failed = gp_fail(err, GP_EINPUT,
+		                    "%s: a key appears twice in one object; keep one "
+		                    "of them",
+		                    file) < 0;
 	if (sc.failed) {
 		cJSON_Delete(json);
 		return -1;

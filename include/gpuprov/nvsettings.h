@@ -25,6 +25,9 @@ struct gp_gpu_state {
 	 * support (NULL: none refused); kind names which (app_unsupported,
 	 * app_memory, app_graphics, locked_unsupported, locked_range). */
 	char *clocks_refused_kind, *clocks_refused;
+	/* gp_nvsettings_check only: why w's clocks could not be held to the
+	 * supported ones (the library lacks the getter); NULL: they were. */
+	char *clocks_unchecked;
 };
 
 struct gp_nvsettings {

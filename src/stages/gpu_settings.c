@@ -381,12 +381,15 @@ static int gs_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	_cleanup_free_ char *files = files_problem(c, &s);
 	struct gp_nvsettings n;
 	int rc = nv_read(c, &s.want, &n);
-	struct gp_buf now = { 0 }, pending = { 0 }, blocked = { 0 };
+	struct gp_buf now = { 0 }, pending = { 0 }, blocked = { 0 }, unchecked = { 0 };
 	bool host = gp_root_is_host(&c->root);
 	if (rc == 0 && nv_usable(&n)) {
 		for (unsigned i = 0; i < n_gpus(&n); i++) {
 			const struct gp_gpu_state *g = &n.gpu[i];
 			unsigned target = 0;
+			if (g->clocks_unchecked && !unchecked.len)
+				gp_buf_printf(&unchecked, "; GPU %u: %s", i,
+				              g->clocks_unchecked);
 			_cleanup_free_ char *why = NULL;
 			if (power_target(&s.want, g, &target, &why) == -1) {
 				if (!blocked.len)
@@ -440,9 +443,14 @@ static int gs_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 		gp_check_set(ck, GP_STATE_SATISFIED, "%s",
 		             "the persistence drop-in and the "
 		             "boot unit are in place");
+	if (unchecked.len && ck->state != GP_STATE_BLOCKED) {
+		_cleanup_free_ char *said = gp_xstrdup(ck->reason);
+		gp_check_set(ck, ck->state, "%s%s", said, unchecked.data);
+	}
 	gp_buf_free(&now);
 	gp_buf_free(&pending);
 	gp_buf_free(&blocked);
+	gp_buf_free(&unchecked);
 	gp_nvsettings_free(&n);
 	return 0;
 }
@@ -628,6 +636,24 @@ static void verify_gpu(struct vctx *v, const struct gset *s, unsigned i,
 		    "reset the GPU or reboot: the pending MIG mode becomes current");
 }
 
+/* A library without nvmlDeviceGetSupportedMemoryClocks cannot hold the
+ * profile's clocks to the GPU's list: a skip that says so, as the locked
+ * clocks' is, rather than a pass by silence. */
+static void verify_clocks_checked(struct gp_report *rep, unsigned i,
+                                  const struct gp_gpu_state *g)
+{
+	if (!g->clocks_unchecked)
+		return;
+	char subject[32], check[64];
+	snprintf(subject, sizeof subject, "GPU %u", i);
+	snprintf(check, sizeof check, "GPU %u supported clocks", i);
+	gp_report_add_subject(rep, "gpu_settings.supported_clocks", subject, GP_SKIP,
+	                      check,
+	                      "a driver whose NVML has it checks them; the boot "
+	                      "unit's output says whether the setter took them",
+	                      "%s", g->clocks_unchecked);
+}
+
 static int gs_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 {
 	struct gset s;
@@ -677,7 +703,7 @@ static int gs_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 		              "locked clocks cannot be read back through NVML; "
 		              "checked at apply only");
 	struct gp_nvsettings n;
-	int rc = nv_read(c, NULL, &n);
+	int rc = nv_read(c, &s.want, &n);
 	if (rc < 0 || !nv_usable(&n)) {
 		_cleanup_free_ char *why = nv_why_not(&n, rc);
 		gp_report_add(rep, "gpu_settings.nvml", GP_FAIL, "NVML",
@@ -695,8 +721,10 @@ static int gs_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 			_cleanup_free_ char *record = gp_xasprintf("%s\n", words);
 			v.applied = gp_stage_file_is(c, GP_GPU_SETTINGS_APPLIED, record);
 		}
-		for (unsigned i = 0; i < n_gpus(&n); i++)
+		for (unsigned i = 0; i < n_gpus(&n); i++) {
 			verify_gpu(&v, &s, i, &n.gpu[i]);
+			verify_clocks_checked(rep, i, &n.gpu[i]);
+		}
 		if (v.drift.len)
 			gp_report_add(rep, "gpu_settings.drift", GP_FAIL, "drift",
 			              "find what changed them (nvidia-smi, DCGM, a job "

@@ -154,8 +154,17 @@ static void check_clocks(const struct nvml *n, int fd, unsigned i, void *dev,
 	if (!w->app_gpu_mhz && !w->locked_max_mhz)
 		return;
 	int rc = supported_clocks(n->h, dev, false, 0, mem, &n_mem);
-	if (rc == NVML_FUNCTION_NOT_FOUND)
-		return; /* an old library: the setter says, as for the power limit */
+	if (rc == NVML_FUNCTION_NOT_FOUND) {
+		/* An old library: the setter still says what it did, but the
+		 * clocks cannot be held to the GPU's list; said, not skipped
+		 * silently. */
+		put(fd,
+		    "gpu %u clocks_unchecked the NVML library lacks "
+		    "nvmlDeviceGetSupportedMemoryClocks, so the profile's clocks "
+		    "cannot be checked against the ones the GPU supports",
+		    i);
+		return;
+	}
 	if (rc != 0) {
 		const char *kind = w->app_gpu_mhz ? "app_unsupported"
 		                                  : "locked_unsupported";
@@ -397,6 +406,8 @@ static void parse_gpu(struct gp_nvsettings *s, const char *v)
 	} else if (IS("app_clocks_mhz")) {
 		g->app_mem_mhz = (int)num(&v);
 		g->app_gpu_mhz = (int)num(&v);
+	} else if (IS("clocks_unchecked") && !g->clocks_unchecked) {
+		g->clocks_unchecked = gp_xstrdup(v);
 	} else if (IS("clocks_refused") && !g->clocks_refused) {
 		const char *reason = strchr(v, ' ');
 		if (reason) {
@@ -503,6 +514,7 @@ void gp_nvsettings_free(struct gp_nvsettings *s)
 		free(s->gpu[i].name);
 		free(s->gpu[i].clocks_refused_kind);
 		free(s->gpu[i].clocks_refused);
+		free(s->gpu[i].clocks_unchecked);
 	}
 	gp_strv_free(s->results);
 	*s = (struct gp_nvsettings){ 0 };

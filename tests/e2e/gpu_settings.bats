@@ -365,6 +365,28 @@ nvmlDeviceSetPowerManagementLimit 600000 0" ] || fail "NVML setter calls:" "$(ca
 	assert_stdout_has "fail  GPU 0 power limit: NVML gives no power limits for this GPU"
 }
 
+@test "gpu_settings: an NVML without nvmlDeviceGetSupportedMemoryClocks leaves the clocks unchecked, said by check and by a skip of verify" {
+	# The settings functions without fakenvml_clocks.c: an old library.
+	cc -shared -fPIC -o "$R/$LIBDIR/libnvidia-ml.so.1" -Wl,-soname,libnvidia-ml.so.1 \
+		"$FAKENV/fakenvml.c" "$FAKENV/fakenvml_settings.c" || fail "cannot build the fake NVML"
+	profile '"application_clock_memory_mhz": 2619, "application_clock_graphics_mhz": 1755'
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_status 0
+	assert_stdout_has "; GPU 0: the NVML library lacks nvmlDeviceGetSupportedMemoryClocks, so the profile's clocks cannot be checked against the ones the GPU supports"
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 0
+	boot_unit
+	assert_status 0
+	gp --root "$R" verify --profile "$P" --only gpu_settings --json
+	printf '%s\n' "$output" | python3 -c '
+import json, sys
+ids = {f["id"]: f for f in json.load(sys.stdin)["findings"]}
+for gpu in ("gpu_0", "gpu_1"):
+    f = ids["gpu_settings.supported_clocks." + gpu]
+    assert f["level"] == "skip" and "lacks nvmlDeviceGetSupportedMemoryClocks" in f["evidence"], f
+' || fail "no skip gpu_settings.supported_clocks per GPU:" "$output"
+}
+
 @test "gpu_settings: uninstall removes the links and the directory it made and puts back the operator's link it replaced, exactly as planned" {
 	# The operator's own wants link, to a unit of theirs: install points it
 	# at the packaged unit, uninstall points it back.

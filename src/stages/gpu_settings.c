@@ -22,6 +22,11 @@
  *         pending) and MIG mode against the profile; a value that differs
  *         while the boot unit is in place was changed since it ran (drift).
  *         Locked clocks have no NVML getter: a skip that says so.
+ * uninstall: besides the files (src/undo.c), on the live host while NVML
+ *         answers, `gpuprov gpu-settings reset` (a planned command, its
+ *         values in the reason) gives the power limit, clocks and compute
+ *         mode the profile set back to the defaults; under --root they are
+ *         untouched. ECC and MIG modes stay (nvreset.h says why).
  * Facts and sources: docs/reference/gpu-settings.md. */
 #include <errno.h>
 #include <stdio.h>
@@ -29,7 +34,9 @@
 #include <string.h>
 
 #include "gpuprov/gpusettings.h"
+#include "gpuprov/journal.h"
 #include "gpuprov/json.h"
+#include "gpuprov/nvreset.h"
 #include "gpuprov/nvsettings.h"
 #include "gpuprov/root.h"
 #include "gpuprov/stages.h"
@@ -743,6 +750,132 @@ static int gs_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 	return 0;
 }
 
+/* --- uninstall ---------------------------------------------------------- */
+
+/* What the install set that NVML can give back (nvreset.h): ECC and MIG
+ * are not among them. */
+static struct gp_gpu_reset reset_of(const struct gp_gpu_want *w)
+{
+	return (struct gp_gpu_reset){
+		.power_limit = w->power_limit_w || w->power_limit_fraction > 0,
+		.locked_clocks = w->locked_max_mhz != 0,
+		.app_clocks = w->app_gpu_mhz != 0,
+		.compute_mode = w->compute_mode >= 0,
+	};
+}
+
+/* GPU g's values going back, for the plan's reason. */
+static void say_reset(struct gp_buf *b, unsigned i, const struct gp_gpu_state *g,
+                      const struct gp_gpu_reset *r)
+{
+	gp_buf_printf(b, "%sGPU %u:", b->len ? "; " : "", i);
+	const char *sep = " ";
+	if (r->power_limit) {
+		gp_buf_printf(b, "%spower limit %ld W -> ", sep,
+		              g->power_enforced_mw / 1000);
+		if (g->power_default_mw >= 0)
+			gp_buf_printf(b, "%ld W (the default limit)",
+			              g->power_default_mw / 1000);
+		else
+			gp_buf_puts(b, "the default limit");
+		sep = ", ";
+	}
+	if (r->locked_clocks) {
+		gp_buf_printf(b, "%slocked GPU clocks -> unlocked", sep);
+		sep = ", ";
+	}
+	if (r->app_clocks) {
+		gp_buf_printf(b, "%sapplication clocks %d,%d MHz -> the default", sep,
+		              g->app_mem_mhz, g->app_gpu_mhz);
+		sep = ", ";
+	}
+	if (r->compute_mode) {
+		const char *have = gp_compute_mode_name(g->compute_mode);
+		gp_buf_printf(b, "%scompute mode %s -> default", sep,
+		              have ? have : "unknown");
+	}
+}
+
+/* Whether the uninstall gives the running GPUs' values back (*r: which),
+ * and, with say, the sentence for the plan. Only for an install that left
+ * the boot unit (the journal's record), only on the live host, only while
+ * NVML answers: the plan's pass and the run's decide alike. */
+static bool undo_reset(struct gp_ctx *c, const cJSON *cfg, struct gp_gpu_reset *r,
+                       char **say)
+{
+	if (!cfg || !gp_journal_file(&c->journal, BOOT_UNIT))
+		return false;
+	struct gset s;
+	gset_read(cfg, &s);
+	free(s.blocked);
+	*r = reset_of(&s.want);
+	const char *modes = s.want.ecc >= 0 || s.want.mig >= 0
+	                        ? "; ECC and MIG modes stay as they are (the GPU "
+	                          "keeps them across reboots; nvidia-smi -e and "
+	                          "-mig change them)"
+	                        : "";
+	struct gp_buf b = { 0 };
+	bool reset = false;
+	if (!gp_gpu_reset_any(r))
+		gp_buf_puts(&b, modes[0] ? modes + 2 : "");
+	else if (!gp_root_is_host(&c->root))
+		gp_buf_printf(&b,
+		              "the running GPUs' values are untouched: %s is not the "
+		              "live host, so only the boot unit goes and they return "
+		              "to the GPUs' defaults at its next boot%s",
+		              c->root.dir, modes);
+	else {
+		struct gp_nvsettings n;
+		int rc = nv_read(c, NULL, &n);
+		if (rc < 0 || !nv_usable(&n)) {
+			_cleanup_free_ char *why = nv_why_not(&n, rc);
+			gp_buf_printf(&b,
+			              "the running GPUs' values are not reset: %s; they "
+			              "return to the GPUs' defaults at the next boot%s",
+			              why, modes);
+		} else {
+			struct gp_buf gpus = { 0 };
+			for (unsigned i = 0; i < n_gpus(&n); i++)
+				say_reset(&gpus, i, &n.gpu[i], r);
+			gp_buf_printf(&b,
+			              "gives the running GPUs' values back to their "
+			              "defaults through NVML: %s%s",
+			              gpus.data, modes);
+			gp_buf_free(&gpus);
+			reset = true;
+		}
+		gp_nvsettings_free(&n);
+	}
+	if (say && b.len)
+		*say = gp_buf_steal(&b);
+	gp_buf_free(&b);
+	return reset;
+}
+
+static bool gs_undo_check(struct gp_ctx *c, const cJSON *cfg, char **say)
+{
+	struct gp_gpu_reset r;
+	return undo_reset(c, cfg, &r, say);
+}
+
+/* The reset as the boot unit sets the values: gpuprov itself, from where
+ * the unit runs it, in its own NVML child (`gpuprov gpu-settings reset`). */
+static int gs_undo(struct gp_ctx *c, const cJSON *cfg)
+{
+	struct gp_gpu_reset r;
+	if (!undo_reset(c, cfg, &r, NULL))
+		return 0;
+	_cleanup_strv_ char **argv = gp_xcalloc(1, sizeof(char *));
+	size_t n = 0;
+	gp_strv_append(&argv, &n, GP_BINDIR "/gpuprov");
+	gp_strv_append(&argv, &n, "gpu-settings");
+	gp_strv_append(&argv, &n, "reset");
+	_cleanup_strv_ char **words = gp_gpu_reset_words(&r);
+	for (size_t i = 0; words[i]; i++)
+		gp_strv_append(&argv, &n, words[i]);
+	return gp_effect_run(c, argv);
+}
+
 const struct gp_stage gp_stage_gpu_settings = {
 	.name = STAGE,
 	/* The settings need the driver loaded, which may wait for a reboot. */
@@ -756,4 +889,6 @@ const struct gp_stage gp_stage_gpu_settings = {
 	.check = gs_check,
 	.apply = gs_apply,
 	.verify = gs_verify,
+	.undo_check = gs_undo_check,
+	.undo = gs_undo,
 };

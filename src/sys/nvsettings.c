@@ -316,6 +316,7 @@ static void set_gpu(const struct nvml *n, int fd, unsigned i, void *dev,
 struct job {
 	const struct gp_gpu_want *want; /* NULL: only read */
 	const struct gp_gpu_want *check; /* clocks to refuse when unsupported */
+	const struct gp_gpu_reset *reset; /* NULL: nothing to give back */
 };
 
 static void body(int fd, void *data)
@@ -353,6 +354,8 @@ static void body(int fd, void *data)
 				continue;
 			if (job->want)
 				set_gpu(&n, fd, i, dev, job->want);
+			if (job->reset)
+				gp_nvreset_gpu(n.h, fd, i, dev, job->reset);
 			read_gpu(&n, fd, i, dev);
 			if (job->check)
 				check_clocks(&n, fd, i, dev, job->check);
@@ -456,8 +459,7 @@ static void parse_line(void *arg, const char *line, const char *v)
 }
 
 static int run(const struct gp_root *r, int timeout_ms, bool read_only,
-               const struct gp_gpu_want *w, const struct gp_gpu_want *check,
-               struct gp_nvsettings *s)
+               const struct job *job, struct gp_nvsettings *s)
 {
 	*s = (struct gp_nvsettings){ .init_rc = -1, .count = -1 };
 	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
@@ -475,9 +477,8 @@ static int run(const struct gp_root *r, int timeout_ms, bool read_only,
 			.app_mem_mhz = -1,
 			.app_gpu_mhz = -1,
 		};
-	struct job job = { w, check };
 	struct gp_nvchild res;
-	int rc = gp_nvchild_run(r, timeout_ms, read_only, body, &job, &res);
+	int rc = gp_nvchild_run(r, timeout_ms, read_only, body, (void *)job, &res);
 	if (rc < 0) {
 		s->read_only_refused = res.read_only_refused;
 		return rc;
@@ -490,19 +491,25 @@ static int run(const struct gp_root *r, int timeout_ms, bool read_only,
 int gp_nvsettings_read(const struct gp_root *r, int timeout_ms, bool read_only,
                        struct gp_nvsettings *s)
 {
-	return run(r, timeout_ms, read_only, NULL, NULL, s);
+	return run(r, timeout_ms, read_only, &(struct job){ 0 }, s);
 }
 
 int gp_nvsettings_check(const struct gp_root *r, int timeout_ms, bool read_only,
                         const struct gp_gpu_want *w, struct gp_nvsettings *s)
 {
-	return run(r, timeout_ms, read_only, NULL, w, s);
+	return run(r, timeout_ms, read_only, &(struct job){ .check = w }, s);
 }
 
 int gp_nvsettings_apply(const struct gp_root *r, int timeout_ms,
                         const struct gp_gpu_want *w, struct gp_nvsettings *s)
 {
-	return run(r, timeout_ms, false, w, NULL, s);
+	return run(r, timeout_ms, false, &(struct job){ .want = w }, s);
+}
+
+int gp_nvsettings_reset(const struct gp_root *r, int timeout_ms,
+                        const struct gp_gpu_reset *reset, struct gp_nvsettings *s)
+{
+	return run(r, timeout_ms, false, &(struct job){ .reset = reset }, s);
 }
 
 void gp_nvsettings_free(struct gp_nvsettings *s)

@@ -1165,12 +1165,12 @@ static bool undo_pass(struct session *s, const struct gp_options *o)
 		}
 		c->stage = sp;
 		_cleanup_free_ char *reason = NULL;
-		enum gp_stage_state state = gp_undo_check(c, st->name, &reason);
+		enum gp_stage_state state = gp_stage_undo_check(c, st, &reason);
 		gp_stage_plan_set(sp, state, "%s", reason);
 		if (sp->state == GP_STATE_NEEDED) {
 			gp_log(c, "uninstall: %s", sp->reason);
 			gp_ctx_announce_stage(c, sp, false);
-			if (gp_undo_apply(c, st->name) < 0 || gp_ctx_root_fault(c) < 0) {
+			if (gp_stage_undo_apply(c, st) < 0 || gp_ctx_root_fault(c) < 0) {
 				gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
 				report_err(s);
 				failed = true;

@@ -229,33 +229,42 @@ static int record_applied(const struct gp_root *root, const struct gp_gpu_want *
 }
 
 /* What the gpu_settings stage's boot unit runs (src/stages/gpu_settings.c):
- * the words are its ExecStart's, set on every GPU through NVML. */
+ * the words are its ExecStart's, set on every GPU through NVML; and, with
+ * reset, what its uninstall runs to give them back to the defaults. */
 static int run_gpu_settings(const struct command *cmd, struct cli *cli)
 {
-	if (cli->nargs < 1 || strcmp(cli->args[0], "apply") != 0)
-		return usage_error(cmd, "gpu-settings: expected 'apply SETTING...'");
+	bool reset = cli->nargs >= 1 && strcmp(cli->args[0], "reset") == 0;
+	if (cli->nargs < 1 || (!reset && strcmp(cli->args[0], "apply") != 0))
+		return usage_error(cmd, "gpu-settings: expected 'apply SETTING...' or "
+		                        "'reset SETTING=default...'");
+	const char *verb = reset ? "reset" : "apply";
 	struct gp_gpu_want w;
+	struct gp_gpu_reset back;
 	struct gp_err err = { 0 };
-	if (gp_gpu_want_parse(cli->args + 1, (size_t)(cli->nargs - 1), &w, &err) < 0) {
-		gp_error(&cli->out, "gpu-settings apply: %s", err.msg);
+	if ((reset ? gp_gpu_reset_parse(cli->args + 1, (size_t)(cli->nargs - 1), &back,
+	                                &err)
+	           : gp_gpu_want_parse(cli->args + 1, (size_t)(cli->nargs - 1), &w,
+	                               &err)) < 0) {
+		gp_error(&cli->out, "gpu-settings %s: %s", verb, err.msg);
 		return gp_exit_code(&err);
 	}
 	struct gp_root root;
 	int rc = gp_root_open(&root, cli->o.root ? cli->o.root : "/");
 	if (rc < 0) {
-		gp_error(&cli->out, "gpu-settings apply: cannot open the root %s: %s",
+		gp_error(&cli->out, "gpu-settings %s: cannot open the root %s: %s", verb,
 		         cli->o.root ? cli->o.root : "/", strerror(-rc));
 		return GP_EXIT_APPLY_FAILED;
 	}
 	struct gp_nvsettings n;
-	rc = gp_nvsettings_apply(&root, 60000, &w, &n);
+	rc = reset ? gp_nvsettings_reset(&root, 60000, &back, &n)
+	           : gp_nvsettings_apply(&root, 60000, &w, &n);
 	int status = GP_EXIT_OK;
 	if (rc < 0) {
-		gp_error(&cli->out, "gpu-settings apply: cannot start the NVML child: %s",
-		         strerror(-rc));
+		gp_error(&cli->out, "gpu-settings %s: cannot start the NVML child: %s",
+		         verb, strerror(-rc));
 		status = GP_EXIT_APPLY_FAILED;
 	} else if (n.error || !n.loaded || n.init_rc != 0) {
-		gp_error(&cli->out, "gpu-settings apply: NVML: %s",
+		gp_error(&cli->out, "gpu-settings %s: NVML: %s", verb,
 		         n.error        ? n.error
 		         : !n.loaded    ? (n.load_error ? n.load_error : "does not load")
 		         : n.init_error ? n.init_error
@@ -265,10 +274,11 @@ static int run_gpu_settings(const struct command *cmd, struct cli *cli)
 		for (size_t i = 0; n.results && n.results[i]; i++)
 			fprintf(cli->out.out, "%s\n", n.results[i]);
 		if (n.failed) {
-			gp_error(&cli->out, "gpu-settings apply: %d setting%s not set",
-			         n.failed, n.failed == 1 ? "" : "s");
+			gp_error(&cli->out, "gpu-settings %s: %d setting%s not %s", verb,
+			         n.failed, n.failed == 1 ? "" : "s",
+			         reset ? "reset" : "set");
 			status = GP_EXIT_APPLY_FAILED;
-		} else if (record_applied(&root, &w) < 0)
+		} else if (!reset && record_applied(&root, &w) < 0)
 			gp_warn(&cli->out,
 			        "gpu-settings apply: cannot write %s: verify "
 			        "cannot tell drift from a boot unit that did not run",
@@ -486,8 +496,12 @@ static const struct command commands[] = {
 	{ "gpu-settings",
 	  { { "gpu-settings apply SETTING...",
 	      "set GPU settings through NVML (the gpu_settings\n"
-	      "stage's boot unit runs it)" } },
+	      "stage's boot unit runs it)" },
+	    { "gpu-settings reset SETTING=default...",
+	      "give GPU settings back to the GPUs' defaults\n"
+	      "(the gpu_settings stage's uninstall runs it)" } },
 	  "usage: gpuprov gpu-settings apply SETTING...\n"
+	  "       gpuprov gpu-settings reset SETTING=default...\n"
 	  "\n"
 	  "Sets each SETTING on every GPU through NVML, as the gpu_settings stage's\n"
 	  "boot unit, gpuprov-gpu-settings.service, does at every boot: "
@@ -497,7 +511,14 @@ static const struct command commands[] = {
 	  "application_clocks_mhz=MEMORY,GRAPHICS, compute_mode=default|prohibited|\n"
 	  "exclusive_process, ecc=on|off (pending until a reboot), mig=on|off. A power\n"
 	  "limit outside a GPU's limits is refused, not clamped. Prints what was set;\n"
-	  "exits 1 when a setting could not be set.\n",
+	  "exits 1 when a setting could not be set.\n"
+	  "\n"
+	  "reset gives each SETTING back to the GPU's default through NVML, as the\n"
+	  "gpu_settings stage's uninstall does on the live host: "
+	  "power_limit_w=default\n"
+	  "(NVML's default limit), locked_gpu_clocks_mhz=default (unlocked),\n"
+	  "application_clocks_mhz=default, compute_mode=default. ECC and MIG modes are\n"
+	  "left as they are. Prints what was reset; exits 1 when one could not be.\n",
 	  0,
 	  true,
 	  run_gpu_settings },

@@ -10,6 +10,7 @@
 
 #include "gpuprov/gpusettings.h"
 #include "gpuprov/nvprobe.h"
+#include "gpuprov/nvreset.h"
 #include "gpuprov/root.h"
 
 /* -1 in any field: NVML did not say (no such function, or it failed). */
@@ -25,6 +26,9 @@ struct gp_gpu_state {
 	 * support (NULL: none refused); kind names which (app_unsupported,
 	 * app_memory, app_graphics, locked_unsupported, locked_range). */
 	char *clocks_refused_kind, *clocks_refused;
+	/* gp_nvsettings_check only: why w's clocks could not be held to the
+	 * supported ones (the library lacks the getter); NULL: they were. */
+	char *clocks_unchecked;
 };
 
 struct gp_nvsettings {
@@ -57,4 +61,8 @@ int gp_nvsettings_check(const struct gp_root *r, int timeout_ms, bool read_only,
  * negative errno when no child could start. */
 int gp_nvsettings_apply(const struct gp_root *r, int timeout_ms,
                         const struct gp_gpu_want *w, struct gp_nvsettings *s);
+/* Gives back to every GPU what reset names (nvreset.h), then reads the
+ * settings back into *s; results and failed as gp_nvsettings_apply's. */
+int gp_nvsettings_reset(const struct gp_root *r, int timeout_ms,
+                        const struct gp_gpu_reset *reset, struct gp_nvsettings *s);
 void gp_nvsettings_free(struct gp_nvsettings *s);

@@ -70,6 +70,15 @@ struct gp_stage {
 	 * (allocated), or NULL when it is there; `profiles lint` and `detect`
 	 * call a profile without it blocked. */
 	char *(*missing_pin)(const struct gp_profile *p, const cJSON *cfg);
+	/* Optional: what an uninstall gives back besides the journal's
+	 * records (a value the stage set on the running machine, outside any
+	 * file), cfg the settings of the install being undone. undo_check is
+	 * read-only: it appends its sentence to *say (NULL: nothing to say)
+	 * and returns whether undo makes effects; undo makes them through the
+	 * effect door, before the records are undone. 0, or -1 with c->err
+	 * set. */
+	bool (*undo_check)(struct gp_ctx *c, const cJSON *cfg, char **say);
+	int (*undo)(struct gp_ctx *c, const cJSON *cfg);
 };
 
 /* gp_stages[0..gp_stage_count), in run order. A stage whose hooks
@@ -78,6 +87,11 @@ extern const struct gp_stage *const gp_stages[];
 extern const size_t gp_stage_count;
 const struct gp_stage *gp_stage_find(const char *name);
 bool gp_stage_implemented(const struct gp_stage *s);
+/* gp_undo_check and gp_undo_apply (undo.h) of stage s, with its undo_check
+ * and undo hooks when it has them: what the engine's uninstall calls. */
+enum gp_stage_state gp_stage_undo_check(struct gp_ctx *c, const struct gp_stage *s,
+                                        char **reason);
+int gp_stage_undo_apply(struct gp_ctx *c, const struct gp_stage *s);
 /* The settings of stage other as the profile gives them (NULL when absent
  * or false), for stage self, which must list other in its .reads: reading
  * an undeclared stage is a programming error, reported as an internal

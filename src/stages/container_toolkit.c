@@ -23,7 +23,9 @@
  *         binary, default-runtime when asked; the CDI spec current
  *         (src/pure/cdispec.c); with test_image, on the live host, a
  *         container of that image (never pulled) lists every GPU: docker,
- *         for CRI-O podman when it is installed, for containerd ctr.
+ *         for CRI-O podman when it is installed, for containerd ctr or
+ *         nerdctl (containerd_client) in containerd_namespace, the GPUs as
+ *         CDI devices when a CDI spec is there.
  * Facts and sources: docs/reference/nvidia-container-toolkit.md. */
 #include <errno.h>
 #include <string.h>
@@ -77,6 +79,11 @@ static const char *const packages[] = { "nvidia-container-toolkit",
 #define KEY_DEFAULT_RUNTIME "default_runtime"
 #define KEY_CDI_SPEC "cdi_spec"
 #define KEY_TEST_IMAGE "test_image"
+#define KEY_CONTAINERD_NAMESPACE "containerd_namespace"
+#define KEY_CONTAINERD_CLIENT "containerd_client"
+/* The containerd namespace of Kubernetes' CRI plugin, where the images
+ * kubelet pulled are (docs/reference/nvidia-container-toolkit.md). */
+#define DEFAULT_NAMESPACE "k8s.io"
 
 /* A Debian or RPM version: a digit first, then what both allow. */
 static char *package_version(const cJSON *v, size_t i)
@@ -111,6 +118,27 @@ static const struct gp_value_check check_image_reference = {
 };
 
 static const char *const runtimes[] = { "docker", "containerd", "crio", NULL };
+static const char *const containerd_clients[] = { "ctr", "nerdctl", NULL };
+
+/* A containerd namespace as containerd takes it (its identifiers: letters
+ * and digits, single '.', '_' or '-' between them, at most 76). */
+static char *namespace_name(const cJSON *v, size_t i)
+{
+	const char *s = v->valuestring;
+	bool ok = strlen(s) <= 76 && gp_schema_only(s, GP_ALNUM "._-");
+	for (size_t k = 0; ok && s[k]; k++)
+		if (strchr("._-", s[k]))
+			ok = k > 0 && !strchr("._-", s[k - 1]) && s[k + 1];
+	if (ok && *s)
+		return NULL;
+	return gp_schema_why_got(s, "must be a containerd namespace (k8s.io, default)");
+}
+
+static const struct gp_value_check check_namespace = {
+	.check = namespace_name,
+	.schema = "{\"pattern\": \"^[A-Za-z0-9]+([._-][A-Za-z0-9]+)*$\", "
+	          "\"maxLength\": 76}",
+};
 
 static const struct gp_key container_toolkit_keys[] = {
 	GP_KEY_STRING_ROW(KEY_VERSION, &check_package_version,
@@ -145,10 +173,26 @@ static const struct gp_key container_toolkit_keys[] = {
 	                         "With runtime crio, by podman when it is installed "
 	                         "(`podman run --rm --pull=never --device "
 	                         "nvidia.com/gpu=all`); with runtime containerd, by "
-	                         "ctr when it is installed (`ctr run --rm --gpus 0 "
-	                         "... --gpus N-1`, the image in ctr's default "
-	                         "namespace). gpuprov never pulls it.",
+	                         "containerd_client when it is installed, in "
+	                         "containerd_namespace (`ctr run --rm --device "
+	                         "nvidia.com/gpu=all` with a CDI spec, else `--gpus "
+	                         "0 ... --gpus N-1`; `nerdctl run --rm "
+	                         "--pull=never --device nvidia.com/gpu=all`, else "
+	                         "`--gpus all`). gpuprov never pulls it.",
 	                  .example = "\"nvidia/cuda:12.8.1-base-ubuntu24.04\""),
+	GP_KEY_STRING_ROW(KEY_CONTAINERD_NAMESPACE, &check_namespace,
+	                  .doc = "With runtime containerd: the containerd namespace "
+	                         "whose images verify's test_image is looked up and "
+	                         "run in. The default is Kubernetes' (its CRI "
+	                         "plugin's, where kubelet's images are); ctr and "
+	                         "nerdctl on their own use \"default\".",
+	                  .default_value = "\"" DEFAULT_NAMESPACE "\"",
+	                  .example = "\"k8s.io\""),
+	GP_KEY_ENUM_ROW(KEY_CONTAINERD_CLIENT, containerd_clients,
+	                .doc = "With runtime containerd: the client that runs "
+	                       "verify's test_image, ctr (containerd's own) or "
+	                       "nerdctl.",
+	                .default_value = "\"ctr\"", .example = "\"nerdctl\""),
 	GP_KEY_END,
 };
 
@@ -172,6 +216,8 @@ struct ctk {
 	const struct engine *engine; /* KEY_RUNTIME */
 	bool cdi; /* KEY_CDI_SPEC */
 	const char *test_image; /* KEY_TEST_IMAGE, or NULL */
+	const char *ns; /* KEY_CONTAINERD_NAMESPACE */
+	bool nerdctl; /* KEY_CONTAINERD_CLIENT */
 	char *daemon_where; /* DAEMON_JSON as messages name it (root prefixed) */
 };
 
@@ -202,6 +248,9 @@ static void ctk_settings(struct gp_ctx *c, const cJSON *cfg, struct ctk *s)
 		                            .set_default = cJSON_IsTrue(def) };
 	s->cdi = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, KEY_CDI_SPEC));
 	s->test_image = gp_json_string(cfg, KEY_TEST_IMAGE, NULL);
+	s->ns = gp_json_string(cfg, KEY_CONTAINERD_NAMESPACE, DEFAULT_NAMESPACE);
+	s->nerdctl = gp_streq(gp_json_string(cfg, KEY_CONTAINERD_CLIENT, "ctr"),
+	                      "nerdctl");
 	const char *engine = gp_json_string(cfg, KEY_RUNTIME, "docker");
 	s->engine = &engines[0];
 	for (size_t i = 0; i < ARRAY_SIZE(engines); i++)
@@ -858,11 +907,27 @@ static bool has_line(const char *output, const char *line)
 
 #define PODMAN "/usr/bin/podman"
 #define CTR "/usr/bin/ctr"
+/* nerdctl's release tarball installs to /usr/local/bin, distributions to
+ * /usr/bin. */
+static const char *const nerdctl_paths[] = { "/usr/bin/nerdctl",
+	                                     "/usr/local/bin/nerdctl" };
 /* ctr asks for GPUs one index at a time: a bound on its argv. */
 #define CTR_MAX_GPUS 64
+#define CDI_ALL_GPUS "nvidia.com/gpu=all"
+
+/* Where nerdctl is installed, or NULL. By its path: /usr/local/bin is not
+ * on the commands' PATH (GP_RUN_PATH). */
+static const char *nerdctl_path(struct gp_ctx *c)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(nerdctl_paths); i++)
+		if (gp_ctx_exists(c, nerdctl_paths[i]))
+			return nerdctl_paths[i];
+	return NULL;
+}
 
 /* The tool that runs the test container, beside the profile's engine. */
-enum container_cli { CLI_DOCKER, CLI_PODMAN, CLI_CTR, CLI_NONE };
+enum container_cli { CLI_DOCKER, CLI_PODMAN, CLI_CTR, CLI_NERDCTL, CLI_NONE };
+static const char *const cli_names[] = { "docker", "podman", "ctr", "nerdctl" };
 
 static enum container_cli container_cli(struct gp_ctx *c, const struct ctk *s)
 {
@@ -870,16 +935,45 @@ static enum container_cli container_cli(struct gp_ctx *c, const struct ctk *s)
 		return CLI_DOCKER;
 	if (s->engine == &engines[2])
 		return gp_ctx_exists(c, PODMAN) ? CLI_PODMAN : CLI_NONE;
-	return gp_ctx_exists(c, CTR) ? CLI_CTR : CLI_NONE;
+	if (!s->nerdctl)
+		return gp_ctx_exists(c, CTR) ? CLI_CTR : CLI_NONE;
+	return nerdctl_path(c) ? CLI_NERDCTL : CLI_NONE;
 }
 
-/* The test run's argv for ctr (allocated, NULL-terminated): containerd
- * 1.6's `ctr run` has no CDI devices, only `--gpus INDEX` (its hook runs
- * nvidia-container-cli), and wants a container id. NULL with *why set
- * when the GPUs cannot be named. */
-static char **ctr_run_argv(const char *image, size_t gpus, char **why)
+/* Whether a CDI spec is there for ctr and nerdctl to resolve the GPUs
+ * from (they read it on the client side). */
+static bool cdi_spec_present(struct gp_ctx *c)
 {
-	if (!gpus || gpus > CTR_MAX_GPUS) {
+	return gp_ctx_exists(c, CDI_SPEC) || gp_ctx_exists(c, CDI_RUN_SPEC);
+}
+
+/* The argv of a containerd client (ctr or nerdctl) in the profile's
+ * namespace: "TOOL --namespace NS", the words after it appended. */
+static char **containerd_argv(struct gp_ctx *c, enum container_cli cli,
+                              const struct ctk *s, const char *const *words, size_t *n)
+{
+	char **argv = NULL;
+	*n = 0;
+	const char *nerdctl = cli == CLI_NERDCTL ? nerdctl_path(c) : NULL;
+	gp_strv_append(&argv, n, nerdctl ? nerdctl : cli_names[cli]);
+	gp_strv_append(&argv, n, "--namespace");
+	gp_strv_append(&argv, n, s->ns);
+	for (size_t i = 0; words[i]; i++)
+		gp_strv_append(&argv, n, words[i]);
+	return argv;
+}
+
+/* The test run's argv for ctr or nerdctl (allocated, NULL-terminated).
+ * With a CDI spec, every GPU as the CDI device (`ctr run --device`,
+ * containerd 1.7 and later; nerdctl's --device); without one, ctr's
+ * `--gpus INDEX` for each GPU (its hook runs nvidia-container-cli; ctr
+ * wants a container id too), nerdctl's `--gpus all`. NULL with *why set
+ * when ctr's GPUs cannot be named. */
+static char **containerd_run_argv(struct gp_ctx *c, enum container_cli cli,
+                                  const struct ctk *s, size_t gpus, char **why)
+{
+	bool cdi = cdi_spec_present(c);
+	if (cli == CLI_CTR && !cdi && (!gpus || gpus > CTR_MAX_GPUS)) {
 		*why = gpus ? gp_xasprintf("%zu GPUs on the PCI bus: more than ctr's "
 		                           "test run names (%d)",
 		                           gpus, CTR_MAX_GPUS)
@@ -887,19 +981,29 @@ static char **ctr_run_argv(const char *image, size_t gpus, char **why)
 		                         "test container");
 		return NULL;
 	}
-	char **argv = NULL;
-	size_t n = 0;
-	static const char *const head[] = { "ctr", "run", "--rm" };
-	for (size_t i = 0; i < ARRAY_SIZE(head); i++)
-		gp_strv_append(&argv, &n, head[i]);
-	for (size_t i = 0; i < gpus; i++) {
-		_cleanup_free_ char *index = gp_xasprintf("%zu", i);
+	static const char *const ctr_head[] = { "run", "--rm", NULL };
+	static const char *const nerdctl_head[] = { "run", "--rm", "--pull=never", NULL };
+	size_t n;
+	char **argv = containerd_argv(c, cli, s, cli == CLI_CTR ? ctr_head : nerdctl_head,
+	                              &n);
+	if (cdi) {
+		gp_strv_append(&argv, &n, "--device");
+		gp_strv_append(&argv, &n, CDI_ALL_GPUS);
+	} else if (cli == CLI_NERDCTL) {
 		gp_strv_append(&argv, &n, "--gpus");
-		gp_strv_append(&argv, &n, index);
+		gp_strv_append(&argv, &n, "all");
+	} else
+		for (size_t i = 0; i < gpus; i++) {
+			_cleanup_free_ char *index = gp_xasprintf("%zu", i);
+			gp_strv_append(&argv, &n, "--gpus");
+			gp_strv_append(&argv, &n, index);
+		}
+	gp_strv_append(&argv, &n, s->test_image);
+	if (cli == CLI_CTR) {
+		_cleanup_free_ char *id = gp_xasprintf("gpuprov-verify-%ld",
+		                                       (long)getpid());
+		gp_strv_append(&argv, &n, id);
 	}
-	_cleanup_free_ char *id = gp_xasprintf("gpuprov-verify-%ld", (long)getpid());
-	gp_strv_append(&argv, &n, image);
-	gp_strv_append(&argv, &n, id);
 	gp_strv_append(&argv, &n, "nvidia-smi");
 	gp_strv_append(&argv, &n, "-L");
 	return argv;
@@ -907,22 +1011,31 @@ static char **ctr_run_argv(const char *image, size_t gpus, char **why)
 
 /* Whether the image is there for the tool, never pulled; *down when the
  * engine's daemon does not answer. 0, or -1 with *why set. */
-static int image_present(struct gp_ctx *c, enum container_cli cli, char *image,
+static int image_present(struct gp_ctx *c, const struct ctk *s, enum container_cli cli,
                          bool *present, bool *down, char **why)
 {
+	char *image = (char *)s->test_image;
 	char *const inspect[] = { "docker",  "image", "inspect", "--format",
 		                  "{{.Id}}", image,   NULL };
 	char *const exists[] = { "podman", "image", "exists", image, NULL };
-	/* Only images with all their content, in ctr's default namespace. */
-	char *const check[] = { "ctr", "images", "check", "-q", NULL };
-	char *const *argv = cli == CLI_PODMAN ? exists : cli == CLI_CTR ? check : inspect;
+	/* ctr: only images with all their content; both in the namespace. */
+	const char *const ctr_check[] = { "images", "check", "-q", NULL };
+	const char *const nerdctl_inspect[] = { "image",   "inspect", "--format",
+		                                "{{.ID}}", image,     NULL };
+	bool containerd = cli == CLI_CTR || cli == CLI_NERDCTL;
+	size_t n;
+	_cleanup_strv_ char **client =
+	    containerd ? containerd_argv(c, cli, s,
+	                                 cli == CLI_CTR ? ctr_check : nerdctl_inspect, &n)
+	               : NULL;
+	char *const *argv = containerd ? client : cli == CLI_PODMAN ? exists : inspect;
 	struct gp_run_result res = { 0 };
 	if (engine_cli(c, argv, &res, why) < 0)
 		return -1;
 	bool ok = gp_run_succeeded(&res);
 	*present = ok && (cli != CLI_CTR || has_line(res.output, image));
 	*down = res.output &&
-	        (cli == CLI_CTR
+	        (containerd
 	             ? !ok && strstr(res.output, "containerd.sock")
 	             : !!strstr(res.output, "Cannot connect to the Docker daemon"));
 	gp_run_result_free(&res);
@@ -944,37 +1057,43 @@ static void verify_container(struct gp_ctx *c, const struct ctk *s, struct gp_re
 		    rep, FINDING_CONTAINER, GP_SKIP, check, NULL, "%s",
 		    !gp_root_is_host(&c->root)
 		        ? "containers run on the live host only, not under --root"
-		        : "only docker, podman beside CRI-O, or ctr beside "
-		          "containerd runs the test image");
+		    : s->nerdctl ? "nerdctl (containerd_client) is not installed: "
+		                   "it runs the test image beside containerd"
+		                 : "only docker, podman beside CRI-O, or ctr beside "
+		                   "containerd runs the test image");
 		return;
 	}
-	static const char *const tools[] = { "docker", "podman", "ctr" };
-	const char *tool = tools[cli];
+	const char *tool = cli_names[cli];
 	char *image = (char *)s->test_image;
+	bool containerd = cli == CLI_CTR || cli == CLI_NERDCTL;
 	struct gp_run_result res = { 0 };
 	_cleanup_free_ char *why = NULL;
 	bool present = false, down = false;
-	if (image_present(c, cli, image, &present, &down, &why) < 0) {
+	if (image_present(c, s, cli, &present, &down, &why) < 0) {
 		gp_report_add(rep, FINDING_CONTAINER, GP_SKIP, check, NULL, "%s", why);
 		return;
 	}
 	if (down) {
 		gp_report_add(rep, FINDING_CONTAINER, GP_SKIP, check, NULL,
 		              "%s is not running: the test image is run when it is",
-		              cli == CLI_CTR ? "containerd" : "docker");
+		              containerd ? "containerd" : "docker");
 		return;
 	}
 	if (!present) {
+		_cleanup_free_ char *where = gp_xasprintf(" --namespace %s", s->ns);
 		_cleanup_free_ char *hint = gp_xasprintf(
-		    "gpuprov never pulls: `%s pull` it yourself, or name an image "
-		    "that is here%s",
-		    cli == CLI_CTR ? "ctr images" : tool,
-		    cli == CLI_CTR
-		        ? " by its full name, as `ctr images check -q` lists it "
-		          "(docker.io/library/ubuntu:24.04)"
-		        : "");
+		    "gpuprov never pulls: `%s%s %spull` it yourself, or name an image "
+		    "that is here%s%s%s",
+		    tool, containerd ? where : "", cli == CLI_CTR ? "images " : "",
+		    cli == CLI_CTR ? " by its full name, as `ctr" : "",
+		    cli == CLI_CTR ? where : "",
+		    cli == CLI_CTR ? " images check -q` lists it "
+		                     "(docker.io/library/ubuntu:24.04)"
+		                   : "");
 		gp_report_add(rep, FINDING_CONTAINER, GP_WARN, check, hint,
-		              "the test image %s is not on this host", image);
+		              "the test image %s is not on this host%s%s", image,
+		              containerd ? " in containerd's namespace " : "",
+		              containerd ? s->ns : "");
 		return;
 	}
 	char *const with_cdi[] = {
@@ -985,13 +1104,13 @@ static void verify_container(struct gp_ctx *c, const struct ctk *s, struct gp_re
 		                    "--gpus", "all", image,  "nvidia-smi",
 		                    "-L",     NULL };
 	size_t want = gpu_count(c);
-	_cleanup_strv_ char **ctr_argv = NULL;
-	if (cli == CLI_CTR && !(ctr_argv = ctr_run_argv(image, want, &why))) {
+	_cleanup_strv_ char **client_argv = NULL;
+	if (containerd && !(client_argv = containerd_run_argv(c, cli, s, want, &why))) {
 		gp_report_add(rep, FINDING_CONTAINER, GP_SKIP, check, NULL, "%s", why);
 		return;
 	}
 	/* podman asks for GPUs as CDI devices only. */
-	char *const *argv = ctr_argv                      ? ctr_argv
+	char *const *argv = client_argv                   ? client_argv
 	                    : cli == CLI_PODMAN || s->cdi ? with_cdi
 	                                                  : with_gpus;
 	if (engine_cli(c, argv, &res, &why) < 0) {

@@ -22,6 +22,11 @@
  *         pending) and MIG mode against the profile; a value that differs
  *         while the boot unit is in place was changed since it ran (drift).
  *         Locked clocks have no NVML getter: a skip that says so.
+ * uninstall: besides the files (src/undo.c), on the live host while NVML
+ *         answers, `gpuprov gpu-settings reset` (a planned command, its
+ *         values in the reason) gives the power limit, clocks and compute
+ *         mode the profile set back to the defaults; under --root they are
+ *         untouched. ECC and MIG modes stay (nvreset.h says why).
  * Facts and sources: docs/reference/gpu-settings.md. */
 #include <errno.h>
 #include <stdio.h>
@@ -29,7 +34,9 @@
 #include <string.h>
 
 #include "gpuprov/gpusettings.h"
+#include "gpuprov/journal.h"
 #include "gpuprov/json.h"
+#include "gpuprov/nvreset.h"
 #include "gpuprov/nvsettings.h"
 #include "gpuprov/root.h"
 #include "gpuprov/stages.h"
@@ -381,12 +388,15 @@ static int gs_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	_cleanup_free_ char *files = files_problem(c, &s);
 	struct gp_nvsettings n;
 	int rc = nv_read(c, &s.want, &n);
-	struct gp_buf now = { 0 }, pending = { 0 }, blocked = { 0 };
+	struct gp_buf now = { 0 }, pending = { 0 }, blocked = { 0 }, unchecked = { 0 };
 	bool host = gp_root_is_host(&c->root);
 	if (rc == 0 && nv_usable(&n)) {
 		for (unsigned i = 0; i < n_gpus(&n); i++) {
 			const struct gp_gpu_state *g = &n.gpu[i];
 			unsigned target = 0;
+			if (g->clocks_unchecked && !unchecked.len)
+				gp_buf_printf(&unchecked, "; GPU %u: %s", i,
+				              g->clocks_unchecked);
 			_cleanup_free_ char *why = NULL;
 			if (power_target(&s.want, g, &target, &why) == -1) {
 				if (!blocked.len)
@@ -440,9 +450,14 @@ static int gs_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 		gp_check_set(ck, GP_STATE_SATISFIED, "%s",
 		             "the persistence drop-in and the "
 		             "boot unit are in place");
+	if (unchecked.len && ck->state != GP_STATE_BLOCKED) {
+		_cleanup_free_ char *said = gp_xstrdup(ck->reason);
+		gp_check_set(ck, ck->state, "%s%s", said, unchecked.data);
+	}
 	gp_buf_free(&now);
 	gp_buf_free(&pending);
 	gp_buf_free(&blocked);
+	gp_buf_free(&unchecked);
 	gp_nvsettings_free(&n);
 	return 0;
 }
@@ -628,6 +643,24 @@ static void verify_gpu(struct vctx *v, const struct gset *s, unsigned i,
 		    "reset the GPU or reboot: the pending MIG mode becomes current");
 }
 
+/* A library without nvmlDeviceGetSupportedMemoryClocks cannot hold the
+ * profile's clocks to the GPU's list: a skip that says so, as the locked
+ * clocks' is, rather than a pass by silence. */
+static void verify_clocks_checked(struct gp_report *rep, unsigned i,
+                                  const struct gp_gpu_state *g)
+{
+	if (!g->clocks_unchecked)
+		return;
+	char subject[32], check[64];
+	snprintf(subject, sizeof subject, "GPU %u", i);
+	snprintf(check, sizeof check, "GPU %u supported clocks", i);
+	gp_report_add_subject(rep, "gpu_settings.supported_clocks", subject, GP_SKIP,
+	                      check,
+	                      "a driver whose NVML has it checks them; the boot "
+	                      "unit's output says whether the setter took them",
+	                      "%s", g->clocks_unchecked);
+}
+
 static int gs_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 {
 	struct gset s;
@@ -677,7 +710,7 @@ static int gs_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 		              "locked clocks cannot be read back through NVML; "
 		              "checked at apply only");
 	struct gp_nvsettings n;
-	int rc = nv_read(c, NULL, &n);
+	int rc = nv_read(c, &s.want, &n);
 	if (rc < 0 || !nv_usable(&n)) {
 		_cleanup_free_ char *why = nv_why_not(&n, rc);
 		gp_report_add(rep, "gpu_settings.nvml", GP_FAIL, "NVML",
@@ -695,8 +728,10 @@ static int gs_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 			_cleanup_free_ char *record = gp_xasprintf("%s\n", words);
 			v.applied = gp_stage_file_is(c, GP_GPU_SETTINGS_APPLIED, record);
 		}
-		for (unsigned i = 0; i < n_gpus(&n); i++)
+		for (unsigned i = 0; i < n_gpus(&n); i++) {
 			verify_gpu(&v, &s, i, &n.gpu[i]);
+			verify_clocks_checked(rep, i, &n.gpu[i]);
+		}
 		if (v.drift.len)
 			gp_report_add(rep, "gpu_settings.drift", GP_FAIL, "drift",
 			              "find what changed them (nvidia-smi, DCGM, a job "
@@ -715,6 +750,132 @@ static int gs_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep)
 	return 0;
 }
 
+/* --- uninstall ---------------------------------------------------------- */
+
+/* What the install set that NVML can give back (nvreset.h): ECC and MIG
+ * are not among them. */
+static struct gp_gpu_reset reset_of(const struct gp_gpu_want *w)
+{
+	return (struct gp_gpu_reset){
+		.power_limit = w->power_limit_w || w->power_limit_fraction > 0,
+		.locked_clocks = w->locked_max_mhz != 0,
+		.app_clocks = w->app_gpu_mhz != 0,
+		.compute_mode = w->compute_mode >= 0,
+	};
+}
+
+/* GPU g's values going back, for the plan's reason. */
+static void say_reset(struct gp_buf *b, unsigned i, const struct gp_gpu_state *g,
+                      const struct gp_gpu_reset *r)
+{
+	gp_buf_printf(b, "%sGPU %u:", b->len ? "; " : "", i);
+	const char *sep = " ";
+	if (r->power_limit) {
+		gp_buf_printf(b, "%spower limit %ld W -> ", sep,
+		              g->power_enforced_mw / 1000);
+		if (g->power_default_mw >= 0)
+			gp_buf_printf(b, "%ld W (the default limit)",
+			              g->power_default_mw / 1000);
+		else
+			gp_buf_puts(b, "the default limit");
+		sep = ", ";
+	}
+	if (r->locked_clocks) {
+		gp_buf_printf(b, "%slocked GPU clocks -> unlocked", sep);
+		sep = ", ";
+	}
+	if (r->app_clocks) {
+		gp_buf_printf(b, "%sapplication clocks %d,%d MHz -> the default", sep,
+		              g->app_mem_mhz, g->app_gpu_mhz);
+		sep = ", ";
+	}
+	if (r->compute_mode) {
+		const char *have = gp_compute_mode_name(g->compute_mode);
+		gp_buf_printf(b, "%scompute mode %s -> default", sep,
+		              have ? have : "unknown");
+	}
+}
+
+/* Whether the uninstall gives the running GPUs' values back (*r: which),
+ * and, with say, the sentence for the plan. Only for an install that left
+ * the boot unit (the journal's record), only on the live host, only while
+ * NVML answers: the plan's pass and the run's decide alike. */
+static bool undo_reset(struct gp_ctx *c, const cJSON *cfg, struct gp_gpu_reset *r,
+                       char **say)
+{
+	if (!cfg || !gp_journal_file(&c->journal, BOOT_UNIT))
+		return false;
+	struct gset s;
+	gset_read(cfg, &s);
+	free(s.blocked);
+	*r = reset_of(&s.want);
+	const char *modes = s.want.ecc >= 0 || s.want.mig >= 0
+	                        ? "; ECC and MIG modes stay as they are (the GPU "
+	                          "keeps them across reboots; nvidia-smi -e and "
+	                          "-mig change them)"
+	                        : "";
+	struct gp_buf b = { 0 };
+	bool reset = false;
+	if (!gp_gpu_reset_any(r))
+		gp_buf_puts(&b, modes[0] ? modes + 2 : "");
+	else if (!gp_root_is_host(&c->root))
+		gp_buf_printf(&b,
+		              "the running GPUs' values are untouched: %s is not the "
+		              "live host, so only the boot unit goes and they return "
+		              "to the GPUs' defaults at its next boot%s",
+		              c->root.dir, modes);
+	else {
+		struct gp_nvsettings n;
+		int rc = nv_read(c, NULL, &n);
+		if (rc < 0 || !nv_usable(&n)) {
+			_cleanup_free_ char *why = nv_why_not(&n, rc);
+			gp_buf_printf(&b,
+			              "the running GPUs' values are not reset: %s; they "
+			              "return to the GPUs' defaults at the next boot%s",
+			              why, modes);
+		} else {
+			struct gp_buf gpus = { 0 };
+			for (unsigned i = 0; i < n_gpus(&n); i++)
+				say_reset(&gpus, i, &n.gpu[i], r);
+			gp_buf_printf(&b,
+			              "gives the running GPUs' values back to their "
+			              "defaults through NVML: %s%s",
+			              gpus.data, modes);
+			gp_buf_free(&gpus);
+			reset = true;
+		}
+		gp_nvsettings_free(&n);
+	}
+	if (say && b.len)
+		*say = gp_buf_steal(&b);
+	gp_buf_free(&b);
+	return reset;
+}
+
+static bool gs_undo_check(struct gp_ctx *c, const cJSON *cfg, char **say)
+{
+	struct gp_gpu_reset r;
+	return undo_reset(c, cfg, &r, say);
+}
+
+/* The reset as the boot unit sets the values: gpuprov itself, from where
+ * the unit runs it, in its own NVML child (`gpuprov gpu-settings reset`). */
+static int gs_undo(struct gp_ctx *c, const cJSON *cfg)
+{
+	struct gp_gpu_reset r;
+	if (!undo_reset(c, cfg, &r, NULL))
+		return 0;
+	_cleanup_strv_ char **argv = gp_xcalloc(1, sizeof(char *));
+	size_t n = 0;
+	gp_strv_append(&argv, &n, GP_BINDIR "/gpuprov");
+	gp_strv_append(&argv, &n, "gpu-settings");
+	gp_strv_append(&argv, &n, "reset");
+	_cleanup_strv_ char **words = gp_gpu_reset_words(&r);
+	for (size_t i = 0; words[i]; i++)
+		gp_strv_append(&argv, &n, words[i]);
+	return gp_effect_run(c, argv);
+}
+
 const struct gp_stage gp_stage_gpu_settings = {
 	.name = STAGE,
 	/* The settings need the driver loaded, which may wait for a reboot. */
@@ -728,4 +889,6 @@ const struct gp_stage gp_stage_gpu_settings = {
 	.check = gs_check,
 	.apply = gs_apply,
 	.verify = gs_verify,
+	.undo_check = gs_undo_check,
+	.undo = gs_undo,
 };

@@ -7,7 +7,9 @@
 
 #include "gpuprov/json.h"
 #include "gpuprov/plan.h"
+#include "gpuprov/profile.h"
 #include "gpuprov/stages.h"
+#include "gpuprov/undo.h"
 
 const struct gp_stage *const gp_stages[] = {
 	&gp_stage_nouveau,
@@ -140,4 +142,27 @@ const struct gp_key *gp_stages_profile_keys(void)
 			.children = gp_stages[i]->keys ? gp_stages[i]->keys : no_keys,
 		};
 	return rows;
+}
+
+enum gp_stage_state gp_stage_undo_check(struct gp_ctx *c, const struct gp_stage *s,
+                                        char **reason)
+{
+	enum gp_stage_state state = gp_undo_check(c, s->name, reason);
+	if (!s->undo_check || state == GP_STATE_BLOCKED)
+		return state;
+	_cleanup_free_ char *say = NULL;
+	bool more = s->undo_check(c, gp_profile_stage(c->profile, s->name), &say);
+	if (say) {
+		char *both = gp_xasprintf("%s; %s", *reason, say);
+		free(*reason);
+		*reason = both;
+	}
+	return more ? GP_STATE_NEEDED : state;
+}
+
+int gp_stage_undo_apply(struct gp_ctx *c, const struct gp_stage *s)
+{
+	if (s->undo && s->undo(c, gp_profile_stage(c->profile, s->name)) < 0)
+		return -1;
+	return gp_undo_apply(c, s->name);
 }

@@ -154,8 +154,17 @@ static void check_clocks(const struct nvml *n, int fd, unsigned i, void *dev,
 	if (!w->app_gpu_mhz && !w->locked_max_mhz)
 		return;
 	int rc = supported_clocks(n->h, dev, false, 0, mem, &n_mem);
-	if (rc == NVML_FUNCTION_NOT_FOUND)
-		return; /* an old library: the setter says, as for the power limit */
+	if (rc == NVML_FUNCTION_NOT_FOUND) {
+		/* An old library: the setter still says what it did, but the
+		 * clocks cannot be held to the GPU's list; said, not skipped
+		 * silently. */
+		put(fd,
+		    "gpu %u clocks_unchecked the NVML library lacks "
+		    "nvmlDeviceGetSupportedMemoryClocks, so the profile's clocks "
+		    "cannot be checked against the ones the GPU supports",
+		    i);
+		return;
+	}
 	if (rc != 0) {
 		const char *kind = w->app_gpu_mhz ? "app_unsupported"
 		                                  : "locked_unsupported";
@@ -307,6 +316,7 @@ static void set_gpu(const struct nvml *n, int fd, unsigned i, void *dev,
 struct job {
 	const struct gp_gpu_want *want; /* NULL: only read */
 	const struct gp_gpu_want *check; /* clocks to refuse when unsupported */
+	const struct gp_gpu_reset *reset; /* NULL: nothing to give back */
 };
 
 static void body(int fd, void *data)
@@ -344,6 +354,8 @@ static void body(int fd, void *data)
 				continue;
 			if (job->want)
 				set_gpu(&n, fd, i, dev, job->want);
+			if (job->reset)
+				gp_nvreset_gpu(n.h, fd, i, dev, job->reset);
 			read_gpu(&n, fd, i, dev);
 			if (job->check)
 				check_clocks(&n, fd, i, dev, job->check);
@@ -397,6 +409,8 @@ static void parse_gpu(struct gp_nvsettings *s, const char *v)
 	} else if (IS("app_clocks_mhz")) {
 		g->app_mem_mhz = (int)num(&v);
 		g->app_gpu_mhz = (int)num(&v);
+	} else if (IS("clocks_unchecked") && !g->clocks_unchecked) {
+		g->clocks_unchecked = gp_xstrdup(v);
 	} else if (IS("clocks_refused") && !g->clocks_refused) {
 		const char *reason = strchr(v, ' ');
 		if (reason) {
@@ -445,8 +459,7 @@ static void parse_line(void *arg, const char *line, const char *v)
 }
 
 static int run(const struct gp_root *r, int timeout_ms, bool read_only,
-               const struct gp_gpu_want *w, const struct gp_gpu_want *check,
-               struct gp_nvsettings *s)
+               const struct job *job, struct gp_nvsettings *s)
 {
 	*s = (struct gp_nvsettings){ .init_rc = -1, .count = -1 };
 	for (size_t i = 0; i < GP_PROBE_MAX_GPUS; i++)
@@ -464,9 +477,8 @@ static int run(const struct gp_root *r, int timeout_ms, bool read_only,
 			.app_mem_mhz = -1,
 			.app_gpu_mhz = -1,
 		};
-	struct job job = { w, check };
 	struct gp_nvchild res;
-	int rc = gp_nvchild_run(r, timeout_ms, read_only, body, &job, &res);
+	int rc = gp_nvchild_run(r, timeout_ms, read_only, body, (void *)job, &res);
 	if (rc < 0) {
 		s->read_only_refused = res.read_only_refused;
 		return rc;
@@ -479,19 +491,25 @@ static int run(const struct gp_root *r, int timeout_ms, bool read_only,
 int gp_nvsettings_read(const struct gp_root *r, int timeout_ms, bool read_only,
                        struct gp_nvsettings *s)
 {
-	return run(r, timeout_ms, read_only, NULL, NULL, s);
+	return run(r, timeout_ms, read_only, &(struct job){ 0 }, s);
 }
 
 int gp_nvsettings_check(const struct gp_root *r, int timeout_ms, bool read_only,
                         const struct gp_gpu_want *w, struct gp_nvsettings *s)
 {
-	return run(r, timeout_ms, read_only, NULL, w, s);
+	return run(r, timeout_ms, read_only, &(struct job){ .check = w }, s);
 }
 
 int gp_nvsettings_apply(const struct gp_root *r, int timeout_ms,
                         const struct gp_gpu_want *w, struct gp_nvsettings *s)
 {
-	return run(r, timeout_ms, false, w, NULL, s);
+	return run(r, timeout_ms, false, &(struct job){ .want = w }, s);
+}
+
+int gp_nvsettings_reset(const struct gp_root *r, int timeout_ms,
+                        const struct gp_gpu_reset *reset, struct gp_nvsettings *s)
+{
+	return run(r, timeout_ms, false, &(struct job){ .reset = reset }, s);
 }
 
 void gp_nvsettings_free(struct gp_nvsettings *s)
@@ -503,6 +521,7 @@ void gp_nvsettings_free(struct gp_nvsettings *s)
 		free(s->gpu[i].name);
 		free(s->gpu[i].clocks_refused_kind);
 		free(s->gpu[i].clocks_refused);
+		free(s->gpu[i].clocks_unchecked);
 	}
 	gp_strv_free(s->results);
 	*s = (struct gp_nvsettings){ 0 };

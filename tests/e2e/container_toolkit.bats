@@ -425,29 +425,38 @@ SH
 	rm -rf "$R/usr/bin/podman" "$R/etc/podman-stand-in" "$R/sys/bus/pci/devices" "$R/proc/driver"
 }
 
-# ctr_stand_in: containerd's ctr in the root: `images check -q` prints the
-# complete images listed in /etc/ctr-stand-in/images, `run` answers as
-# /etc/ctr-stand-in/mode says (pass: one line per --gpus index; down:
-# containerd not running; nocli: the hook's nvidia-container-cli missing)
-# and refuses anything else (a pull above all).
+# ctr_stand_in: containerd's ctr in the root, its argv logged to
+# /var/log/ctr-stand-in.log: `--namespace NS images check -q` prints the
+# complete images listed in /etc/ctr-stand-in/images.NS, `--namespace NS
+# run` answers as /etc/ctr-stand-in/mode says (pass: one line per --gpus
+# index, or two for --device nvidia.com/gpu=all; down: containerd not
+# running; nocli: the hook's nvidia-container-cli missing) and it refuses
+# anything else (a pull above all, or no namespace).
 ctr_stand_in() {
 	mkdir -p "$R/etc/ctr-stand-in"
-	: > "$R/etc/ctr-stand-in/images"
+	: > "$R/etc/ctr-stand-in/images.k8s.io"
+	: > "$R/etc/ctr-stand-in/images.default"
 	echo pass > "$R/etc/ctr-stand-in/mode"
 	cat > "$R/usr/bin/ctr" <<'SH'
 #!/bin/sh
+echo "$*" >> /var/log/ctr-stand-in.log
 mode=$(cat /etc/ctr-stand-in/mode)
 if [ "$mode" = down ]; then
 	echo 'ctr: failed to dial "/run/containerd/containerd.sock": context deadline exceeded' >&2
 	exit 1
 fi
-[ "$*" != "images check -q" ] || exec cat /etc/ctr-stand-in/images
+[ "$1" = --namespace ] || { echo "ctr stand-in: no namespace: $*" >&2; exit 99; }
+ns=$2
+shift 2
+[ "$*" != "images check -q" ] || exec cat "/etc/ctr-stand-in/images.$ns"
 case "$*" in
 "run --rm "*" gpuprov-verify-"*" nvidia-smi -L") ;;
 *) echo "ctr stand-in: unexpected $*" >&2; exit 99 ;;
 esac
 case $mode in
-pass) shift 2; i=0
+pass) shift 2
+	if [ "$1 $2" = "--device nvidia.com/gpu=all" ]; then set -- --gpus 0 --gpus 1; fi
+	i=0
 	while [ "$1" = --gpus ]; do echo "GPU $2: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)"; i=$((i + 1)); shift 2; done ;;
 nocli) echo 'ctr: exec: "nvidia-container-cli": executable file not found in $PATH' >&2; exit 1 ;;
 esac
@@ -455,7 +464,7 @@ SH
 	chmod 0755 "$R/usr/bin/ctr"
 }
 
-@test "container_toolkit: beside containerd, verify runs the test image with ctr, never pulled, every GPU by index; containerd down or the image absent: no run" {
+@test "container_toolkit: beside containerd, verify runs the test image with ctr in Kubernetes' namespace, never pulled, every GPU by index or as the CDI device; containerd down or the image absent: no run" {
 	local image=docker.io/nvidia/cuda:12.8.1-base-ubuntu24.04
 	ctk_profile 1.17.8-1 "\"runtime\": \"containerd\", \"test_image\": \"$image\""
 	cp "$P" "$R/tmp/p.json"
@@ -463,16 +472,33 @@ SH
 	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
 	assert_stdout_has "skip  test container: only docker, podman beside CRI-O, or ctr beside containerd runs the test image"
 	ctr_stand_in
-	# The image not in containerd's store: a warning, and no run (the
-	# stand-in fails on anything but `images check -q` and `run`).
-	echo docker.io/library/ubuntu:24.04 > "$R/etc/ctr-stand-in/images"
+	# The image in ctr's own default namespace, not Kubernetes': a warning,
+	# and no run (the stand-in fails on anything but `images check -q` and
+	# `run`).
+	echo docker.io/library/ubuntu:24.04 > "$R/etc/ctr-stand-in/images.k8s.io"
+	echo "$image" > "$R/etc/ctr-stand-in/images.default"
 	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
-	assert_stdout_has "warn  test container: the test image $image is not on this host"
-	assert_stdout_has "hint: gpuprov never pulls: \`ctr images pull\` it yourself, or name an image that is here by its full name, as \`ctr images check -q\` lists it"
-	echo "$image" >> "$R/etc/ctr-stand-in/images"
+	assert_stdout_has "warn  test container: the test image $image is not on this host in containerd's namespace k8s.io"
+	assert_stdout_has "hint: gpuprov never pulls: \`ctr --namespace k8s.io images pull\` it yourself, or name an image that is here by its full name, as \`ctr --namespace k8s.io images check -q\` lists it"
+	[ "$(cat "$R/var/log/ctr-stand-in.log")" = "--namespace k8s.io images check -q" ] ||
+		fail "ctr calls:" "$(cat "$R/var/log/ctr-stand-in.log")"
+	echo "$image" >> "$R/etc/ctr-stand-in/images.k8s.io"
 	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
-	assert_stdout_has "pass  test container: \`ctr run --rm --gpus 0 --gpus 1 $image gpuprov-verify-"
+	assert_stdout_has "pass  test container: \`ctr --namespace k8s.io run --rm --gpus 0 --gpus 1 $image gpuprov-verify-"
 	assert_stdout_has " nvidia-smi -L\` lists 2 GPUs"
+	# The namespace the profile names.
+	ctk_profile 1.17.8-1 "\"runtime\": \"containerd\", \"containerd_namespace\": \"default\", \"test_image\": \"$image\""
+	cp "$P" "$R/tmp/p.json"
+	echo docker.io/library/ubuntu:24.04 > "$R/etc/ctr-stand-in/images.k8s.io"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "pass  test container: \`ctr --namespace default run --rm --gpus 0 --gpus 1 $image gpuprov-verify-"
+	# With a CDI spec there, every GPU as the CDI device (containerd 1.7).
+	mkdir -p "$R/etc/cdi"
+	printf 'cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n' > "$R/etc/cdi/nvidia.yaml"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "pass  test container: \`ctr --namespace default run --rm --device nvidia.com/gpu=all $image gpuprov-verify-"
+	assert_stdout_has " nvidia-smi -L\` lists 2 GPUs"
+	rm "$R/etc/cdi/nvidia.yaml"
 	echo nocli > "$R/etc/ctr-stand-in/mode"
 	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
 	assert_status 3
@@ -480,7 +506,48 @@ SH
 	echo down > "$R/etc/ctr-stand-in/mode"
 	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
 	assert_stdout_has "skip  test container: containerd is not running: the test image is run when it is"
-	rm -rf "$R/usr/bin/ctr" "$R/etc/ctr-stand-in" "$R/sys/bus/pci/devices" "$R/proc/driver"
+	! grep -q pull "$R/var/log/ctr-stand-in.log" || fail "ctr was asked to pull:" "$(cat "$R/var/log/ctr-stand-in.log")"
+	rm -rf "$R/usr/bin/ctr" "$R/etc/ctr-stand-in" "$R/var/log/ctr-stand-in.log" "$R/sys/bus/pci/devices" "$R/proc/driver"
+}
+
+@test "container_toolkit: with containerd_client nerdctl, verify runs the test image with nerdctl in the namespace, never pulled, the GPUs as the CDI device when a spec is there" {
+	local image=docker.io/nvidia/cuda:12.8.1-base-ubuntu24.04
+	ctk_profile 1.17.8-1 "\"runtime\": \"containerd\", \"containerd_client\": \"nerdctl\", \"test_image\": \"$image\""
+	cp "$P" "$R/tmp/p.json"
+	cdi_host 2 570.86.15
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "skip  test container: nerdctl (containerd_client) is not installed: it runs the test image beside containerd"
+	# A stand-in nerdctl where its release tarball puts it: argv logged,
+	# `image inspect` fails for an image not listed, `run` lists two GPUs.
+	mkdir -p "$R/etc/nerdctl-stand-in" "$R/usr/local/bin"
+	: > "$R/etc/nerdctl-stand-in/images"
+	cat > "$R/usr/local/bin/nerdctl" <<'SH'
+#!/bin/sh
+echo "$*" >> /var/log/nerdctl-stand-in.log
+case "$*" in
+"--namespace k8s.io image inspect --format {{.ID}} "*)
+	grep -qxF "$7" /etc/nerdctl-stand-in/images || { echo "FATA[0000] no such image: $7" >&2; exit 1; }
+	echo sha256:0123 ;;
+"--namespace k8s.io run --rm --pull=never "*" nvidia-smi -L")
+	printf 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n' ;;
+*) echo "nerdctl stand-in: unexpected $*" >&2; exit 99 ;;
+esac
+SH
+	chmod 0755 "$R/usr/local/bin/nerdctl"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "warn  test container: the test image $image is not on this host in containerd's namespace k8s.io"
+	assert_stdout_has "hint: gpuprov never pulls: \`nerdctl --namespace k8s.io pull\` it yourself, or name an image that is here"
+	[ "$(cat "$R/var/log/nerdctl-stand-in.log")" = "--namespace k8s.io image inspect --format {{.ID}} $image" ] ||
+		fail "nerdctl calls:" "$(cat "$R/var/log/nerdctl-stand-in.log")"
+	echo "$image" > "$R/etc/nerdctl-stand-in/images"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "pass  test container: \`/usr/local/bin/nerdctl --namespace k8s.io run --rm --pull=never --gpus all $image nvidia-smi -L\` lists 2 GPUs"
+	mkdir -p "$R/etc/cdi"
+	printf 'cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n' > "$R/etc/cdi/nvidia.yaml"
+	in_root_as_host verify --profile /tmp/p.json --only container_toolkit
+	assert_stdout_has "pass  test container: \`/usr/local/bin/nerdctl --namespace k8s.io run --rm --pull=never --device nvidia.com/gpu=all $image nvidia-smi -L\` lists 2 GPUs"
+	! grep -q ' pull ' "$R/var/log/nerdctl-stand-in.log" || fail "nerdctl was asked to pull:" "$(cat "$R/var/log/nerdctl-stand-in.log")"
+	rm -rf "$R/usr/local/bin/nerdctl" "$R/etc/nerdctl-stand-in" "$R/var/log/nerdctl-stand-in.log" "$R/etc/cdi" "$R/sys/bus/pci/devices" "$R/proc/driver"
 }
 
 @test "container_toolkit: a daemon.json that is not JSON blocks the install, naming the place; nothing is written" {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # Stage gpu_settings end to end on busybox fixture roots (mkroot.sh, the
 # A100 Ubuntu root) with the stand-in NVML of tests/fixtures/fakenv/
-# (fakenvml.c, fakenvml_settings.c and fakenvml_clocks.c, one
+# (fakenvml.c, fakenvml_settings.c, fakenvml_clocks.c and fakenvml_reset.c, one
 # libnvidia-ml.so.1): its settings and limits in the root's
 # /etc/fakenvml-settings.conf, which its setters write back, so a test reads
 # what was set; its supported clocks in /etc/fakenvml-clocks.conf. The boot unit's ExecStart is
@@ -21,7 +21,7 @@ setup_file() {
 	mkdir -p "$BATS_FILE_TMPDIR/fakenv"
 	cc -shared -fPIC -o "$BATS_FILE_TMPDIR/fakenv/libnvidia-ml.so.1" \
 		-Wl,-soname,libnvidia-ml.so.1 "$FAKENV/fakenvml.c" "$FAKENV/fakenvml_settings.c" \
-		"$FAKENV/fakenvml_clocks.c" ||
+		"$FAKENV/fakenvml_clocks.c" "$FAKENV/fakenvml_reset.c" ||
 		fail "cannot build the fake NVML"
 }
 
@@ -309,6 +309,26 @@ in_root_as_host() {
 	as_live_host "$R" "$@"
 }
 
+# live_host_stand_ins: after a plan on the live host ($output), a
+# stand-in systemctl that logs its argv and, as systemd would, runs the
+# boot unit's ExecStart when asked to restart it; the installed binary's
+# path there (BINDIR, from the plan's ExecStart) leads to the one under
+# test, for the unit and for uninstall's reset alike.
+live_host_stand_ins() {
+	cat > "$R/usr/bin/systemctl" <<'SH'
+#!/bin/busybox sh
+echo "$*" >> /var/log/systemctl-stand-in.log
+[ "$*" = "restart gpuprov-gpu-settings.service" ] || exit 0
+exec $(sed -n 's/^ExecStart=//p' /etc/systemd/system/gpuprov-gpu-settings.service) >> /var/log/boot-unit.log 2>&1
+SH
+	local bin
+	bin=$(printf '%s\n' "$output" | sed -n 's|^ *+ExecStart=\(/.*\)/gpuprov gpu-settings .*|\1|p')
+	[ -n "$bin" ] || fail "no ExecStart in the plan:" "$output"
+	mkdir -p "$R$bin"
+	printf '#!/bin/busybox sh\nexec /lib64/ld-linux-x86-64.so.2 --library-path /opt/gpuprov-test/lib /opt/gpuprov-test/gpuprov "$@"\n' > "$R$bin/gpuprov"
+	chmod 0755 "$R/usr/bin/systemctl" "$R$bin/gpuprov"
+}
+
 @test "gpu_settings: on the live host install restarts the daemon and starts the boot unit, which sets the values; an ECC change asks for a reboot" {
 	profile '"power_limit_watts": 600, "ecc": false'
 	cp "$P" "$R/tmp/p.json"
@@ -322,21 +342,7 @@ in_root_as_host() {
 	assert_stdout_has "run systemctl restart nvidia-persistenced.service"
 	assert_stdout_has "run systemctl restart gpuprov-gpu-settings.service"
 	assert_stdout_has "reboot required: an ECC or MIG mode change is pending until the GPUs are reset"
-	# A stand-in systemctl that logs its argv and, as systemd would, runs the
-	# boot unit's ExecStart when asked to restart it; the installed binary's
-	# path there (BINDIR) leads to the one under test.
-	cat > "$R/usr/bin/systemctl" <<'SH'
-#!/bin/busybox sh
-echo "$*" >> /var/log/systemctl-stand-in.log
-[ "$*" = "restart gpuprov-gpu-settings.service" ] || exit 0
-exec $(sed -n 's/^ExecStart=//p' /etc/systemd/system/gpuprov-gpu-settings.service) >> /var/log/boot-unit.log 2>&1
-SH
-	local bin
-	bin=$(printf '%s\n' "$output" | sed -n 's|^ *+ExecStart=\(/.*\)/gpuprov gpu-settings .*|\1|p')
-	[ -n "$bin" ] || fail "no ExecStart in the plan:" "$output"
-	mkdir -p "$R$bin"
-	printf '#!/bin/busybox sh\nexec /lib64/ld-linux-x86-64.so.2 --library-path /opt/gpuprov-test/lib /opt/gpuprov-test/gpuprov "$@"\n' > "$R$bin/gpuprov"
-	chmod 0755 "$R/usr/bin/systemctl" "$R$bin/gpuprov"
+	live_host_stand_ins
 	in_root_as_host install --profile /tmp/p.json --only gpu_settings
 	assert_status 5
 	[ "$(cat "$R/var/log/systemctl-stand-in.log")" = "daemon-reload
@@ -365,6 +371,70 @@ nvmlDeviceSetPowerManagementLimit 600000 0" ] || fail "NVML setter calls:" "$(ca
 	assert_stdout_has "fail  GPU 0 power limit: NVML gives no power limits for this GPU"
 }
 
+@test "gpu_settings: an NVML without nvmlDeviceGetSupportedMemoryClocks leaves the clocks unchecked, said by check and by a skip of verify" {
+	# The settings functions without fakenvml_clocks.c: an old library.
+	cc -shared -fPIC -o "$R/$LIBDIR/libnvidia-ml.so.1" -Wl,-soname,libnvidia-ml.so.1 \
+		"$FAKENV/fakenvml.c" "$FAKENV/fakenvml_settings.c" || fail "cannot build the fake NVML"
+	profile '"application_clock_memory_mhz": 2619, "application_clock_graphics_mhz": 1755'
+	gp --root "$R" plan --profile "$P" --only gpu_settings
+	assert_status 0
+	assert_stdout_has "; GPU 0: the NVML library lacks nvmlDeviceGetSupportedMemoryClocks, so the profile's clocks cannot be checked against the ones the GPU supports"
+	gp --root "$R" install --profile "$P" --only gpu_settings
+	assert_status 0
+	boot_unit
+	assert_status 0
+	gp --root "$R" verify --profile "$P" --only gpu_settings --json
+	printf '%s\n' "$output" | python3 -c '
+import json, sys
+ids = {f["id"]: f for f in json.load(sys.stdin)["findings"]}
+for gpu in ("gpu_0", "gpu_1"):
+    f = ids["gpu_settings.supported_clocks." + gpu]
+    assert f["level"] == "skip" and "lacks nvmlDeviceGetSupportedMemoryClocks" in f["evidence"], f
+' || fail "no skip gpu_settings.supported_clocks per GPU:" "$output"
+}
+
+@test "gpu_settings: on the live host uninstall gives the power limit, clocks and compute mode back to the defaults through NVML, as planned; ECC stays" {
+	profile '"power_limit_watts": 600, "locked_gpu_clock_min_mhz": 1410, "locked_gpu_clock_max_mhz": 1980, "application_clock_memory_mhz": 2619, "application_clock_graphics_mhz": 1980, "compute_mode": "exclusive_process", "ecc": true'
+	cp "$P" "$R/tmp/p.json"
+	in_root_as_host plan --profile /tmp/p.json --only gpu_settings
+	assert_status 0
+	live_host_stand_ins
+	in_root_as_host install --profile /tmp/p.json --only gpu_settings
+	assert_status 0
+	[ "$(state power_limit_mw) $(state locked_max_mhz) $(state app_gpu_mhz) $(state compute_mode)" = "600000 1980 1980 3" ] ||
+		fail "the boot unit did not set the values:" "$(cat "$R/$STATE")"
+	rm "$R/var/log/fakenvml.log"
+	in_root_as_host uninstall --dry-run
+	assert_status 0
+	assert_stdout_has "gives the running GPUs' values back to their defaults through NVML: GPU 0: power limit 600 W -> 700 W (the default limit), locked GPU clocks -> unlocked, application clocks 2619,1980 MHz -> the default, compute mode exclusive_process -> default; GPU 1: power limit 600 W -> 700 W (the default limit),"
+	assert_stdout_has "; ECC and MIG modes stay as they are (the GPU keeps them across reboots; nvidia-smi -e and -mig change them)"
+	assert_stdout_has "/gpuprov gpu-settings reset power_limit_w=default locked_gpu_clocks_mhz=default application_clocks_mhz=default compute_mode=default"
+	[ ! -e "$R/var/log/fakenvml.log" ] || fail "the plan called an NVML setter:" "$(cat "$R/var/log/fakenvml.log")"
+	# The plan's effects are the run's.
+	in_root_as_host uninstall --dry-run --json
+	assert_status 0
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/plan.json"
+	in_root_as_host uninstall --json
+	assert_status 0
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/run.json"
+	"$PYTHON" - "$BATS_TEST_TMPDIR/plan.json" "$BATS_TEST_TMPDIR/run.json" <<'PY' || fail "the uninstall's effects differ from its plan's"
+import json, sys
+plan, run = ({s["name"]: s["effects"] for s in json.load(open(p))["stages"]} for p in sys.argv[1:])
+assert plan == run, (plan, run)
+assert any(e.get("argv", [None])[1:3] == ["gpu-settings", "reset"] for e in run["gpu_settings"]), run
+PY
+	# Each GPU's resets, the only NVML calls that change anything.
+	local one='nvmlDeviceSetPowerManagementLimit 700000 0
+nvmlDeviceResetGpuLockedClocks 0 0
+nvmlDeviceResetApplicationsClocks 2619 1755
+nvmlDeviceSetComputeMode 0 0'
+	[ "$(cat "$R/var/log/fakenvml.log")" = "$one
+$one" ] || fail "NVML calls:" "$(cat "$R/var/log/fakenvml.log")"
+	[ "$(state power_limit_mw) $(state locked_max_mhz) $(state app_gpu_mhz) $(state compute_mode) $(state ecc_pending)" = "700000 0 1755 0 1" ] ||
+		fail "state after the uninstall:" "$(cat "$R/$STATE")"
+	[ ! -e "$R/$UNIT" ] || fail "the boot unit stayed"
+}
+
 @test "gpu_settings: uninstall removes the links and the directory it made and puts back the operator's link it replaced, exactly as planned" {
 	# The operator's own wants link, to a unit of theirs: install points it
 	# at the packaged unit, uninstall points it back.
@@ -381,8 +451,12 @@ nvmlDeviceSetPowerManagementLimit 600000 0" ] || fail "NVML setter calls:" "$(ca
 	assert_stdout_has "symlink /etc/systemd/system/multi-user.target.wants/nvidia-persistenced.service -> /etc/systemd/system/site-persistenced.service"
 	assert_stdout_has "remove link /etc/systemd/system/multi-user.target.wants/gpuprov-gpu-settings.service (-> /etc/systemd/system/gpuprov-gpu-settings.service)"
 	assert_stdout_has "remove directory /etc/systemd/system/nvidia-persistenced.service.d ("
+	# Not the live host: the GPUs' values are left to its next boot.
+	assert_stdout_has "; the running GPUs' values are untouched: $R is not the live host, so only the boot unit goes and they return to the GPUs' defaults at its next boot; ECC and MIG modes stay as they are"
+	refute_stdout_has "gpu-settings reset"
 	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R"
 	assert_status 0
+	[ ! -e "$R/var/log/fakenvml.log" ] || fail "uninstall under --root called an NVML setter:" "$(cat "$R/var/log/fakenvml.log")"
 	manifest "$R" | grep -v '^\S* *\./\(var/lib/gpuprov\|var/log\|run\|var/run\)\( \|/\)' > "$BATS_TEST_TMPDIR/after"
 	diff -u "$BATS_TEST_TMPDIR/before" "$BATS_TEST_TMPDIR/after" ||
 		fail "the root's files and links differ from before the install (diff above: - before, + after)"

@@ -30,10 +30,7 @@ setup_file() {
 	R=$BATS_FILE_TMPDIR/root
 	export R
 	ubuntu_archive_root "$R" --branch580 || return 0
-	mkdir -p "$R/$GPU_DEV"
-	echo 0x10de > "$R/$GPU_DEV/vendor"
-	echo 0x20b0 > "$R/$GPU_DEV/device"
-	echo 0x030200 > "$R/$GPU_DEV/class"
+	a100_dev "$R"
 }
 
 setup() {

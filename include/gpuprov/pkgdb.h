@@ -82,6 +82,13 @@ const struct gp_apt_pkg *gp_apt_index_find(const struct gp_apt_index *ix,
  * of the rest and stop with "held broken packages". A name already in the
  * vectors keeps its version. */
 void gp_apt_exact_closure(const struct gp_apt_index *ix, char ***names, char ***versions);
+/* The newest version of name the index offers whose dependencies without
+ * alternatives on any of names[] admit it at versions[] (full versions; the
+ * relations =, <<, <=, >=, >>); NULL when no version does. Canonical's
+ * prebuilt modules depend on the driver's nvidia-kernel-common at exactly
+ * (or within) one release: the version to pin them at with the driver. */
+const char *gp_apt_newest_agreeing(const struct gp_apt_index *ix, const char *name,
+                                   char *const *names, char *const *versions);
 
 /* dpkg's version order (deb-version(7)): epoch, upstream, revision; '~'
  * sorts before anything, even the end. <0, 0, >0. */

@@ -509,6 +509,61 @@ void gp_apt_exact_closure(const struct gp_apt_index *ix, char ***names, char ***
 	}
 }
 
+/* Does the group (no alternatives) hold with names[] at versions[]? A
+ * relation on a name outside them, or of a shape not understood, holds. */
+static bool relation_agrees(const char *group, char *const *names, char *const *versions)
+{
+	if (strchr(group, '|'))
+		return true;
+	const char *p = group + strspn(group, " \t");
+	_cleanup_free_ char *name = gp_xstrndup(p, strcspn(p, " \t(:"));
+	const char *open = strchr(p, '(');
+	ssize_t j = -1;
+	for (size_t i = 0; names[i]; i++)
+		if (strcmp(names[i], name) == 0)
+			j = (ssize_t)i;
+	if (!open || j < 0)
+		return true;
+	const char *q = open + 1 + strspn(open + 1, " \t");
+	size_t ol = strspn(q, "<>=");
+	const char *v = q + ol + strspn(q + ol, " \t");
+	size_t vl = strcspn(v, " \t)");
+	if (!vl || !ol || ol > 2)
+		return true;
+	_cleanup_free_ char *op = gp_xstrndup(q, ol), *want = gp_xstrndup(v, vl);
+	int c = gp_dpkg_vercmp(versions[j], want);
+	if (strcmp(op, "=") == 0)
+		return c == 0;
+	if (strcmp(op, "<<") == 0)
+		return c < 0;
+	if (strcmp(op, ">>") == 0)
+		return c > 0;
+	if (op[0] == '<') /* "<=", and "<" as dpkg reads it */
+		return c <= 0;
+	if (op[0] == '>')
+		return c >= 0;
+	return true;
+}
+
+const char *gp_apt_newest_agreeing(const struct gp_apt_index *ix, const char *name,
+                                   char *const *names, char *const *versions)
+{
+	const char *best = NULL;
+	for (size_t i = 0; i < ix->n; i++) {
+		const struct gp_apt_pkg *pk = &ix->p[i];
+		if (strcmp(pk->name, name) != 0 ||
+		    (best && gp_dpkg_vercmp(pk->version, best) <= 0))
+			continue;
+		_cleanup_strv_ char **groups = gp_strv_split(pk->depends, ',');
+		bool agrees = true;
+		for (size_t g = 0; agrees && groups[g]; g++)
+			agrees = relation_agrees(groups[g], names, versions);
+		if (agrees)
+			best = pk->version;
+	}
+	return best;
+}
+
 /* --- rpm ---------------------------------------------------------------- */
 
 enum { RPMTAG_NAME = 1000, RPMTAG_VERSION, RPMTAG_RELEASE, RPMTAG_EPOCH };

@@ -139,6 +139,35 @@ static void test_exact_closure(void **state)
 	gp_apt_index_free(&ix);
 }
 
+/* The newest version agreeing with pinned members: Canonical's prebuilt
+ * modules at exactly (or within) the driver's release; the meta package
+ * through the per-kernel one; relations on other names hold. */
+static void test_newest_agreeing(void **state)
+{
+	struct gp_apt_index ix = { 0 };
+	gp_apt_index_parse(
+	    "Package: mods-k\nVersion: 2-1\nDepends: common (= 2-1), libc6 (>= 9)\n\n"
+	    "Package: mods-k\nVersion: 1-1\nDepends: common (= 1-1)\n\n"
+	    "Package: mods\nVersion: 2-1\nDepends: mods-k (= 2-1)\n\n"
+	    "Package: mods\nVersion: 1-1\nDepends: mods-k (= 1-1)\n\n"
+	    "Package: ranged\nVersion: 3\nDepends: common (<= 2-1), common (>= 2)\n\n"
+	    "Package: ranged\nVersion: 4\nDepends: common (>> 2-1)\n\n"
+	    "Package: free\nVersion: 5\n\nPackage: free\nVersion: 6\n",
+	    &ix);
+	char *const pins[] = { "common", NULL }, *const at1[] = { "1-1", NULL },
+	            *const at2[] = { "2-1", NULL }, *const none[] = { NULL };
+	assert_string_equal(gp_apt_newest_agreeing(&ix, "mods-k", none, none), "2-1");
+	assert_string_equal(gp_apt_newest_agreeing(&ix, "mods-k", pins, at1), "1-1");
+	assert_string_equal(gp_apt_newest_agreeing(&ix, "mods-k", pins, at2), "2-1");
+	char *const kpin[] = { "mods-k", NULL };
+	assert_string_equal(gp_apt_newest_agreeing(&ix, "mods", kpin, at1), "1-1");
+	assert_string_equal(gp_apt_newest_agreeing(&ix, "ranged", pins, at2), "3");
+	assert_null(gp_apt_newest_agreeing(&ix, "ranged", pins, at1));
+	assert_string_equal(gp_apt_newest_agreeing(&ix, "free", pins, at1), "6");
+	assert_null(gp_apt_newest_agreeing(&ix, "absent", pins, at1));
+	gp_apt_index_free(&ix);
+}
+
 /* An rpm header blob: index entries then data, as rpm stores it. */
 static size_t rpm_blob(unsigned char *b, const char *name, const char *ver,
                        const char *rel, int epoch)
@@ -775,6 +804,7 @@ int main(void)
 		cmocka_unit_test(test_rdepends),
 		cmocka_unit_test(test_vercmp),
 		cmocka_unit_test(test_exact_closure),
+		cmocka_unit_test(test_newest_agreeing),
 		cmocka_unit_test(test_rpmdb),
 		cmocka_unit_test(test_commands),
 		cmocka_unit_test(test_apt_deb822),

@@ -17,7 +17,8 @@
 # Boot on at the older 580.65.06 (nvidia-dkms-580-server goes, the modules
 # are pinned with the driver, not taken at the archive's newest); the move to
 # the desktop (plain) flavor of 580 (the -server packages gpuprov installed
-# go). After each: the installed NVIDIA packages (dpkg
+# go); last, uninstall --only driver blocked by another stage's package that
+# depends on the driver's. After each: the installed NVIDIA packages (dpkg
 # status) and apt-mark showhold against the expected set, and the plan's
 # effects against the run's.
 
@@ -263,4 +264,32 @@ PY
 	loaded 580.82.07
 	gp --root "$R" install --profile "$P"
 	assert_status 0
+}
+
+@test "upgrade: uninstall --only driver blocks, naming it, when another stage's package depends on a driver package, and changes nothing" {
+	# A package of another stage's (recorded as the fabric manager stage
+	# records its own) that depends on the driver's nvidia-kernel-common.
+	local d=$R/tmp/fm
+	mkdir -p "$d/DEBIAN"
+	printf 'Package: nvidia-fabricmanager-580\nVersion: %s\nArchitecture: all\nMaintainer: t <t@gpuprov.invalid>\nDepends: nvidia-kernel-common-580 (= %s)\nDescription: stand-in\n' \
+		"$B580" "$B580" > "$d/DEBIAN/control"
+	chroot "$R" dpkg-deb --build /tmp/fm /tmp/fm.deb > /dev/null
+	chroot "$R" dpkg -i /tmp/fm.deb > /dev/null
+	rm -rf "$d" "$d.deb"
+	"$PYTHON" - "$R/var/lib/gpuprov/state.json" "$B580" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["packages"]["nvidia-fabricmanager-580"] = {"version": sys.argv[2], "stage": "fabric_manager"}
+json.dump(j, open(sys.argv[1], "w"))
+PY
+	snapshot "$R" installed var/log/gpuprov.log var/lib/gpuprov/lock
+	gp --root "$R" uninstall --only driver --dry-run
+	assert_status 4
+	assert_stdout_has "driver: blocked - nothing changed: removing "
+	assert_stdout_has " would take along nvidia-fabricmanager-580 (stage fabric_manager), which gpuprov installed for that stage and which depends on them"
+	assert_stdout_has "or keep this stage (--skip driver)"
+	gp --root "$R" uninstall --only driver
+	assert_status 4
+	assert_stdout_has "driver: blocked - nothing changed"
+	assert_unchanged "$R" installed var/log/gpuprov.log var/lib/gpuprov/lock
 }

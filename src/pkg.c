@@ -1611,7 +1611,10 @@ int gp_pkg_rdepends(struct gp_ctx *c, const char *const *names, char ***out)
 	enum gp_pkg_manager pm;
 	if (gp_pkg_manager(c, &pm) < 0)
 		return -1;
-	if (pm != GP_PKG_APT)
+	/* rpm's Requires and Provides come as dpkg-shaped lists
+	 * (gp_rpm_header_relations): the same closure, as dnf remove goes.
+	 * A root without an rpm database (an older rpm's) names none. */
+	if (pm == GP_PKG_DNF && !gp_root_exists(&c->root, GP_RPMDB_SQLITE))
 		return 0;
 	const struct gp_pkgdb *db;
 	if (read_db(c, pm, &db) < 0)

@@ -196,6 +196,68 @@ static size_t rpm_blob(unsigned char *b, const char *name, const char *ver,
 	return 8 + 16 * il + off;
 }
 
+/* An rpm header blob with NAME and two string arrays, tags 1047
+ * (PROVIDENAME) and 1049 (REQUIRENAME), of "\0"-separated strings. */
+static size_t rpm_rel_blob(unsigned char *b, const char *name, const char *prov,
+                           size_t prov_len, uint32_t nprov, const char *req,
+                           size_t req_len, uint32_t nreq)
+{
+	uint32_t off = 0;
+	unsigned char data[512];
+	uint32_t e[3][4] = {
+		{ htonl(1000), htonl(6), 0, htonl(1) },
+		{ htonl(1047), htonl(8), 0, htonl(nprov) },
+		{ htonl(1049), htonl(8), 0, htonl(nreq) },
+	};
+	const char *s[] = { name, prov, req };
+	size_t l[] = { strlen(name) + 1, prov_len, req_len };
+	for (int i = 0; i < 3; i++) {
+		e[i][2] = htonl(off);
+		memcpy(data + off, s[i], l[i]);
+		off += (uint32_t)l[i];
+	}
+	uint32_t h[2] = { htonl(3), htonl(off) };
+	memcpy(b, h, 8);
+	memcpy(b + 8, e, sizeof e);
+	memcpy(b + 8 + sizeof e, data, off);
+	return 8 + sizeof e + off;
+}
+
+/* rpm's Requires and Provides as dpkg-shaped lists: names made safe for
+ * the relation splitting, file paths and rpmlib() left out; a string that
+ * runs past the data area refused; gp_pkgdb_rdepends follows them. */
+static void test_rpm_relations(void **state)
+{
+	unsigned char b[1024];
+	static const char prov[] = "cuda-drivers\0cuda-drivers(x86-64)\0";
+	static const char req[] = "nvidia-driver-cuda\0/bin/sh\0rpmlib(PayloadIsZstd)\0"
+	                          "libc.so.6()(64bit)\0";
+	size_t n = rpm_rel_blob(b, "cuda-drivers", prov, sizeof prov - 1, 2, req,
+	                        sizeof req - 1, 4);
+	char *r = NULL, *p = NULL;
+	assert_int_equal(gp_rpm_header_relations(b, n, &r, &p), 0);
+	assert_string_equal(r, "nvidia-driver-cuda, libc.so.6{}{64bit}");
+	assert_string_equal(p, "cuda-drivers, cuda-drivers{x86-64}");
+	free(r);
+	free(p);
+	/* The last requirement's NUL cut off: it runs past the data. */
+	n = rpm_rel_blob(b, "x", prov, sizeof prov - 1, 2, req, sizeof req - 2, 4);
+	assert_int_equal(gp_rpm_header_relations(b, n, &r, &p), -EINVAL);
+	assert_null(r);
+	assert_null(p);
+	assert_int_equal(gp_rpm_header_relations(b, 4, &r, &p), -EINVAL);
+	/* cuda-drivers requires what nvidia-driver-cuda provides. */
+	struct gp_pkgdb_entry e[] = {
+		{ "nvidia-driver-cuda", "1", false, "", "nvidia-driver-cuda, nvcuda{x}" },
+		{ "cuda-drivers", "1", false, "nvcuda{x}", "cuda-drivers" },
+	};
+	struct gp_pkgdb db = { .e = e, .n = 2 };
+	const char *const gone[] = { "nvidia-driver-cuda", NULL };
+	_cleanup_strv_ char **rd = gp_pkgdb_rdepends(&db, gone);
+	assert_int_equal(gp_strv_len(rd), 1);
+	assert_string_equal(rd[0], "cuda-drivers");
+}
+
 struct rpm_pkg {
 	const char *n, *v, *r;
 	int e; /* -1: none */
@@ -805,6 +867,7 @@ int main(void)
 		cmocka_unit_test(test_vercmp),
 		cmocka_unit_test(test_exact_closure),
 		cmocka_unit_test(test_newest_agreeing),
+		cmocka_unit_test(test_rpm_relations),
 		cmocka_unit_test(test_rpmdb),
 		cmocka_unit_test(test_commands),
 		cmocka_unit_test(test_apt_deb822),

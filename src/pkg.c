@@ -624,6 +624,47 @@ static int add_exact_closure(struct gp_ctx *c, const struct gp_apt_index *ix,
 	return 0;
 }
 
+/* apt: a member without a version whose newest candidate disagrees with the
+ * pinned members (linux-modules-nvidia-* depends on nvidia-kernel-common
+ * at exactly its own driver release) is pinned at the newest candidate
+ * that agrees: left to apt, it would come at its newest and its exact
+ * dependency drag the pinned set to that release. Until nothing changes
+ * (a meta package depends on the per-kernel one at its version): a pass
+ * pins one member or ends. true when one was pinned. */
+static bool pin_agreeing(struct gp_ctx *c, const struct gp_apt_index *ix, struct txn *t)
+{
+	bool any = false;
+	for (bool more = true; more;) {
+		more = false;
+		_cleanup_strv_ char **names = gp_xcalloc(1, sizeof(char *));
+		_cleanup_strv_ char **versions = gp_xcalloc(1, sizeof(char *));
+		for (size_t i = 0; t->names[i]; i++)
+			if (*t->versions[i]) {
+				gp_strv_push(&names, t->names[i]);
+				gp_strv_push(&versions, t->versions[i]);
+			}
+		for (size_t i = 0; !more && t->names[i]; i++) {
+			if (*t->versions[i])
+				continue;
+			char *const none[] = { NULL };
+			const char *newest = gp_apt_newest_agreeing(ix, t->names[i], none,
+			                                            none);
+			const char *agreeing = gp_apt_newest_agreeing(ix, t->names[i],
+			                                              names, versions);
+			if (!agreeing || gp_streq(agreeing, newest))
+				continue;
+			gp_log(
+			    c,
+			    "%s=%s is the newest version that agrees with the pinned set",
+			    t->names[i], agreeing);
+			free(t->versions[i]);
+			t->versions[i] = gp_xstrdup(agreeing);
+			more = any = true;
+		}
+	}
+	return any;
+}
+
 /* The held packages of the NVIDIA driver set outside t that are installed
  * at a release t's pinned NVIDIA members leave (the same upstream version
  * as one of them is installed at), each in *out with the version of the
@@ -748,6 +789,10 @@ static int build_txn(struct gp_ctx *c, enum gp_pkg_manager pm,
 	if (!ix->n)
 		return 0; /* no lists: apt resolves, the plan names what it knows */
 	int rc = add_exact_closure(c, ix, t);
+	/* What the members pinned that way depend on at exactly their version
+	 * (the prebuilt modules' linux-objects-nvidia-* and signatures). */
+	if (rc == 0 && pin_agreeing(c, ix, t))
+		rc = add_exact_closure(c, ix, t);
 	size_t closed = gp_strv_len(t->names);
 	if (rc == 0)
 		rc = pin_held_release(c, b, ix, t, problem);
@@ -1566,7 +1611,10 @@ int gp_pkg_rdepends(struct gp_ctx *c, const char *const *names, char ***out)
 	enum gp_pkg_manager pm;
 	if (gp_pkg_manager(c, &pm) < 0)
 		return -1;
-	if (pm != GP_PKG_APT)
+	/* rpm's Requires and Provides come as dpkg-shaped lists
+	 * (gp_rpm_header_relations): the same closure, as dnf remove goes.
+	 * A root without an rpm database (an older rpm's) names none. */
+	if (pm == GP_PKG_DNF && !gp_root_exists(&c->root, GP_RPMDB_SQLITE))
 		return 0;
 	const struct gp_pkgdb *db;
 	if (read_db(c, pm, &db) < 0)

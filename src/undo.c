@@ -13,7 +13,8 @@
  * created (removed once nothing else is in it, else kept and named). Files
  * under /run are not undone: a boot empties them (the reboot-required flag
  * an uninstall itself writes). A stage whose packages an installed package
- * of someone else's depends on is blocked: apt's remove would take it.
+ * of someone else's (or of another stage this run keeps) depends on is
+ * blocked: apt's remove would take it.
  * The order within a stage is the reverse of an install's: packages first,
  * then the files (repository lists and keys among them). */
 #include <string.h>
@@ -33,6 +34,7 @@ struct undo {
 	char **forget; /* package records of packages there before */
 	char **files; /* files gpuprov wrote, newest record first */
 	char **theirs; /* packages not gpuprov's that removing remove takes along */
+	char **staged; /* "name (stage S)": another stage's, taken along too */
 	char **dirs; /* directories gpuprov created, deepest first */
 };
 
@@ -41,29 +43,41 @@ static bool volatile_path(const char *path)
 	return gp_str_starts_with(path, "/run/") || gp_str_starts_with(path, "/var/run/");
 }
 
-/* The packages apt's remove of remove would take along that gpuprov did not
- * install: the operator's, which an uninstall must not touch. A database
- * that cannot be read names none (the removal then fails on its own). */
-static char **operators_dependents(struct gp_ctx *c, char **remove)
+/* The packages apt's remove of remove would take along that the stage did
+ * not install: the operator's (u->theirs), which an uninstall must not
+ * touch, and those another gpuprov stage installed (u->staged) that this
+ * run does not remove first (an uninstall of every stage takes the later
+ * stages first; --only driver would take the container toolkit along
+ * unasked). A database that cannot be read names none (the removal then
+ * fails on its own). */
+static void dependents(struct gp_ctx *c, const char *stage, struct undo *u)
 {
 	_cleanup_strv_ char **all = NULL;
-	char **theirs = gp_xcalloc(1, sizeof(char *));
-	if (!remove[0] || gp_pkg_rdepends(c, (const char *const *)remove, &all) < 0)
-		return theirs;
+	u->theirs = gp_xcalloc(1, sizeof(char *));
+	u->staged = gp_xcalloc(1, sizeof(char *));
+	if (!u->remove[0] || gp_pkg_rdepends(c, (const char *const *)u->remove, &all) < 0)
+		return;
 	for (size_t i = 0; all[i]; i++) {
 		const cJSON *rec = gp_journal_package(&c->journal, all[i]);
-		if (!rec || gp_json_string(rec, "installed_before", NULL))
-			gp_strv_push(&theirs, all[i]);
+		const char *owner = gp_json_string(rec, "stage", NULL);
+		if (!rec || gp_json_string(rec, "installed_before", NULL)) {
+			gp_strv_push(&u->theirs, all[i]);
+		} else if (owner && !gp_streq(owner, stage)) {
+			_cleanup_free_ char *line = gp_xasprintf("%s (stage %s)", all[i],
+			                                         owner);
+			gp_strv_push(&u->staged, line);
+		}
 	}
-	return theirs;
 }
 
 static void undo_gather(struct gp_ctx *c, const char *stage, struct undo *u)
 {
-	*u = (struct undo){ gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)),
-		            gp_xcalloc(1, sizeof(char *)), gp_xcalloc(1, sizeof(char *)),
-		            gp_xcalloc(1, sizeof(char *)), NULL,
-		            gp_xcalloc(1, sizeof(char *)) };
+	*u = (struct undo){ .remove = gp_xcalloc(1, sizeof(char *)),
+		            .release = gp_xcalloc(1, sizeof(char *)),
+		            .kept = gp_xcalloc(1, sizeof(char *)),
+		            .forget = gp_xcalloc(1, sizeof(char *)),
+		            .files = gp_xcalloc(1, sizeof(char *)),
+		            .dirs = gp_xcalloc(1, sizeof(char *)) };
 	const cJSON *pkgs = gp_journal_packages(&c->journal);
 	for (const cJSON *p = pkgs ? pkgs->child : NULL; p; p = p->next) {
 		if (!gp_streq(gp_json_string(p, "stage", NULL), stage))
@@ -101,7 +115,7 @@ static void undo_gather(struct gp_ctx *c, const char *stage, struct undo *u)
 		u->files[i] = u->files[n - 1 - i];
 		u->files[n - 1 - i] = t;
 	}
-	u->theirs = operators_dependents(c, u->remove);
+	dependents(c, stage, u);
 	size_t nd = gp_strv_len(u->dirs);
 	for (size_t i = 1; i < nd; i++) /* deepest (longest) first */
 		for (size_t k = i; k > 0 && strlen(u->dirs[k]) > strlen(u->dirs[k - 1]);
@@ -120,6 +134,7 @@ static void undo_free(struct undo *u)
 	gp_strv_free(u->forget);
 	gp_strv_free(u->files);
 	gp_strv_free(u->theirs);
+	gp_strv_free(u->staged);
 	gp_strv_free(u->dirs);
 }
 
@@ -175,6 +190,21 @@ enum gp_stage_state gp_undo_check(struct gp_ctx *c, const char *stage, char **re
 		    "then run gpuprov uninstall again",
 		    ours, theirs, u.theirs[1] ? "" : "s", u.theirs[1] ? "them" : "it",
 		    theirs, stage);
+		undo_free(&u);
+		return GP_STATE_BLOCKED;
+	}
+	if (u.staged[0]) {
+		_cleanup_free_ char *staged = gp_strv_join(u.staged, ", ");
+		_cleanup_free_ char *ours = gp_strv_join(u.remove, ", ");
+		*reason = gp_xasprintf(
+		    "nothing changed: removing %s would take along %s, which "
+		    "gpuprov installed for %s and which depend%s on them (apt's "
+		    "remove removes what depends on a package it removes); "
+		    "uninstall %s too (or all stages), or keep this stage (--skip "
+		    "%s)",
+		    ours, staged, u.staged[1] ? "those stages" : "that stage",
+		    u.staged[1] ? "" : "s", u.staged[1] ? "those stages" : "that stage",
+		    stage);
 		undo_free(&u);
 		return GP_STATE_BLOCKED;
 	}

@@ -77,6 +77,13 @@ char *gp_drv_package_branch(const char *name);
  * its own when ch takes Canonical's prebuilt modules? The stage removes
  * those rather than leave them installed and held. */
 bool gp_drv_package_leaves(const struct gp_drv_choice *ch, const char *name);
+/* Is the Canonical package name of the branch of ch but of another flavor
+ * (-server or plain; -open or the proprietary modules' own packages:
+ * nvidia-driver-, nvidia-dkms-, nvidia-kernel-source-,
+ * linux-modules-nvidia-, linux-objects-nvidia-, which the open flavor has
+ * as -open twins; the libraries and utilities the two share are not)? The
+ * stage removes those of them its own install brought. */
+bool gp_drv_package_other_flavor(const struct gp_drv_choice *ch, const char *name);
 
 /* "NVIDIA-Linux-<arch>-<version>.run" (arch as uname -m: x86_64, aarch64)
  * and its default download URL. */

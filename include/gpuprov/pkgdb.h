@@ -22,8 +22,9 @@ struct gp_pkgdb_entry {
 	char *name;
 	char *version;
 	bool held;
-	/* dpkg only (NULL for rpm): Pre-Depends and Depends joined by ", ",
-	 * and Provides ("" when absent), for gp_pkgdb_rdepends. */
+	/* Pre-Depends and Depends joined by ", ", and Provides ("" when
+	 * absent), for gp_pkgdb_rdepends; rpm's Requires and Provides names
+	 * (gp_rpm_header_relations; NULL when its header has them malformed). */
 	char *depends, *provides;
 };
 
@@ -82,6 +83,13 @@ const struct gp_apt_pkg *gp_apt_index_find(const struct gp_apt_index *ix,
  * of the rest and stop with "held broken packages". A name already in the
  * vectors keeps its version. */
 void gp_apt_exact_closure(const struct gp_apt_index *ix, char ***names, char ***versions);
+/* The newest version of name the index offers whose dependencies without
+ * alternatives on any of names[] admit it at versions[] (full versions; the
+ * relations =, <<, <=, >=, >>); NULL when no version does. Canonical's
+ * prebuilt modules depend on the driver's nvidia-kernel-common at exactly
+ * (or within) one release: the version to pin them at with the driver. */
+const char *gp_apt_newest_agreeing(const struct gp_apt_index *ix, const char *name,
+                                   char *const *names, char *const *versions);
 
 /* dpkg's version order (deb-version(7)): epoch, upstream, revision; '~'
  * sorts before anything, even the end. <0, 0, >0. */
@@ -94,6 +102,13 @@ bool gp_pkg_version_matches(const char *v, const char *u);
  * its database (index count, data length, index entries, data; no lead or
  * magic). -EINVAL when the blob is malformed or has no name/version. */
 int gp_rpm_header_parse(const void *blob, size_t len, char **name, char **version);
+/* The Requires and Provides names of an rpm header blob, each list joined
+ * by ", " as a dpkg relation field (for gp_pkgdb_rdepends; versions left
+ * out, names made safe for its splitting: '(' and ')' as '{' and '}', the
+ * characters it cuts at as '_'; file paths and rpmlib() features left out);
+ * "" when none. -EINVAL for a malformed blob (then both NULL). */
+int gp_rpm_header_relations(const void *blob, size_t len, char **requires,
+                            char **provides);
 /* The root's rpm database (rpmdb.sqlite opened read-only), held flags from
  * the versionlock list. -ENOENT when there is none. */
 int gp_rpmdb_read(const struct gp_root *r, struct gp_pkgdb *db);

@@ -94,15 +94,22 @@ static void canonical(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
 	}
 }
 
-char *gp_drv_package_branch(const char *name)
+/* The branch field of name (gp_drv_package_branch), or NULL. */
+static const char *branch_field(const char *name)
 {
 	for (const char *p = strchr(name, '-'); p; p = strchr(p + 1, '-')) {
 		size_t n = strcspn(p + 1, "-");
 		if (n == 3 && isdigit((unsigned char)p[1]) &&
 		    isdigit((unsigned char)p[2]) && isdigit((unsigned char)p[3]))
-			return gp_xstrndup(p + 1, 3);
+			return p + 1;
 	}
 	return NULL;
+}
+
+char *gp_drv_package_branch(const char *name)
+{
+	const char *b = branch_field(name);
+	return b ? gp_xstrndup(b, 3) : NULL;
 }
 
 bool gp_drv_package_leaves(const struct gp_drv_choice *ch, const char *name)
@@ -116,6 +123,38 @@ bool gp_drv_package_leaves(const struct gp_drv_choice *ch, const char *name)
 		return true;
 	return ch->source == GP_DRV_CANONICAL && ch->prebuilt &&
 	       gp_str_starts_with(name, "nvidia-dkms-");
+}
+
+/* The module flavor's own packages: the open flavor has an -open twin of
+ * each (nvidia-driver-535-open), and shares the rest (libnvidia-compute-535). */
+static bool modules_package(const char *name)
+{
+	static const char *const prefixes[] = { "nvidia-driver-", "nvidia-dkms-",
+		                                "nvidia-kernel-source-",
+		                                "linux-modules-nvidia-",
+		                                "linux-objects-nvidia-" };
+	for (size_t i = 0; i < ARRAY_SIZE(prefixes); i++)
+		if (gp_str_starts_with(name, prefixes[i]))
+			return true;
+	return false;
+}
+
+bool gp_drv_package_other_flavor(const struct gp_drv_choice *ch, const char *name)
+{
+	if (ch->method != GP_DRV_APT || ch->source != GP_DRV_CANONICAL || !ch->branch)
+		return false;
+	/* The fields after the branch's: [-server][-open][-kernel flavour]. */
+	const char *b = branch_field(name);
+	if (!b || strncmp(b, ch->branch, 3) != 0 || strlen(ch->branch) != 3)
+		return false;
+	const char *rest = b + 3;
+	bool server = gp_str_starts_with(rest, "-server") && (!rest[7] || rest[7] == '-');
+	if (server)
+		rest += 7;
+	bool open = gp_str_starts_with(rest, "-open") && (!rest[5] || rest[5] == '-');
+	if (server != ch->server)
+		return true;
+	return open ? !ch->open : ch->open && modules_package(name);
 }
 
 static void nvidia_apt(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)

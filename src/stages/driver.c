@@ -690,16 +690,29 @@ static char *not_held(struct gp_ctx *c, const struct drv *d)
 	return b.len ? gp_buf_steal(&b) : NULL;
 }
 
+/* Did this stage's install bring name (journaled without
+ * "installed_before")? */
+static bool installed_by_driver_stage(struct gp_ctx *c, const char *name)
+{
+	const cJSON *rec = gp_journal_package(&c->journal, name);
+	return rec && gp_streq(gp_json_string(rec, "stage", NULL), "driver") &&
+	       !gp_json_string(rec, "installed_before", NULL);
+}
+
 /* The installed NVIDIA packages the profile's driver leaves behind
- * (gp_drv_package_leaves): removed before the install, not left installed
- * and held beside the new branch. */
+ * (gp_drv_package_leaves), and those of the branch's other flavor that
+ * the stage installed (gp_drv_package_other_flavor; only those: the fabric
+ * manager's nvidia-fabricmanager-535 carries no -server either): removed
+ * before the install, not left installed and held beside the new set. */
 static char **packages_left(struct gp_ctx *c, const struct drv *d)
 {
 	char **out = gp_xcalloc(1, sizeof(char *));
 	_cleanup_strv_ char **set = gp_pkg_nvidia_set(c);
 	for (size_t i = 0; set[i]; i++) {
 		_cleanup_free_ char *have = NULL;
-		if (gp_drv_package_leaves(&d->ch, set[i]) &&
+		if ((gp_drv_package_leaves(&d->ch, set[i]) ||
+		     (gp_drv_package_other_flavor(&d->ch, set[i]) &&
+		      installed_by_driver_stage(c, set[i]))) &&
 		    gp_pkg_installed(c, set[i], &have) == 0 && have)
 			gp_strv_push(&out, set[i]);
 	}
@@ -824,7 +837,7 @@ static int driver_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 			gp_check_set(ck, GP_STATE_NEEDED,
 			             "installed driver %s, the profile "
 			             "wants %s%s%s",
-			             have ? have : "of another branch", target,
+			             have ? have : "of another branch or flavor", target,
 			             moves ? "; " : "", moves ? moves : "");
 		else
 			gp_check_set(ck, GP_STATE_NEEDED,

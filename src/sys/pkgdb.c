@@ -509,25 +509,90 @@ void gp_apt_exact_closure(const struct gp_apt_index *ix, char ***names, char ***
 	}
 }
 
+/* Does the group (no alternatives) hold with names[] at versions[]? A
+ * relation on a name outside them, or of a shape not understood, holds. */
+static bool relation_agrees(const char *group, char *const *names, char *const *versions)
+{
+	if (strchr(group, '|'))
+		return true;
+	const char *p = group + strspn(group, " \t");
+	_cleanup_free_ char *name = gp_xstrndup(p, strcspn(p, " \t(:"));
+	const char *open = strchr(p, '(');
+	ssize_t j = -1;
+	for (size_t i = 0; names[i]; i++)
+		if (strcmp(names[i], name) == 0)
+			j = (ssize_t)i;
+	if (!open || j < 0)
+		return true;
+	const char *q = open + 1 + strspn(open + 1, " \t");
+	size_t ol = strspn(q, "<>=");
+	const char *v = q + ol + strspn(q + ol, " \t");
+	size_t vl = strcspn(v, " \t)");
+	if (!vl || !ol || ol > 2)
+		return true;
+	_cleanup_free_ char *op = gp_xstrndup(q, ol), *want = gp_xstrndup(v, vl);
+	int c = gp_dpkg_vercmp(versions[j], want);
+	if (strcmp(op, "=") == 0)
+		return c == 0;
+	if (strcmp(op, "<<") == 0)
+		return c < 0;
+	if (strcmp(op, ">>") == 0)
+		return c > 0;
+	if (op[0] == '<') /* "<=", and "<" as dpkg reads it */
+		return c <= 0;
+	if (op[0] == '>')
+		return c >= 0;
+	return true;
+}
+
+const char *gp_apt_newest_agreeing(const struct gp_apt_index *ix, const char *name,
+                                   char *const *names, char *const *versions)
+{
+	const char *best = NULL;
+	for (size_t i = 0; i < ix->n; i++) {
+		const struct gp_apt_pkg *pk = &ix->p[i];
+		if (strcmp(pk->name, name) != 0 ||
+		    (best && gp_dpkg_vercmp(pk->version, best) <= 0))
+			continue;
+		_cleanup_strv_ char **groups = gp_strv_split(pk->depends, ',');
+		bool agrees = true;
+		for (size_t g = 0; agrees && groups[g]; g++)
+			agrees = relation_agrees(groups[g], names, versions);
+		if (agrees)
+			best = pk->version;
+	}
+	return best;
+}
+
 /* --- rpm ---------------------------------------------------------------- */
 
 enum { RPMTAG_NAME = 1000, RPMTAG_VERSION, RPMTAG_RELEASE, RPMTAG_EPOCH };
 enum { RPM_INT32_TYPE = 4, RPM_STRING_TYPE = 6 };
 
+/* The header's index entry count, data size and data area, each bounded
+ * by len. */
+static int rpm_header_bounds(const unsigned char *b, size_t len, uint32_t *il,
+                             uint32_t *dl, const unsigned char **data)
+{
+	if (len < 8)
+		return -EINVAL;
+	memcpy(il, b, 4);
+	memcpy(dl, b + 4, 4);
+	*il = ntohl(*il);
+	*dl = ntohl(*dl);
+	if (*il > 100000 || *dl > 256u << 20 || 8 + (size_t)*il * 16 + *dl > len)
+		return -EINVAL;
+	*data = b + 8 + (size_t)*il * 16;
+	return 0;
+}
+
 int gp_rpm_header_parse(const void *blob, size_t len, char **name, char **version)
 {
 	*name = *version = NULL;
-	const unsigned char *b = blob;
-	if (len < 8)
-		return -EINVAL;
+	const unsigned char *b = blob, *data;
 	uint32_t il, dl;
-	memcpy(&il, b, 4);
-	memcpy(&dl, b + 4, 4);
-	il = ntohl(il);
-	dl = ntohl(dl);
-	if (il > 100000 || dl > 256u << 20 || 8 + (size_t)il * 16 + dl > len)
+	if (rpm_header_bounds(b, len, &il, &dl, &data) < 0)
 		return -EINVAL;
-	const unsigned char *data = b + 8 + (size_t)il * 16;
 	const char *str[4] = { NULL };
 	long epoch = -1;
 	for (uint32_t i = 0; i < il; i++) {
@@ -554,6 +619,63 @@ int gp_rpm_header_parse(const void *blob, size_t len, char **name, char **versio
 	                                    : gp_xstrdup("");
 	*version = str[2] ? gp_xasprintf("%s%s-%s", ep, str[1], str[2])
 	                  : gp_xasprintf("%s%s", ep, str[1]);
+	return 0;
+}
+
+enum { RPMTAG_PROVIDENAME = 1047, RPMTAG_REQUIRENAME = 1049 };
+enum { RPM_STRING_ARRAY_TYPE = 8 };
+
+/* An rpm capability as the dpkg-shaped relation lists of gp_pkgdb_rdepends
+ * read it: a name without the characters those lists split or cut at
+ * ("libc.so.6()(64bit)" would be cut to "libc.so.6", matching every
+ * other soname's), NULL for what no package provides by name (a file
+ * path, rpmlib's own features). */
+static char *rpm_capability(const char *s)
+{
+	if (!*s || *s == '/' || gp_str_starts_with(s, "rpmlib("))
+		return NULL;
+	char *c = gp_xstrdup(s);
+	for (char *p = c; *p; p++)
+		if (strchr(" \t():[<,|", *p))
+			*p = *p == '(' ? '{' : *p == ')' ? '}' : '_';
+	return c;
+}
+
+int gp_rpm_header_relations(const void *blob, size_t len, char **requires,
+                            char **provides)
+{
+	*requires = *provides = NULL;
+	const unsigned char *b = blob, *data;
+	uint32_t il, dl;
+	if (rpm_header_bounds(b, len, &il, &dl, &data) < 0)
+		return -EINVAL;
+	struct gp_buf out[2] = { { 0 }, { 0 } };
+	for (uint32_t i = 0; i < il; i++) {
+		uint32_t ent[4];
+		memcpy(ent, b + 8 + (size_t)i * 16, 16);
+		uint32_t tag = ntohl(ent[0]), type = ntohl(ent[1]), off = ntohl(ent[2]),
+		         count = ntohl(ent[3]);
+		if ((tag != RPMTAG_PROVIDENAME && tag != RPMTAG_REQUIRENAME) ||
+		    type != RPM_STRING_ARRAY_TYPE || off >= dl)
+			continue;
+		struct gp_buf *o = &out[tag == RPMTAG_REQUIRENAME ? 0 : 1];
+		/* count strings, each NUL-terminated inside the data area */
+		for (uint32_t k = 0; k < count && off < dl; k++) {
+			const unsigned char *end = memchr(data + off, '\0', dl - off);
+			if (!end) {
+				gp_buf_free(&out[0]);
+				gp_buf_free(&out[1]);
+				return -EINVAL;
+			}
+			_cleanup_free_ char *cap = rpm_capability((const char *)data +
+			                                          off);
+			if (cap)
+				gp_buf_printf(o, "%s%s", o->len ? ", " : "", cap);
+			off = (uint32_t)(end - data) + 1;
+		}
+	}
+	*requires = out[0].len ? gp_buf_steal(&out[0]) : gp_xstrdup("");
+	*provides = out[1].len ? gp_buf_steal(&out[1]) : gp_xstrdup("");
 	return 0;
 }
 
@@ -654,7 +776,11 @@ int gp_rpmdb_read(const struct gp_root *r, struct gp_pkgdb *db)
 		if (!blob || n <= 0 ||
 		    gp_rpm_header_parse(blob, (size_t)n, &name, &version) < 0)
 			continue; /* not a package header: skip, as rpm would */
-		db_add(db, name, version, gp_strv_contains(locked, name));
+		struct gp_pkgdb_entry *e = db_add(db, name, version,
+		                                  gp_strv_contains(locked, name));
+		if (e && gp_rpm_header_relations(blob, (size_t)n, &e->depends,
+		                                 &e->provides) < 0)
+			e->depends = e->provides = NULL; /* names no dependency */
 	}
 	if (step != SQLITE_DONE)
 		rc = -EIO;

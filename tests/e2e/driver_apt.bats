@@ -25,10 +25,7 @@ setup_file() {
 	export R
 	# The stand-in repository is the archive (source canonical); the GPU.
 	ubuntu_archive_root "$R" || return 0
-	mkdir -p "$R/$GPU_DEV"
-	echo 0x10de > "$R/$GPU_DEV/vendor"
-	echo 0x20b0 > "$R/$GPU_DEV/device"
-	echo 0x030200 > "$R/$GPU_DEV/class"
+	a100_dev "$R"
 }
 
 setup() {

@@ -57,15 +57,6 @@ setup() {
 	profile
 }
 
-# pci_dev ROOT ADDRESS DEVICE CLASS: an NVIDIA PCI device in ROOT's sysfs.
-pci_dev() {
-	local d=$1/sys/bus/pci/devices/$2
-	mkdir -p "$d"
-	echo 0x10de > "$d/vendor"
-	echo "$3" > "$d/device"
-	echo "$4" > "$d/class"
-}
-
 # profile [VERSION]: $P, the driver of branch 535 (pinned at VERSION when
 # given) from the stand-in archive, held, and the fabric manager.
 profile() {

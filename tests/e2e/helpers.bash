@@ -549,6 +549,21 @@ ubuntu_archive_root() {
 	echo "vmlinuz $kver" > "$root/boot/vmlinuz-$kver"
 }
 
+# pci_dev ROOT ADDRESS DEVICE CLASS: an NVIDIA PCI function in ROOT's sys/
+# (vendor 0x10de), as the GPU and NVSwitch tables read it.
+pci_dev() {
+	local d=$1/sys/bus/pci/devices/$2
+	mkdir -p "$d"
+	echo 0x10de > "$d/vendor"
+	echo "$3" > "$d/device"
+	echo "$4" > "$d/class"
+}
+
+# a100_dev ROOT: one A100 (0x20b0, a 3D controller) at $GPU_DEV.
+a100_dev() {
+	pci_dev "$1" "${GPU_DEV#sys/bus/pci/devices/}" 0x20b0 0x030200
+}
+
 # canonical_driver_profile NAME BRANCH VERSION [KERNEL_MODULES]: $P installs
 # Canonical's -server driver of BRANCH at VERSION, proprietary modules
 # (dkms unless told), held.

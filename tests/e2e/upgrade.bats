@@ -4,19 +4,23 @@
 # (helpers.bash) with an A100 in sys/, whose archive is the stand-in
 # repository of tests/fixtures/aptrepo.sh with the 580 branch too (--branch580:
 # nvidia-driver-535-server in 535.104.05 and 535.183.01, -580-server in
-# 580.65.06 and 580.82.07, Canonical's exact-version dependencies between the
-# split packages). The tests run in order on that root: install 535.104.05
-# with DKMS, held; upgrade within the branch to 535.183.01; across branches to
+# 580.65.06 and 580.82.07, nvidia-driver-580 in 580.82.07, Canonical's
+# exact-version dependencies between the split packages). The tests run in
+# order on that root: install 535.104.05 with DKMS, held; upgrade within the branch to 535.183.01; across branches to
 # 580.65.06, first with a postinst that fails (the 535 set is put back and
 # held), then for real (the 535 packages go, the 580 set is held, no 535
 # hold is left);
 # an upgrade to 580.82.07 whose nvidia-dkms postinst fails (the 580.65.06 set
 # is put back and held, the run fails, verify says what it said before); the
 # same upgrade killed in the middle (history shows it interrupted, the rerun
-# converges); last, the switch to Canonical's prebuilt signed modules with
-# Secure Boot on (nvidia-dkms-580-server goes). After each: the installed NVIDIA
-# packages (dpkg status) and apt-mark showhold against the expected set, and
-# the plan's effects against the run's.
+# converges); the switch to Canonical's prebuilt signed modules with Secure
+# Boot on at the older 580.65.06 (nvidia-dkms-580-server goes, the modules
+# are pinned with the driver, not taken at the archive's newest); the move to
+# the desktop (plain) flavor of 580 (the -server packages gpuprov installed
+# go); last, uninstall --only driver blocked by another stage's package that
+# depends on the driver's. After each: the installed NVIDIA packages (dpkg
+# status) and apt-mark showhold against the expected set, and the plan's
+# effects against the run's.
 
 load helpers
 
@@ -30,10 +34,7 @@ setup_file() {
 	R=$BATS_FILE_TMPDIR/root
 	export R
 	ubuntu_archive_root "$R" --branch580 || return 0
-	mkdir -p "$R/$GPU_DEV"
-	echo 0x10de > "$R/$GPU_DEV/vendor"
-	echo 0x20b0 > "$R/$GPU_DEV/device"
-	echo 0x030200 > "$R/$GPU_DEV/class"
+	a100_dev "$R"
 }
 
 setup() {
@@ -221,21 +222,74 @@ PY
 	loaded 580.82.07
 }
 
-@test "upgrade: DKMS -> Canonical's prebuilt signed modules with Secure Boot on removes nvidia-dkms" {
-	profile 580 580.82.07 auto
+@test "upgrade: DKMS -> Canonical's prebuilt signed modules at an older pin with Secure Boot on removes nvidia-dkms, the modules at the pin" {
+	# The archive's newest linux-modules-nvidia-* depend on the newest
+	# nvidia-kernel-common: unpinned, they would drag the set there.
+	profile 580 580.65.06 auto
 	mkdir -p "$R/sys/firmware/efi/efivars"
 	printf '\006\000\000\000\001' \
 		> "$R/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 	gp --root "$R" plan --profile "$P"
-	assert_status 0
+	assert_status 5
 	assert_stdout_line "      run apt-mark unhold nvidia-dkms-580-server"
 	assert_stdout_line "      run apt-get -y -q remove --purge nvidia-dkms-580-server"
-	# The module's version does not change: no reboot is asked for.
+	assert_stdout_has " linux-modules-nvidia-580-server-$KVER=$A580 "
+	assert_stdout_has " linux-modules-nvidia-580-server-generic=$A580"
 	assert_plan_matches_run "$R" --profile "$P"
-	assert_status 0
-	assert_nvidia_set "$({ dkms_set 580 "$B580" | grep -v nvidia-dkms
-		printf '%s\n' "linux-modules-nvidia-580-server-$KVER=$B580" \
-			"linux-modules-nvidia-580-server-generic=$B580"; } | sort)"
+	assert_status 5
+	assert_nvidia_set "$({ dkms_set 580 "$A580" | grep -v nvidia-dkms
+		printf '%s\n' "linux-modules-nvidia-580-server-$KVER=$A580" \
+			"linux-modules-nvidia-580-server-generic=$A580"; } | sort)"
+	loaded 580.65.06
 	gp --root "$R" install --profile "$P"
+	assert_status 0
 	refute_stdout_has "remove"
+}
+
+@test "upgrade: -server -> desktop flavor of the branch, the -server packages gpuprov installed go, released first" {
+	profile 580 580.82.07 auto
+	sed -i 's/"flavor": "server"/"flavor": "desktop"/' "$P"
+	gp --root "$R" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "installed driver of another branch or flavor, the profile wants nvidia-driver-580 580.82.07 (proprietary modules, prebuilt signed); nvidia-driver-580 (none) -> 580.82.07,"
+	assert_stdout_has "libnvidia-compute-580-server $A580 -> removed, linux-modules-nvidia-580-server-$KVER $A580 -> removed,"
+	local old="libnvidia-compute-580-server linux-modules-nvidia-580-server-$KVER linux-modules-nvidia-580-server-generic nvidia-driver-580-server nvidia-kernel-common-580-server nvidia-kernel-source-580-server nvidia-utils-580-server"
+	assert_stdout_line "      run apt-mark unhold $old"
+	assert_stdout_line "      run apt-get -y -q remove --purge $old"
+	assert_plan_matches_run "$R" --profile "$P"
+	assert_status 5
+	assert_nvidia_set "$(printf '%s\n' "libnvidia-compute-580=$B580" \
+		"linux-modules-nvidia-580-$KVER=$B580" "linux-modules-nvidia-580-generic=$B580" \
+		"nvidia-driver-580=$B580" "nvidia-kernel-common-580=$B580" "nvidia-utils-580=$B580" | sort)"
+	loaded 580.82.07
+	gp --root "$R" install --profile "$P"
+	assert_status 0
+}
+
+@test "upgrade: uninstall --only driver blocks, naming it, when another stage's package depends on a driver package, and changes nothing" {
+	# A package of another stage's (recorded as the fabric manager stage
+	# records its own) that depends on the driver's nvidia-kernel-common.
+	local d=$R/tmp/fm
+	mkdir -p "$d/DEBIAN"
+	printf 'Package: nvidia-fabricmanager-580\nVersion: %s\nArchitecture: all\nMaintainer: t <t@gpuprov.invalid>\nDepends: nvidia-kernel-common-580 (= %s)\nDescription: stand-in\n' \
+		"$B580" "$B580" > "$d/DEBIAN/control"
+	chroot "$R" dpkg-deb --build /tmp/fm /tmp/fm.deb > /dev/null
+	chroot "$R" dpkg -i /tmp/fm.deb > /dev/null
+	rm -rf "$d" "$d.deb"
+	"$PYTHON" - "$R/var/lib/gpuprov/state.json" "$B580" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["packages"]["nvidia-fabricmanager-580"] = {"version": sys.argv[2], "stage": "fabric_manager"}
+json.dump(j, open(sys.argv[1], "w"))
+PY
+	snapshot "$R" installed var/log/gpuprov.log var/lib/gpuprov/lock
+	gp --root "$R" uninstall --only driver --dry-run
+	assert_status 4
+	assert_stdout_has "driver: blocked - nothing changed: removing "
+	assert_stdout_has " would take along nvidia-fabricmanager-580 (stage fabric_manager), which gpuprov installed for that stage and which depends on them"
+	assert_stdout_has "or keep this stage (--skip driver)"
+	gp --root "$R" uninstall --only driver
+	assert_status 4
+	assert_stdout_has "driver: blocked - nothing changed"
+	assert_unchanged "$R" installed var/log/gpuprov.log var/lib/gpuprov/lock
 }

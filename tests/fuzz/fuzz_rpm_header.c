@@ -18,6 +18,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (name || version) {
 		abort();
 	}
+	char *requires = NULL, *provides = NULL;
+	if (gp_rpm_header_relations(blob, size, &requires, &provides) == 0) {
+		if (!requires || !provides)
+			abort();
+	} else if (requires || provides) {
+		abort();
+	}
+	free(requires);
+	free(provides);
 	free(name);
 	free(version);
 	free(blob);

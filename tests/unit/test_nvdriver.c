@@ -250,6 +250,38 @@ static void test_packages_left(void **state)
 	assert_false(gp_drv_package_leaves(&ch, "nvidia-driver-535-server"));
 }
 
+/* The branch's other flavor: -server and plain have no package in common,
+ * open and proprietary share all but the modules' own. */
+static void test_other_flavor(void **state)
+{
+	struct gp_drv_choice ch = { .method = GP_DRV_APT,
+		                    .source = GP_DRV_CANONICAL,
+		                    .branch = "580" };
+	assert_true(gp_drv_package_other_flavor(&ch, "nvidia-driver-580-server"));
+	assert_true(gp_drv_package_other_flavor(&ch, "libnvidia-compute-580-server"));
+	assert_true(gp_drv_package_other_flavor(
+	    &ch, "linux-modules-nvidia-580-server-5.15.0-91-generic"));
+	assert_true(gp_drv_package_other_flavor(&ch, "nvidia-driver-580-open"));
+	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-driver-580"));
+	assert_false(
+	    gp_drv_package_other_flavor(&ch, "linux-modules-nvidia-580-generic"));
+	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-driver-535-server"));
+	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-settings"));
+	ch.server = ch.open = true;
+	assert_true(gp_drv_package_other_flavor(&ch, "nvidia-driver-580-server"));
+	assert_true(gp_drv_package_other_flavor(&ch, "nvidia-dkms-580-server"));
+	assert_true(gp_drv_package_other_flavor(
+	    &ch, "linux-modules-nvidia-580-server-generic-64k"));
+	assert_false(gp_drv_package_other_flavor(&ch, "libnvidia-compute-580-server"));
+	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-kernel-common-580-server"));
+	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-driver-580-server-open"));
+	assert_false(gp_drv_package_other_flavor(
+	    &ch, "linux-modules-nvidia-580-server-open-generic"));
+	assert_true(gp_drv_package_other_flavor(&ch, "nvidia-driver-580-open"));
+	ch.source = GP_DRV_NVIDIA;
+	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-driver-580"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -260,6 +292,7 @@ int main(void)
 		cmocka_unit_test(test_runfile_argv),
 		cmocka_unit_test(test_kernels_and_versions),
 		cmocka_unit_test(test_packages_left),
+		cmocka_unit_test(test_other_flavor),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

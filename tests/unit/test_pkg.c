@@ -139,6 +139,35 @@ static void test_exact_closure(void **state)
 	gp_apt_index_free(&ix);
 }
 
+/* The newest version agreeing with pinned members: Canonical's prebuilt
+ * modules at exactly (or within) the driver's release; the meta package
+ * through the per-kernel one; relations on other names hold. */
+static void test_newest_agreeing(void **state)
+{
+	struct gp_apt_index ix = { 0 };
+	gp_apt_index_parse(
+	    "Package: mods-k\nVersion: 2-1\nDepends: common (= 2-1), libc6 (>= 9)\n\n"
+	    "Package: mods-k\nVersion: 1-1\nDepends: common (= 1-1)\n\n"
+	    "Package: mods\nVersion: 2-1\nDepends: mods-k (= 2-1)\n\n"
+	    "Package: mods\nVersion: 1-1\nDepends: mods-k (= 1-1)\n\n"
+	    "Package: ranged\nVersion: 3\nDepends: common (<= 2-1), common (>= 2)\n\n"
+	    "Package: ranged\nVersion: 4\nDepends: common (>> 2-1)\n\n"
+	    "Package: free\nVersion: 5\n\nPackage: free\nVersion: 6\n",
+	    &ix);
+	char *const pins[] = { "common", NULL }, *const at1[] = { "1-1", NULL },
+	            *const at2[] = { "2-1", NULL }, *const none[] = { NULL };
+	assert_string_equal(gp_apt_newest_agreeing(&ix, "mods-k", none, none), "2-1");
+	assert_string_equal(gp_apt_newest_agreeing(&ix, "mods-k", pins, at1), "1-1");
+	assert_string_equal(gp_apt_newest_agreeing(&ix, "mods-k", pins, at2), "2-1");
+	char *const kpin[] = { "mods-k", NULL };
+	assert_string_equal(gp_apt_newest_agreeing(&ix, "mods", kpin, at1), "1-1");
+	assert_string_equal(gp_apt_newest_agreeing(&ix, "ranged", pins, at2), "3");
+	assert_null(gp_apt_newest_agreeing(&ix, "ranged", pins, at1));
+	assert_string_equal(gp_apt_newest_agreeing(&ix, "free", pins, at1), "6");
+	assert_null(gp_apt_newest_agreeing(&ix, "absent", pins, at1));
+	gp_apt_index_free(&ix);
+}
+
 /* An rpm header blob: index entries then data, as rpm stores it. */
 static size_t rpm_blob(unsigned char *b, const char *name, const char *ver,
                        const char *rel, int epoch)
@@ -165,6 +194,68 @@ static size_t rpm_blob(unsigned char *b, const char *name, const char *ver,
 	memcpy(b, h, 8);
 	memcpy(b + 8 + 16 * il, data, off);
 	return 8 + 16 * il + off;
+}
+
+/* An rpm header blob with NAME and two string arrays, tags 1047
+ * (PROVIDENAME) and 1049 (REQUIRENAME), of "\0"-separated strings. */
+static size_t rpm_rel_blob(unsigned char *b, const char *name, const char *prov,
+                           size_t prov_len, uint32_t nprov, const char *req,
+                           size_t req_len, uint32_t nreq)
+{
+	uint32_t off = 0;
+	unsigned char data[512];
+	uint32_t e[3][4] = {
+		{ htonl(1000), htonl(6), 0, htonl(1) },
+		{ htonl(1047), htonl(8), 0, htonl(nprov) },
+		{ htonl(1049), htonl(8), 0, htonl(nreq) },
+	};
+	const char *s[] = { name, prov, req };
+	size_t l[] = { strlen(name) + 1, prov_len, req_len };
+	for (int i = 0; i < 3; i++) {
+		e[i][2] = htonl(off);
+		memcpy(data + off, s[i], l[i]);
+		off += (uint32_t)l[i];
+	}
+	uint32_t h[2] = { htonl(3), htonl(off) };
+	memcpy(b, h, 8);
+	memcpy(b + 8, e, sizeof e);
+	memcpy(b + 8 + sizeof e, data, off);
+	return 8 + sizeof e + off;
+}
+
+/* rpm's Requires and Provides as dpkg-shaped lists: names made safe for
+ * the relation splitting, file paths and rpmlib() left out; a string that
+ * runs past the data area refused; gp_pkgdb_rdepends follows them. */
+static void test_rpm_relations(void **state)
+{
+	unsigned char b[1024];
+	static const char prov[] = "cuda-drivers\0cuda-drivers(x86-64)\0";
+	static const char req[] = "nvidia-driver-cuda\0/bin/sh\0rpmlib(PayloadIsZstd)\0"
+	                          "libc.so.6()(64bit)\0";
+	size_t n = rpm_rel_blob(b, "cuda-drivers", prov, sizeof prov - 1, 2, req,
+	                        sizeof req - 1, 4);
+	char *r = NULL, *p = NULL;
+	assert_int_equal(gp_rpm_header_relations(b, n, &r, &p), 0);
+	assert_string_equal(r, "nvidia-driver-cuda, libc.so.6{}{64bit}");
+	assert_string_equal(p, "cuda-drivers, cuda-drivers{x86-64}");
+	free(r);
+	free(p);
+	/* The last requirement's NUL cut off: it runs past the data. */
+	n = rpm_rel_blob(b, "x", prov, sizeof prov - 1, 2, req, sizeof req - 2, 4);
+	assert_int_equal(gp_rpm_header_relations(b, n, &r, &p), -EINVAL);
+	assert_null(r);
+	assert_null(p);
+	assert_int_equal(gp_rpm_header_relations(b, 4, &r, &p), -EINVAL);
+	/* cuda-drivers requires what nvidia-driver-cuda provides. */
+	struct gp_pkgdb_entry e[] = {
+		{ "nvidia-driver-cuda", "1", false, "", "nvidia-driver-cuda, nvcuda{x}" },
+		{ "cuda-drivers", "1", false, "nvcuda{x}", "cuda-drivers" },
+	};
+	struct gp_pkgdb db = { .e = e, .n = 2 };
+	const char *const gone[] = { "nvidia-driver-cuda", NULL };
+	_cleanup_strv_ char **rd = gp_pkgdb_rdepends(&db, gone);
+	assert_int_equal(gp_strv_len(rd), 1);
+	assert_string_equal(rd[0], "cuda-drivers");
 }
 
 struct rpm_pkg {
@@ -775,6 +866,8 @@ int main(void)
 		cmocka_unit_test(test_rdepends),
 		cmocka_unit_test(test_vercmp),
 		cmocka_unit_test(test_exact_closure),
+		cmocka_unit_test(test_newest_agreeing),
+		cmocka_unit_test(test_rpm_relations),
 		cmocka_unit_test(test_rpmdb),
 		cmocka_unit_test(test_commands),
 		cmocka_unit_test(test_apt_deb822),

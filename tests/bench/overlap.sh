@@ -23,7 +23,9 @@
 #                   download cache already
 #   wall:           the install on a fresh root with an empty cache
 # and the ratio wall / max(download total, apply total) against the target,
-# with where the time went (the run log's stage lines).
+# the best a run applying the stages one after another can do on that link
+# (so a miss says whether the engine or the stage order is to blame), and
+# where the time went (the --json events of the last two installs).
 #
 # Environment (all optional):
 #   BENCH_QUICK=1        small files and short stand-in times (seconds)

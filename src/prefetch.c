@@ -145,6 +145,11 @@ int gp_prefetch_start(struct gp_prefetch *pf, const struct gp_root *root,
 	pf->progress_data = o.progress_data;
 	o.progress = on_progress;
 	o.progress_data = pf;
+	/* One at a time, in the order the stages announced them, which is the
+	 * order they apply in: the downloads share one link, and shared four
+	 * ways the file the next stage waits for would arrive with the others,
+	 * late, instead of first (tests/bench/overlap.sh). */
+	o.max_parallel = 1;
 	int rc = gp_fetcher_new(root, &o, &pf->fetcher, err);
 	if (rc < 0)
 		return rc;

@@ -4,8 +4,10 @@
  * downloading it again.
  *
  * The thread owns its own fetcher (a fetcher is not thread-safe) and runs
- * gp_fetch_many over every announced artifact with the usual concurrency
- * limit. Results are handed over per artifact as each one finishes (mutex
+ * gp_fetch_many over every announced artifact, one transfer at a time in
+ * the order they were listed (the order of the stages that need them: on
+ * one link, the file needed first then arrives first; a retry's back-off
+ * lets the next one start). Results are handed over per artifact as each one finishes (mutex
  * and condition variable), so a stage never waits for an artifact it does
  * not need. Progress events go to the caller's callback from that thread,
  * with their index moved past GP_PREFETCH_INDEX_BASE so they never share a

@@ -24,7 +24,9 @@
 # BENCH_PAIRS pairs per rate, alternating which of a and b goes first, and
 # print the median of the per-pair ratios a/b per rate and a judgement of
 # what bounds gpuprov. Then tests/bench/noop.sh (no-op install/plan/verify on
-# a fully provisioned root, with a strace profile) and tests/bench/scale.sh.
+# a fully provisioned root, with a strace profile), tests/bench/overlap.sh
+# (a fresh full install on one throttled link: wall time against the
+# download and apply totals) and tests/bench/scale.sh.
 # Targets (issues 4, 18): a/b <= 0.50 unthrottled and <= 0.45 at 100 MB/s;
 # gpuprov's peak RSS within its stated bound: streamed, a multi-block xz is
 # decoded block by block on every CPU (src/sys/xzpar.c), holding at most
@@ -39,7 +41,10 @@
 #   BENCH_PAIRS=N     pairs per rate (default 3; 1 with BENCH_QUICK)
 #   BENCH_RATES="..." rates in bytes/s, 0 = unthrottled
 #                     (default "0 100000000 25000000")
-#   BENCH_CUDNN_ONLY=1 the cuDNN install figures only (no noop.sh, scale.sh)
+#   BENCH_CUDNN_ONLY=1 the cuDNN install figures only (no noop.sh,
+#                     overlap.sh, scale.sh)
+#   BENCH_OVERLAP=0   skip overlap.sh (its own knobs, OVERLAP_RATE,
+#                     OVERLAP_MB, OVERLAP_SCALE, OVERLAP_RUNS: its header)
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -305,6 +310,9 @@ PYEOF
 
 # ---- no-op on a provisioned root (issue 18, target 4) ----------------------
 sh "$here/noop.sh" "$GPUPROV"
+
+# ---- a fresh full install: downloads overlap applies (issue 18, target 3) --
+[ "${BENCH_OVERLAP:-1}" = 0 ] || sh "$here/overlap.sh" "$GPUPROV"
 
 # ---- scale (issue 10): a 100,000-file journal and a 10 MB profile ----------
 if [ "$QUICK" = 1 ]; then

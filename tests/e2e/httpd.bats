@@ -44,3 +44,31 @@ PY
 	cmp "$BATS_FILE_TMPDIR/blob" "$BATS_TEST_TMPDIR/got"
 	stop_https_server
 }
+
+@test "httpd: link=1 requests share their rate, however many connections" {
+	start_https_server
+	cp "$BATS_FILE_TMPDIR/blob" "$WWW/blob"
+	cp "$BATS_FILE_TMPDIR/blob" "$WWW/blob2"
+	# Two 1,000,000-byte bodies at once on one 800,000 B/s link: 2.5 s for
+	# both, less one 16 KiB burst (each alone on its own link: 1.25 s).
+	s=$("$PYTHON" - "https://127.0.0.1:$PORT" "$CA" "$BATS_TEST_TMPDIR" <<'PY'
+import ssl, sys, threading, time, urllib.request
+base, ca, out = sys.argv[1:]
+ctx = ssl.create_default_context(cafile=ca)
+def get(name):
+    with urllib.request.urlopen(base + "/" + name + "?rate=800000&link=1", context=ctx, timeout=60) as r:
+        open(out + "/" + name, "wb").write(r.read())
+t = time.monotonic()
+threads = [threading.Thread(target=get, args=(n,)) for n in ("blob", "blob2")]
+for th in threads:
+    th.start()
+for th in threads:
+    th.join()
+print("%.3f" % (time.monotonic() - t))
+PY
+)
+	cmp "$BATS_FILE_TMPDIR/blob" "$BATS_TEST_TMPDIR/blob"
+	cmp "$BATS_FILE_TMPDIR/blob" "$BATS_TEST_TMPDIR/blob2"
+	awk -v s="$s" 'BEGIN { exit !(s >= 2.3) }' || fail "two bodies on one link in $s s"
+	stop_https_server
+}

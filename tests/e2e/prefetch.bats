@@ -132,3 +132,43 @@ took_background_download() {
 		fail "still running in the root: $p"
 	done
 }
+
+@test "prefetch: one download at a time, in the order the stages apply" {
+	# The driver's runfile and cuDNN's tarball on one link: the runfile,
+	# which the earlier stage needs, is fetched whole before the tarball
+	# starts (shared, it would arrive late with the other). The run's
+	# --json events say when each transfer started and ended.
+	rm -rf "$R"
+	mkroot "$R" --cuda --ldconfig-cache --nouveau unloaded --pkg-stubs
+	local ver=580.95.05
+	cat > "$WWW/NVIDIA-Linux-x86_64-$ver.run" <<-EOF
+	#!/bin/sh
+	echo "runfile \$*" >> /var/log/stub-commands.log
+	mkdir -p /usr/lib/x86_64-linux-gnu
+	echo stand-in > /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.$ver
+	EOF
+	local dsha
+	dsha=$(sha256sum < "$WWW/NVIDIA-Linux-x86_64-$ver.run" | cut -d' ' -f1)
+	P=$BATS_TEST_TMPDIR/order.json
+	cat > "$P" <<-JSON
+	{ "name": "prefetch-order", "extends": "distro/ubuntu2204",
+	  "stages": {
+	    "driver": { "method": "runfile", "version": "$ver", "modules": "open",
+	                "url": "https://127.0.0.1:$PORT/NVIDIA-Linux-x86_64-$ver.run", "sha256": "$dsha" },
+	    "cuda": { "method": "repo", "version": "11.8", "path": "/usr/local/cuda-11.8" },
+	    "cudnn": { "method": "tarball", "version": "8.9.7.29", "cuda": "11",
+	               "url": "https://127.0.0.1:$PORT/cudnn.tar.xz", "sha256": "$SHA" } } }
+	JSON
+	gp --root "$R" --ca-file "$CA" --json install --profile "$P" --only driver,cudnn
+	assert_status 5
+	local events
+	events=$(printf '%s\n' "$stderr" | jq -rc 'select(.event | test("^download_(start|done)$")) | "\(.event) \(.name)"' 2> /dev/null | uniq | tr '\n' ';')
+	[ "$events" = "download_start NVIDIA-Linux-x86_64-$ver.run;download_done NVIDIA-Linux-x86_64-$ver.run;download_start cudnn 8.9.7.29;download_done cudnn 8.9.7.29;" ] ||
+		fail "downloads not one after the other in stage order: $events" "$stderr"
+	grep -q "downloading in the background: NVIDIA-Linux-x86_64-$ver.run, cudnn 8.9.7.29" "$R/var/log/gpuprov.log" ||
+		fail "not both in the background:" "$(cat "$R/var/log/gpuprov.log")"
+	grep -q "^runfile --silent" "$R/var/log/stub-commands.log" || fail "the runfile did not run"
+	took_background_download
+	[ -f "$R/usr/local/cuda-11.8/cudnn-8.9.7.29/include/cudnn_version.h" ] || fail "cuDNN not installed"
+	[ "$(requests)" = 2 ] || fail "expected two requests, got $(requests)"
+}

@@ -10,7 +10,9 @@
  * is a file gpuprov created (removed); a symlink record ("link") is a link
  * gpuprov made (removed, or the operator's link it replaced,
  * "link_before", made again); a directory record ("dir") is one gpuprov
- * created (removed once nothing else is in it, else kept and named). Files
+ * created (removed once nothing else is in it, else kept and named; the
+ * directories below it and its links to entries within it, an extracted
+ * archive's, go with it). Files
  * under /run are not undone: a boot empties them (the reboot-required flag
  * an uninstall itself writes). A stage whose packages an installed package
  * of someone else's (or of another stage this run keeps) depends on is
@@ -158,11 +160,27 @@ struct stays {
 	char *first; /* the first entry that stays */
 };
 
+/* A symlink that names an entry beside it or below (no '/' first, no
+ * ".."), as an extracted archive's own links do (libcudnn.so ->
+ * libcudnn.so.8): it goes with its directory. */
+static bool link_within(struct gp_ctx *c, const char *path)
+{
+	_cleanup_free_ char *target = NULL;
+	if (gp_root_readlink(&c->root, path, &target) < 0 || target[0] == '/')
+		return false;
+	_cleanup_strv_ char **parts = gp_strv_split(target, '/');
+	return !gp_strv_contains(parts, "..");
+}
+
+/* What stays decides: a directory below goes when its entries do. */
 static void find_staying(struct gp_ctx *c, const char *path, const struct stat *st,
                          void *data)
 {
 	struct stays *s = data;
-	if (!s->first && !goes(c, s->u, path))
+	if (s->first || S_ISDIR(st->st_mode) ||
+	    (S_ISLNK(st->st_mode) && link_within(c, path)))
+		return;
+	if (!goes(c, s->u, path))
 		s->first = gp_xstrdup(path);
 }
 

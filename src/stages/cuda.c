@@ -5,23 +5,29 @@
  * the installer (sha256 pinned) and runs it chrooted with --silent --toolkit
  * --toolkitpath=<path>, so its bundled driver is never installed. Several
  * toolkits can coexist; with "link": true /usr/local/cuda points at this one
- * (replaced atomically).
+ * (replaced atomically). With "replace_previous": true (method repo) a
+ * version change removes the other toolkits' packages gpuprov's journal says
+ * this stage installed (gp_effect_pkg_remove), after the new one and its
+ * link; an operator's own toolkit stays, and the plan says so.
  * check:  version.json / version.txt, CUDA_VERSION in include/cuda.h under
  *         <path> agree with the profile's version; repo: the package is
  *         installed; the /usr/local/cuda link when asked for. Blocked when
  *         the repository or the runfile cannot be fetched as pinned.
- * apply:  repository + package, or runfile; then the link.
+ * apply:  repository + package, or runfile; then the link; then the
+ *         previous toolkits' packages go (replace_previous).
  * verify: every version source (files, `nvcc --version` run chrooted)
  *         agrees with the profile; the toolkit's minimum driver (cuda_releases.h)
  *         <= the driver (loaded module, else the driver package); the nvcc
  *         first on the PATH the env stage writes is this toolkit's, with
  *         the driver's CUDA (what nvidia-smi shows) and nvcc's told apart. */
+#include <ctype.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "gpuprov/cuda_releases.h"
 #include "gpuprov/cudatk.h"
 #include "gpuprov/drift.h"
+#include "gpuprov/journal.h"
 #include "gpuprov/json.h"
 #include "gpuprov/nvproc.h"
 #include "gpuprov/pkg.h"
@@ -40,6 +46,7 @@
 #define KEY_URL "url"
 #define KEY_SHA256 "sha256"
 #define KEY_LINK "link"
+#define KEY_REPLACE "replace_previous"
 
 static char *version_check(const cJSON *v, size_t i)
 {
@@ -78,6 +85,11 @@ static const struct gp_key cuda_keys[] = {
 	                .doc = "Point /usr/local/cuda at this toolkit (replaced "
 	                       "atomically).",
 	                .example = "true"),
+	GP_KEY_BOOL_ROW(KEY_REPLACE,
+	                .doc = "Method repo: remove the toolkits of other versions "
+	                       "gpuprov installed (default false: they stay side "
+	                       "by side; an operator's own toolkit always stays).",
+	                .example = "true"),
 	GP_KEY_END,
 };
 
@@ -88,6 +100,7 @@ struct cuda_settings {
 	char *path;
 	char *package; /* cuda-toolkit-X-Y */
 	bool link;
+	bool replace; /* replace_previous */
 	char *link_target;
 	const char *url, *sha256; /* runfile */
 	struct gp_pkg_nvidia_repo nv;
@@ -130,6 +143,7 @@ static void settings(struct gp_ctx *c, const cJSON *cfg, struct cuda_settings *s
 	}
 	s->path = gp_cuda_toolkit_path(cfg);
 	s->link = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, KEY_LINK));
+	s->replace = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, KEY_REPLACE));
 	if (s->path) {
 		const char *slash = strrchr(s->path, '/');
 		s->link_target = strncmp(s->path, "/usr/local/", 11) == 0 &&
@@ -202,6 +216,102 @@ static bool link_ok(struct gp_ctx *c, const struct cuda_settings *s)
 	                    strcmp(have, s->link_target) == 0);
 }
 
+/* --- other toolkits: an upgrade (replace_previous) ------------------------ */
+
+/* Does name end in the "-X-Y" of a toolkit other than dash's (the
+ * profile's)? cuda-toolkit-X-Y and the packages it pulls in
+ * (cuda-nvcc-X-Y, libcublas-X-Y, ...) all do. */
+static bool other_toolkit_package(const char *name, const char *dash)
+{
+	const char *p = name + strlen(name);
+	for (int group = 0; group < 2; group++) {
+		const char *digits = p;
+		while (digits > name && isdigit((unsigned char)digits[-1]))
+			digits--;
+		if (digits == p || digits == name || digits[-1] != '-')
+			return false;
+		p = digits - 1;
+	}
+	return strcmp(p + 1, dash) != 0;
+}
+
+/* Was name installed by this stage, as gpuprov's journal says (recorded
+ * by the cuda stage, not there before gpuprov)? */
+static bool installed_by_stage(struct gp_ctx *c, const char *name)
+{
+	const cJSON *rec = gp_journal_package(&c->journal, name);
+	return rec && gp_streq(gp_json_string(rec, "stage", NULL), "cuda") &&
+	       !gp_json_string(rec, "installed_before", NULL);
+}
+
+/* What replace_previous removes: the installed packages of other toolkit
+ * versions that this stage installed. Never an operator's own. */
+static char **previous_packages(struct gp_ctx *c, const struct cuda_settings *s)
+{
+	char **out = gp_xcalloc(1, sizeof(char *));
+	if (!s->replace || strcmp(s->method, "repo") != 0)
+		return out;
+	_cleanup_free_ char *dash = gp_str_replace_char(s->xy, '.', '-');
+	const cJSON *pkgs = gp_journal_packages(&c->journal);
+	for (const cJSON *p = pkgs ? pkgs->child : NULL; p; p = p->next) {
+		_cleanup_free_ char *have = NULL;
+		if (other_toolkit_package(p->string, dash) &&
+		    installed_by_stage(c, p->string) &&
+		    gp_pkg_installed(c, p->string, &have) == 0 && have)
+			gp_strv_push(&out, p->string);
+	}
+	gp_strv_sort(out);
+	return out;
+}
+
+/* For the plan: "NAME OLD -> removed" for each of gone, then each other
+ * cuda-toolkit-X-Y installed (CUDA 10 to 13) as "NAME VERSION stays" and
+ * why. NULL when there is none. */
+static char *other_toolkits(struct gp_ctx *c, const struct cuda_settings *s,
+                            char *const *gone)
+{
+	struct gp_buf b = { 0 };
+	for (size_t i = 0; gone[i]; i++) {
+		_cleanup_free_ char *v = NULL;
+		gp_pkg_installed(c, gone[i], &v);
+		gp_buf_printf(&b, "%s%s %s -> removed", b.len ? ", " : "", gone[i],
+		              v ? v : "?");
+	}
+	for (unsigned major = 10; s->package && major <= 13; major++)
+		for (unsigned minor = 0; minor <= 9; minor++) {
+			char name[32];
+			snprintf(name, sizeof name, "cuda-toolkit-%u-%u", major, minor);
+			_cleanup_free_ char *v = NULL;
+			if (strcmp(name, s->package) == 0 ||
+			    gp_strv_contains(gone, name) ||
+			    gp_pkg_installed(c, name, &v) < 0 || !v)
+				continue;
+			gp_buf_printf(
+			    &b, "%s%s %s stays (%s)", b.len ? ", " : "", name, v,
+			    installed_by_stage(c, name) ? "side by side: stages.cuda."
+			                                  "replace_previous is not true"
+			                                : "not installed by gpuprov");
+		}
+	return b.len ? gp_buf_steal(&b) : NULL;
+}
+
+/* replace_previous: the other toolkits' packages go once the new one is
+ * in (the package layer releases their holds first); a hold on them
+ * passes to the new toolkit's package. */
+static int remove_previous(struct gp_ctx *c, const struct cuda_settings *s)
+{
+	_cleanup_strv_ char **gone = previous_packages(c, s);
+	bool held = false;
+	for (size_t i = 0; gone[i]; i++)
+		held |= gp_pkg_is_held(c, gone[i]);
+	if (!gone[0])
+		return 0;
+	if (gp_effect_pkg_remove(c, (const char *const *)gone, gp_strv_len(gone)) < 0)
+		return -1;
+	const char *const pkg[] = { s->package };
+	return held ? gp_effect_pkg_hold(c, pkg, 1, true) : 0;
+}
+
 static int cuda_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 {
 	struct cuda_settings s;
@@ -218,13 +328,19 @@ static int cuda_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 		settings_free(&s);
 		return -1;
 	}
+	_cleanup_strv_ char **gone = previous_packages(c, &s);
+	_cleanup_free_ char *others = repo ? other_toolkits(c, &s, gone) : NULL;
 	if (repo && !pkg)
-		gp_check_set(ck, GP_STATE_NEEDED, "%s is not installed", s.package);
+		gp_check_set(ck, GP_STATE_NEEDED, "%s is not installed%s%s", s.package,
+		             others ? "; " : "", others ? others : "");
 	else if (!files_ok(c, &s, &why))
 		gp_check_set(ck, GP_STATE_NEEDED, "%s", why);
 	else if (!link_ok(c, &s))
 		gp_check_set(ck, GP_STATE_NEEDED, "%s does not point at %s", CUDA_LINK,
 		             s.link_target);
+	else if (gone[0])
+		gp_check_set(ck, GP_STATE_NEEDED, "CUDA %s in %s; %s", s.version, s.path,
+		             others);
 	else
 		gp_check_set(ck, GP_STATE_SATISFIED, "CUDA %s in %s%s%s%s", s.version,
 		             s.path, pkg ? " (" : "", pkg ? s.package : "",
@@ -288,6 +404,8 @@ static int cuda_apply(struct gp_ctx *c, const cJSON *cfg)
 	}
 	if (rc == 0 && s.link)
 		rc = gp_effect_symlink(c, s.link_target, CUDA_LINK);
+	if (rc == 0)
+		rc = remove_previous(c, &s);
 	settings_free(&s);
 	return rc;
 }

@@ -176,13 +176,63 @@ sys.stdin.read()
 	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4", "link": true } }'
 	gp --root "$R" plan --profile "$P"
 	assert_status 0
-	assert_stdout_has "cuda: needed - cuda-toolkit-12-4 is not installed"
+	assert_stdout_has "cuda: needed - cuda-toolkit-12-4 is not installed; cuda-toolkit-11-8 11.8.0-1 stays (side by side: stages.cuda.replace_previous is not true)"
 	refute_stdout_has "run dpkg"
+	refute_stdout_has "remove"
 	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
 	assert_status 0
 	[ "$(readlink "$R/usr/local/cuda")" = cuda-12.4 ]
 	[ -x "$R/usr/local/cuda-11.8/bin/nvcc" ]
 	[ "$(dpkg_status "$R" cuda-toolkit-11-8)" = "install ok installed 11.8.0-1" ]
+}
+
+@test "cuda repo: replace_previous: 11.8 -> 12.4 removes the 11.8 toolkit gpuprov installed (its hold passes on), as planned; uninstall gives the root back" {
+	state "$R" > "$BATS_TEST_TMPDIR/before.state"
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "11.8", "link": true, "replace_previous": true } }'
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	chroot "$R" apt-mark hold cuda-toolkit-11-8 > /dev/null
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4", "link": true, "replace_previous": true } }'
+	gp --root "$R" plan --profile "$P"
+	assert_status 0
+	assert_stdout_has "cuda: needed - cuda-toolkit-12-4 is not installed; cuda-toolkit-11-8 11.8.0-1 -> removed"
+	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
+	assert_status 0
+	local runs
+	runs=$(jq -r '.stages[].effects[] | select(.type == "run") | .argv | join(" ")' <<< "$output")
+	[[ "$runs" == *"apt-mark unhold cuda-toolkit-11-8"*"remove"*"cuda-toolkit-11-8"*"apt-mark hold cuda-toolkit-12-4"* ]] ||
+		fail "not released, removed, held in that order:" "$runs"
+	[ "$(dpkg_status "$R" cuda-toolkit-11-8)" = "not-installed" ] ||
+		fail "cuda-toolkit-11-8: $(dpkg_status "$R" cuda-toolkit-11-8)"
+	[ "$(dpkg_status "$R" cuda-toolkit-12-4)" = "hold ok installed 12.4.1-1" ]
+	[ ! -e "$R/usr/local/cuda-11.8/bin/nvcc" ] || fail "the 11.8 toolkit's files are left"
+	[ "$(readlink "$R/usr/local/cuda")" = cuda-12.4 ]
+	[ "$(chroot "$R" apt-mark showhold)" = cuda-toolkit-12-4 ]
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	assert_stdout_has "cuda: satisfied"
+	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R"
+	assert_status 0
+	state "$R" > "$BATS_TEST_TMPDIR/after.state"
+	diff -u "$BATS_TEST_TMPDIR/before.state" "$BATS_TEST_TMPDIR/after.state" ||
+		fail "the root differs from before the install (diff above: - before, + after)"
+}
+
+@test "cuda repo: replace_previous keeps a toolkit that was there before gpuprov, and says so" {
+	cp "$R"/srv/repo/cuda-toolkit-11-8_*.deb "$R/tmp/old.deb"
+	chroot "$R" dpkg -i /tmp/old.deb > /dev/null
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4", "link": true, "replace_previous": true } }'
+	gp --root "$R" plan --profile "$P"
+	assert_status 0
+	assert_stdout_has "cuda: needed - cuda-toolkit-12-4 is not installed; cuda-toolkit-11-8 11.8.0-1 stays (not installed by gpuprov)"
+	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
+	assert_status 0
+	refute_stdout_has "remove"
+	[ "$(dpkg_status "$R" cuda-toolkit-11-8)" = "install ok installed 11.8.0-1" ]
+	[ "$(dpkg_status "$R" cuda-toolkit-12-4)" = "install ok installed 12.4.1-1" ]
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	assert_stdout_has "cuda: satisfied"
 }
 
 @test "cuda verify: nvcc on the env stage's PATH from another toolkit is named precisely" {

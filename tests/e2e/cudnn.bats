@@ -286,6 +286,39 @@ requests() {
 	[ ! -e "$old" ] || fail "the old directory is still there"
 }
 
+# files ROOT: ROOT's manifest without what a run leaves besides its effects
+# (gpuprov's journal and backups, the logs, the download cache) and the
+# stub ldconfig's cache.
+files() {
+	manifest "$1" | awk '{
+		p = (length($1) == 64 && $1 ~ /^[0-9a-f]+$/) ? $2 : $1
+		if (p ~ /^\.\/(var\/lib\/gpuprov|var\/log|var\/cache|etc\/ld\.so\.cache)(\/|$)/) next
+		print
+	}'
+}
+
+@test "cudnn: uninstall after a version change removes the new tree and its links as planned: the tree is as before the first install" {
+	files "$R" > "$BATS_TEST_TMPDIR/before.files"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	VER=8.9.8.15
+	make_tarball "$WWW/cudnn-new.tar.xz"
+	sha=$(sha256sum < "$WWW/cudnn-new.tar.xz" | cut -d' ' -f1)
+	write_profile "$sha" "https://127.0.0.1:$PORT/cudnn-new.tar.xz"
+	assert_plan_matches_run "$R" --ca-file "$CA" --profile "$P" --only cudnn
+	assert_status 0
+	[ ! -e "$R/$BASE/cudnn-8.9.7.29" ] || fail "the old directory is still there"
+	[ "$(readlink "$R/$BASE/lib64/libcudnn.so.8")" = ../cudnn-8.9.8.15/lib/libcudnn.so.8 ]
+	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R" --only cudnn
+	assert_status 0
+	files "$R" > "$BATS_TEST_TMPDIR/after.files"
+	diff -u "$BATS_TEST_TMPDIR/before.files" "$BATS_TEST_TMPDIR/after.files" ||
+		fail "the root differs from before the install (diff above: - before, + after)"
+	gp --root "$R" uninstall --only cudnn
+	assert_status 0
+	assert_stdout_has "cudnn: satisfied - gpuprov recorded nothing of it"
+}
+
 # --- Extracting while downloading --------------------------------------------
 # The server cuts the first answer after 4096 bytes (drop=4096), so the
 # download is still running (waiting 1 s to resume) when the stage extracts:

@@ -682,6 +682,23 @@ dpkg_status() {
 	chroot "$1" dpkg-query -W -f '${Status} ${Version}\n' "$2" 2>/dev/null || echo "not-installed"
 }
 
+# state ROOT: what uninstall must give back (uninstall.bats, cuda.bats):
+# every file (apt's and dpkg's own databases, caches, logs and gpuprov's
+# journal and backups left out; ld.so.cache, which the packages' triggers
+# rewrite, too), then each package's dpkg status and version, then the
+# held set.
+state() {
+	manifest "$1" | awk '{
+		p = (length($1) == 64 && $1 ~ /^[0-9a-f]+$/) ? $2 : $1
+		if (p ~ /^\.\/(var\/lib\/apt|var\/lib\/dpkg|var\/cache|var\/log|var\/lib\/gpuprov|etc\/ld\.so\.cache|tmp|run|var\/run)(\/|$)/) next
+		print
+	}'
+	echo "--- dpkg"
+	chroot "$1" dpkg-query -W -f '${Package} ${Status} ${Version}\n'
+	echo "--- held"
+	chroot "$1" apt-mark showhold
+}
+
 # --- PyTorch stage (pytorch.bats, pytorch_verify.bats, conda.bats) -----------
 
 # debroot DIR: the cached real Debian 12 root (tests/fixtures/debroot.sh) in

@@ -25,22 +25,6 @@ teardown() {
 	[[ "$BATS_TEST_DESCRIPTION" == *"(stub root)"* ]] || stop_https_server
 }
 
-# state ROOT: what uninstall must give back: every file (apt's and dpkg's
-# own databases, caches, logs and gpuprov's journal and backups left out;
-# ld.so.cache, which the packages' triggers rewrite, too), then each
-# package's dpkg status and version, then the held set.
-state() {
-	manifest "$1" | awk '{
-		p = (length($1) == 64 && $1 ~ /^[0-9a-f]+$/) ? $2 : $1
-		if (p ~ /^\.\/(var\/lib\/apt|var\/lib\/dpkg|var\/cache|var\/log|var\/lib\/gpuprov|etc\/ld\.so\.cache|tmp|run|var\/run)(\/|$)/) next
-		print
-	}'
-	echo "--- dpkg"
-	chroot "$1" dpkg-query -W -f '${Package} ${Status} ${Version}\n'
-	echo "--- held"
-	chroot "$1" apt-mark showhold
-}
-
 # dpkg_status_stub NAME: the Status of NAME in the stub root's dpkg status.
 dpkg_status_stub() {
 	sed -n "/^Package: $1\$/,/^\$/s/^Status: //p" "$R/var/lib/dpkg/status"

@@ -927,6 +927,27 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 	return install_session(&s, code, o, out);
 }
 
+/* The command the resume marker records for a rollback (src/main.c has
+ * made its command word "install"): after the boot an install of the
+ * current entry, the rollback's own (its profile copy), goes on where the
+ * rollback stopped; --to, which install does not take, is left out. A
+ * "rollback" again would go back one entry more. Free the array only. */
+static char **rollback_resume_argv(char *const *argv)
+{
+	size_t n = 0;
+	while (argv && argv[n])
+		n++;
+	char **out = gp_xcalloc(n + 1, sizeof *out);
+	size_t w = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (gp_streq(argv[i], "--to") && i + 1 < n)
+			i++;
+		else if (!gp_str_starts_with(argv[i], "--to="))
+			out[w++] = argv[i];
+	}
+	return out;
+}
+
 int gp_engine_rollback(const struct gp_options *o, struct gp_out *out)
 {
 	struct session s;
@@ -956,6 +977,8 @@ int gp_engine_rollback(const struct gp_options *o, struct gp_out *out)
 	_cleanup_free_ char *rerun = gp_xasprintf(
 	    "gpuprov rollback --to %ld", cJSON_IsNumber(id) ? (long)id->valuedouble : 0L);
 	ro.rerun = rerun;
+	_cleanup_free_ char **resume = rollback_resume_argv(o->argv);
+	ro.argv = resume;
 	return install_session(&s, code, &ro, out);
 }
 

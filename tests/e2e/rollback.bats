@@ -9,7 +9,12 @@
 # (dpkg status and the held set as after entry 1, as planned: entry 3),
 # --to 2, then a refused rollback once 1.17.7-1 is gone from the repository.
 # One test has a root of its own (setup_apt_root) where the second install
-# adds a package (a second CUDA toolkit) that the rollback removes.
+# adds a package (a second CUDA toolkit) that the rollback removes. Stub
+# roots (mkroot.sh): the files a newer install wrote put back (an
+# operator's from its backup, gpuprov's own removed), the tree as after the
+# older install; a rocky9 root with the dnf stub, where a rollback that
+# would install packages is refused. The rollback across driver branches
+# (its reboot) is in upgrade.bats, on that file's root.
 
 load helpers
 

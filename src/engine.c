@@ -560,10 +560,30 @@ static bool reboot_step(struct session *s, const struct gp_options *o)
 	return failed;
 }
 
-/* One pass over the stage table into a fresh c->plan: a plan in
- * GP_MODE_PLAN, the real thing otherwise. Returns true when a stage failed. */
-/* A rollback's first step (src/rollback.c): the packages and holds as its
- * history entry had them, before the stages apply the entry's profile.
+/* A step the engine makes itself, a rollback's or an uninstall stage's
+ * (not a stage's apply, which also keeps its journal state): logged and
+ * announced before its effects; end_step takes what making it returned. */
+static void begin_step(struct session *s, struct gp_stage_plan *sp, const char *command)
+{
+	gp_log(&s->c, "%s: %s", command, sp->reason);
+	gp_ctx_announce_stage(&s->c, sp, false);
+}
+
+/* rc: the step's apply (0, or -1 with s->err set). Returns true when it
+ * failed (reported; the plan says so). */
+static bool end_step(struct session *s, struct gp_stage_plan *sp, int rc)
+{
+	bool failed = rc < 0 || gp_ctx_root_fault(&s->c) < 0;
+	if (failed) {
+		gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
+		report_err(s);
+	}
+	gp_ctx_announce_stage(&s->c, sp, true);
+	return failed;
+}
+
+/* A rollback's first step (src/rollback.c): the packages, holds and files
+ * as its history entry had them, before the stages apply the entry's profile.
  * Returns true when it failed. */
 static bool rollback_step(struct session *s)
 {
@@ -571,7 +591,7 @@ static bool rollback_step(struct session *s)
 	c->plan->command = "rollback";
 	struct gp_stage_plan *sp = gp_plan_add_stage(
 	    c->plan, GP_ROLLBACK_STEP,
-	    "the packages and holds of the entry rolled back to");
+	    "the packages, holds and files of the entry rolled back to");
 	c->stage = sp;
 	_cleanup_free_ char *reason = NULL;
 	int rc = gp_rollback_check(c, s->rollback, &reason);
@@ -587,19 +607,15 @@ static bool rollback_step(struct session *s)
 	}
 	bool failed = rc == -2;
 	if (rc > 0) {
-		gp_log(c, "rollback: %s", sp->reason);
-		gp_ctx_announce_stage(c, sp, false);
-		if (gp_rollback_apply(c, s->rollback) < 0 || gp_ctx_root_fault(c) < 0) {
-			gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
-			report_err(s);
-			failed = true;
-		}
-		gp_ctx_announce_stage(c, sp, true);
+		begin_step(s, sp, "rollback");
+		failed = end_step(s, sp, gp_rollback_apply(c, s->rollback));
 	}
 	c->stage = NULL;
 	return failed;
 }
 
+/* One pass over the stage table into a fresh c->plan: a plan in
+ * GP_MODE_PLAN, the real thing otherwise. Returns true when a stage failed. */
 static bool run_pass(struct session *s, const struct gp_options *o)
 {
 	struct gp_ctx *c = &s->c;
@@ -911,6 +927,27 @@ int gp_engine_install(const struct gp_options *o, struct gp_out *out)
 	return install_session(&s, code, o, out);
 }
 
+/* The command the resume marker records for a rollback (src/main.c has
+ * made its command word "install"): after the boot an install of the
+ * current entry, the rollback's own (its profile copy), goes on where the
+ * rollback stopped; --to, which install does not take, is left out. A
+ * "rollback" again would go back one entry more. Free the array only. */
+static char **rollback_resume_argv(char *const *argv)
+{
+	size_t n = 0;
+	while (argv && argv[n])
+		n++;
+	char **out = gp_xcalloc(n + 1, sizeof *out);
+	size_t w = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (gp_streq(argv[i], "--to") && i + 1 < n)
+			i++;
+		else if (!gp_str_starts_with(argv[i], "--to="))
+			out[w++] = argv[i];
+	}
+	return out;
+}
+
 int gp_engine_rollback(const struct gp_options *o, struct gp_out *out)
 {
 	struct session s;
@@ -940,6 +977,8 @@ int gp_engine_rollback(const struct gp_options *o, struct gp_out *out)
 	_cleanup_free_ char *rerun = gp_xasprintf(
 	    "gpuprov rollback --to %ld", cJSON_IsNumber(id) ? (long)id->valuedouble : 0L);
 	ro.rerun = rerun;
+	_cleanup_free_ char **resume = rollback_resume_argv(o->argv);
+	ro.argv = resume;
 	return install_session(&s, code, &ro, out);
 }
 
@@ -1168,14 +1207,8 @@ static bool undo_pass(struct session *s, const struct gp_options *o)
 		enum gp_stage_state state = gp_stage_undo_check(c, st, &reason);
 		gp_stage_plan_set(sp, state, "%s", reason);
 		if (sp->state == GP_STATE_NEEDED) {
-			gp_log(c, "uninstall: %s", sp->reason);
-			gp_ctx_announce_stage(c, sp, false);
-			if (gp_stage_undo_apply(c, st) < 0 || gp_ctx_root_fault(c) < 0) {
-				gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
-				report_err(s);
-				failed = true;
-			}
-			gp_ctx_announce_stage(c, sp, true);
+			begin_step(s, sp, "uninstall");
+			failed = end_step(s, sp, gp_stage_undo_apply(c, st));
 		}
 		c->stage = NULL;
 	}

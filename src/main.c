@@ -413,19 +413,22 @@ static const struct command commands[] = {
 	      "go back to the previous install's state (or history entry N)" } },
 	  "usage: gpuprov rollback [--to N] [--dry-run] [--only S,..] [--skip S,..]\n"
 	  "                        [--cache-dir DIR] [--ca-file FILE]\n"
-	  "                        [--mirror FROM=TO]... [--offline]\n"
+	  "                        [--reboot=never|auto] [--mirror FROM=TO]...\n"
+	  "                        [--offline]\n"
 	  "\n"
 	  "Makes the state of the history entry before the current one (or of entry\n"
 	  "N as 'gpuprov history' numbers them) again: first the packages, each at\n"
 	  "exactly the version the entry recorded (downgrades included), those\n"
-	  "gpuprov installed since removed, the holds as they were; then the stages\n"
-	  "with the entry's copy of its profile, as an install of it (its files, the\n"
-	  "Python environment's pins, the reboot a changed driver needs). A full plan\n"
-	  "is made first; --dry-run prints it and changes nothing. Refused (exit 4)\n"
-	  "before anything changes when no configured repository offers an old\n"
-	  "version any more, naming them. The history gets a new entry that says\n"
-	  "which one it rolled back to.\n",
-	  OPT_DRY_RUN | OPT_SELECT | OPT_FETCH | OPT_TO,
+	  "gpuprov installed since removed, the holds as they were, the files\n"
+	  "gpuprov wrote since put back (an operator's from its backup); then the\n"
+	  "stages with the entry's copy of its profile, as an install of it (its\n"
+	  "files, the Python environment's pins, the reboot a changed driver needs:\n"
+	  "exit 5; --reboot as for install). A full plan is made first; --dry-run\n"
+	  "prints it and changes nothing. Refused (exit 4) before anything changes\n"
+	  "when no configured repository offers an old version any more, naming\n"
+	  "them, and on dnf roots when it would install packages. The history gets\n"
+	  "a new entry that says which one it rolled back to.\n",
+	  OPT_DRY_RUN | OPT_SELECT | OPT_FETCH | OPT_TO | OPT_REBOOT,
 	  false,
 	  run_rollback },
 	{ "resume",

@@ -1,4 +1,5 @@
-/* Rollback: the packages and holds a history entry recorded, made again.
+/* Rollback: the packages, holds and files a history entry recorded, made
+ * again.
  *
  * The entry's "packages" (name -> version, stage, held) is the state to go
  * back to: each one installed at exactly its version (apt's install has
@@ -7,10 +8,12 @@
  * "installed_before", are kept), and the holds as the entry's "holds" lists
  * them. An older version that no configured repository offers any more
  * refuses the rollback before anything changes: apt installs only what its
- * lists offer (or what is installed). The rest of the entry's state (the
- * files its stages wrote, the Python environment's pins, the reboot of a
- * driver stage) comes from the engine applying the entry's profile copy
- * after this step, as an install of it would. */
+ * lists offer (or what is installed). The files gpuprov wrote since that
+ * the entry did not have go back to how they were before gpuprov, as
+ * uninstall puts them (src/undo.c). The rest of the entry's state (the
+ * files its stages wrote, the Python environment's pins) comes from the
+ * engine applying the entry's profile copy after this step, as an install
+ * of it would. */
 #include <string.h>
 
 #include "gpuprov/context.h"
@@ -19,6 +22,7 @@
 #include "gpuprov/pkg.h"
 #include "gpuprov/pkgdb.h"
 #include "gpuprov/rollback.h"
+#include "gpuprov/undo.h"
 #include "gpuprov/util.h"
 
 /* The stage a reboot follows when its packages change (as its install does). */
@@ -94,6 +98,7 @@ struct rollback {
 	char **remove; /* gpuprov's since, which the entry did not have */
 	char **gone; /* "name=version" no repository offers: refused */
 	char **driver; /* of those, the driver stage's */
+	char **unchecked; /* "name-version" of want on a root whose lists are not read */
 };
 
 static void rollback_free(struct rollback *r)
@@ -102,15 +107,13 @@ static void rollback_free(struct rollback *r)
 	gp_strv_free(r->remove);
 	gp_strv_free(r->gone);
 	gp_strv_free(r->driver);
+	gp_strv_free(r->unchecked);
 }
 
-/* Is version of name offered by the root's apt lists? True when that
- * cannot be known (dnf, lists never read): the package manager decides. */
-static bool offered(struct gp_ctx *c, enum gp_pkg_manager pm, const char *name,
-                    const char *version)
+/* Is version of name offered by the root's apt lists? True when they were
+ * never read (apt-get update not run): apt decides. */
+static bool offered(struct gp_ctx *c, const char *name, const char *version)
 {
-	if (pm != GP_PKG_APT)
-		return true;
 	_cleanup_strv_ char **versions = NULL;
 	int lists = gp_apt_candidates(&c->root, name, &versions);
 	return lists <= 0 || gp_strv_contains(versions, version);
@@ -120,10 +123,11 @@ static bool offered(struct gp_ctx *c, enum gp_pkg_manager pm, const char *name,
  * with c->err set. */
 static int gather(struct gp_ctx *c, const cJSON *entry, struct rollback *r)
 {
-	*r = (struct rollback){ gp_xcalloc(1, sizeof *r->want), 0,
-		                gp_xcalloc(1, sizeof(char *)),
-		                gp_xcalloc(1, sizeof(char *)),
-		                gp_xcalloc(1, sizeof(char *)) };
+	*r = (struct rollback){
+		gp_xcalloc(1, sizeof *r->want), 0,
+		gp_xcalloc(1, sizeof(char *)),  gp_xcalloc(1, sizeof(char *)),
+		gp_xcalloc(1, sizeof(char *)),  gp_xcalloc(1, sizeof(char *))
+	};
 	enum gp_pkg_manager pm;
 	if (gp_pkg_manager(c, &pm) < 0)
 		return -1;
@@ -137,7 +141,11 @@ static int gather(struct gp_ctx *c, const cJSON *entry, struct rollback *r)
 			return -1;
 		if (gp_streq(have, version))
 			continue;
-		if (!offered(c, pm, p->string, version)) {
+		if (pm != GP_PKG_APT) {
+			_cleanup_free_ char *nv = gp_xasprintf("%s-%s", p->string,
+			                                       version);
+			gp_strv_push(&r->unchecked, nv);
+		} else if (!offered(c, p->string, version)) {
 			_cleanup_free_ char *spec = gp_xasprintf("%s=%s", p->string,
 			                                         version);
 			gp_strv_push(&r->gone, spec);
@@ -181,6 +189,86 @@ static void hold_changes(struct gp_ctx *c, const cJSON *entry, char ***set,
 			gp_strv_push(release, p->string);
 }
 
+/* --- the files ------------------------------------------------------- */
+
+/* Does a file record name something gpuprov put there (a file or a link)? */
+static bool has_content(const cJSON *rec)
+{
+	return gp_json_string(rec, "sha256", NULL) || gp_json_string(rec, "link", NULL);
+}
+
+/* The files the journal records that the entry did not have: written (or
+ * linked) since, or removed since where the operator's copy is in the
+ * backup. Each goes back to how it was before gpuprov (gp_undo_file). The
+ * files the entry had are its stages' to write again from its profile copy,
+ * after this step; the directories gpuprov made stay (empty ones too). */
+static char **files_since(struct gp_ctx *c, const cJSON *entry)
+{
+	char **since = gp_xcalloc(1, sizeof(char *));
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
+	const cJSON *had = cJSON_GetObjectItemCaseSensitive(entry, "files");
+	for (const cJSON *f = files ? files->child : NULL; f; f = f->next) {
+		const cJSON *then = cJSON_GetObjectItemCaseSensitive(had, f->string);
+		if (has_content(then) || gp_undo_volatile(f->string) ||
+		    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "dir")))
+			continue;
+		bool theirs_before = gp_json_string(f, "backup", NULL) ||
+		                     gp_json_string(f, "link_before", NULL);
+		/* then: the entry had it removed as well */
+		if (has_content(f) || (!then && theirs_before))
+			gp_strv_push(&since, f->string);
+	}
+	return since;
+}
+
+/* What gp_undo_file does to each of files, for the plan's reason. */
+static char *files_text(struct gp_ctx *c, char **files)
+{
+	struct gp_buf b = { 0 };
+	for (size_t i = 0; files[i]; i++) {
+		const cJSON *rec = gp_journal_file(&c->journal, files[i]);
+		const char *backup = gp_json_string(rec, "backup", NULL);
+		const char *link = gp_json_string(rec, "link_before", NULL);
+		gp_buf_puts(&b, i ? ", " : "");
+		if (backup)
+			gp_buf_printf(&b, "restores %s from %s", files[i], backup);
+		else if (link)
+			gp_buf_printf(&b, "points %s back to %s", files[i], link);
+		else
+			gp_buf_printf(&b, "removes %s", files[i]);
+	}
+	return gp_buf_steal(&b);
+}
+
+/* Puts the files back (files_since), then runs what makes that count as
+ * the stage that wrote each one would (ldconfig, the initramfs). */
+static int apply_files(struct gp_ctx *c, const cJSON *entry)
+{
+	_cleanup_strv_ char **files = files_since(c, entry);
+	/* The stages first: for real, gp_undo_file forgets the record. */
+	_cleanup_strv_ char **stages = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; files[i]; i++)
+		gp_strv_push(
+		    &stages,
+		    gp_json_string(gp_journal_file(&c->journal, files[i]), "stage", ""));
+	for (size_t i = 0; files[i]; i++)
+		if (gp_undo_file(c, files[i]) < 0)
+			return -1;
+	_cleanup_strv_ char **done = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; stages[i]; i++) {
+		if (gp_strv_contains(done, stages[i]))
+			continue; /* its files went with its first */
+		gp_strv_push(&done, stages[i]);
+		_cleanup_strv_ char **of_stage = gp_xcalloc(1, sizeof(char *));
+		for (size_t k = i; files[k]; k++)
+			if (gp_streq(stages[k], stages[i]))
+				gp_strv_push(&of_stage, files[k]);
+		if (gp_undo_commands(c, stages[i], of_stage) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* "name=version, ..." of the wants. */
 static char *wants_text(const struct rollback *r)
 {
@@ -189,6 +277,22 @@ static char *wants_text(const struct rollback *r)
 		gp_buf_printf(&b, "%s%s=%s", i ? ", " : "", r->want[i].name,
 		              r->want[i].version);
 	return gp_buf_steal(&b);
+}
+
+/* dnf's repositories are not read (gpuprov has no parser of what dnf
+ * lists), so whether they still offer the old versions cannot be known:
+ * a rollback that installs packages there is refused before any change
+ * rather than left to fail half-way in dnf. */
+static char *unchecked_refusal(const struct rollback *r, long id)
+{
+	_cleanup_free_ char *names = gp_strv_join(r->unchecked, ", ");
+	return gp_xasprintf(
+	    "cannot roll back to history entry %ld: it would install %s with "
+	    "dnf, and gpuprov does not read dnf's repositories to check that they "
+	    "still offer these versions (rollback of packages is supported on apt "
+	    "roots only); put them back by hand (dnf downgrade, dnf history undo), "
+	    "then run gpuprov rollback --to %ld again for the rest",
+	    id, names, id);
 }
 
 int gp_rollback_check(struct gp_ctx *c, const cJSON *entry, char **reason)
@@ -201,6 +305,11 @@ int gp_rollback_check(struct gp_ctx *c, const cJSON *entry, char **reason)
 		return -2;
 	}
 	long id = (long)entry_id(entry);
+	if (r.unchecked[0]) {
+		*reason = unchecked_refusal(&r, id);
+		rollback_free(&r);
+		return -1;
+	}
 	if (r.gone[0]) {
 		_cleanup_free_ char *gone = gp_strv_join(r.gone, ", ");
 		*reason = gp_xasprintf(
@@ -224,11 +333,16 @@ int gp_rollback_check(struct gp_ctx *c, const cJSON *entry, char **reason)
 	}
 	if (set[0] || release[0])
 		gp_buf_printf(&b, "%sholds as they were", b.len ? "; " : "");
+	_cleanup_strv_ char **files = files_since(c, entry);
+	if (files[0]) {
+		_cleanup_free_ char *f = files_text(c, files);
+		gp_buf_printf(&b, "%s%s", b.len ? "; " : "", f);
+	}
 	rc = b.len != 0;
 	_cleanup_free_ char *what = gp_buf_steal(&b);
 	*reason = rc ? gp_xasprintf("back to history entry %ld: %s", id, what)
-	             : gp_xasprintf("the packages and holds are as history entry %ld "
-	                            "had them",
+	             : gp_xasprintf("the packages, holds and files are as history "
+	                            "entry %ld had them",
 	                            id);
 	rollback_free(&r);
 	return rc;
@@ -251,6 +365,11 @@ int gp_rollback_apply(struct gp_ctx *c, const cJSON *entry)
 {
 	struct rollback r;
 	int rc = gather(c, entry, &r);
+	if (rc == 0 && r.unchecked[0]) {
+		_cleanup_free_ char *why = unchecked_refusal(&r, (long)entry_id(entry));
+		rc = gp_fail(c->err, GP_EBLOCKED, "rollback: %s; nothing was changed",
+		             why);
+	}
 	if (rc == 0 && r.gone[0]) {
 		_cleanup_free_ char *gone = gp_strv_join(r.gone, ", ");
 		rc = gp_fail(c->err, GP_EBLOCKED,
@@ -265,6 +384,8 @@ int gp_rollback_apply(struct gp_ctx *c, const cJSON *entry)
 		rc = gp_effect_pkg_install(c, r.want, r.n_want);
 	if (rc == 0)
 		rc = apply_holds(c, entry);
+	if (rc == 0)
+		rc = apply_files(c, entry);
 	if (rc == 0 && r.driver[0]) {
 		_cleanup_free_ char *why = gp_xasprintf(
 		    "the NVIDIA driver's packages went back to history entry %ld",

@@ -40,7 +40,7 @@ struct undo {
 	char **dirs; /* directories gpuprov created, deepest first */
 };
 
-static bool volatile_path(const char *path)
+bool gp_undo_volatile(const char *path)
 {
 	return gp_str_starts_with(path, "/run/") || gp_str_starts_with(path, "/var/run/");
 }
@@ -104,7 +104,7 @@ static void undo_gather(struct gp_ctx *c, const char *stage, struct undo *u)
 	size_t n = 0;
 	for (const cJSON *f = files ? files->child : NULL; f; f = f->next)
 		if (!gp_streq(gp_json_string(f, "stage", NULL), stage) ||
-		    volatile_path(f->string))
+		    gp_undo_volatile(f->string))
 			continue;
 		else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "dir")))
 			gp_strv_push(&u->dirs, f->string);
@@ -266,8 +266,7 @@ enum gp_stage_state gp_undo_check(struct gp_ctx *c, const char *stage, char **re
 	return needed ? GP_STATE_NEEDED : GP_STATE_SATISFIED;
 }
 
-/* The file as it was before gpuprov: its backup written back, or gone. */
-static int undo_file(struct gp_ctx *c, const char *path)
+int gp_undo_file(struct gp_ctx *c, const char *path)
 {
 	const cJSON *rec = gp_journal_file(&c->journal, path);
 	const char *backup = gp_json_string(rec, "backup", NULL);
@@ -299,12 +298,10 @@ static int undo_file(struct gp_ctx *c, const char *path)
 	return rc;
 }
 
-/* The commands that make the undone files count, as the stages that wrote
- * them ran them: ldconfig after a file of the linker's path list (its cache
- * still names the libraries), the initramfs rebuild after a modprobe file
- * (the initramfs holds a copy of the nouveau blacklist). Effects, so the
- * plan names them. */
-static int undo_commands(struct gp_ctx *c, const char *stage, char *const *files)
+/* ldconfig after a file of the linker's path list (its cache still names
+ * the libraries), the initramfs rebuild after a modprobe file (the
+ * initramfs holds a copy of the nouveau blacklist). */
+int gp_undo_commands(struct gp_ctx *c, const char *stage, char *const *files)
 {
 	bool ld = false, modprobe = false;
 	for (size_t i = 0; files[i]; i++) {
@@ -339,7 +336,7 @@ int gp_undo_apply(struct gp_ctx *c, const char *stage)
 	for (size_t i = 0; rc == 0 && c->mode == GP_MODE_APPLY && u.forget[i]; i++)
 		gp_journal_forget_package(&c->journal, u.forget[i]);
 	for (size_t i = 0; rc == 0 && u.files[i]; i++)
-		rc = undo_file(c, u.files[i]);
+		rc = gp_undo_file(c, u.files[i]);
 	for (size_t i = 0; rc == 0 && u.dirs[i]; i++) {
 		_cleanup_free_ char *stay = staying_entry(c, &u, u.dirs[i]);
 		if (!stay)
@@ -348,7 +345,7 @@ int gp_undo_apply(struct gp_ctx *c, const char *stage)
 			gp_journal_forget_file(&c->journal, u.dirs[i]);
 	}
 	if (rc == 0)
-		rc = undo_commands(c, stage, u.files);
+		rc = gp_undo_commands(c, stage, u.files);
 	/* The driver's module stays loaded until the machine reboots. */
 	if (rc == 0 && u.remove[0] && gp_streq(stage, "driver"))
 		rc = gp_effect_reboot_for(c,

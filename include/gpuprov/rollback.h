@@ -2,8 +2,10 @@
  * again. The engine applies the entry's copy of the profile as an install
  * does; before its stages, one "rollback" step puts the packages back at
  * the exact versions the entry recorded (downgrades included), removes the
- * ones gpuprov installed since, and sets the holds as they were, all
- * through the package layer, so the plan of a rollback is exact. */
+ * ones gpuprov installed since, sets the holds as they were and puts back
+ * the files gpuprov wrote since that the entry did not have, all through
+ * the package layer and the effect door, so the plan of a rollback is
+ * exact. */
 #pragma once
 
 #include <stdbool.h>
@@ -25,18 +27,19 @@ struct gp_journal;
 const cJSON *gp_rollback_target(const cJSON *history, const cJSON *current, long to,
                                 char **why, int *code);
 
-/* What going back to entry would change in the packages, from the journal
- * and the package database: *reason (free it) says it, or why it is
- * refused. Returns 1 when something changes, 0 when the packages are as the
+/* What going back to entry would change in the packages and files, from
+ * the journal and the package database: *reason (free it) says it, or why
+ * it is refused. Returns 1 when something changes, 0 when they are as the
  * entry had them, -1 when refused (*reason: the packages and versions no
  * configured repository offers any more) and -2 with c->err set when the
  * database cannot be read. Read-only. */
 int gp_rollback_check(struct gp_ctx *c, const cJSON *entry, char **reason);
 /* Makes it through the package layer: the packages gpuprov installed
  * since are removed, the entry's packages installed at its versions, the
- * holds set and released as the entry had them; a change of the driver's
- * packages asks for the reboot that loads the module again. 0, or -1 with
- * c->err set. */
+ * holds set and released as the entry had them, the files written since
+ * that the entry lacks restored from their backups or removed; a change of
+ * the driver's packages asks for the reboot that loads the module again. 0,
+ * or -1 with c->err set. */
 int gp_rollback_apply(struct gp_ctx *c, const cJSON *entry);
 /* After the real pass, before its history entry ends: the packages the
  * rollback step installed are the entry's stages' again in the journal

@@ -23,3 +23,13 @@ enum gp_stage_state gp_undo_check(struct gp_ctx *c, const char *stage, char **re
  * reboot that unloads the module. For real, the journal then forgets the
  * stage's records. 0, or -1 with c->err set. */
 int gp_undo_apply(struct gp_ctx *c, const char *stage);
+/* One file recorded in the journal as it was before gpuprov: its backup
+ * written back, the link it replaced made again, or removed; for real, the
+ * journal then forgets it. 0, or -1 with c->err set. */
+int gp_undo_file(struct gp_ctx *c, const char *path);
+/* The commands that make undone files count, as the stage that wrote them
+ * ran them (its profile section names the initramfs command). Effects, so
+ * the plan names them. 0, or -1 with c->err set. */
+int gp_undo_commands(struct gp_ctx *c, const char *stage, char *const *files);
+/* Under /run: a boot empties it, nothing there is undone. */
+bool gp_undo_volatile(const char *path);

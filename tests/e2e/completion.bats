@@ -155,7 +155,7 @@ command_options() {
 	offered --dry-run --only --skip --root
 	not_offered --profile --force --offline
 	complete "rollback --"
-	offered --to --dry-run --root --json
+	offered --to --dry-run --root --json --reboot
 	not_offered --profile --force
 	complete "history --"
 	offered --root --json

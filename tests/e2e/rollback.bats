@@ -9,7 +9,12 @@
 # (dpkg status and the held set as after entry 1, as planned: entry 3),
 # --to 2, then a refused rollback once 1.17.7-1 is gone from the repository.
 # One test has a root of its own (setup_apt_root) where the second install
-# adds a package (a second CUDA toolkit) that the rollback removes.
+# adds a package (a second CUDA toolkit) that the rollback removes. Stub
+# roots (mkroot.sh): the files a newer install wrote put back (an
+# operator's from its backup, gpuprov's own removed), the tree as after the
+# older install; a rocky9 root with the dnf stub, where a rollback that
+# would install packages is refused. The rollback across driver branches
+# (its reboot) is in upgrade.bats, on that file's root.
 
 load helpers
 
@@ -18,6 +23,10 @@ setup_file() {
 }
 
 setup() {
+	if [[ "$BATS_TEST_DESCRIPTION" == *"(dnf root)"* ]]; then
+		require_root
+		return 0
+	fi
 	if [[ "$BATS_TEST_DESCRIPTION" == *"(cuda root)"* ]]; then
 		setup_apt_root # a root of its own, the same stand-in repository
 		P=$BATS_TEST_TMPDIR/p.json
@@ -116,7 +125,7 @@ rollback_matches_plan() {
 	# Done: a second rollback plan back to entry 1 changes nothing.
 	gp --root "$R" rollback --to 1 --dry-run
 	assert_status 0
-	assert_stdout_has "rollback: satisfied - the packages and holds are as history entry 1 had them"
+	assert_stdout_has "rollback: satisfied - the packages, holds and files are as history entry 1 had them"
 }
 
 @test "rollback: --to 2 goes forward again to the upgrade's versions, as planned" {
@@ -171,4 +180,120 @@ rollback_matches_plan() {
 	diff -u "$BATS_TEST_TMPDIR/v1.state" "$BATS_TEST_TMPDIR/after.state" ||
 		fail "dpkg status or holds differ from entry 1's (diff above: - entry 1, + after)"
 	[ "$(readlink "$R/usr/local/cuda")" = cuda-11.8 ] || fail "/usr/local/cuda -> $(readlink "$R/usr/local/cuda")"
+}
+
+# files_tree ROOT: the manifest of ROOT (paths, modes, owners, sha256s)
+# without gpuprov's journal, backups and log, the stub log, the linker cache
+# (ldconfig rewrites it) and the initramfs image (the stub's rebuild).
+files_tree() {
+	manifest "$1" | grep -v '^\S* *\./\(var/lib/gpuprov\|var/log\|run\|var/run\|etc/ld\.so\.cache\|boot/initrd\.img-[^ ]*\)\( \|/\|$\)'
+}
+
+# files_rollback THEIRS: in a stub root, install A (the env stage), then B
+# (nouveau too, and env's variable changed), then rollback as planned: the
+# tree is as after A. THEIRS "yes": the root has an operator's nouveau
+# file (mode 0640) that B replaces and the rollback restores from its
+# backup; "no": B's file is new and the rollback removes it.
+files_rollback() {
+	R=$BATS_TEST_TMPDIR/root
+	mkroot "$R" --nouveau unloaded --cuda
+	local mp=$R/etc/modprobe.d/blacklist-nouveau.conf
+	if [ "$1" = yes ]; then
+		printf 'options nouveau modeset=1 # the operator'"'"'s\n' > "$mp"
+		chmod 0640 "$mp"
+	fi
+	local a=$BATS_TEST_TMPDIR/a.json b=$BATS_TEST_TMPDIR/b.json
+	printf '%s\n' '{ "name": "files-a", "extends": "distro/ubuntu2204",' \
+		'  "stages": { "env": { "vars": { "GPUPROV_TEST": "a" } } } }' > "$a"
+	printf '%s\n' '{ "name": "files-b", "extends": "distro/ubuntu2204",' \
+		'  "stages": { "nouveau": {}, "env": { "vars": { "GPUPROV_TEST": "b" } } } }' > "$b"
+	gp --root "$R" install --profile "$a"
+	assert_status 0
+	files_tree "$R" > "$BATS_TEST_TMPDIR/a.tree"
+	gp --root "$R" install --profile "$b"
+	assert_status 0
+	grep -qx 'blacklist nouveau' "$mp" || fail "B did not write $mp:" "$(cat "$mp")"
+	grep -q "GPUPROV_TEST='b'" "$R/etc/profile.d/gpuprov-cuda.sh" || fail "B did not change the env script"
+	gp --root "$R" rollback --dry-run
+	assert_status 0
+	if [ "$1" = yes ]; then
+		assert_stdout_has "rollback: needed - back to history entry 1: restores /etc/modprobe.d/blacklist-nouveau.conf from /var/lib/gpuprov/backup/etc/modprobe.d/blacklist-nouveau.conf"
+	else
+		assert_stdout_has "rollback: needed - back to history entry 1: removes /etc/modprobe.d/blacklist-nouveau.conf"
+	fi
+	assert_stdout_has "run update-initramfs -u"
+	assert_stdout_line "        +GPUPROV_TEST='a'"
+	: > "$R/var/log/stub-commands.log"
+	rollback_matches_plan
+	assert_status 0
+	files_tree "$R" > "$BATS_TEST_TMPDIR/after.tree"
+	diff -u "$BATS_TEST_TMPDIR/a.tree" "$BATS_TEST_TMPDIR/after.tree" ||
+		fail "the root's files differ from after install A (diff above: - A, + after the rollback)"
+	# The initramfs is rebuilt without B's blacklist.
+	grep -qx '/usr/sbin/update-initramfs -u' "$R/var/log/stub-commands.log" ||
+		fail "no initramfs rebuild:" "$(cat "$R/var/log/stub-commands.log")"
+	! grep -q "blacklist nouveau" "$R"/boot/initrd.img-* ||
+		fail "the initramfs still blacklists nouveau"
+	# The journal has B's file no more: done, a plan changes nothing.
+	gp --root "$R" rollback --to 1 --dry-run
+	assert_status 0
+	assert_stdout_has "rollback: satisfied - the packages, holds and files are as history entry 1 had them"
+}
+
+@test "rollback: the operator's file the newer install replaced comes back from its backup (bytes and mode), the changed file is the entry's again, as planned (stub root)" {
+	files_rollback yes
+	[ "$(stat -c %a "$R/etc/modprobe.d/blacklist-nouveau.conf")" = 640 ] || fail "mode not restored"
+}
+
+@test "rollback: a file only the newer install wrote is removed, as planned (stub root)" {
+	files_rollback no
+	[ ! -e "$R/etc/modprobe.d/blacklist-nouveau.conf" ] || fail "B's file is still there"
+}
+
+@test "rollback: on a dnf root a rollback that would install older packages is refused before any change, naming them (dnf root)" {
+	R=$BATS_TEST_TMPDIR/root
+	mkroot "$R" --distro rocky9 --nouveau unloaded --pkg-stubs
+	start_https_server
+	local fpr ksha k=kernel-devel-5.14.0-362.8.1.el9_3.x86_64
+	fpr=$(stand_in_key "$WWW/RPM-GPG-KEY-test")
+	ksha=$(sha256sum < "$WWW/RPM-GPG-KEY-test" | cut -d' ' -f1)
+	P=$BATS_TEST_TMPDIR/drv.json
+	# dnf_profile NAME: the dnf driver of branch 580, held, as profile NAME.
+	dnf_profile() {
+		cat > "$P" <<JSON
+{
+  "name": "$1",
+  "extends": "distro/rocky9",
+  "distro": { "keyring_url": "https://127.0.0.1:$PORT/RPM-GPG-KEY-test",
+              "keyring_sha256": "$ksha", "keyring_fingerprint": "$fpr" },
+  "stages": { "driver": { "method": "dnf", "branch": "580", "modules": "open", "hold": true } }
+}
+JSON
+	}
+	dnf_profile dnf-a
+	echo '* 3:580.95.05-1.el9' > "$R/var/lib/stub-pkg/candidates"
+	rpmdb_write "$R/var/lib/stub-pkg/rpmdb.after" "nvidia-driver 3:580.95.05-1.el9" \
+		"kmod-nvidia-open-dkms 3:580.95.05-1.el9" "$k 5.14.0-362.8.1.el9_3"
+	gp --root "$R" --ca-file "$CA" install --profile "$P"
+	assert_status 5
+	# dnf moved the driver on (an operator's dnf upgrade), then a second
+	# profile is installed: entry 1 recorded 580.95.05.
+	rm "$R/var/lib/rpm/rpmdb.sqlite"
+	rpmdb_write "$R/var/lib/rpm/rpmdb.sqlite" "nvidia-driver 3:580.105.08-1.el9" \
+		"kmod-nvidia-open-dkms 3:580.105.08-1.el9" "$k 5.14.0-362.8.1.el9_3"
+	dnf_profile dnf-b
+	gp --root "$R" --ca-file "$CA" install --profile "$P"
+	[ "$status" -eq 0 ] || [ "$status" -eq 5 ] || { show_run; fail "second install failed"; }
+	: > "$R/var/log/stub-commands.log"
+	snapshot "$R" before var/log/gpuprov.log var/lib/gpuprov/lock
+	gp --root "$R" rollback --dry-run
+	assert_status 4
+	assert_stdout_has "rollback: blocked - cannot roll back to history entry 1: it would install "
+	assert_stdout_has "nvidia-driver-3:580.95.05-1.el9"
+	gp --root "$R" rollback
+	assert_status 4
+	assert_stderr_has "(rollback of packages is supported on apt roots only)"
+	assert_stderr_has "nothing was changed"
+	[ ! -s "$R/var/log/stub-commands.log" ] || fail "commands ran:" "$(cat "$R/var/log/stub-commands.log")"
+	assert_unchanged "$R" before var/log/gpuprov.log var/lib/gpuprov/lock
 }

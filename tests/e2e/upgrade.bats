@@ -17,10 +17,12 @@
 # Boot on at the older 580.65.06 (nvidia-dkms-580-server goes, the modules
 # are pinned with the driver, not taken at the archive's newest); the move to
 # the desktop (plain) flavor of 580 (the -server packages gpuprov installed
-# go); last, uninstall --only driver blocked by another stage's package that
-# depends on the driver's. After each: the installed NVIDIA packages (dpkg
-# status) and apt-mark showhold against the expected set, and the plan's
-# effects against the run's.
+# go); uninstall --only driver blocked by another stage's package that
+# depends on the driver's; last, Secure Boot off, a rollback across branches
+# to the 535.183.01 entry, its reboot as an install's (exit 5, --reboot=auto
+# arms the resume). After each: the installed NVIDIA packages (dpkg status)
+# and apt-mark showhold against the expected set, and the plan's effects
+# against the run's.
 
 load helpers
 
@@ -292,4 +294,47 @@ PY
 	assert_status 4
 	assert_stdout_has "driver: blocked - nothing changed"
 	assert_unchanged "$R" installed var/log/gpuprov.log var/lib/gpuprov/lock
+	# The stand-in goes again, so the rollback below meets gpuprov's set only.
+	chroot "$R" dpkg --purge nvidia-fabricmanager-580 > /dev/null
+	"$PYTHON" - "$R/var/lib/gpuprov/state.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+del j["packages"]["nvidia-fabricmanager-580"]
+json.dump(j, open(sys.argv[1], "w"))
+PY
+}
+
+@test "upgrade: rollback across branches to 535.183.01 with DKMS: the 580 set goes, the 535 set is back and held, the reboot follows as for an install (exit 5, --reboot=auto arms the resume)" {
+	rm -f "$R/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+	# --reboot=auto needs the resume unit in the root (make install-units).
+	mkdir -p "$R/usr/local/lib/systemd/system"
+	cp "$REPO_ROOT/dist/systemd/gpuprov-resume.service.in" \
+		"$R/usr/local/lib/systemd/system/gpuprov-resume.service"
+	gp --root "$R" history --json
+	assert_status 0
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/history.json"
+	local id
+	id=$("$PYTHON" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print([e["id"] for e in d["entries"]
+       if e["record"]["packages"].get("nvidia-driver-535-server", {}).get("version") == sys.argv[2]][0])' \
+		"$BATS_TEST_TMPDIR/history.json" "$B535")
+	gp --root "$R" rollback --to "$id" --dry-run
+	assert_status 5
+	assert_stdout_has "rollback: needed - back to history entry $id: installs "
+	assert_stdout_has "nvidia-driver-535-server=$B535"
+	assert_stdout_has "removes "
+	assert_stdout_has "reboot"
+	PLAN_CMD="rollback --dry-run" RUN_CMD=rollback assert_plan_matches_run "$R" --to "$id" --reboot=auto
+	assert_status 5
+	assert_stderr_has "reboot required ("
+	assert_stderr_has "armed, not rebooted (the root is not the host's /)"
+	[ -s "$R/var/lib/gpuprov/resume" ] || fail "the resume marker is not armed"
+	# After the boot an install of the rollback's entry goes on: a rollback
+	# again would go back one entry more, and install takes no --to.
+	grep -q install "$R/var/lib/gpuprov/resume" && ! grep -q -e --to "$R/var/lib/gpuprov/resume" ||
+		fail "resume marker:" "$(cat "$R/var/lib/gpuprov/resume")"
+	[ -L "$R/etc/systemd/system/multi-user.target.wants/gpuprov-resume.service" ] ||
+		fail "the resume unit is not wanted"
+	assert_nvidia_set "$(dkms_set 535 "$B535")"
 }

@@ -9,7 +9,10 @@
  * input made this target slow (a few hundred inputs a second under ASan),
  * so one decoder is kept, gp_xzpar_reset after each input; every
  * FRESH_EVERY-th input gets a decoder of its own, freed right after it
- * (blocks possibly still decoding), as a download's is. */
+ * (blocks possibly still decoding), as a download's is. A crash that
+ * needs a kept decoder's past does not replay alone (the first input gets
+ * a fresh one): that is a gp_xzpar_reset bug, and -DFRESH_EVERY=1 builds a
+ * harness that never keeps a decoder, to tell. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -92,13 +92,13 @@ deps-demo:
 	@sh tests/deps.sh $(BUILD_DEPS) busybox-static
 
 check: deps
-	$(MAKE) test-run
+	$(MAKE) test-run EXTRA_UNIT_BINS=$(TSAN_DIR)/test_xzpar
 
 check-asan: deps
 	$(MAKE) BUILD=build-asan SANITIZE=1 test-run
 
-test-run: $(BUILD)/gpuprov $(UNIT_BINS) $(BUILD)/killshim.so
-	GPUPROV=$(CURDIR)/$(BUILD)/gpuprov UNIT_BINS="$(UNIT_BINS)" \
+test-run: $(BUILD)/gpuprov $(UNIT_BINS) $(EXTRA_UNIT_BINS) $(BUILD)/killshim.so
+	GPUPROV=$(CURDIR)/$(BUILD)/gpuprov UNIT_BINS="$(UNIT_BINS) $(EXTRA_UNIT_BINS)" \
 		KILLSHIM=$(CURDIR)/$(BUILD)/killshim.so sh tests/run.sh
 
 # The kill-point sweep's LD_PRELOAD shim (tests/fixtures/killshim.c). make
@@ -172,6 +172,38 @@ fuzz-long: deps-fuzz
 	$(MAKE) -j1 -k $(FUZZ_NAMES:%=fuzz-run-%) FUZZ_OPT=-runs=$(FUZZ_RUNS); rc=$$?; \
 	sh tests/fuzz/run.sh $(FUZZ_DIR) --summary $(FUZZ_NAMES); exit $$rc
 
+# The xz block decoder's threads (src/sys/xzpar.c) under ThreadSanitizer:
+# tests/unit/test_xzpar.c built with the two files it needs ($(CC); `make
+# check` runs it with the unit tests), then, built with clang, the
+# fuzz_xz_blocks seeds and a short seeded run of that target. xzpar.c has
+# no fuzzer coverage there: its workers would race on the counters.
+TSAN_DIR := build-tsan
+TSAN_CFLAGS := -std=gnu11 -g -O1 -fno-omit-frame-pointer $(WARNINGS) -fsanitize=thread
+TSAN_XZ_SRCS := src/sys/xzpar.c src/pure/xzblocks.c
+TSAN_XZ_OBJS := $(TSAN_DIR)/fuzz-xzpar.o $(TSAN_DIR)/fuzz-xzblocks.o
+TSAN_RUN := TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+.PHONY: check-tsan-xz
+$(TSAN_DIR)/test_xzpar: tests/unit/test_xzpar.c tests/unit/testutil.h $(TSAN_XZ_SRCS) \
+		include/gpuprov/xzpar.h include/gpuprov/xzblocks.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CPPFLAGS) $(TSAN_CFLAGS) -Itests/unit -o $@ $< $(TSAN_XZ_SRCS) \
+		-llzma -lcmocka
+$(TSAN_DIR)/fuzz-xzpar.o: src/sys/xzpar.c include/gpuprov/xzpar.h include/gpuprov/xzblocks.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(ALL_CPPFLAGS) $(TSAN_CFLAGS) -c -o $@ $<
+$(TSAN_DIR)/fuzz-xzblocks.o: src/pure/xzblocks.c include/gpuprov/xzblocks.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(ALL_CPPFLAGS) $(TSAN_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+$(TSAN_DIR)/fuzz_xz_blocks: tests/fuzz/fuzz_xz_blocks.c tests/fuzz/fuzz.h $(TSAN_XZ_OBJS)
+	$(FUZZ_CC) $(ALL_CPPFLAGS) $(TSAN_CFLAGS) -fsanitize=fuzzer -Itests/fuzz -o $@ $< \
+		$(TSAN_XZ_OBJS) -llzma
+check-tsan-xz: deps-fuzz $(TSAN_DIR)/test_xzpar $(TSAN_DIR)/fuzz_xz_blocks
+	$(TSAN_RUN) $(TSAN_DIR)/test_xzpar
+	$(TSAN_RUN) $(TSAN_DIR)/fuzz_xz_blocks -runs=0 tests/fuzz/corpus/fuzz_xz_blocks
+	rm -rf $(TSAN_DIR)/corpus && mkdir -p $(TSAN_DIR)/corpus
+	$(TSAN_RUN) $(TSAN_DIR)/fuzz_xz_blocks -seed=1 -runs=20000 -timeout=60 \
+		$(TSAN_DIR)/corpus tests/fuzz/corpus/fuzz_xz_blocks
+
 # Benchmark (issues 4, 18): gpuprov installing a >=300 MB cuDNN-shaped .tar.xz
 # over loopback HTTPS (unthrottled, 100 MB/s, 25 MB/s) vs curl + sha256sum -c
 # + tar -xJf; median ratios, peak RSS; a no-op on a provisioned root with a
@@ -244,4 +276,4 @@ uninstall: uninstall-units
 	rm -rf $(DESTDIR)$(DATADIR)
 
 clean:
-	rm -rf build build-asan build-fuzz gpuprov
+	rm -rf build build-asan build-fuzz build-tsan gpuprov

@@ -10,8 +10,8 @@
  * waiting, decoding, or decoded and not yet taken) together stay within
  * GP_XZPAR_BUDGET(threads) bytes of block buffers (compressed plus
  * uncompressed sizes; the oldest block is always admitted), plus each
- * worker's decoder (the LZMA2 dictionary: 8 MiB at xz -6, touched only as
- * far as a block fills it). A block whose header lacks either size, or
+ * worker's decoder (the LZMA2 dictionary: 8 MiB at xz -6, never more than
+ * the block's uncompressed size). A block whose header lacks either size, or
  * records more than GP_XZPAR_BLOCK_MAX of either, is refused: the caller
  * checks the first block with gp_xzpar_suits and decodes on one thread
  * otherwise. */
@@ -35,6 +35,9 @@ bool gp_xzpar_suits(const uint8_t *p, size_t n, size_t *need);
 /* threads: 1..16 workers. Negative errno when a thread cannot start. */
 int gp_xzpar_new(unsigned threads, uint64_t mem_stop, struct gp_xzpar **out);
 void gp_xzpar_free(struct gp_xzpar *p);
+/* Forgets the stream (waiting for blocks being decoded) and readies p for
+ * a new one on the same workers, as if just made by gp_xzpar_new. */
+void gp_xzpar_reset(struct gp_xzpar *p);
 
 /* Takes input: returns the bytes consumed (fewer than len when the stream
  * ended inside in, or when no block can be admitted until output is

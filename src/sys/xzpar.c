@@ -63,6 +63,22 @@ static int set_msg(struct gp_xzpar *p, int rc, const char *why)
 	return rc;
 }
 
+/* An LZMA2 match reaches back only into what the block decoded before it,
+ * so a dictionary of the block's uncompressed size decodes it exactly as
+ * the recorded one would (liblzma allocates the whole dictionary up front:
+ * a block of a few bytes recording 256 MiB would get all of it). The
+ * memory limit is still checked against the recorded size. */
+static void cap_dictionary(lzma_filter *filters, uint64_t uncompressed)
+{
+	uint64_t cap = uncompressed < LZMA_DICT_SIZE_MIN ? LZMA_DICT_SIZE_MIN
+	                                                 : uncompressed;
+	for (unsigned i = 0; filters[i].id != LZMA_VLI_UNKNOWN; i++) {
+		lzma_options_lzma *o = filters[i].options;
+		if (filters[i].id == LZMA_FILTER_LZMA2 && o->dict_size > cap)
+			o->dict_size = (uint32_t)cap;
+	}
+}
+
 /* A worker's job: the whole block in b->in to b->out. */
 static int decode_block(const struct gp_xzpar *p, struct blk *b, const char **why)
 {
@@ -85,6 +101,7 @@ static int decode_block(const struct gp_xzpar *p, struct blk *b, const char **wh
 		rc = -E2BIG;
 		goto out;
 	}
+	cap_dictionary(filters, b->out_len);
 	b->out = malloc(b->out_len ? b->out_len : 1);
 	if (!b->out) {
 		*why = "out of memory";
@@ -200,6 +217,45 @@ int gp_xzpar_new(unsigned threads, uint64_t mem_stop, struct gp_xzpar **out)
 	return 0;
 }
 
+/* With no worker on a block: every block's buffers. */
+static void free_blocks(struct gp_xzpar *p)
+{
+	for (unsigned i = 0; i < RING; i++) {
+		free(p->ring[i].in);
+		free(p->ring[i].out);
+		p->ring[i] = (struct blk){ .st = B_FREE };
+	}
+}
+
+void gp_xzpar_reset(struct gp_xzpar *p)
+{
+	pthread_mutex_lock(&p->lock);
+	/* No worker starts on a block now; those decoding one finish. */
+	for (unsigned i = 0; i < p->count; i++)
+		if (at(p, i)->st == B_READY)
+			at(p, i)->st = B_FILL;
+	for (;;) {
+		bool busy = false;
+		for (unsigned i = 0; i < p->count; i++)
+			busy = busy || at(p, i)->st == B_BUSY;
+		if (!busy)
+			break;
+		pthread_cond_wait(&p->cond, &p->lock);
+	}
+	free_blocks(p);
+	p->head = p->count = 0;
+	p->taken = false;
+	p->held = p->peak = 0;
+	pthread_mutex_unlock(&p->lock);
+	p->ps = P_SHDR;
+	p->have = 0;
+	p->need = GP_XZ_STREAM_HEADER_SIZE;
+	p->pending = false;
+	p->blocks = 0;
+	p->msg[0] = '\0';
+	p->ih = lzma_index_hash_init(p->ih, NULL); /* given one: resets it, never NULL */
+}
+
 void gp_xzpar_free(struct gp_xzpar *p)
 {
 	if (!p)
@@ -210,10 +266,7 @@ void gp_xzpar_free(struct gp_xzpar *p)
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned i = 0; i < p->started; i++)
 		pthread_join(p->th[i], NULL);
-	for (unsigned i = 0; i < RING; i++) {
-		free(p->ring[i].in);
-		free(p->ring[i].out);
-	}
+	free_blocks(p);
 	lzma_index_hash_end(p->ih, NULL);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->cond);

@@ -671,6 +671,19 @@ int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
 	return run_effect_command(c, argv, failed);
 }
 
+/* Is path below a directory the journal records as gpuprov's whole? */
+static bool under_whole_dir(struct gp_ctx *c, const char *path)
+{
+	_cleanup_free_ char *up = gp_xstrdup(path);
+	for (char *slash; (slash = strrchr(up, '/')) && slash != up;) {
+		*slash = '\0';
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+		        gp_journal_file(&c->journal, up), "whole")))
+			return true;
+	}
+	return false;
+}
+
 int gp_effect_run_creating(struct gp_ctx *c, char *const argv[], const char *dir)
 {
 	if (gp_ctx_door_open(c, "gp_effect_run") < 0)
@@ -679,7 +692,9 @@ int gp_effect_run_creating(struct gp_ctx *c, char *const argv[], const char *dir
 	e->argv = gp_strv_copy(argv);
 	if (c->mode == GP_MODE_PLAN)
 		return 0;
-	_cleanup_free_ char *made = gp_ctx_missing_dir(c, dir);
+	/* Inside one already (conda create in gpuprov's prefix): that goes. */
+	_cleanup_free_ char *made = under_whole_dir(c, dir) ? NULL
+	                                                    : gp_ctx_missing_dir(c, dir);
 	if (made && !gp_streq(made, dir)) {
 		/* The parents are plain directories: removed once empty. */
 		_cleanup_free_ char *parent = gp_xstrndup(

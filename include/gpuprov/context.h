@@ -194,7 +194,8 @@ struct gp_run_result;
  * before the command runs as one gpuprov made whole
  * (gp_journal_record_whole_dir; its missing parents as gp_ctx_record_dir
  * does), so an uninstall removes it with all in it; an existing dir is
- * never journaled, so never removed. */
+ * never journaled, so never removed, nor is one inside a directory so
+ * journaled (that one goes whole). */
 int gp_effect_run_creating(struct gp_ctx *c, char *const argv[], const char *dir);
 /* gp_effect_run, and a command that ran and failed leaves its result in
  * *failed (free it with gp_run_result_free; zeroed otherwise), for a stage

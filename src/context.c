@@ -671,6 +671,49 @@ int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
 	return run_effect_command(c, argv, failed);
 }
 
+/* Is path below a directory the journal records as gpuprov's whole? */
+static bool under_whole_dir(struct gp_ctx *c, const char *path)
+{
+	_cleanup_free_ char *up = gp_xstrdup(path);
+	for (char *slash; (slash = strrchr(up, '/')) && slash != up;) {
+		*slash = '\0';
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+		        gp_journal_file(&c->journal, up), "whole")))
+			return true;
+	}
+	return false;
+}
+
+int gp_effect_run_creating(struct gp_ctx *c, char *const argv[], const char *dir)
+{
+	if (gp_ctx_door_open(c, "gp_effect_run") < 0)
+		return -1;
+	struct gp_effect *e = add_effect(c, GP_EFFECT_RUN);
+	e->argv = gp_strv_copy(argv);
+	if (c->mode == GP_MODE_PLAN)
+		return 0;
+	/* Inside one already (conda create in gpuprov's prefix): that goes. */
+	_cleanup_free_ char *made = under_whole_dir(c, dir) ? NULL
+	                                                    : gp_ctx_missing_dir(c, dir);
+	if (made && !gp_streq(made, dir)) {
+		/* The parents are plain directories: removed once empty. */
+		_cleanup_free_ char *parent = gp_xstrndup(
+		    dir, (size_t)(strrchr(dir, '/') - dir));
+		_cleanup_free_ char *top = gp_ctx_missing_dir(c, parent);
+		if (gp_ctx_record_dir(c, top) < 0)
+			return -1;
+	}
+	if (made) {
+		gp_journal_record_whole_dir(&c->journal, dir, gp_ctx_stage_name(c));
+		if (gp_ctx_save_journal(c) < 0)
+			return -1;
+	}
+	struct gp_run_result failed = { 0 };
+	int rc = run_effect_command(c, argv, &failed);
+	gp_run_result_free(&failed);
+	return rc;
+}
+
 /* The command of an effect, for real: run, logged, its failure explained. */
 static int run_effect_command(struct gp_ctx *c, char *const argv[],
                               struct gp_run_result *failed)

@@ -67,11 +67,10 @@ static const struct member profile_members[] = {
 	{ "overrides", M_STRINGS }, { NULL, 0 },
 };
 static const struct member file_members[] = {
-	{ "sha256", M_SHA256 }, { "stage", M_STRING },
-	{ "backup", M_BACKUP }, { "stat", M_STRING },
-	{ "link", M_STRING },   { "link_before", M_STRING },
-	{ "dir", M_BOOL },      { "mode", M_STRING },
-	{ "owner", M_STRING },  { NULL, 0 },
+	{ "sha256", M_SHA256 }, { "stage", M_STRING }, { "backup", M_BACKUP },
+	{ "stat", M_STRING },   { "link", M_STRING },  { "link_before", M_STRING },
+	{ "dir", M_BOOL },      { "mode", M_STRING },  { "owner", M_STRING },
+	{ "whole", M_BOOL },    { NULL, 0 },
 };
 /* "packages"."<name>": what an install left, for drift (src/stages/drift.c). */
 static const struct member package_members[] = {
@@ -509,6 +508,15 @@ void gp_journal_record_dir(struct gp_journal *j, const char *path, const char *s
 	set_string(f, "stage", stage);
 	cJSON_DeleteItemFromObjectCaseSensitive(f, "dir");
 	cJSON_AddTrueToObject(f, "dir");
+}
+
+void gp_journal_record_whole_dir(struct gp_journal *j, const char *path,
+                                 const char *stage)
+{
+	gp_journal_record_dir(j, path, stage);
+	cJSON *f = file_record(j, path);
+	cJSON_DeleteItemFromObjectCaseSensitive(f, "whole");
+	cJSON_AddTrueToObject(f, "whole");
 }
 
 cJSON *gp_journal_file(const struct gp_journal *j, const char *path)

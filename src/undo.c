@@ -12,7 +12,11 @@
  * "link_before", made again); a directory record ("dir") is one gpuprov
  * created (removed once nothing else is in it, else kept and named; the
  * directories below it and its links to entries within it, an extracted
- * archive's, go with it). Files
+ * archive's, go with it), or, "whole", one a command of gpuprov's created
+ * and filled (the Python environment: removed with all in it, whatever was
+ * put there since, as gpuprov cannot tell pip's files from others'; a
+ * directory that was there before gpuprov is never recorded, so never
+ * removed). Files
  * under /run are not undone: a boot empties them (the reboot-required flag
  * an uninstall itself writes). A stage whose packages an installed package
  * of someone else's (or of another stage this run keeps) depends on is
@@ -140,11 +144,25 @@ static void undo_free(struct undo *u)
 	gp_strv_free(u->dirs);
 }
 
+/* A directory gpuprov made whole (gp_journal_record_whole_dir)? */
+static bool whole_dir(struct gp_ctx *c, const char *dir)
+{
+	return cJSON_IsTrue(
+	    cJSON_GetObjectItemCaseSensitive(gp_journal_file(&c->journal, dir), "whole"));
+}
+
 /* Does path go in this uninstall, as this run sees it: removed by an effect
- * planned or made already, or one of the stage's files without a backup (a
- * file or link gpuprov created, removed below)? */
+ * planned or made already, in a directory made whole that goes, or one of
+ * the stage's files without a backup (a file or link gpuprov created,
+ * removed below)? */
 static bool goes(struct gp_ctx *c, const struct undo *u, const char *path)
 {
+	for (size_t i = 0; u->dirs[i]; i++) {
+		size_t n = strlen(u->dirs[i]);
+		if (strncmp(path, u->dirs[i], n) == 0 && path[n] == '/' &&
+		    whole_dir(c, u->dirs[i]))
+			return true;
+	}
 	bool exists;
 	const char *data;
 	size_t len;
@@ -188,6 +206,8 @@ static void find_staying(struct gp_ctx *c, const char *path, const struct stat *
  * directory gpuprov made goes too. */
 static char *staying_entry(struct gp_ctx *c, const struct undo *u, const char *dir)
 {
+	if (whole_dir(c, dir))
+		return NULL;
 	struct stays s = { u, NULL };
 	gp_ctx_walk(c, dir, find_staying, &s);
 	return s.first;
@@ -230,10 +250,12 @@ enum gp_stage_state gp_undo_check(struct gp_ctx *c, const char *stage, char **re
 	       n_release = gp_strv_len(u.release);
 	_cleanup_free_ char *kept = u.kept[0] ? gp_strv_join(u.kept, ", ") : NULL;
 	_cleanup_free_ char *released = gp_strv_join(u.release, ", ");
-	struct gp_buf kept_dirs = { 0 };
+	struct gp_buf kept_dirs = { 0 }, whole = { 0 };
 	size_t n_dirs = 0;
 	for (size_t i = 0; u.dirs[i]; i++) {
 		_cleanup_free_ char *stay = staying_entry(c, &u, u.dirs[i]);
+		if (whole_dir(c, u.dirs[i]) && gp_ctx_exists(c, u.dirs[i]))
+			gp_buf_printf(&whole, "%s%s", whole.len ? ", " : "", u.dirs[i]);
 		if (stay)
 			gp_buf_printf(&kept_dirs,
 			              "%s%s (it holds %s, which gpuprov did not write)",
@@ -261,7 +283,16 @@ enum gp_stage_state gp_undo_check(struct gp_ctx *c, const char *stage, char **re
 		          "not write: "
 		        : "",
 		    kept_dirs.len ? kept_dirs.data : "");
+	if (whole.len) {
+		char *more = gp_xasprintf(
+		    "%s; removes %s with all in it: gpuprov created "
+		    "it with a command that filled it",
+		    *reason, whole.data);
+		free(*reason);
+		*reason = more;
+	}
 	gp_buf_free(&kept_dirs);
+	gp_buf_free(&whole);
 	undo_free(&u);
 	return needed ? GP_STATE_NEEDED : GP_STATE_SATISFIED;
 }

@@ -189,6 +189,14 @@ int gp_effect_remove_made_dir(struct gp_ctx *c, const char *path);
 /* Runs a command that changes the target, chrooted when the root is not /. */
 int gp_effect_run(struct gp_ctx *c, char *const argv[]);
 struct gp_run_result;
+/* gp_effect_run of a command that creates the directory dir and fills it
+ * (an installer's prefix): when dir does not exist yet, it is journaled
+ * before the command runs as one gpuprov made whole
+ * (gp_journal_record_whole_dir; its missing parents as gp_ctx_record_dir
+ * does), so an uninstall removes it with all in it; an existing dir is
+ * never journaled, so never removed, nor is one inside a directory so
+ * journaled (that one goes whole). */
+int gp_effect_run_creating(struct gp_ctx *c, char *const argv[], const char *dir);
 /* gp_effect_run, and a command that ran and failed leaves its result in
  * *failed (free it with gp_run_result_free; zeroed otherwise), for a stage
  * that explains the failure from the command's own words. */

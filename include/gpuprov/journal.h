@@ -68,6 +68,11 @@ void gp_journal_record_link(struct gp_journal *j, const char *path, const char *
  * not there: an uninstall removes it once nothing of anyone else's is in
  * it (src/undo.c). */
 void gp_journal_record_dir(struct gp_journal *j, const char *path, const char *stage);
+/* The same, "whole": true: a directory a command of gpuprov's created and
+ * filled (the Python environment an installer or venv makes), whose files
+ * gpuprov cannot record one by one; an uninstall removes it with all in it. */
+void gp_journal_record_whole_dir(struct gp_journal *j, const char *path,
+                                 const char *stage);
 /* The record of a file ("sha256", "stage", "backup", "stat", "link",
  * "link_before", "dir"), or NULL. */
 cJSON *gp_journal_file(const struct gp_journal *j, const char *path);

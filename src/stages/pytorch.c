@@ -612,8 +612,9 @@ struct survey {
 	bool has_pip;
 	char *pip_conf, *pip_conf_path;
 	bool pip_conf_ok;
-	char **missing; /* "torch==2.7.1+cu118 (installed: 2.7.0+cu118)" */
+	char **missing; /* "torch 2.7.0+cu118 -> 2.7.1+cu118", "(none)" when absent */
 	char **missing_want; /* the pins to install */
+	char **missing_have; /* their installed versions, "" for none */
 };
 
 static void survey_free(struct survey *s)
@@ -625,6 +626,7 @@ static void survey_free(struct survey *s)
 	free(s->pip_conf_path);
 	gp_strv_free(s->missing);
 	gp_strv_free(s->missing_want);
+	gp_strv_free(s->missing_have);
 }
 
 static bool version_is(const char *have, const char *want)
@@ -654,6 +656,7 @@ static void survey(struct gp_ctx *c, const struct torch *t, struct survey *s)
 	                 gp_stage_file_is(c, s->pip_conf_path, s->pip_conf);
 	s->missing = gp_xcalloc(1, sizeof(char *));
 	s->missing_want = gp_xcalloc(1, sizeof(char *));
+	s->missing_have = gp_xcalloc(1, sizeof(char *));
 	for (size_t i = 0; t->want[i]; i++) {
 		const char *w = t->want[i];
 		size_t n = strcspn(w, "=");
@@ -662,10 +665,11 @@ static void survey(struct gp_ctx *c, const struct torch *t, struct survey *s)
 		                                : NULL;
 		if (version_is(have, w + n + 2))
 			continue;
-		_cleanup_free_ char *why = gp_xasprintf("%s (installed: %s)", w,
-		                                        have ? have : "none");
+		_cleanup_free_ char *why = gp_xasprintf(
+		    "%.*s %s -> %s", (int)n, w, have ? have : "(none)", w + n + 2);
 		gp_strv_push(&s->missing, why);
 		gp_strv_push(&s->missing_want, w);
+		gp_strv_push(&s->missing_have, have ? have : "");
 	}
 }
 
@@ -758,9 +762,31 @@ static int torch_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 #define PIP_QUOTE_LINES 6
 #define PIP_QUOTE_BYTES 600
 
+/* After a failed pip run, the pins whose installed version is no longer
+ * the one the survey found: "torch 2.7.1+cu118 -> 2.8.0+cu128, ...", or
+ * "" when pip changed none. pip resolves and downloads every requirement
+ * before it installs any, so a missing version, an unreachable index or a
+ * wrong sha256 changes nothing; a failure while it installs puts back only
+ * the package it was installing, not those it had finished. */
+static char *pins_moved(struct gp_ctx *c, const struct torch *t, const struct survey *s)
+{
+	_cleanup_free_ char *pyver = env_python(c, t);
+	struct gp_buf b = { 0 };
+	for (size_t i = 0; pyver && s->missing_want[i]; i++) {
+		const char *w = s->missing_want[i];
+		size_t n = strcspn(w, "=");
+		_cleanup_free_ char *now = installed_version(c, t, pyver, w, n);
+		if (!gp_streq(now ? now : "", s->missing_have[i]))
+			gp_buf_printf(&b, "%s%.*s %s -> %s", b.len ? ", " : "", (int)n, w,
+			              *s->missing_have[i] ? s->missing_have[i] : "(none)",
+			              now ? now : "(none)");
+	}
+	return b.len ? gp_buf_steal(&b) : gp_xstrdup("");
+}
+
 /* After a failed pip run: what pip said and what it most likely means. */
-static void pip_hint(struct gp_ctx *c, const struct torch *t, char *const argv[],
-                     const struct gp_run_result *res)
+static void pip_hint(struct gp_ctx *c, const struct torch *t, const struct survey *s,
+                     char *const argv[], const struct gp_run_result *res)
 {
 	if (!res->output)
 		return; /* pip did not run: c->err says why */
@@ -768,8 +794,14 @@ static void pip_hint(struct gp_ctx *c, const struct torch *t, char *const argv[]
 	_cleanup_free_ char *how = gp_run_describe(res, c->cmd_timeout_ms);
 	_cleanup_free_ char *said = gp_output_excerpt(
 	    res->output, "ERROR:", PIP_QUOTE_LINES, PIP_QUOTE_BYTES);
+	_cleanup_free_ char *moved = pins_moved(c, t, s);
 	_cleanup_free_ char *hint =
-	    strstr(res->output, "Expected sha256")
+	    *moved ? gp_xasprintf("pip had changed %s before it failed (it puts back "
+	                          "only the package it was installing); the other "
+	                          "pins are as before: fix the cause and run the "
+	                          "install again, or 'gpuprov rollback'",
+	                          moved)
+	    : strstr(res->output, "Expected sha256")
 	        ? gp_xasprintf("a wheel does not match the sha256 the index %s gives "
 	                       "for it (a corrupt mirror or a tampered file): pip "
 	                       "installed nothing",
@@ -799,6 +831,15 @@ static int run_argv(struct gp_ctx *c, char **argv)
 	return rc;
 }
 
+/* run_argv of a command that creates dir (a prefix, an environment): a dir
+ * not there yet is journaled first as gpuprov's, so uninstall removes it. */
+static int run_argv_creating(struct gp_ctx *c, char **argv, const char *dir)
+{
+	int rc = gp_effect_run_creating(c, argv, dir);
+	gp_strv_free(argv);
+	return rc;
+}
+
 static char **argv_new(const char *first)
 {
 	char **v = gp_xcalloc(1, sizeof(char *));
@@ -824,7 +865,7 @@ static int install_conda(struct gp_ctx *c, const struct torch *t, const struct s
 			gp_strv_push(&argv, "-u");
 		gp_strv_push(&argv, "-p");
 		gp_strv_push(&argv, t->prefix);
-		if (run_argv(c, argv) < 0)
+		if (run_argv_creating(c, argv, t->prefix) < 0)
 			return -1;
 	}
 	/* Miniforge writes its own .condarc, unknown to a plan. */
@@ -859,7 +900,7 @@ static int install_conda(struct gp_ctx *c, const struct torch *t, const struct s
 	push_channels(&argv, t);
 	_cleanup_free_ char *py = gp_xasprintf("python=%s", t->python);
 	gp_strv_push(&argv, py);
-	return run_argv(c, argv);
+	return run_argv_creating(c, argv, t->envdir);
 }
 
 /* A venv from the distro's Python; python3-venv first when ensurepip is
@@ -880,7 +921,7 @@ static int install_venv(struct gp_ctx *c, const struct torch *t, const struct su
 			return -1;
 	}
 	char *const argv[] = { "python3", "-m", "venv", (char *)t->prefix, NULL };
-	return gp_effect_run(c, argv);
+	return gp_effect_run_creating(c, argv, t->prefix);
 }
 
 static int install_packages(struct gp_ctx *c, const struct torch *t,
@@ -923,7 +964,7 @@ static int install_packages(struct gp_ctx *c, const struct torch *t,
 	struct gp_run_result failed;
 	int rc = gp_effect_run_result(c, argv, &failed);
 	if (rc < 0 && pip_installs(t))
-		pip_hint(c, t, argv, &failed);
+		pip_hint(c, t, s, argv, &failed);
 	gp_run_result_free(&failed);
 	gp_strv_free(argv);
 	return rc;

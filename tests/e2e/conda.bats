@@ -121,6 +121,34 @@ conda create -y -n torch --override-channels -c conda-forge python=3.11" ] || fa
 	assert_status 0
 }
 
+@test "conda: uninstall removes the prefix gpuprov's installer made, as planned; of an operator's conda only the environment gpuprov created" {
+	conda_profile
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only pytorch
+	assert_status 0
+	gp --root "$R" uninstall --dry-run --only pytorch
+	assert_status 0
+	assert_stdout_has "removes /opt/conda with all in it: gpuprov created it"
+	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R" --only pytorch
+	assert_status 0
+	[ ! -e "$R/opt/conda" ] || fail "/opt/conda is still there"
+	# The operator's own conda: its prefix and .condarc stay, the
+	# environment gpuprov's conda create made goes.
+	cp "$WWW/Miniforge3.sh" "$R/tmp/Miniforge3.sh"
+	chroot "$R" bash /tmp/Miniforge3.sh -b -p /opt/conda || fail "the installer failed"
+	cp "$R/opt/conda/.condarc" "$BATS_TEST_TMPDIR/theirs.condarc"
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only pytorch
+	assert_status 0
+	[ "$(dist_version "$R/opt/conda/envs/torch" torch)" = 2.7.1+cu118 ] || fail "torch not in the env"
+	gp --root "$R" uninstall --dry-run --only pytorch
+	assert_stdout_has "removes /opt/conda/envs/torch with all in it"
+	refute_stdout_has "removes /opt/conda with"
+	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R" --only pytorch
+	assert_status 0
+	[ ! -e "$R/opt/conda/envs/torch" ] || fail "the environment is still there"
+	[ -x "$R/opt/conda/bin/conda" ] || fail "the operator's conda went"
+	assert_same_file "$BATS_TEST_TMPDIR/theirs.condarc" "$R/opt/conda/.condarc"
+}
+
 @test "conda: installer conda installs the pins with conda from the channels" {
 	conda_profile ', "installer": "conda"'
 	gp --root "$R" --ca-file "$CA" install --profile "$P" --only pytorch

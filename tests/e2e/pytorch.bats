@@ -62,7 +62,7 @@ teardown() {
 	# The profile moves to torch 2.8.0 for CUDA 12.8.
 	torch_profile cu128 2.8.0 0.23.0 2.8.0
 	gp --root "$R" plan --profile "$P" --only pytorch
-	assert_stdout_has "to install: torch==2.8.0+cu128 (installed: 2.7.1+cu118)"
+	assert_stdout_has "to install: torch 2.7.1+cu118 -> 2.8.0+cu128"
 	gp --root "$R" install --profile "$P" --only pytorch
 	assert_status 0
 	[ "$(dist_version "$R$V" torch)" = 2.8.0+cu128 ] || fail "torch: $(dist_version "$R$V" torch)"

@@ -158,6 +158,8 @@ static void test_invalid_members(void **state)
 		  "\"/files/~1etc~1x/link\"", "must be a string, not a number" },
 		{ "{\"gpuprov_state\": 1, \"files\": {\"/etc/x\": {\"dir\": \"yes\"}}}",
 		  "\"/files/~1etc~1x/dir\"", "must be true or false, not a string" },
+		{ "{\"gpuprov_state\": 1, \"files\": {\"/opt/v\": {\"whole\": 1}}}",
+		  "\"/files/~1opt~1v/whole\"", "must be true or false, not a number" },
 		{ "{\"gpuprov_state\": 1, \"packages\": []}", "\"/packages\"",
 		  "must be an object, not an array" },
 		{ "{\"gpuprov_state\": 1, \"packages\": {\"p\": {\"version\": 1}}}",
@@ -275,7 +277,8 @@ static void test_drift_records(void **state)
 
 /* Uninstall's records: a link gpuprov made keeps the first link it
  * replaced, one it removed again keeps that too and has no target; a
- * directory it made; all of it loads back. */
+ * directory it made, and one a command of it made whole; all of it loads
+ * back. */
 static void test_link_and_dir_records(void **state)
 {
 	struct fixture *f = *state;
@@ -287,6 +290,7 @@ static void test_link_and_dir_records(void **state)
 	gp_journal_record_link(&j, "/etc/gone", "/x", NULL, "env");
 	gp_journal_record_link(&j, "/etc/gone", NULL, NULL, "env");
 	gp_journal_record_dir(&j, "/etc/d", "env");
+	gp_journal_record_whole_dir(&j, "/opt/venv", "pytorch");
 	assert_int_equal(gp_journal_save(&f->root, &j), 0);
 	gp_journal_free(&j);
 	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
@@ -299,6 +303,12 @@ static void test_link_and_dir_records(void **state)
 	assert_null(gp_journal_file_sha256(&j, "/etc/gone"));
 	assert_true(cJSON_IsTrue(
 	    cJSON_GetObjectItemCaseSensitive(gp_journal_file(&j, "/etc/d"), "dir")));
+	assert_null(
+	    cJSON_GetObjectItemCaseSensitive(gp_journal_file(&j, "/etc/d"), "whole"));
+	const cJSON *venv = gp_journal_file(&j, "/opt/venv");
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(venv, "dir")));
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(venv, "whole")));
+	assert_string_equal(gp_json_string(venv, "stage", NULL), "pytorch");
 	gp_journal_free(&j);
 }
 

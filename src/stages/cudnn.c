@@ -219,21 +219,26 @@ static bool recorded_files_ok(struct gp_ctx *c, const char *dir, bool deep, size
 	*bad = NULL;
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
 	size_t len = strlen(dir);
+	/* The journal records a tree's files directory by directory. */
+	struct gp_root_dir d = GP_ROOT_DIR_INIT;
 	for (const cJSON *f = files ? files->child : NULL; f; f = f->next) {
 		if (!gp_streq(gp_json_string(f, "stage", NULL), "cudnn") ||
 		    !gp_json_string(f, "sha256", NULL) ||
 		    strncmp(f->string, dir, len) != 0 || f->string[len] != '/')
 			continue;
 		(*n)++;
-		bool read;
-		bool ok = gp_ctx_recorded_file_intact(c, f->string, deep, &read);
+		bool read = false;
+		struct stat st;
+		bool ok = gp_root_lstat_in(&c->root, &d, f->string, &st) == 0 &&
+		          gp_ctx_recorded_stat_intact(c, f->string, &st, deep, &read);
 		*hashed += read;
 		if (!ok) {
 			*bad = gp_xstrdup(f->string);
-			return false;
+			break;
 		}
 	}
-	return true;
+	gp_root_dir_close(&d);
+	return !*bad;
 }
 
 /* In <base>/<to>, the links into a cudnn-* directory other than this

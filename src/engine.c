@@ -690,14 +690,8 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 	if (gp_lock_acquire(&c->root, &s->lock_fd, &s->err) < 0)
 		return report_err(s);
 	c->mode = GP_MODE_PLAN;
-	/* The journal as loaded, for the real pass (a copy costs less than a
-	 * second parse of the file's hundreds of file records). */
-	struct gp_journal pristine;
-	gp_journal_copy(&pristine, &c->journal);
 	bool failed = run_pass(s, o);
 	int code = failed ? gp_exit_code(&s->err) : plan_exit_code(c->plan);
-	if (code == GP_EXIT_BLOCKED || failed)
-		gp_journal_free(&pristine);
 	if (code == GP_EXIT_BLOCKED) {
 		render_plan(s, o, out);
 		_cleanup_free_ char *why = stages_in_state(c->plan, GP_STATE_BLOCKED);
@@ -707,12 +701,11 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 	if (failed) /* the error was reported; nothing was changed */
 		return code;
 	/* The plan pass may have noted marks in the in-memory journal: start
-	 * the real pass from what is on disk (the lock is ours only since
-	 * this preflight began: another run may have saved it before). */
+	 * the real pass from what is on disk. */
 	c->mode = GP_MODE_APPLY;
 	gp_pkg_state_free(c); /* the plan pass's planned packages */
 	gp_journal_free(&c->journal);
-	if (gp_journal_reload(&c->root, &c->journal, &pristine, &s->err) < 0)
+	if (gp_journal_load(&c->root, &c->journal, &s->err) < 0)
 		return report_err(s);
 	return 0;
 }

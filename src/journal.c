@@ -370,37 +370,6 @@ int gp_journal_parse(struct gp_journal *j, const char *host, const char *text, s
 	return 0;
 }
 
-void gp_journal_copy(struct gp_journal *to, const struct gp_journal *from)
-{
-	*to = (struct gp_journal){ 0 };
-	to->doc = cJSON_Duplicate(from->doc, true);
-	if (!to->doc)
-		abort(); /* out of memory, as gp_xmalloc */
-	if (from->saved) {
-		to->saved = gp_xmemdup0(from->saved, from->saved_len);
-		to->saved_len = from->saved_len;
-	}
-	index_files(to);
-}
-
-int gp_journal_reload(const struct gp_root *r, struct gp_journal *j,
-                      struct gp_journal *pristine, struct gp_err *err)
-{
-	_cleanup_free_ char *text = NULL;
-	size_t len = 0;
-	int rc = gp_root_read_max(r, GP_STATE_FILE, GP_JOURNAL_MAX, &text, &len);
-	bool same = pristine->saved ? rc == 0 && len == pristine->saved_len &&
-	                                  memcmp(text, pristine->saved, len) == 0
-	                            : rc == -ENOENT;
-	if (same) {
-		*j = *pristine;
-		*pristine = (struct gp_journal){ 0 };
-		return 0;
-	}
-	gp_journal_free(pristine);
-	return gp_journal_load(r, j, err);
-}
-
 int gp_journal_save(const struct gp_root *r, struct gp_journal *j)
 {
 	_cleanup_free_ char *printed = cJSON_Print(j->doc);

@@ -40,14 +40,6 @@ int gp_journal_parse(struct gp_journal *j, const char *host, const char *text, s
                      struct gp_err *err);
 /* Writes the journal unless the file already holds exactly this text. */
 int gp_journal_save(const struct gp_root *r, struct gp_journal *j);
-/* A deep copy of from: document, file index and saved bytes. */
-void gp_journal_copy(struct gp_journal *to, const struct gp_journal *from);
-/* gp_journal_load again, where *pristine is what the last load made (a
- * copy taken before anything changed it): when the file still holds the
- * bytes pristine was parsed from, pristine is taken over instead of
- * parsing them a second time. pristine is consumed either way. */
-int gp_journal_reload(const struct gp_root *r, struct gp_journal *j,
-                      struct gp_journal *pristine, struct gp_err *err);
 void gp_journal_free(struct gp_journal *j);
 bool gp_journal_is_empty(const struct gp_journal *j);
 

@@ -52,46 +52,6 @@ static void test_missing_is_empty(void **state)
 	assert_false(gp_root_exists(&f->root, GP_STATE_DIR));
 }
 
-/* A reload of bytes the copy was parsed from takes the copy over; other
- * bytes, or a file that appeared or went, are parsed. */
-static void test_reload_takes_the_copy(void **state)
-{
-	struct fixture *f = *state;
-	struct gp_journal j, copy, again;
-	struct gp_err err = { 0 };
-	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
-	gp_journal_copy(&copy, &j);
-	assert_int_equal(gp_journal_reload(&f->root, &again, &copy, &err), 0);
-	assert_true(gp_journal_is_empty(&again));
-	assert_null(copy.doc);
-	gp_journal_free(&again);
-
-	gp_journal_set_profile(&j, "p", "/p.json", SHA_P);
-	gp_journal_record_file(&j, "/etc/a", SHA_A, "env", NULL);
-	assert_int_equal(gp_journal_save(&f->root, &j), 0);
-	gp_journal_free(&j);
-	assert_int_equal(gp_journal_load(&f->root, &j, &err), 0);
-	gp_journal_copy(&copy, &j);
-	/* What the copy's user changes stays out of the original. */
-	gp_journal_record_file(&copy, "/etc/b", SHA_B, "env", NULL);
-	assert_null(gp_journal_file(&j, "/etc/b"));
-	gp_journal_forget_file(&copy, "/etc/b");
-	const cJSON *doc = copy.doc;
-	assert_int_equal(gp_journal_reload(&f->root, &again, &copy, &err), 0);
-	assert_ptr_equal(again.doc, doc);
-	assert_string_equal(gp_journal_file_sha256(&again, "/etc/a"), SHA_A);
-	gp_journal_free(&again);
-
-	/* Another run saved meanwhile: its bytes count. */
-	gp_journal_copy(&copy, &j);
-	gp_journal_record_file(&j, "/etc/b", SHA_B, "env", NULL);
-	assert_int_equal(gp_journal_save(&f->root, &j), 0);
-	assert_int_equal(gp_journal_reload(&f->root, &again, &copy, &err), 0);
-	assert_string_equal(gp_journal_file_sha256(&again, "/etc/b"), SHA_B);
-	gp_journal_free(&again);
-	gp_journal_free(&j);
-}
-
 static void test_roundtrip(void **state)
 {
 	struct fixture *f = *state;
@@ -666,8 +626,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_noop_save_leaves_file, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_lock_contention, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_reload_takes_the_copy, setup,
-		                                teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -180,12 +180,20 @@ bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
                                  bool *hashed)
 {
 	*hashed = false;
+	struct stat st;
+	return gp_root_lstat(&c->root, path, &st) == 0 &&
+	       gp_ctx_recorded_stat_intact(c, path, &st, deep, hashed);
+}
+
+bool gp_ctx_recorded_stat_intact(struct gp_ctx *c, const char *path,
+                                 const struct stat *st, bool deep, bool *hashed)
+{
+	*hashed = false;
 	const cJSON *rec = gp_journal_file(&c->journal, path);
 	const char *want = gp_json_string(rec, "sha256", NULL);
-	struct stat st;
-	if (!want || gp_root_lstat(&c->root, path, &st) < 0 || !S_ISREG(st.st_mode))
+	if (!want || !S_ISREG(st->st_mode))
 		return false;
-	_cleanup_free_ char *fp = fingerprint(&st);
+	_cleanup_free_ char *fp = fingerprint(st);
 	if (!deep && gp_streq(gp_json_string(rec, "stat", NULL), fp))
 		return true;
 	*hashed = true;

@@ -897,7 +897,7 @@ static cJSON *copy_or_empty(const cJSON *o)
 static bool set_changed(cJSON *e, const char *key, cJSON *v)
 {
 	const cJSON *was = cJSON_GetObjectItemCaseSensitive(e, key);
-	bool same = was && cJSON_Compare(was, v, true);
+	bool same = was && gp_json_equal(was, v);
 	if (same)
 		cJSON_Delete(v);
 	else

@@ -483,10 +483,27 @@ const char *gp_json_string(const cJSON *obj, const char *key, const char *fallba
 	return cJSON_IsString(v) ? v->valuestring : fallback;
 }
 
+bool gp_json_equal(const cJSON *a, const cJSON *b)
+{
+	if (!a || !b || (a->type & 0xFF) != (b->type & 0xFF) ||
+	    !(cJSON_IsObject(a) || cJSON_IsArray(a)))
+		return cJSON_Compare(a, b, true);
+	const cJSON *x = a->child, *y = b->child;
+	for (; x && y; x = x->next, y = y->next) {
+		/* Members in another order: cJSON_Compare finds them by name. */
+		if (cJSON_IsObject(a) && strcmp(x->string, y->string) != 0)
+			return cJSON_Compare(a, b, true);
+		if (!gp_json_equal(x, y))
+			return false;
+	}
+	/* One has a member or element more (no key is there twice). */
+	return !x && !y;
+}
+
 void gp_json_set_item(cJSON *obj, const char *key, cJSON *item)
 {
 	cJSON *old = cJSON_GetObjectItemCaseSensitive(obj, key);
-	if (old && cJSON_Compare(old, item, 1))
+	if (old && gp_json_equal(old, item))
 		cJSON_Delete(item);
 	else if (old)
 		cJSON_ReplaceItemInObjectCaseSensitive(obj, key, item);

@@ -40,6 +40,12 @@ cJSON *gp_json_parse(const char *file, const char *text, size_t len, struct gp_e
 
 /* A string member of obj, or fallback. */
 const char *gp_json_string(const cJSON *obj, const char *key, const char *fallback);
+/* cJSON_Compare(a, b, true) for values without duplicate keys (what
+ * gp_json_parse accepts and the setters here keep): objects whose members
+ * come in the same order are compared member by member, in linear time;
+ * cJSON_Compare looks each member up by name in the other object, which is
+ * quadratic (a journal's "files" has one member per file of a cuDNN tree). */
+bool gp_json_equal(const cJSON *a, const cJSON *b);
 /* Sets obj's member key to item (taken over), in place: a member keeps its
  * position, and one that already has an equal value is left as it is, so
  * a document that is set to what it holds prints the same. */

@@ -28,6 +28,13 @@ struct gp_modprobe_facts {
 extern const char *const gp_modprobe_dirs[GP_MODPROBE_DIRS];
 int gp_modprobe_query(const struct gp_root *r, const char *module,
                       struct gp_modprobe_facts *f);
+/* The same for each module of the NULL-terminated list at once (facts has
+ * one element per module; on failure facts[0].error says why). One copy of
+ * the configuration serves them all, and a query of a configuration the
+ * previous query read byte for byte gets the previous answer without
+ * libkmod (modprobe.c says why that is exact). */
+int gp_modprobe_query_modules(const struct gp_root *r, const char *const *modules,
+                              struct gp_modprobe_facts *facts);
 /* Keeps libkmod quiet: its kmod_new() reports bad modprobe.d lines on stderr
  * before gp_modprobe_query can set a log function, unless KMOD_LOG=0 is in
  * the environment (set here, unless the user set KMOD_LOG to debug libkmod).

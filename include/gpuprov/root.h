@@ -74,6 +74,24 @@ char *gp_root_read_error(const struct gp_root *r, const char *path, size_t max, 
 char *gp_host_read_error(const char *path, size_t max, int rc);
 int gp_root_stat(const struct gp_root *r, const char *path, struct stat *st);
 int gp_root_lstat(const struct gp_root *r, const char *path, struct stat *st);
+/* gp_root_lstat for a loop over many files in few directories (a cuDNN
+ * tree's hundreds): the parent directory, resolved inside the root as
+ * gp_root_lstat resolves it, stays open in d while the next path has the
+ * same one, so each further file costs one fstatat of its name
+ * (AT_SYMLINK_NOFOLLOW: nothing more is resolved). Only for loops that
+ * change nothing: a directory renamed or replaced meanwhile would still be
+ * the one opened. d starts as GP_ROOT_DIR_INIT; gp_root_dir_close ends it. */
+struct gp_root_dir {
+	char *path;
+	int fd;
+};
+#define GP_ROOT_DIR_INIT                                                                 \
+	{                                                                                \
+		.path = NULL, .fd = -1                                                   \
+	}
+int gp_root_lstat_in(const struct gp_root *r, struct gp_root_dir *d, const char *path,
+                     struct stat *st);
+void gp_root_dir_close(struct gp_root_dir *d);
 /* false when absent, and when the lookup failed with -EAGAIN after every
  * retry: that failure is kept (the first one) for gp_root_fault, so the
  * caller's "absent" cannot pass for a fact. */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -18,10 +19,30 @@ static EVP_MD_CTX *ctx(const struct gp_sha256 *h)
 	return (EVP_MD_CTX *)h;
 }
 
+/* The implementation, fetched once: EVP_sha256() makes every
+ * EVP_DigestInit_ex fetch it from the provider again (OpenSSL 3), a cost
+ * that showed among the largest of a no-op run (tests/bench/noop.sh),
+ * which hashes the profile and each stage's settings. */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void fetch_sha256(void)
+{
+	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+static const EVP_MD *sha256(void)
+{
+	pthread_once(&sha256_once, fetch_sha256);
+	if (!sha256_md)
+		abort();
+	return sha256_md;
+}
+
 struct gp_sha256 *gp_sha256_new(void)
 {
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
+	if (!md || EVP_DigestInit_ex(md, sha256(), NULL) != 1)
 		abort();
 	return (struct gp_sha256 *)md;
 }
@@ -33,7 +54,7 @@ void gp_sha256_free(struct gp_sha256 *h)
 
 void gp_sha256_reset(struct gp_sha256 *h)
 {
-	if (EVP_DigestInit_ex(ctx(h), EVP_sha256(), NULL) != 1)
+	if (EVP_DigestInit_ex(ctx(h), sha256(), NULL) != 1)
 		abort();
 }
 

@@ -219,39 +219,65 @@ static bool recorded_files_ok(struct gp_ctx *c, const char *dir, bool deep, size
 	*bad = NULL;
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
 	size_t len = strlen(dir);
+	/* The journal records a tree's files directory by directory. */
+	struct gp_root_dir d = GP_ROOT_DIR_INIT;
 	for (const cJSON *f = files ? files->child : NULL; f; f = f->next) {
 		if (!gp_streq(gp_json_string(f, "stage", NULL), "cudnn") ||
 		    !gp_json_string(f, "sha256", NULL) ||
 		    strncmp(f->string, dir, len) != 0 || f->string[len] != '/')
 			continue;
 		(*n)++;
-		bool read;
-		bool ok = gp_ctx_recorded_file_intact(c, f->string, deep, &read);
+		bool read = false;
+		struct stat st;
+		bool ok = gp_root_lstat_in(&c->root, &d, f->string, &st) == 0 &&
+		          gp_ctx_recorded_stat_intact(c, f->string, &st, deep, &read);
 		*hashed += read;
 		if (!ok) {
 			*bad = gp_xstrdup(f->string);
-			return false;
+			break;
 		}
 	}
-	return true;
+	gp_root_dir_close(&d);
+	return !*bad;
 }
 
-/* In <base>/<to>, the links into a cudnn-* directory other than this
+/* The links of <base>/<to> (hundreds of them), read in one pass: names
+ * and targets; none when the directory cannot be listed. */
+struct links {
+	char *dir;
+	char **names;
+	char **targets;
+};
+
+static void links_read(struct gp_ctx *c, const struct cudnn_settings *s, const char *to,
+                       struct links *l)
+{
+	*l = (struct links){ .dir = gp_xasprintf("%s/%s", s->base, to) };
+	if (gp_root_list_links(&c->root, l->dir, &l->names, &l->targets) < 0) {
+		l->names = gp_xcalloc(1, sizeof(char *));
+		l->targets = gp_xcalloc(1, sizeof(char *));
+	}
+}
+
+static void links_free(struct links *l)
+{
+	free(l->dir);
+	gp_strv_free(l->names);
+	gp_strv_free(l->targets);
+	*l = (struct links){ 0 };
+}
+
+/* Of the links l, those into a cudnn-* directory other than this
  * version's go to *stale. */
-static void stale_links(struct gp_ctx *c, const struct cudnn_settings *s, const char *to,
+static void stale_links(const struct cudnn_settings *s, const struct links *l,
                         char ***stale)
 {
-	_cleanup_free_ char *dir = gp_xasprintf("%s/%s", s->base, to);
 	_cleanup_free_ char *mine = gp_xasprintf("../cudnn-%s/", s->version);
-	_cleanup_strv_ char **names = NULL;
-	_cleanup_strv_ char **targets = NULL;
-	if (gp_root_list_links(&c->root, dir, &names, &targets) < 0)
-		return;
-	for (size_t i = 0; names[i]; i++) {
-		if (strncmp(targets[i], "../cudnn-", 9) != 0 ||
-		    strncmp(targets[i], mine, strlen(mine)) == 0)
+	for (size_t i = 0; l->names[i]; i++) {
+		if (strncmp(l->targets[i], "../cudnn-", 9) != 0 ||
+		    strncmp(l->targets[i], mine, strlen(mine)) == 0)
 			continue;
-		_cleanup_free_ char *path = gp_xasprintf("%s/%s", dir, names[i]);
+		_cleanup_free_ char *path = gp_xasprintf("%s/%s", l->dir, l->names[i]);
 		gp_strv_push(stale, path);
 	}
 }
@@ -308,31 +334,23 @@ static bool our_link(struct gp_ctx *c, const char *path)
 	       strncmp(target, "../cudnn-", 9) == 0;
 }
 
-/* Every entry of <dir>/<from> has its link <base>/<to>/<name>? *bad names
- * the first that has not. */
+/* Every entry of <dir>/<from> has its link among l (<base>/<to>/<name>)?
+ * *bad names the first that has not. */
 static bool links_ok(struct gp_ctx *c, const struct cudnn_settings *s, const char *from,
-                     const char *to, char **bad)
+                     const struct links *l, char **bad)
 {
 	_cleanup_free_ char *src = gp_xasprintf("%s/%s", s->dir, from);
 	_cleanup_strv_ char **names = NULL;
 	if (gp_root_list_dir(&c->root, src, &names) < 0)
 		return true;
-	/* The links, read in one pass over <base>/<to> (hundreds of them). */
-	_cleanup_free_ char *linkdir = gp_xasprintf("%s/%s", s->base, to);
-	_cleanup_strv_ char **links = NULL;
-	_cleanup_strv_ char **targets = NULL;
-	if (gp_root_list_links(&c->root, linkdir, &links, &targets) < 0) {
-		links = gp_xcalloc(1, sizeof(char *)); /* none: each name is missing */
-		targets = gp_xcalloc(1, sizeof(char *));
-	}
 	for (size_t i = 0; names[i]; i++) {
 		if (!cudnn_name(from, names[i]))
 			continue;
 		_cleanup_free_ char *want = gp_xasprintf("../cudnn-%s/%s/%s", s->version,
 		                                         from, names[i]);
-		const char *have = gp_root_link_lookup(links, targets, names[i]);
+		const char *have = gp_root_link_lookup(l->names, l->targets, names[i]);
 		if (!have || strcmp(have, want) != 0) {
-			*bad = gp_xasprintf("%s/%s", linkdir, names[i]);
+			*bad = gp_xasprintf("%s/%s", l->dir, names[i]);
 			return false;
 		}
 	}
@@ -457,11 +475,16 @@ static int cudnn_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 	       hashed, n);
 	bool ldconfig_ok = !n || gp_stage_mark_is(c, "cudnn", MARK_LDCONFIG, s.version);
 	_cleanup_free_ char *badlink = NULL;
-	bool links = links_ok(c, &s, "include", "include", &badlink) &&
-	             links_ok(c, &s, "lib", "lib64", &badlink);
+	struct links include, lib64;
+	links_read(c, &s, "include", &include);
+	links_read(c, &s, "lib64", &lib64);
+	bool links = links_ok(c, &s, "include", &include, &badlink) &&
+	             links_ok(c, &s, "lib", &lib64, &badlink);
 	_cleanup_strv_ char **stale = NULL;
-	stale_links(c, &s, "include", &stale);
-	stale_links(c, &s, "lib64", &stale);
+	stale_links(&s, &include, &stale);
+	stale_links(&s, &lib64, &stale);
+	links_free(&include);
+	links_free(&lib64);
 	_cleanup_strv_ char **old = old_dirs(c, &s);
 	_cleanup_free_ char *note = old_dirs_note(old);
 	_cleanup_free_ char *going = stale ? gp_xasprintf(
@@ -552,8 +575,13 @@ static int refuse_shadowing(struct gp_ctx *c, const struct cudnn_settings *s,
 static int remove_old_links(struct gp_ctx *c, const struct cudnn_settings *s)
 {
 	_cleanup_strv_ char **stale = NULL;
-	stale_links(c, s, "include", &stale);
-	stale_links(c, s, "lib64", &stale);
+	static const char *const dirs[] = { "include", "lib64" };
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		struct links l;
+		links_read(c, s, dirs[i], &l);
+		stale_links(s, &l, &stale);
+		links_free(&l);
+	}
 	for (size_t i = 0; stale && stale[i]; i++)
 		if (gp_effect_remove(c, stale[i]) < 0)
 			return -1;

@@ -76,17 +76,17 @@ enum file_drift { FILE_INTACT, FILE_REMOVED, FILE_EDITED, FILE_MODE };
 /* How the file gpuprov recorded (rec) differs from it now; *st is what is
  * there (for FILE_EDITED and FILE_MODE). A file that cannot be looked at
  * is left to the stage's own verify. */
-static enum file_drift classify(struct gp_ctx *c, const char *path, const cJSON *rec,
-                                struct stat *st)
+static enum file_drift classify(struct gp_ctx *c, struct gp_root_dir *d, const char *path,
+                                const cJSON *rec, struct stat *st)
 {
-	int rc = gp_root_lstat(&c->root, path, st);
+	int rc = gp_root_lstat_in(&c->root, d, path, st);
 	if (rc == -ENOENT)
 		return FILE_REMOVED;
 	bool hashed;
 	if (rc < 0)
 		return FILE_INTACT;
 	if (!S_ISREG(st->st_mode) ||
-	    !gp_ctx_recorded_file_intact(c, path, false, &hashed))
+	    !gp_ctx_recorded_stat_intact(c, path, st, false, &hashed))
 		return FILE_EDITED;
 	char mode[16], owner[32];
 	snprintf(mode, sizeof mode, "%04o", (unsigned)st->st_mode & 07777);
@@ -130,13 +130,15 @@ char *gp_drift_files_summary(struct gp_ctx *c, const char *stage)
 		                             [FILE_EDITED] = "edited",
 		                             [FILE_MODE] = "changed mode or owner" };
 	struct gp_buf b = { 0 };
+	struct gp_root_dir dir = GP_ROOT_DIR_INIT;
 	for (const cJSON *f = next_file(c, stage, NULL); f; f = next_file(c, stage, f)) {
 		struct stat st;
-		enum file_drift d = classify(c, f->string, f, &st);
+		enum file_drift d = classify(c, &dir, f->string, f, &st);
 		if (d != FILE_INTACT)
 			gp_buf_printf(&b, "%s%s %s since gpuprov wrote it",
 			              b.len ? ", " : "", f->string, words[d]);
 	}
+	gp_root_dir_close(&dir);
 	return b.len ? gp_buf_steal(&b) : NULL;
 }
 
@@ -144,15 +146,19 @@ bool gp_drift_file_changed(struct gp_ctx *c, const char *path)
 {
 	const cJSON *rec = gp_journal_file(&c->journal, path);
 	struct stat st;
-	return rec && gp_json_string(rec, "sha256", NULL) && !boot_volatile(path) &&
-	       classify(c, path, rec, &st) != FILE_INTACT;
+	struct gp_root_dir d = GP_ROOT_DIR_INIT;
+	bool changed = rec && gp_json_string(rec, "sha256", NULL) &&
+	               !boot_volatile(path) &&
+	               classify(c, &d, path, rec, &st) != FILE_INTACT;
+	gp_root_dir_close(&d);
+	return changed;
 }
 
-static void file_drift(struct gp_ctx *c, const char *stage, const char *path,
-                       const cJSON *rec, struct gp_report *rep)
+static void file_drift(struct gp_ctx *c, struct gp_root_dir *dir, const char *stage,
+                       const char *path, const cJSON *rec, struct gp_report *rep)
 {
 	struct stat st;
-	enum file_drift d = classify(c, path, rec, &st);
+	enum file_drift d = classify(c, dir, path, rec, &st);
 	if (d == FILE_INTACT)
 		return;
 	_cleanup_free_ char *install = gp_hint_command(c, "install", stage);
@@ -193,8 +199,10 @@ static void file_drift(struct gp_ctx *c, const char *stage, const char *path,
 
 static void files_drift(struct gp_ctx *c, const char *stage, struct gp_report *rep)
 {
+	struct gp_root_dir dir = GP_ROOT_DIR_INIT;
 	for (const cJSON *f = next_file(c, stage, NULL); f; f = next_file(c, stage, f))
-		file_drift(c, stage, f->string, f, rep);
+		file_drift(c, &dir, stage, f->string, f, rep);
+	gp_root_dir_close(&dir);
 }
 
 static int packages_drift(struct gp_ctx *c, const char *stage, struct gp_report *rep)

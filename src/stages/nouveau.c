@@ -136,23 +136,25 @@ static void config_fingerprint(struct gp_ctx *c, const char *our_file, char out[
 static int gather(struct gp_ctx *c, const cJSON *cfg, struct nouveau_facts *f)
 {
 	*f = (struct nouveau_facts){ 0 };
-	struct gp_modprobe_facts mp = { 0 };
-	int rc = gp_modprobe_query(&c->root, "nouveau", &mp);
+	static const char *const modules[] = { "nouveau", "nova_core", NULL };
+	struct gp_modprobe_facts mp[2] = { 0 };
+	int rc = gp_modprobe_query_modules(&c->root, modules, mp);
 	if (rc < 0) {
-		_cleanup_free_ char *why = mp.error ? TAKE_PTR(mp.error)
-		                                    : gp_xstrdup(strerror(-rc));
-		gp_modprobe_facts_free(&mp);
+		_cleanup_free_ char *why = mp[0].error ? TAKE_PTR(mp[0].error)
+		                                       : gp_xstrdup(strerror(-rc));
+		gp_modprobe_facts_free(&mp[0]);
+		gp_modprobe_facts_free(&mp[1]);
 		return gp_fail(
 		    c->err, GP_EFAILED,
 		    "nouveau: cannot read the modprobe configuration under %s: "
 		    "%s; make it a regular file or remove it",
 		    c->root.dir, why);
 	}
-	f->blacklisted = mp.blacklisted && gp_modprobe_option_is(&mp, "modeset", "0");
-	gp_modprobe_facts_free(&mp);
-	rc = gp_modprobe_query(&c->root, "nova_core", &mp);
-	f->nova_blacklisted = rc == 0 && mp.blacklisted;
-	gp_modprobe_facts_free(&mp);
+	f->blacklisted = mp[0].blacklisted &&
+	                 gp_modprobe_option_is(&mp[0], "modeset", "0");
+	f->nova_blacklisted = mp[1].blacklisted;
+	gp_modprobe_facts_free(&mp[0]);
+	gp_modprobe_facts_free(&mp[1]);
 
 	config_fingerprint(c, blacklist_file(cfg), f->fingerprint);
 	f->initramfs_current = gp_stage_mark_is(c, "nouveau", MARK_INITRAMFS,

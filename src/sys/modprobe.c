@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libkmod.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -147,7 +148,105 @@ static bool kmod_reads(const char *name)
 	                          (gp_str_ends_with(name, ".alias") && strlen(name) > 6));
 }
 
-/* The root's modprobe configuration, copied where libkmod can read it. */
+/* One file of the root's modprobe configuration, as libkmod will read it. */
+struct config_file {
+	size_t dir; /* index into gp_modprobe_dirs */
+	char *name;
+	char *text;
+	size_t len;
+};
+
+/* Every file libkmod reads, read through the root layer: all that its
+ * answer depends on but the host's /proc/cmdline (dropped, below, unless
+ * the root is the host). */
+struct config_snapshot {
+	struct config_file *files;
+	size_t n;
+	bool host;
+};
+
+static void snapshot_free(struct config_snapshot *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->files[i].name);
+		free(s->files[i].text);
+	}
+	free(s->files);
+	*s = (struct config_snapshot){ 0 };
+}
+
+static bool snapshot_equal(const struct config_snapshot *a,
+                           const struct config_snapshot *b)
+{
+	if (a->n != b->n || a->host != b->host)
+		return false;
+	for (size_t i = 0; i < a->n; i++) {
+		const struct config_file *x = &a->files[i], *y = &b->files[i];
+		if (x->dir != y->dir || x->len != y->len ||
+		    strcmp(x->name, y->name) != 0 ||
+		    memcmp(x->text, y->text, x->len) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* Reads one file for the snapshot. Returns 1 when it goes in, 0 when
+ * libkmod leaves it out, or -errno. */
+static int read_file(const struct gp_root *r, const char *path, struct config_file *f,
+                     char **error)
+{
+	int rc = gp_root_read_max(r, path, GP_ROOT_CONFIG_MAX, &f->text, &f->len);
+	/* libkmod leaves a directory out of its list, so a file of the same
+	 * name in a later directory counts; a link dangling (inside the root)
+	 * or looping stays in the list, hides such a file and reads as
+	 * nothing: an empty copy. */
+	if (rc == -EISDIR)
+		return 0;
+	if (rc == -ENOENT || rc == -ELOOP) {
+		free(f->text);
+		f->text = gp_xstrdup("");
+		f->len = 0;
+	} else if (rc < 0) {
+		*error = gp_root_read_error(r, path, GP_ROOT_CONFIG_MAX, rc);
+		return rc;
+	}
+	return 1;
+}
+
+static int snapshot_read(const struct gp_root *r, struct config_snapshot *s, char **error)
+{
+	*s = (struct config_snapshot){ .host = gp_root_is_host(r) };
+	for (size_t i = 0; i < GP_MODPROBE_DIRS; i++) {
+		_cleanup_strv_ char **names = NULL;
+		int rc = gp_root_list_dir(r, gp_modprobe_dirs[i], &names);
+		if (rc == -ENOENT || rc == -ENOTDIR)
+			continue;
+		if (rc < 0) {
+			*error = gp_root_read_error(r, gp_modprobe_dirs[i], 0, rc);
+			return rc;
+		}
+		for (size_t j = 0; names[j]; j++) {
+			if (!kmod_reads(names[j]))
+				continue;
+			_cleanup_free_ char *path = gp_xasprintf(
+			    "%s/%s", gp_modprobe_dirs[i], names[j]);
+			struct config_file f = { .dir = i };
+			rc = read_file(r, path, &f, error);
+			if (rc <= 0) {
+				free(f.text);
+				if (rc < 0)
+					return rc;
+				continue;
+			}
+			f.name = gp_xstrdup(names[j]);
+			s->files = gp_xrealloc(s->files, (s->n + 1) * sizeof *s->files);
+			s->files[s->n++] = f;
+		}
+	}
+	return 0;
+}
+
+/* The snapshot, copied where libkmod can read it. */
 struct config_copy {
 	char *dir; /* private temporary directory, removed by config_copy_free */
 	char *paths[GP_MODPROBE_DIRS + 1]; /* dir/0 ... dir/3, NULL-terminated */
@@ -163,32 +262,16 @@ static void config_copy_free(struct config_copy *cc)
 	*cc = (struct config_copy){ 0 };
 }
 
-static int copy_file(const struct gp_root *r, const char *path, int dfd, const char *name,
-                     char **error)
+static int copy_file(int dirfd, const struct config_file *f)
 {
-	_cleanup_free_ char *text = NULL;
-	size_t len = 0;
-	int rc = gp_root_read_max(r, path, GP_ROOT_CONFIG_MAX, &text, &len);
-	/* libkmod leaves a directory out of its list, so a file of the same
-	 * name in a later directory counts; a link dangling (inside the root)
-	 * or looping stays in the list, hides such a file and reads as
-	 * nothing: an empty copy. */
-	if (rc == -EISDIR)
-		return 0;
-	if (rc == -ENOENT || rc == -ELOOP)
-		len = 0;
-	else if (rc < 0) {
-		*error = gp_root_read_error(r, path, GP_ROOT_CONFIG_MAX, rc);
-		return rc;
-	}
 	_cleanup_close_ int fd = openat(
-	    dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	    dirfd, f->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	return gp_write_all(fd, text, len);
+	return gp_write_all(fd, f->text, f->len);
 }
 
-static int config_copy_make(const struct gp_root *r, struct config_copy *cc, char **error)
+static int config_copy_make(const struct config_snapshot *s, struct config_copy *cc)
 {
 	*cc = (struct config_copy){ 0 };
 	const char *tmp = getenv("TMPDIR");
@@ -200,28 +283,17 @@ static int config_copy_make(const struct gp_root *r, struct config_copy *cc, cha
 		cc->dir = NULL;
 		return -e;
 	}
+	size_t next = 0;
 	for (size_t i = 0; i < GP_MODPROBE_DIRS; i++) {
 		cc->paths[i] = gp_xasprintf("%s/%zu", cc->dir, i);
 		if (mkdir(cc->paths[i], 0700) < 0)
 			return -errno;
-		_cleanup_strv_ char **names = NULL;
-		int rc = gp_root_list_dir(r, gp_modprobe_dirs[i], &names);
-		if (rc == -ENOENT || rc == -ENOTDIR)
-			continue;
-		if (rc < 0) {
-			*error = gp_root_read_error(r, gp_modprobe_dirs[i], 0, rc);
-			return rc;
-		}
 		_cleanup_close_ int dfd = open(cc->paths[i],
 		                               O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dfd < 0)
 			return -errno;
-		for (size_t j = 0; names[j]; j++) {
-			if (!kmod_reads(names[j]))
-				continue;
-			_cleanup_free_ char *path = gp_xasprintf(
-			    "%s/%s", gp_modprobe_dirs[i], names[j]);
-			rc = copy_file(r, path, dfd, names[j], error);
+		for (; next < s->n && s->files[next].dir == i; next++) {
+			int rc = copy_file(dfd, &s->files[next]);
 			if (rc < 0)
 				return rc;
 		}
@@ -238,39 +310,137 @@ const char *const gp_modprobe_dirs[GP_MODPROBE_DIRS] = {
 	"/lib/modprobe.d",
 };
 
-int gp_modprobe_query(const struct gp_root *r, const char *module,
-                      struct gp_modprobe_facts *f)
+/* What libkmod said about each module of the last query, and the
+ * configuration it said it for. libkmod's answer depends on nothing but the
+ * files' names, directories and bytes (and the host's command line, only
+ * counted when the root is the host, where it does not change while gpuprov
+ * runs), so the same snapshot gets the same answer without copying it out
+ * and parsing it again: the plan pass, the real pass and the re-check after
+ * an apply that changed nothing ask the same question. An apply that
+ * changed a file changes the snapshot. */
+static struct {
+	pthread_mutex_t lock;
+	struct config_snapshot snap;
+	char **modules;
+	struct gp_modprobe_facts *facts;
+} cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void facts_copy(struct gp_modprobe_facts *to, const struct gp_modprobe_facts *from)
+{
+	*to = (struct gp_modprobe_facts){ .blacklisted = from->blacklisted,
+		                          .options = gp_xstrdup(from->options) };
+}
+
+/* Answers from the cache when it holds this snapshot and every module. */
+static bool cache_answer(const struct config_snapshot *s, const char *const *modules,
+                         struct gp_modprobe_facts *facts)
+{
+	if (!cache.modules || !snapshot_equal(s, &cache.snap))
+		return false;
+	for (size_t i = 0; modules[i]; i++)
+		if (!gp_strv_contains(cache.modules, modules[i]))
+			return false;
+	for (size_t i = 0; modules[i]; i++)
+		for (size_t j = 0; cache.modules[j]; j++)
+			if (strcmp(cache.modules[j], modules[i]) == 0)
+				facts_copy(&facts[i], &cache.facts[j]);
+	return true;
+}
+
+/* Takes s. */
+static void cache_store(struct config_snapshot *s, const char *const *modules,
+                        const struct gp_modprobe_facts *facts)
+{
+	size_t n = 0;
+	while (modules[n])
+		n++;
+	snapshot_free(&cache.snap);
+	for (size_t j = 0; cache.modules && cache.modules[j]; j++)
+		gp_modprobe_facts_free(&cache.facts[j]);
+	free(cache.facts);
+	gp_strv_free(cache.modules);
+	cache.snap = *s;
+	*s = (struct config_snapshot){ 0 };
+	cache.modules = gp_xcalloc(n + 1, sizeof(char *));
+	cache.facts = gp_xcalloc(n ? n : 1, sizeof *cache.facts);
+	for (size_t i = 0; i < n; i++) {
+		cache.modules[i] = gp_xstrdup(modules[i]);
+		facts_copy(&cache.facts[i], &facts[i]);
+	}
+}
+
+/* libkmod's answer for each module from a fresh copy of the snapshot. */
+static int ask_libkmod(const struct gp_root *r, const struct config_snapshot *s,
+                       const char *const *modules, struct gp_modprobe_facts *facts)
 {
 	struct config_copy cc;
 	const char *const no_paths[] = { NULL };
-	struct hits all = { 0 }, cmdline = { 0 };
-	int rc;
-
-	*f = (struct gp_modprobe_facts){ 0 };
-	if (!module || !*module)
-		return -EINVAL;
-
-	rc = config_copy_make(r, &cc, &f->error);
-	/* Only the configuration is used, but kmod_new() wants a module
-	 * directory: the copy's (no module index is ever opened), so that
-	 * nothing of the host's is read but the command line. */
-	if (rc == 0)
-		rc = collect(cc.dir, (const char *const *)cc.paths, module, &all);
-	if (rc == 0 && !gp_root_is_host(r)) {
-		rc = collect(cc.dir, no_paths, module, &cmdline);
-		if (rc == 0)
-			drop_cmdline(&all, &cmdline);
+	int rc = config_copy_make(s, &cc);
+	for (size_t i = 0; rc == 0 && modules[i]; i++) {
+		struct hits all = { 0 }, cmdline = { 0 };
+		/* Only the configuration is used, but kmod_new() wants a
+		 * module directory: the copy's (no module index is ever
+		 * opened), so that nothing of the host's is read but the
+		 * command line. */
+		rc = collect(cc.dir, (const char *const *)cc.paths, modules[i], &all);
+		if (rc == 0 && !gp_root_is_host(r)) {
+			rc = collect(cc.dir, no_paths, modules[i], &cmdline);
+			if (rc == 0)
+				drop_cmdline(&all, &cmdline);
+		}
+		if (rc == 0) {
+			facts[i].blacklisted = all.blacklists > 0;
+			if (all.options[0])
+				facts[i].options = gp_strv_join(all.options, " ");
+		}
+		hits_free(&all);
+		hits_free(&cmdline);
 	}
 	config_copy_free(&cc);
-
-	if (rc == 0) {
-		f->blacklisted = all.blacklists > 0;
-		if (all.options[0])
-			f->options = gp_strv_join(all.options, " ");
-	}
-	hits_free(&all);
-	hits_free(&cmdline);
 	return rc;
+}
+
+int gp_modprobe_query_modules(const struct gp_root *r, const char *const *modules,
+                              struct gp_modprobe_facts *facts)
+{
+	size_t n = 0;
+	for (; modules[n]; n++) {
+		facts[n] = (struct gp_modprobe_facts){ 0 };
+		if (!*modules[n])
+			return -EINVAL;
+	}
+	if (!n)
+		return -EINVAL;
+	struct config_snapshot snap;
+	int rc = snapshot_read(r, &snap, &facts[0].error);
+	if (rc < 0) {
+		snapshot_free(&snap);
+		return rc;
+	}
+	pthread_mutex_lock(&cache.lock);
+	if (!cache_answer(&snap, modules, facts)) {
+		rc = ask_libkmod(r, &snap, modules, facts);
+		if (rc == 0)
+			cache_store(&snap, modules, facts);
+	}
+	pthread_mutex_unlock(&cache.lock);
+	snapshot_free(&snap);
+	if (rc < 0)
+		for (size_t i = 0; i < n; i++) {
+			free(facts[i].options);
+			facts[i].options = NULL;
+		}
+	return rc;
+}
+
+int gp_modprobe_query(const struct gp_root *r, const char *module,
+                      struct gp_modprobe_facts *f)
+{
+	const char *const modules[] = { module, NULL };
+	*f = (struct gp_modprobe_facts){ 0 };
+	if (!module)
+		return -EINVAL;
+	return gp_modprobe_query_modules(r, modules, f);
 }
 
 void gp_modprobe_facts_free(struct gp_modprobe_facts *f)

@@ -250,6 +250,37 @@ int gp_root_lstat(const struct gp_root *r, const char *path, struct stat *st)
 	return fstatat(dfd, base, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 }
 
+int gp_root_lstat_in(const struct gp_root *r, struct gp_root_dir *d, const char *path,
+                     struct stat *st)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return -EINVAL;
+	size_t n = (size_t)(slash - path);
+	if (!d->path || strlen(d->path) != n || strncmp(d->path, path, n) != 0) {
+		gp_root_dir_close(d);
+		const char *base;
+		int fd = gp_root_open_parent(r, path, &base);
+		if (fd < 0)
+			return fd;
+		d->fd = fd;
+		d->path = gp_xstrndup(path, n);
+	}
+	/* The checks gp_root_open_parent made of the first name in d. */
+	const char *base = slash + 1;
+	if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+		return -EINVAL;
+	return fstatat(d->fd, base, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+void gp_root_dir_close(struct gp_root_dir *d)
+{
+	if (d->fd >= 0)
+		close(d->fd);
+	free(d->path);
+	*d = (struct gp_root_dir)GP_ROOT_DIR_INIT;
+}
+
 bool gp_root_exists(const struct gp_root *r, const char *path)
 {
 	struct stat st;

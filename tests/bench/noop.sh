@@ -1,6 +1,8 @@
 #!/bin/sh
-# gpuprov no-op on a provisioned host (issue 18, target 4): median wall time
-# and peak RSS of `install`, `plan` and `verify --only` on a fixture root
+# gpuprov no-op on a provisioned host (issue 18, target 4): median wall time,
+# CPU time (user+sys: what a loaded machine does not inflate by the time a
+# command waits for a CPU) and peak RSS of `install`, `plan` and
+# `verify --only` on a fixture root
 # where every stage but pytorch is satisfied, against the issue's targets
 # (<= 20 ms, <= 8 MB), then a syscall profile of one no-op install
 # (strace -c -f) and, where the kernel lets it, `perf stat`.
@@ -203,17 +205,23 @@ if not os.access(timer, os.X_OK):
 fd, rssfile = tempfile.mkstemp(prefix="gpuprov-noop-rss.")
 os.close(fd)
 for cmd in cmds:
-    walls, rss = [], 0
+    walls, cpus, rss = [], [], 0
     for _ in range(ansible_runs if cmd[0] == "ansible-playbook" else runs):
         t = time.monotonic()
-        rc = subprocess.call([timer, "-f", "%M", "-o", rssfile] + cmd,
+        p = subprocess.Popen([timer, "-f", "%M", "-o", rssfile] + cmd,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, ru = os.wait4(p.pid, 0)
+        rc = os.waitstatus_to_exitcode(status)
         walls.append(time.monotonic() - t)
+        # user+sys of time and what it waited for (the command and its
+        # children): on a loaded machine the figure that does not count
+        # the time spent waiting for a CPU.
+        cpus.append(ru.ru_utime + ru.ru_stime)
         if rc != 0:
             sys.exit("noop: %s exited %d" % (cmd, rc))
         with open(rssfile) as f:
             rss = max(rss, int(f.read().split()[-1]))
-    res.append((statistics.median(walls), min(walls), rss / 1024))
+    res.append((statistics.median(walls), min(walls), rss / 1024, statistics.median(cpus)))
 os.unlink(rssfile)
 floor = res[0][0]
 print("noop: %d CPUs (load average %s); root with every stage but pytorch satisfied, cuDNN tree of %d entries; %d runs each"
@@ -221,7 +229,7 @@ print("noop: %d CPUs (load average %s); root with every stage but pytorch satisf
 ansible = res[4] if len(res) > 4 else None
 if ansible:
     names.append("reference: ansible-playbook (same checks)")
-for name, (med, best, rss) in zip(names, res):
+for name, (med, best, rss, cpu) in zip(names, res):
     extra = ""
     if ansible and name != names[0] and name != names[-1]:
         extra = "; Ansible takes %.0fx as long (target >= 200x: %s)" % (
@@ -230,8 +238,8 @@ for name, (med, best, rss) in zip(names, res):
         extra = " (%.1fx the spawn floor); targets <= 20 ms: %s, <= 8 MB: %s%s" % (
             med / floor, "met" if med <= 0.020 else "MISSED", "met" if rss <= 8 else "MISSED",
             extra)
-    print("noop: %-40s median %6.1f ms (best %6.1f ms), peak RSS %5.1f MB%s"
-          % (name, med * 1000, best * 1000, rss, extra))
+    print("noop: %-40s median %6.1f ms (best %6.1f ms), CPU (user+sys) %6.1f ms, peak RSS %5.1f MB%s"
+          % (name, med * 1000, best * 1000, cpu * 1000, rss, extra))
 if not ansible:
     print("noop: no ansible-playbook here (Debian: apt-get install ansible): no reference")
 PYEOF
@@ -261,14 +269,30 @@ else
 fi
 # shellcheck disable=SC2086 # INSTALL is split into argv on purpose
 if command -v perf > /dev/null 2>&1 &&
-	perf stat -e task-clock -x, -o "$W/perf.stat" -- $INSTALL > /dev/null 2>&1; then
-	echo "noop: perf stat of one no-op install: $(awk -F, '$3 == "task-clock" { printf "%.1f ms task-clock", $1 }' "$W/perf.stat")"
+	perf stat -r 5 -e task-clock,user_time,system_time -x, -o "$W/perf.stat" -- $INSTALL > /dev/null 2>&1; then
+	echo "noop: perf stat of a no-op install (mean of 5): $(awk -F, '
+		$3 == "task-clock" { t = $1 } $3 == "user_time" { u = $1 / 1e6 } $3 == "system_time" { s = $1 / 1e6 }
+		END { printf "%.1f ms task-clock, %.1f ms user, %.1f ms system", t, u, s }' "$W/perf.stat")"
 	# shellcheck disable=SC2086
 	if perf record -q -e cpu-clock -F 5000 -o "$W/perf.data" -- $INSTALL > /dev/null 2>&1; then
 		echo "noop: perf record (cpu-clock) of one no-op install, CPU time by object:"
 		perf report -i "$W/perf.data" --stdio --sort dso 2> /dev/null | grep -v '^#' | grep . |
 			head -6 | sed 's/^ */noop:   /'
+		echo "noop: ... and by function (self time, top 10):"
+		perf report -i "$W/perf.data" --stdio --no-children --sort sym 2> /dev/null |
+			grep -v '^#' | grep . | head -10 | sed 's/^ */noop:   /'
 	fi
+	# Where the time goes (perf record -g of 20 no-op installs, 2026-12-02,
+	# 2 cores): about half is the kernel's; page faults of the heap that the
+	# journal's parse fills (16%: one record per cuDNN file, copied again in
+	# the history entry); cudnn's check (14%: one fstatat per recorded file
+	# in its check and again in the drift check, one readlinkat per link in
+	# include/ and lib64/, the `ldconfig -p` child: fork, exec, 5%); the
+	# journal's parse (6%); nouveau's modprobe configuration (6%: one copy
+	# for libkmod per run); the dynamic linker (4%).
+	echo "noop: where the time goes (perf, 2026-12-02): the kernel about half; page faults of" \
+		"the journal's heap 16%; cudnn's check 14% (fstatat per file, readlinkat per link," \
+		"the ldconfig -p child 5%); journal parse 6%; nouveau's libkmod copy 6%; ld.so 4%"
 else
 	echo "noop: perf stat does not work here (perf_event_open refused in this container, or no perf)"
 fi

@@ -469,6 +469,67 @@ static void test_modprobe_leaves_the_environment(void **state)
 	gp_modprobe_facts_free(&f);
 }
 
+/* Several modules in one query; the same configuration again is answered
+ * without copying it out for libkmod (a TMPDIR that cannot be written to
+ * does not matter), and any change of a file's bytes or of which files
+ * there are is seen. */
+static void test_modprobe_modules_and_the_previous_answer(void **state)
+{
+	struct tu_root_fixture *fx = *state;
+	const struct gp_root *r = fx_root(fx);
+	const char *const modules[] = { "nouveau", "nova_core", NULL };
+	struct gp_modprobe_facts f[2];
+	tu_write(fx->dir, "etc/modprobe.d/gpu.conf",
+	         "blacklist nouveau\noptions nouveau modeset=0\n");
+	tu_write(fx->dir, "lib/modprobe.d/gpu.conf", "blacklist nova_core\n");
+
+	assert_int_equal(gp_modprobe_query_modules(r, modules, f), 0);
+	assert_true(f[0].blacklisted);
+	assert_string_equal(f[0].options, "modeset=0");
+	assert_false(f[1].blacklisted); /* hidden by /etc's gpu.conf */
+	assert_null(f[1].options);
+	gp_modprobe_facts_free(&f[0]);
+	gp_modprobe_facts_free(&f[1]);
+
+	const char *tmp = getenv("TMPDIR");
+	_cleanup_free_ char *saved = tmp ? strdup(tmp) : NULL;
+	setenv("TMPDIR", "/nonexistent-gpuprov-test", 1);
+	assert_int_equal(gp_modprobe_query_modules(r, modules, f), 0);
+	assert_true(f[0].blacklisted);
+	assert_string_equal(f[0].options, "modeset=0");
+	gp_modprobe_facts_free(&f[0]);
+	gp_modprobe_facts_free(&f[1]);
+	/* The same length, other bytes: libkmod is asked again. */
+	tu_write(fx->dir, "etc/modprobe.d/gpu.conf",
+	         "blacklist nouveau\noptions nouveau modeset=1\n");
+	assert_int_equal(gp_modprobe_query_modules(r, modules, f), -ENOENT);
+	if (saved)
+		setenv("TMPDIR", saved, 1);
+	else
+		unsetenv("TMPDIR");
+	gp_modprobe_facts_free(&f[0]);
+	gp_modprobe_facts_free(&f[1]);
+
+	assert_int_equal(gp_modprobe_query_modules(r, modules, f), 0);
+	assert_string_equal(f[0].options, "modeset=1");
+	gp_modprobe_facts_free(&f[0]);
+	gp_modprobe_facts_free(&f[1]);
+	/* A file more. */
+	tu_write(fx->dir, "lib/modprobe.d/nova.conf", "blacklist nova_core\n");
+	assert_int_equal(gp_modprobe_query_modules(r, modules, f), 0);
+	assert_true(f[1].blacklisted);
+	gp_modprobe_facts_free(&f[0]);
+	gp_modprobe_facts_free(&f[1]);
+	/* A module the previous query did not ask about. */
+	struct gp_modprobe_facts one;
+	assert_int_equal(gp_modprobe_query(r, "nvidia", &one), 0);
+	assert_false(one.blacklisted);
+	gp_modprobe_facts_free(&one);
+	assert_int_equal(gp_modprobe_query(r, "nova_core", &one), 0);
+	assert_true(one.blacklisted);
+	gp_modprobe_facts_free(&one);
+}
+
 static void test_modprobe_nothing_configured(void **state)
 {
 	struct tu_root_fixture *fx = *state;
@@ -744,6 +805,7 @@ int main(void)
 		FX_TEST(test_kernel_info_missing),
 		FX_TEST(test_modprobe_blacklist_nouveau),
 		FX_TEST(test_modprobe_nothing_configured),
+		FX_TEST(test_modprobe_modules_and_the_previous_answer),
 		FX_TEST(test_modprobe_leaves_the_environment),
 		FX_TEST(test_modprobe_precedence),
 		FX_TEST(test_modprobe_txt_ignored_alias_read),

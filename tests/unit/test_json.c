@@ -738,6 +738,44 @@ static void test_json_strv(void **state)
 	cJSON_Delete(j);
 }
 
+/* gp_json_equal says what cJSON_Compare says, members in order or not. */
+static void test_json_equal_is_cjson_compare(void **state)
+{
+	static const char *const docs[] = {
+		"{\"a\": 1, \"b\": {\"c\": [1, 2, {\"d\": \"x\"}]}}",
+		"{\"b\": {\"c\": [1, 2, {\"d\": \"x\"}]}, \"a\": 1}",
+		"{\"a\": 1, \"b\": {\"c\": [1, 2, {\"d\": \"y\"}]}}",
+		"{\"a\": 1, \"b\": {\"c\": [2, 1, {\"d\": \"x\"}]}}",
+		"{\"a\": 1, \"b\": {\"c\": [1, 2, {\"d\": \"x\"}], \"e\": null}}",
+		"{\"a\": 1, \"b\": {\"c\": [1, 2]}}",
+		"{\"a\": 1}",
+		"{\"a\": true}",
+		"{\"a\": \"1\"}",
+		"{}",
+		"[]",
+		"[{}]",
+		"1",
+		"null",
+	};
+	cJSON *v[ARRAY_SIZE(docs)];
+	for (size_t i = 0; i < ARRAY_SIZE(docs); i++) {
+		struct gp_err err = { 0 };
+		v[i] = gp_json_parse("f.json", docs[i], strlen(docs[i]), &err);
+		assert_non_null(v[i]);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(docs); i++)
+		for (size_t j = 0; j < ARRAY_SIZE(docs); j++) {
+			bool want = cJSON_Compare(v[i], v[j], true);
+			if (gp_json_equal(v[i], v[j]) != want)
+				fail_msg("%s vs %s: want %d", docs[i], docs[j], want);
+		}
+	assert_true(gp_json_equal(v[0], v[1]));
+	assert_false(gp_json_equal(v[0], v[2]));
+	assert_false(gp_json_equal(v[0], NULL));
+	for (size_t i = 0; i < ARRAY_SIZE(docs); i++)
+		cJSON_Delete(v[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -767,6 +805,7 @@ int main(void)
 		cmocka_unit_test(test_set_in_place),
 		cmocka_unit_test(test_json_string),
 		cmocka_unit_test(test_json_strv),
+		cmocka_unit_test(test_json_equal_is_cjson_compare),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

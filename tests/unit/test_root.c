@@ -164,6 +164,45 @@ static void test_symlink_and_readlink(void **state)
 	free(dir);
 }
 
+/* gp_root_lstat_in says what gp_root_lstat says, across directories, for
+ * links, absent names, an absolute link inside the root and bad names. */
+static void test_lstat_in_is_lstat(void **state)
+{
+	char *dir = tu_tmpdir();
+	tu_write(dir, "a/one", "1");
+	tu_write(dir, "a/two", "22");
+	tu_write(dir, "b/three", "333");
+	char link[512];
+	snprintf(link, sizeof link, "%s/a/abs", dir);
+	assert_int_equal(symlink("/b", link), 0);
+	snprintf(link, sizeof link, "%s/up", dir);
+	assert_int_equal(symlink("/a", link), 0);
+	struct gp_root r;
+	open_root(&r, dir);
+	static const char *const paths[] = {
+		"/a/one", "/a/two",  "/a/abs",        "/a/missing", "/b/three",
+		"/a/one", "/up/two", "/up/abs/three", "/missing/x", "/a/one",
+		"/a/..",  "/a/.",    "/a/",           "nothing",    "/b/three/x",
+	};
+	struct gp_root_dir d = GP_ROOT_DIR_INIT;
+	for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
+		struct stat want, have;
+		int want_rc = gp_root_lstat(&r, paths[i], &want);
+		int have_rc = gp_root_lstat_in(&r, &d, paths[i], &have);
+		if (want_rc != have_rc)
+			fail_msg("%s: %d, gp_root_lstat %d", paths[i], have_rc, want_rc);
+		if (want_rc == 0) {
+			assert_int_equal(have.st_ino, want.st_ino);
+			assert_int_equal(have.st_mode, want.st_mode);
+		}
+	}
+	gp_root_dir_close(&d);
+	assert_int_equal(d.fd, -1);
+	gp_root_close(&r);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 /* Links listed in one pass: each entry's target, "" for a non-link, and
  * the lookup finds links only. */
 static void test_list_links(void **state)
@@ -470,6 +509,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_open_missing),
 		cmocka_unit_test(test_list_links),
+		cmocka_unit_test(test_lstat_in_is_lstat),
 		cmocka_unit_test(test_host_path),
 		cmocka_unit_test(test_write_atomic_and_read),
 		cmocka_unit_test(test_write_missing_parent),

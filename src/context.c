@@ -666,14 +666,21 @@ int gp_effect_run(struct gp_ctx *c, char *const argv[])
 static int run_effect_command(struct gp_ctx *c, char *const argv[],
                               struct gp_run_result *failed);
 
+/* The plan's entry for a command, once the door is open: 0, or -1. */
+static int add_run_effect(struct gp_ctx *c, char *const argv[])
+{
+	if (gp_ctx_door_open(c, "gp_effect_run") < 0)
+		return -1;
+	add_effect(c, GP_EFFECT_RUN)->argv = gp_strv_copy(argv);
+	return 0;
+}
+
 int gp_effect_run_result(struct gp_ctx *c, char *const argv[],
                          struct gp_run_result *failed)
 {
 	*failed = (struct gp_run_result){ 0 };
-	if (gp_ctx_door_open(c, "gp_effect_run") < 0)
+	if (add_run_effect(c, argv) < 0)
 		return -1;
-	struct gp_effect *e = add_effect(c, GP_EFFECT_RUN);
-	e->argv = gp_strv_copy(argv);
 	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	return run_effect_command(c, argv, failed);
@@ -694,10 +701,8 @@ static bool under_whole_dir(struct gp_ctx *c, const char *path)
 
 int gp_effect_run_creating(struct gp_ctx *c, char *const argv[], const char *dir)
 {
-	if (gp_ctx_door_open(c, "gp_effect_run") < 0)
+	if (add_run_effect(c, argv) < 0)
 		return -1;
-	struct gp_effect *e = add_effect(c, GP_EFFECT_RUN);
-	e->argv = gp_strv_copy(argv);
 	if (c->mode == GP_MODE_PLAN)
 		return 0;
 	/* Inside one already (conda create in gpuprov's prefix): that goes. */

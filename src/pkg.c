@@ -592,6 +592,18 @@ static bool txn_has(const struct txn *t, const char *name)
 	return gp_strv_contains(t->names, name);
 }
 
+/* The transaction's members that carry a version, in order. */
+static void pinned_members(const struct txn *t, char ***names, char ***versions)
+{
+	*names = gp_xcalloc(1, sizeof(char *));
+	*versions = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; t->names[i]; i++)
+		if (*t->versions[i]) {
+			gp_strv_push(names, t->names[i]);
+			gp_strv_push(versions, t->versions[i]);
+		}
+}
+
 /* apt: adds the exact-version dependencies of the pinned members (see
  * gp_apt_exact_closure), as the metadata just refreshed (or, in a dry run,
  * the lists the root has) describes them; those installed at that version
@@ -599,13 +611,8 @@ static bool txn_has(const struct txn *t, const char *name)
 static int add_exact_closure(struct gp_ctx *c, const struct gp_apt_index *ix,
                              struct txn *t)
 {
-	_cleanup_strv_ char **names = gp_xcalloc(1, sizeof(char *));
-	_cleanup_strv_ char **versions = gp_xcalloc(1, sizeof(char *));
-	for (size_t i = 0; t->names[i]; i++)
-		if (*t->versions[i]) {
-			gp_strv_push(&names, t->names[i]);
-			gp_strv_push(&versions, t->versions[i]);
-		}
+	_cleanup_strv_ char **names = NULL, **versions = NULL;
+	pinned_members(t, &names, &versions);
 	size_t pinned = gp_strv_len(names);
 	gp_apt_exact_closure(ix, &names, &versions);
 	for (size_t i = pinned; names[i]; i++) {
@@ -636,13 +643,8 @@ static bool pin_agreeing(struct gp_ctx *c, const struct gp_apt_index *ix, struct
 	bool any = false;
 	for (bool more = true; more;) {
 		more = false;
-		_cleanup_strv_ char **names = gp_xcalloc(1, sizeof(char *));
-		_cleanup_strv_ char **versions = gp_xcalloc(1, sizeof(char *));
-		for (size_t i = 0; t->names[i]; i++)
-			if (*t->versions[i]) {
-				gp_strv_push(&names, t->names[i]);
-				gp_strv_push(&versions, t->versions[i]);
-			}
+		_cleanup_strv_ char **names = NULL, **versions = NULL;
+		pinned_members(t, &names, &versions);
 		for (size_t i = 0; !more && t->names[i]; i++) {
 			if (*t->versions[i])
 				continue;

@@ -48,13 +48,9 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-GPUPROV=${1:-${GPUPROV:-$repo/build/gpuprov}}
-PY=python3
-[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
-
-[ "$(id -u)" -eq 0 ] || { echo "bench: needs root (gpuprov chroots into the fixture root)" >&2; exit 2; }
-[ -x "$GPUPROV" ] || { echo "bench: no gpuprov at $GPUPROV (run make)" >&2; exit 2; }
+BENCH_NAME=bench
+# shellcheck source=tests/bench/common.sh
+. "$here/common.sh"
 
 VER=8.9.7.29
 V3=8.9.7
@@ -75,7 +71,7 @@ TARBALL=$CACHE/cudnn-bench-v1.tar.xz
 W=$(mktemp -d "${TMPDIR:-/tmp}/gpuprov-bench.XXXXXX")
 HTTPD_PID=
 cleanup() {
-	exec 9>&- 2>/dev/null || true
+	exec 8<&- 9>&- 2>/dev/null || true
 	[ -n "$HTTPD_PID" ] && kill "$HTTPD_PID" 2>/dev/null
 	rm -rf "$W"
 }
@@ -145,14 +141,7 @@ DECMEM=$(xz --robot -lvv "$TARBALL" | awk '$1 == "summary" { printf "%d\n", $2 }
 WWW=$W/www
 mkdir -p "$WWW"
 ln "$TARBALL" "$WWW/cudnn.tar.xz" 2>/dev/null || cp "$TARBALL" "$WWW/cudnn.tar.xz"
-mkfifo "$W/httpd.in"
-"$PY" "$repo/tests/fixtures/httpd.py" --dir "$WWW" --log "$W/httpd.log" \
-	--tls gpuprov-bench --max-seconds 900 < "$W/httpd.in" > "$W/httpd.out" &
-HTTPD_PID=$!
-exec 9> "$W/httpd.in"
-i=0
-while [ ! -s "$W/httpd.out" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
-read -r PORT CA < "$W/httpd.out" || { echo "bench: httpd.py did not start" >&2; exit 1; }
+bench_httpd "$WWW" 900
 URL=https://127.0.0.1:$PORT/cudnn.tar.xz
 
 # ---- timing ----------------------------------------------------------------

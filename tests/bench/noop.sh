@@ -25,12 +25,11 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-GPUPROV=${1:-${GPUPROV:-$repo/build/gpuprov}}
+BENCH_NAME=noop
+# shellcheck source=tests/bench/common.sh
+. "$here/common.sh"
 RUNS=${2:-21}
 FILES=${NOOP_FILES:-271}
-PY=python3
-[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 VER=8.9.7.29
 TOP=cudnn-linux-x86_64-${VER}_cuda11-archive
 
@@ -67,13 +66,7 @@ mkdir -p "$W/www"
 tar -C "$W/src" --owner=0 --group=0 -cJf "$W/www/cudnn.tar.xz" "$TOP"
 SHA=$(sha256sum < "$W/www/cudnn.tar.xz" | cut -d' ' -f1)
 
-mkfifo "$W/httpd.in" "$W/httpd.out"
-"$PY" "$repo/tests/fixtures/httpd.py" --dir "$W/www" --log "$W/httpd.log" \
-	--tls gpuprov-bench --max-seconds 600 < "$W/httpd.in" > "$W/httpd.out" &
-HTTPD_PID=$!
-exec 9> "$W/httpd.in"
-exec 8< "$W/httpd.out"
-read -r PORT CA <&8 || { echo "noop: httpd.py did not start" >&2; exit 1; }
+bench_httpd "$W/www" 600
 
 P=$W/noop.json
 cat > "$P" <<JSON

@@ -38,13 +38,10 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-GPUPROV=${1:-${GPUPROV:-$repo/build/gpuprov}}
-PY=python3
-[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+BENCH_NAME=overlap
+# shellcheck source=tests/bench/common.sh
+. "$here/common.sh"
 
-[ "$(id -u)" -eq 0 ] || { echo "overlap: needs root (gpuprov chroots into the fixture root)" >&2; exit 2; }
-[ -x "$GPUPROV" ] || { echo "overlap: no gpuprov at $GPUPROV (run make)" >&2; exit 2; }
 
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	q_rate=16000000 q_mb="6 10 2" q_scale=0.25 q_runs=1
@@ -190,13 +187,7 @@ DRV_SHA=$(sha "$WWW/NVIDIA-Linux-x86_64-$DRV_VER.run")
 CUDNN_SHA=$(sha "$WWW/cudnn.tar.xz")
 CONDA_SHA=$(sha "$WWW/Miniforge3.sh")
 
-mkfifo "$W/httpd.in" "$W/httpd.out"
-"$PY" "$repo/tests/fixtures/httpd.py" --dir "$WWW" --log "$W/httpd.log" \
-	--tls gpuprov-bench --max-seconds 1800 < "$W/httpd.in" > "$W/httpd.out" &
-HTTPD_PID=$!
-exec 9> "$W/httpd.in"
-exec 8< "$W/httpd.out"
-read -r PORT CA <&8 || { echo "overlap: httpd.py did not start" >&2; exit 1; }
+bench_httpd "$WWW" 1800
 Q="rate=$RATE&link=1"
 U=https://127.0.0.1:$PORT
 

@@ -11,12 +11,11 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-GPUPROV=${1:-${GPUPROV:-$repo/build/gpuprov}}
+BENCH_NAME=scale
+# shellcheck source=tests/bench/common.sh
+. "$here/common.sh"
 FILES=${2:-100000}
 MB=${3:-10}
-PY=python3
-[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/gpuprov-scale.XXXXXX")
 trap 'rm -rf "$W"' EXIT

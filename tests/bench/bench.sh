@@ -105,10 +105,7 @@ with open(path, "ab") as f:
         f.write(chunk[:n]); n -= len(chunk); i += 1
 PYEOF
 	fi
-	printf '#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n#define CUDNN_PATCHLEVEL 7\n' \
-		> "$src/$TOP/include/cudnn_version.h"
-	printf '#include "cudnn_version.h"\n' > "$src/$TOP/include/cudnn.h"
-	echo LICENSE > "$src/$TOP/LICENSE"
+	bench_cudnn_headers "$src/$TOP"
 	dd if="$W/pool" of="$src/$TOP/lib/libcudnn.so.$V3" bs=1M count=1 2>/dev/null
 	ln -s "libcudnn.so.$V3" "$src/$TOP/lib/libcudnn.so.8"
 	ln -s libcudnn.so.8 "$src/$TOP/lib/libcudnn.so"

@@ -22,3 +22,13 @@ bench_httpd() {
 	exec 8< "$W/httpd.out"
 	read -r PORT CA <&8 || { echo "$BENCH_NAME: httpd.py did not start" >&2; exit 1; }
 }
+
+# bench_cudnn_headers DIR: the headers and LICENSE of a cuDNN 8.9.7 tree
+# (what the cudnn stage reads its version from) under DIR.
+bench_cudnn_headers() {
+	mkdir -p "$1/include"
+	printf '#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n#define CUDNN_PATCHLEVEL 7\n' \
+		> "$1/include/cudnn_version.h"
+	printf '#include "cudnn_version.h"\n' > "$1/include/cudnn.h"
+	echo LICENSE > "$1/LICENSE"
+}

@@ -50,10 +50,7 @@ sh "$repo/tests/fixtures/mkroot.sh" "$R" --cuda --nouveau unloaded --pkg-stubs -
 # The cuDNN tarball: FILES files (headers and small "libraries").
 src=$W/src/$TOP
 mkdir -p "$src/include" "$src/lib"
-printf '#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n#define CUDNN_PATCHLEVEL 7\n' \
-	> "$src/include/cudnn_version.h"
-printf '#include "cudnn_version.h"\n' > "$src/include/cudnn.h"
-echo LICENSE > "$src/LICENSE"
+bench_cudnn_headers "$src"
 printf 'not really a library\n' > "$src/lib/libcudnn.so.8.9.7"
 ln -s libcudnn.so.8.9.7 "$src/lib/libcudnn.so.8"
 ln -s libcudnn.so.8 "$src/lib/libcudnn.so"

@@ -172,10 +172,7 @@ pad "$WWW/Miniforge3.sh" "$CONDA_MB"
 # stores it, and decoding costs little: the link is what the bench is about).
 src=$W/src/$TOP
 mkdir -p "$src/include" "$src/lib"
-printf '#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n#define CUDNN_PATCHLEVEL 7\n' \
-	> "$src/include/cudnn_version.h"
-printf '#include "cudnn_version.h"\n' > "$src/include/cudnn.h"
-echo LICENSE > "$src/LICENSE"
+bench_cudnn_headers "$src"
 head -c $((CUDNN_MB * 1048576)) /dev/urandom > "$src/lib/libcudnn.so.8.9.7"
 ln -s libcudnn.so.8.9.7 "$src/lib/libcudnn.so.8"
 ln -s libcudnn.so.8 "$src/lib/libcudnn.so"

@@ -21,6 +21,14 @@ requests() {
 	grep -c '^GET' "$BATS_TEST_TMPDIR/httpd.log" || true
 }
 
+
+# The profile now asks for cuDNN 8.9.8.15, served as cudnn-new.tar.xz.
+profile_for_new_version() {
+	VER=8.9.8.15
+	make_tarball "$WWW/cudnn-new.tar.xz"
+	sha=$(sha256sum < "$WWW/cudnn-new.tar.xz" | cut -d' ' -f1)
+	write_profile "$sha" "https://127.0.0.1:$PORT/cudnn-new.tar.xz"
+}
 @test "cudnn: dry-run lists download and destination, changes nothing, downloads nothing" {
 	snapshot "$R" before
 	gp --root "$R" --ca-file "$CA" plan --profile "$P" --only cudnn
@@ -54,10 +62,7 @@ requests() {
 	jeq '[e["makes"] for e in d["stages"][5]["effects"] if e["type"] == "rule"]' '["symlink"]'
 	# A version change: every link into the old version goes first (the
 	# plan lists each), then the new version's are made.
-	VER=8.9.8.15
-	make_tarball "$WWW/cudnn-new.tar.xz"
-	sha=$(sha256sum < "$WWW/cudnn-new.tar.xz" | cut -d' ' -f1)
-	write_profile "$sha" "https://127.0.0.1:$PORT/cudnn-new.tar.xz"
+	profile_for_new_version
 	assert_plan_matches_run "$R" --ca-file "$CA" --profile "$P" --only cudnn
 	assert_status 0
 	[ "$(readlink "$R/$BASE/lib64/libcudnn.so.8")" = ../cudnn-8.9.8.15/lib/libcudnn.so.8 ] ||
@@ -158,10 +163,7 @@ requests() {
 	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
 	assert_status 0
 	old=$R/$BASE/cudnn-8.9.7.29
-	VER=8.9.8.15
-	make_tarball "$WWW/cudnn-new.tar.xz"
-	sha=$(sha256sum < "$WWW/cudnn-new.tar.xz" | cut -d' ' -f1)
-	write_profile "$sha" "https://127.0.0.1:$PORT/cudnn-new.tar.xz"
+	profile_for_new_version
 	snapshot "$R" before
 	gp --root "$R" --ca-file "$CA" plan --profile "$P" --only cudnn
 	assert_status 0
@@ -270,10 +272,7 @@ requests() {
 	assert_status 0
 	old=$R/$BASE/cudnn-8.9.7.29
 	echo "operator notes" > "$old/NOTES"
-	VER=8.9.8.15
-	make_tarball "$WWW/cudnn-new.tar.xz"
-	sha=$(sha256sum < "$WWW/cudnn-new.tar.xz" | cut -d' ' -f1)
-	write_profile "$sha" "https://127.0.0.1:$PORT/cudnn-new.tar.xz"
+	profile_for_new_version
 	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
 	assert_status 1
 	assert_stderr_has "cudnn: will not remove /$BASE/cudnn-8.9.7.29: it holds a file gpuprov did not install: /$BASE/cudnn-8.9.7.29/NOTES; move that file away"
@@ -301,10 +300,7 @@ files() {
 	files "$R" > "$BATS_TEST_TMPDIR/before.files"
 	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
 	assert_status 0
-	VER=8.9.8.15
-	make_tarball "$WWW/cudnn-new.tar.xz"
-	sha=$(sha256sum < "$WWW/cudnn-new.tar.xz" | cut -d' ' -f1)
-	write_profile "$sha" "https://127.0.0.1:$PORT/cudnn-new.tar.xz"
+	profile_for_new_version
 	assert_plan_matches_run "$R" --ca-file "$CA" --profile "$P" --only cudnn
 	assert_status 0
 	[ ! -e "$R/$BASE/cudnn-8.9.7.29" ] || fail "the old directory is still there"

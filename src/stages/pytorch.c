@@ -20,6 +20,7 @@
  *         driver, then the environment's Python, chrooted, imports torch and
  *         reports versions, cuDNN, the GPUs it sees and one tensor op on cuda. */
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "gpuprov/cuda_releases.h"
@@ -763,30 +764,87 @@ static int torch_check(struct gp_ctx *c, const cJSON *cfg, struct gp_check *ck)
 #define PIP_QUOTE_BYTES 600
 
 /* After a failed pip run, the pins whose installed version is no longer
- * the one the survey found: "torch 2.7.1+cu118 -> 2.8.0+cu128, ...", or
- * "" when pip changed none. pip resolves and downloads every requirement
- * before it installs any, so a missing version, an unreachable index or a
- * wrong sha256 changes nothing; a failure while it installs puts back only
- * the package it was installing, not those it had finished. */
-static char *pins_moved(struct gp_ctx *c, const struct torch *t, const struct survey *s)
+ * the one the survey found (their indices in s->missing_want, ending with
+ * SIZE_MAX; text: "torch 2.7.1+cu118 -> 2.8.0+cu128, ..."), none when pip
+ * changed none. pip resolves and downloads every requirement before it
+ * installs any, so a missing version, an unreachable index or a wrong
+ * sha256 changes nothing; a failure while it installs puts back only the
+ * package it was installing, not those it had finished. */
+static size_t *pins_moved(struct gp_ctx *c, const struct torch *t, const struct survey *s,
+                          char **text)
 {
 	_cleanup_free_ char *pyver = env_python(c, t);
+	size_t n_want = gp_strv_len(s->missing_want), n_moved = 0;
+	size_t *moved = gp_xcalloc(n_want + 1, sizeof *moved);
 	struct gp_buf b = { 0 };
 	for (size_t i = 0; pyver && s->missing_want[i]; i++) {
 		const char *w = s->missing_want[i];
 		size_t n = strcspn(w, "=");
 		_cleanup_free_ char *now = installed_version(c, t, pyver, w, n);
-		if (!gp_streq(now ? now : "", s->missing_have[i]))
-			gp_buf_printf(&b, "%s%.*s %s -> %s", b.len ? ", " : "", (int)n, w,
-			              *s->missing_have[i] ? s->missing_have[i] : "(none)",
-			              now ? now : "(none)");
+		if (gp_streq(now ? now : "", s->missing_have[i]))
+			continue;
+		moved[n_moved++] = i;
+		gp_buf_printf(&b, "%s%.*s %s -> %s", b.len ? ", " : "", (int)n, w,
+		              *s->missing_have[i] ? s->missing_have[i] : "(none)",
+		              now ? now : "(none)");
 	}
-	return b.len ? gp_buf_steal(&b) : gp_xstrdup("");
+	moved[n_moved] = SIZE_MAX;
+	*text = b.len ? gp_buf_steal(&b) : gp_xstrdup("");
+	return moved;
 }
 
-/* After a failed pip run: what pip said and what it most likely means. */
+static char **argv_new(const char *first);
+
+/* After pip failed part-way, the pins it had moved go back to the versions
+ * they had, so the environment is the previous working set again, as the
+ * driver's package set is after a failed upgrade: the environment's
+ * pip.conf as it was before this run (old_conf, when the run changed it:
+ * the previous index, trusted hosts, certificate and proxy), then pip
+ * install --no-deps NAME==OLD through it, and pip uninstall for a pin that
+ * was not installed. 0, or -1 when that failed too (c->err says how). */
+static int put_back_pins(struct gp_ctx *c, const struct torch *t, const struct survey *s,
+                         const size_t *moved, const char *old_conf)
+{
+	if (old_conf &&
+	    gp_effect_write(c, s->pip_conf_path, old_conf, strlen(old_conf), 0644) < 0)
+		return -1;
+	_cleanup_strv_ char **install = argv_new(t->python_bin);
+	_cleanup_strv_ char **uninstall = argv_new(t->python_bin);
+	const char *in[] = { "-m",
+		             "pip",
+		             "install",
+		             "--no-input",
+		             "--disable-pip-version-check",
+		             "--no-cache-dir",
+		             "--no-deps" };
+	const char *un[] = { "-m", "pip", "uninstall", "-y",
+		             "--disable-pip-version-check" };
+	for (size_t i = 0; i < ARRAY_SIZE(in); i++)
+		gp_strv_push(&install, in[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(un); i++)
+		gp_strv_push(&uninstall, un[i]);
+	size_t base_install = gp_strv_len(install),
+	       base_uninstall = gp_strv_len(uninstall);
+	for (size_t k = 0; moved[k] != SIZE_MAX; k++) {
+		const char *w = s->missing_want[moved[k]];
+		const char *had = s->missing_have[moved[k]];
+		int n = (int)strcspn(w, "=");
+		_cleanup_free_ char *arg = *had ? gp_xasprintf("%.*s==%s", n, w, had)
+		                                : gp_xstrndup(w, (size_t)n);
+		gp_strv_push(*had ? &install : &uninstall, arg);
+	}
+	if (gp_strv_len(install) > base_install && gp_effect_run(c, install) < 0)
+		return -1;
+	if (gp_strv_len(uninstall) > base_uninstall && gp_effect_run(c, uninstall) < 0)
+		return -1;
+	return 0;
+}
+
+/* After a failed pip run: what pip said, what gpuprov put back, and what it
+ * most likely means. */
 static void pip_hint(struct gp_ctx *c, const struct torch *t, const struct survey *s,
-                     char *const argv[], const struct gp_run_result *res)
+                     char *const argv[], const struct gp_run_result *res,
+                     const char *old_conf)
 {
 	if (!res->output)
 		return; /* pip did not run: c->err says why */
@@ -794,13 +852,23 @@ static void pip_hint(struct gp_ctx *c, const struct torch *t, const struct surve
 	_cleanup_free_ char *how = gp_run_describe(res, c->cmd_timeout_ms);
 	_cleanup_free_ char *said = gp_output_excerpt(
 	    res->output, "ERROR:", PIP_QUOTE_LINES, PIP_QUOTE_BYTES);
-	_cleanup_free_ char *moved = pins_moved(c, t, s);
+	_cleanup_free_ char *moved_text = NULL;
+	_cleanup_free_ size_t *moved = pins_moved(c, t, s, &moved_text);
+	_cleanup_free_ char *back_failed = NULL;
+	if (*moved_text && put_back_pins(c, t, s, moved, old_conf) < 0)
+		back_failed = gp_xstrdup(c->err->msg);
 	_cleanup_free_ char *hint =
-	    *moved ? gp_xasprintf("pip had changed %s before it failed (it puts back "
-	                          "only the package it was installing); the other "
-	                          "pins are as before: fix the cause and run the "
-	                          "install again, or 'gpuprov rollback'",
-	                          moved)
+	    back_failed ? gp_xasprintf("pip had changed %s before it failed, and putting "
+	                               "them back failed too (%s): the environment is "
+	                               "half upgraded; fix the cause and run the install "
+	                               "again, or 'gpuprov rollback'",
+	                               moved_text, back_failed)
+	    : *moved_text
+	        ? gp_xasprintf("pip had changed %s before it failed (it puts back "
+	                       "only the package it was installing); gpuprov put "
+	                       "them back, so every pin is as before: fix the "
+	                       "cause and run the install again",
+	                       moved_text)
 	    : strstr(res->output, "Expected sha256")
 	        ? gp_xasprintf("a wheel does not match the sha256 the index %s gives "
 	                       "for it (a corrupt mirror or a tampered file): pip "
@@ -924,9 +992,39 @@ static int install_venv(struct gp_ctx *c, const struct torch *t, const struct su
 	return gp_effect_run_creating(c, argv, t->prefix);
 }
 
+/* python -m pip VERB with the profile's index and gpuprov's fixed options. */
+static char **pip_argv(const struct torch *t, const char *verb)
+{
+	char **argv = argv_new(t->python_bin);
+	const char *fixed[] = { "-m",
+		                "pip",
+		                verb,
+		                "--no-input",
+		                "--disable-pip-version-check",
+		                "--no-cache-dir",
+		                "--index-url",
+		                t->index };
+	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+		gp_strv_push(&argv, fixed[i]);
+	for (size_t i = 0; t->extra && t->extra[i]; i++) {
+		gp_strv_push(&argv, "--extra-index-url");
+		gp_strv_push(&argv, t->extra[i]);
+	}
+	return argv;
+}
+
 static int install_packages(struct gp_ctx *c, const struct torch *t,
                             const struct survey *s)
 {
+	/* What pip.conf said before, for put_back_pins. */
+	_cleanup_free_ char *old_conf = NULL;
+	size_t old_len = 0;
+	if (pip_installs(t) && !s->pip_conf_ok &&
+	    (gp_ctx_read(c, s->pip_conf_path, &old_conf, &old_len) < 0 ||
+	     strlen(old_conf) != old_len)) {
+		free(old_conf);
+		old_conf = NULL; /* none, or not text: pip goes by the new one */
+	}
 	if (pip_installs(t) && gp_effect_write(c, s->pip_conf_path, s->pip_conf,
 	                                       strlen(s->pip_conf), 0644) < 0)
 		return -1;
@@ -936,21 +1034,7 @@ static int install_packages(struct gp_ctx *c, const struct torch *t,
 		return 0;
 	char **argv;
 	if (pip_installs(t)) {
-		argv = argv_new(t->python_bin);
-		const char *fixed[] = { "-m",
-			                "pip",
-			                "install",
-			                "--no-input",
-			                "--disable-pip-version-check",
-			                "--no-cache-dir",
-			                "--index-url",
-			                t->index };
-		for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
-			gp_strv_push(&argv, fixed[i]);
-		for (size_t i = 0; t->extra && t->extra[i]; i++) {
-			gp_strv_push(&argv, "--extra-index-url");
-			gp_strv_push(&argv, t->extra[i]);
-		}
+		argv = pip_argv(t, "install");
 	} else {
 		argv = argv_new(t->conda);
 		gp_strv_push(&argv, "install");
@@ -964,7 +1048,7 @@ static int install_packages(struct gp_ctx *c, const struct torch *t,
 	struct gp_run_result failed;
 	int rc = gp_effect_run_result(c, argv, &failed);
 	if (rc < 0 && pip_installs(t))
-		pip_hint(c, t, s, argv, &failed);
+		pip_hint(c, t, s, argv, &failed, old_conf);
 	gp_run_result_free(&failed);
 	gp_strv_free(argv);
 	return rc;

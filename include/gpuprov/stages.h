@@ -79,6 +79,9 @@ struct gp_stage {
 	 * set. */
 	bool (*undo_check)(struct gp_ctx *c, const cJSON *cfg, char **say);
 	int (*undo)(struct gp_ctx *c, const cJSON *cfg);
+	/* Optional: effects after the records are undone (a daemon restarted
+	 * without the configuration that went); its sentence is undo_check's. */
+	int (*undo_after)(struct gp_ctx *c, const cJSON *cfg);
 };
 
 /* gp_stages[0..gp_stage_count), in run order. A stage whose hooks

@@ -852,10 +852,44 @@ static bool undo_reset(struct gp_ctx *c, const cJSON *cfg, struct gp_gpu_reset *
 	return reset;
 }
 
+/* On the live host, nvidia-persistenced restarts once gpuprov's drop-in
+ * went, so that it runs as its package starts it (Ubuntu's: without
+ * persistence) instead of with the drop-in's options until the next boot.
+ * try-restart: a daemon that is not running stays so. The check asks for
+ * the drop-in's record, the restart (after the records are undone, the
+ * record gone) for the drop-in being gone, as the run and its plan see it. */
+static bool undo_restarts_persistenced(struct gp_ctx *c, const cJSON *cfg, bool after)
+{
+	if (!cfg || !gp_root_is_host(&c->root) || !gp_ctx_exists(c, PERSISTENCED_UNIT) ||
+	    (after ? gp_ctx_exists(c, DROPIN) : !gp_journal_file(&c->journal, DROPIN)))
+		return false;
+	struct gset s;
+	gset_read(cfg, &s);
+	free(s.blocked);
+	return s.persistence;
+}
+
 static bool gs_undo_check(struct gp_ctx *c, const cJSON *cfg, char **say)
 {
 	struct gp_gpu_reset r;
-	return undo_reset(c, cfg, &r, say);
+	bool reset = undo_reset(c, cfg, &r, say);
+	if (!undo_restarts_persistenced(c, cfg, false))
+		return reset;
+	const char *restart = "then nvidia-persistenced restarts without gpuprov's "
+	                      "drop-in, as its package starts it";
+	char *both = *say ? gp_xasprintf("%s; %s", *say, restart) : gp_xstrdup(restart);
+	free(*say);
+	*say = both;
+	return true;
+}
+
+static int gs_undo_after(struct gp_ctx *c, const cJSON *cfg)
+{
+	if (!undo_restarts_persistenced(c, cfg, true))
+		return 0;
+	if (systemctl(c, "daemon-reload", NULL) < 0)
+		return -1;
+	return systemctl(c, "try-restart", PERSISTENCED);
 }
 
 /* The reset as the boot unit sets the values: gpuprov itself, from where
@@ -891,4 +925,5 @@ const struct gp_stage gp_stage_gpu_settings = {
 	.verify = gs_verify,
 	.undo_check = gs_undo_check,
 	.undo = gs_undo,
+	.undo_after = gs_undo_after,
 };

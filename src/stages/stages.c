@@ -162,7 +162,8 @@ enum gp_stage_state gp_stage_undo_check(struct gp_ctx *c, const struct gp_stage 
 
 int gp_stage_undo_apply(struct gp_ctx *c, const struct gp_stage *s)
 {
-	if (s->undo && s->undo(c, gp_profile_stage(c->profile, s->name)) < 0)
+	const cJSON *cfg = gp_profile_stage(c->profile, s->name);
+	if ((s->undo && s->undo(c, cfg) < 0) || gp_undo_apply(c, s->name) < 0)
 		return -1;
-	return gp_undo_apply(c, s->name);
+	return s->undo_after ? s->undo_after(c, cfg) : 0;
 }

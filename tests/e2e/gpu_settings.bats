@@ -398,6 +398,10 @@ for gpu in ("gpu_0", "gpu_1"):
 	cp "$P" "$R/tmp/p.json"
 	in_root_as_host plan --profile /tmp/p.json --only gpu_settings
 	assert_status 0
+	# The driver package's unit, so that the daemon restarts as planned.
+	mkdir -p "$R/usr/lib/systemd/system"
+	printf '[Service]\nExecStart=/usr/bin/nvidia-persistenced --no-persistence-mode\n' \
+		> "$R/usr/lib/systemd/system/nvidia-persistenced.service"
 	live_host_stand_ins
 	in_root_as_host install --profile /tmp/p.json --only gpu_settings
 	assert_status 0
@@ -409,6 +413,7 @@ for gpu in ("gpu_0", "gpu_1"):
 	assert_stdout_has "gives the running GPUs' values back to their defaults through NVML: GPU 0: power limit 600 W -> 700 W (the default limit), locked GPU clocks -> unlocked, application clocks 2619,1980 MHz -> the default, compute mode exclusive_process -> default; GPU 1: power limit 600 W -> 700 W (the default limit),"
 	assert_stdout_has "; ECC and MIG modes stay as they are (the GPU keeps them across reboots; nvidia-smi -e and -mig change them)"
 	assert_stdout_has "/gpuprov gpu-settings reset power_limit_w=default locked_gpu_clocks_mhz=default application_clocks_mhz=default compute_mode=default"
+	assert_stdout_has "then nvidia-persistenced restarts without gpuprov's drop-in, as its package starts it"
 	[ ! -e "$R/var/log/fakenvml.log" ] || fail "the plan called an NVML setter:" "$(cat "$R/var/log/fakenvml.log")"
 	# The plan's effects are the run's.
 	in_root_as_host uninstall --dry-run --json
@@ -422,6 +427,12 @@ import json, sys
 plan, run = ({s["name"]: s["effects"] for s in json.load(open(p))["stages"]} for p in sys.argv[1:])
 assert plan == run, (plan, run)
 assert any(e.get("argv", [None])[1:3] == ["gpu-settings", "reset"] for e in run["gpu_settings"]), run
+# The daemon restarts after its drop-in went, not before.
+argvs = [e.get("argv") for e in run["gpu_settings"]]
+restart = argvs.index(["systemctl", "try-restart", "nvidia-persistenced.service"])
+assert argvs[restart - 1] == ["systemctl", "daemon-reload"], argvs
+gone = [i for i, e in enumerate(run["gpu_settings"]) if "nvidia-persistenced.service.d/gpuprov.conf" in json.dumps(e)]
+assert gone and max(gone) < restart, (gone, restart, run["gpu_settings"])
 PY
 	# Each GPU's resets, the only NVML calls that change anything.
 	local one='nvmlDeviceSetPowerManagementLimit 700000 0

@@ -794,6 +794,7 @@ static size_t *pins_moved(struct gp_ctx *c, const struct torch *t, const struct 
 }
 
 static char **argv_new(const char *first);
+static char **pip_install_argv(const struct torch *t, bool with_index);
 
 /* After pip failed part-way, the pins it had moved go back to the versions
  * they had, so the environment is the previous working set again, as the
@@ -808,19 +809,11 @@ static int put_back_pins(struct gp_ctx *c, const struct torch *t, const struct s
 	if (old_conf &&
 	    gp_effect_write(c, s->pip_conf_path, old_conf, strlen(old_conf), 0644) < 0)
 		return -1;
-	_cleanup_strv_ char **install = argv_new(t->python_bin);
+	_cleanup_strv_ char **install = pip_install_argv(t, false);
+	gp_strv_push(&install, "--no-deps");
 	_cleanup_strv_ char **uninstall = argv_new(t->python_bin);
-	const char *in[] = { "-m",
-		             "pip",
-		             "install",
-		             "--no-input",
-		             "--disable-pip-version-check",
-		             "--no-cache-dir",
-		             "--no-deps" };
 	const char *un[] = { "-m", "pip", "uninstall", "-y",
 		             "--disable-pip-version-check" };
-	for (size_t i = 0; i < ARRAY_SIZE(in); i++)
-		gp_strv_push(&install, in[i]);
 	for (size_t i = 0; i < ARRAY_SIZE(un); i++)
 		gp_strv_push(&uninstall, un[i]);
 	size_t base_install = gp_strv_len(install),
@@ -992,20 +985,23 @@ static int install_venv(struct gp_ctx *c, const struct torch *t, const struct su
 	return gp_effect_run_creating(c, argv, t->prefix);
 }
 
-/* python -m pip VERB with the profile's index and gpuprov's fixed options. */
-static char **pip_argv(const struct torch *t, const char *verb)
+/* python -m pip install with gpuprov's fixed options, and with_index the
+ * profile's indexes (without, pip goes by the environment's pip.conf). */
+static char **pip_install_argv(const struct torch *t, bool with_index)
 {
 	char **argv = argv_new(t->python_bin);
 	const char *fixed[] = { "-m",
 		                "pip",
-		                verb,
+		                "install",
 		                "--no-input",
 		                "--disable-pip-version-check",
-		                "--no-cache-dir",
-		                "--index-url",
-		                t->index };
+		                "--no-cache-dir" };
 	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
 		gp_strv_push(&argv, fixed[i]);
+	if (!with_index)
+		return argv;
+	gp_strv_push(&argv, "--index-url");
+	gp_strv_push(&argv, t->index);
 	for (size_t i = 0; t->extra && t->extra[i]; i++) {
 		gp_strv_push(&argv, "--extra-index-url");
 		gp_strv_push(&argv, t->extra[i]);
@@ -1034,7 +1030,7 @@ static int install_packages(struct gp_ctx *c, const struct torch *t,
 		return 0;
 	char **argv;
 	if (pip_installs(t)) {
-		argv = pip_argv(t, "install");
+		argv = pip_install_argv(t, true);
 	} else {
 		argv = argv_new(t->conda);
 		gp_strv_push(&argv, "install");

@@ -168,6 +168,14 @@ static int session_profile(struct session *s, const struct gp_options *o,
 	 * what is installed. */
 	if (!want && path && !*path && gp_journal_history_current(&s->c.journal))
 		return entry_profile(s, gp_journal_history_current(&s->c.journal));
+	/* Else install and plan apply only the profile the operator names. */
+	if (!want && (gp_streq(command, "install") || gp_streq(command, "plan"))) {
+		gp_error(s->c.out,
+		         "%s needs --profile NAME|PATH (only after a rollback does it "
+		         "go on without one, with the rollback's history entry)",
+		         o->dry_run ? "plan" : "install");
+		return GP_EXIT_USAGE;
+	}
 	if (!want) {
 		want = path && access(path, R_OK) == 0
 		           ? path

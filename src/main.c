@@ -122,12 +122,14 @@ static int cli_main(int argc, char **argv, const char *resume_root);
 
 static int run_install(const struct command *cmd, struct cli *cli)
 {
-	if (!cli->o.profile)
-		return usage_error(cmd, "%s needs --profile NAME|PATH", cmd->name);
+	/* Without --profile the engine goes on only after a rollback (with
+	 * its entry's profile copy), else refuses. */
 	cli->o.rerun = cli->rerun;
 	/* Tests stand a program in the root in for the reboot (context.h). */
 	cli->o.reboot_stub = getenv("GPUPROV_REBOOT_STUB");
 	int rc = gp_engine_install(&cli->o, &cli->out);
+	if (rc == GP_EXIT_USAGE && !cli->o.profile)
+		fputs(cmd->usage, stderr); /* the engine said why: no --profile */
 	if (!cli->o.resumed)
 		return rc;
 	/* Resumed at boot: then verify and the textfile of the same stages, as

@@ -74,8 +74,12 @@ char *gp_hint_command(const struct gp_ctx *c, const char *command, const char *s
 	size_t n = 0;
 	argv[n++] = "gpuprov";
 	argv[n++] = command;
-	argv[n++] = "--profile";
-	argv[n++] = c->profile_arg ? c->profile_arg : c->profile->path;
+	/* A rollback's entry has no file: install goes on with it unnamed. */
+	const char *profile = c->profile_arg ? c->profile_arg : c->profile->path;
+	if (*profile) {
+		argv[n++] = "--profile";
+		argv[n++] = profile;
+	}
 	if (stage) {
 		argv[n++] = "--only";
 		argv[n++] = stage;

@@ -61,6 +61,13 @@ rollback_matches_plan() {
 	gp --root "$R" rollback --to 0
 	assert_status 2
 	assert_stderr_has "--to 0: give a history entry's id"
+	# Only after a rollback do install and plan go on without --profile.
+	gp --root "$R" install
+	assert_status 2
+	assert_stderr_has "install needs --profile NAME|PATH (only after a rollback does it go on without one"
+	gp --root "$R" plan
+	assert_status 2
+	assert_stderr_has "plan needs --profile NAME|PATH"
 }
 
 @test "rollback: one install only: nothing before it to roll back to; --to names an entry that is not there" {
@@ -122,6 +129,11 @@ rollback_matches_plan() {
 	# What is installed now is the entry's profile: verify checks that one.
 	gp --root "$R" verify --only container_toolkit
 	assert_status 0
+	# And install goes on with it (what a resume after a rollback's reboot
+	# runs, and the hints say), finding it done.
+	gp --root "$R" install --only container_toolkit --ca-file "$CA"
+	assert_status 0
+	assert_stdout_has "container_toolkit: satisfied"
 	# Done: a second rollback plan back to entry 1 changes nothing.
 	gp --root "$R" rollback --to 1 --dry-run
 	assert_status 0

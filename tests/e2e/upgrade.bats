@@ -20,7 +20,9 @@
 # go); uninstall --only driver blocked by another stage's package that
 # depends on the driver's; last, Secure Boot off, a rollback across branches
 # to the 535.183.01 entry, its reboot as an install's (exit 5, --reboot=auto
-# arms the resume). After each: the installed NVIDIA packages (dpkg status)
+# arms the resume); after that boot the resume, then uninstall: every
+# package of every branch and flavor gpuprov installed on the way goes, the
+# root is as before the first install. After each: the installed NVIDIA packages (dpkg status)
 # and apt-mark showhold against the expected set, and the plan's effects
 # against the run's.
 
@@ -37,6 +39,7 @@ setup_file() {
 	export R
 	ubuntu_archive_root "$R" --branch580 || return 0
 	a100_dev "$R"
+	state "$R" > "$BATS_FILE_TMPDIR/before.state"
 }
 
 setup() {
@@ -203,7 +206,7 @@ PY
 	# shellcheck disable=SC2016 # the inner shell's own arguments
 	run --separate-stderr sh -c 'echo $$ > "$1/etc/stand-in-kill-pid"; shift; exec "$@"' \
 		sh "$R" "$GPUPROV" --root "$R" install --profile "$P"
-	rm -f "$R/etc/stand-in-killing-postinst"
+	rm -f "$R/etc/stand-in-killing-postinst" "$R/etc/stand-in-kill-pid"
 	[ "$status" -eq 137 ] || fail "not killed ($status):" "$output" "$stderr"
 	local p
 	for p in $(procs_in_root "$R"); do
@@ -337,4 +340,48 @@ print([e["id"] for e in d["entries"]
 	[ -L "$R/etc/systemd/system/multi-user.target.wants/gpuprov-resume.service" ] ||
 		fail "the resume unit is not wanted"
 	assert_nvidia_set "$(dkms_set 535 "$B535")"
+}
+
+@test "upgrade: after the rollback's reboot, uninstall removes what the upgrades and the rollback installed, as planned: the root as before the first install, the reboot that unloads the module asked for" {
+	loaded 535.183.01
+	# The resumed install ends with verify --textfile, as at boot.
+	mkdir -p "$R/var/lib/prometheus/node-exporter"
+	# The marker's install names no profile: it goes on with the rollback's
+	# entry and finds it done, then verify fails only where the stand-in
+	# packages ship no libraries and bind no GPU (exit 3).
+	gp --root "$R" resume
+	assert_status 3
+	assert_stderr_has "resume: running '"
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/resume.json"
+	"$PYTHON" - "$BATS_TEST_TMPDIR/resume.json" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+install, end = json.JSONDecoder().raw_decode(text)
+verify = json.JSONDecoder().raw_decode(text[end:].lstrip())[0]
+driver = [s for s in install["stages"] if s["name"] == "driver"][0]
+assert driver["state"] == "satisfied" and not driver["effects"], driver
+failed = sorted(f["id"] for f in verify["findings"] if f["level"] == "fail")
+assert failed == ["driver.binding.0000_17_00_0", "driver.libcuda", "driver.nvml"], failed
+# The entry has no profile file: the hint's install names none.
+hint = [f["hint"] for f in verify["findings"] if f["id"] == "driver.nvml"][0]
+assert "run 'gpuprov install --only driver --root " in hint, hint
+PY
+	[ ! -e "$R/var/lib/gpuprov/resume" ] || fail "the resume marker is still armed"
+	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R"
+	assert_status 5
+	assert_stderr_has "reboot required ("
+	[ -z "$(chroot "$R" dpkg-query -W -f '${db:Status-Status} ${Package}\n' 'nvidia-*' \
+		'libnvidia-*' 'linux-modules-nvidia-*' 2> /dev/null | grep -v '^not-installed ')" ] ||
+		fail "NVIDIA packages are left:" "$(chroot "$R" dpkg -l 'nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*')"
+	# What the tests made themselves (the loaded module, the EFI variables'
+	# directory, the resume unit) is not gpuprov's to remove.
+	local made='^\./(proc|sys/firmware)(/| )|^[0-9a-f]{64} +\./proc/|gpuprov-resume\.service|^\./usr/local/lib/systemd|/var/lib/prometheus'
+	state "$R" | grep -Ev "$made" > "$BATS_TEST_TMPDIR/after.state"
+	grep -Ev "$made" "$BATS_FILE_TMPDIR/before.state" > "$BATS_TEST_TMPDIR/before.state"
+	diff -u "$BATS_TEST_TMPDIR/before.state" "$BATS_TEST_TMPDIR/after.state" ||
+		fail "the root differs from before the first install (diff above: - before, + after)"
+	gp --root "$R" history --json
+	printf '%s\n' "$output" > "$BATS_TEST_TMPDIR/history.json"
+	JSON=$BATS_TEST_TMPDIR/history.json
+	jeq 'd["entries"][0]["result"]' uninstalled
 }

@@ -1224,10 +1224,12 @@ static void verify_cuda(struct gp_ctx *c, const struct drv *d, struct gp_report 
 		char *const lint_argv[] = { "gpuprov", "profiles", "lint",
 			                    c->profile->path, NULL };
 		_cleanup_free_ char *lint = gp_argv_display(lint_argv);
+		/* A rollback's profile copy has no file to lint. */
 		_cleanup_free_ char *hint = gp_xasprintf(
 		    "the CUDA toolkit needs a newer driver: raise "
-		    "stages.driver.branch (see '%s')",
-		    lint);
+		    "stages.driver.branch%s%s%s",
+		    *c->profile->path ? " (see '" : "", *c->profile->path ? lint : "",
+		    *c->profile->path ? "')" : "");
 		if (gp_version_compare(have, tk) < 0)
 			gp_report_add(
 			    rep, "driver.libcuda.toolkit", GP_FAIL, "driver vs toolkit",

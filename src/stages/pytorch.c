@@ -499,11 +499,38 @@ char *gp_conda_meta_version(const char *text, const char *want)
 
 char *gp_pip_metadata_version(const char *text)
 {
-	_cleanup_strv_ char **lines = gp_strv_split(text, '\n');
-	for (size_t j = 0; lines[j] && *lines[j] != '\r'; j++)
-		if (gp_str_starts_with(lines[j], "Version: "))
-			return gp_xstrndup(lines[j] + 9, strcspn(lines[j] + 9, "\r "));
+	/* The headers end at the first empty line; the description after it
+	 * may hold anything. */
+	for (const char *line = text; *line && *line != '\n' && *line != '\r';) {
+		if (gp_str_starts_with(line, "Version: "))
+			return gp_xstrndup(line + 9, strcspn(line + 9, "\r\n "));
+		line += strcspn(line, "\n");
+		line += *line == '\n';
+	}
 	return NULL;
+}
+
+bool gp_pip_index_offers(const char *output, const char *version)
+{
+	static const char label[] = "Available versions: ";
+	size_t n = strlen(version);
+	for (const char *line = n ? output : NULL; line && *line;) {
+		const char *end = line + strcspn(line, "\n");
+		if (gp_str_starts_with(line, label))
+			for (const char *v = line + strlen(label); v < end;) {
+				size_t len = strcspn(v, ",\r\n");
+				if (v + len > end)
+					len = (size_t)(end - v);
+				if (len == n && memcmp(v, version, n) == 0)
+					return true;
+				v += len;
+				v += strspn(v, ", ");
+				if (*v == '\r')
+					break;
+			}
+		line = *end ? end + 1 : NULL;
+	}
+	return false;
 }
 
 static void append_yaml_quoted(struct gp_buf *b, const char *s)
@@ -564,9 +591,9 @@ static char *http_host(const char *url)
 	return len ? gp_xstrndup(host, len) : NULL;
 }
 
-/* "trusted-host =" with each http index's host once (profile validation
- * only lets http through with allow_insecure_http). */
-static void append_trusted_hosts(struct gp_buf *b, const struct torch *t)
+/* Each http index's host once: pip trusts them only when told (profile
+ * validation only lets http through with allow_insecure_http). */
+static char **trusted_hosts(const struct torch *t)
 {
 	char **hosts = gp_xcalloc(1, sizeof(char *));
 	_cleanup_free_ char *main_host = http_host(t->index);
@@ -577,9 +604,14 @@ static void append_trusted_hosts(struct gp_buf *b, const struct torch *t)
 		if (h && !gp_strv_contains(hosts, h))
 			gp_strv_push(&hosts, h);
 	}
+	return hosts;
+}
+
+static void append_trusted_hosts(struct gp_buf *b, const struct torch *t)
+{
+	_cleanup_strv_ char **hosts = trusted_hosts(t);
 	for (size_t i = 0; hosts[i]; i++)
 		gp_buf_printf(b, "%s%s\n", i ? "    " : "trusted-host =\n    ", hosts[i]);
-	gp_strv_free(hosts);
 }
 
 static char *render_pip_conf(const struct gp_ctx *c, const struct torch *t)
@@ -674,6 +706,84 @@ static void survey(struct gp_ctx *c, const struct torch *t, struct survey *s)
 	}
 }
 
+static char **argv_new(const char *first);
+
+/* `python -m pip index versions NAME` against the profile's indexes, as
+ * the install's pip.conf will say (the environment's may name others
+ * still: an upgrade or a rollback moves the index too), pre-releases
+ * included. Read-only: pip only reads the index pages. */
+static char **pip_index_argv(const struct torch *t, const char *name)
+{
+	char **argv = argv_new(t->python_bin);
+	const char *fixed[] = { "-m",
+		                "pip",
+		                "index",
+		                "versions",
+		                "--no-input",
+		                "--disable-pip-version-check",
+		                "--no-cache-dir",
+		                "--pre",
+		                "--index-url" };
+	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+		gp_strv_push(&argv, fixed[i]);
+	gp_strv_push(&argv, t->index);
+	for (size_t i = 0; t->extra && t->extra[i]; i++) {
+		gp_strv_push(&argv, "--extra-index-url");
+		gp_strv_push(&argv, t->extra[i]);
+	}
+	_cleanup_strv_ char **hosts = trusted_hosts(t);
+	for (size_t i = 0; hosts[i]; i++) {
+		gp_strv_push(&argv, "--trusted-host");
+		gp_strv_push(&argv, hosts[i]);
+	}
+	if (t->ca_bundle) {
+		gp_strv_push(&argv, "--cert");
+		gp_strv_push(&argv, t->ca_bundle);
+	}
+	if (t->proxy) {
+		gp_strv_push(&argv, "--proxy");
+		gp_strv_push(&argv, t->proxy);
+	}
+	gp_strv_push(&argv, name);
+	return argv;
+}
+
+/* The pins an existing environment is to move to (s->missing_want) that
+ * the profile's indexes do not offer, asked of the environment's own pip
+ * before anything changes (an upgrade or a rollback to wheels gone from
+ * the index would otherwise fail half-way): "name==version (what pip
+ * listed or said)", joined; NULL when every one is offered, or when there
+ * is no environment with pip yet to ask. */
+static char *pins_not_offered(struct gp_ctx *c, const struct torch *t,
+                              const struct survey *s)
+{
+	if (!pip_installs(t) || !s->pyver || !s->python_ok || !t->index)
+		return NULL;
+	struct gp_buf b = { 0 };
+	for (size_t i = 0; s->missing_want[i]; i++) {
+		const char *w = s->missing_want[i];
+		size_t n = strcspn(w, "=");
+		_cleanup_free_ char *name = gp_xstrndup(w, n);
+		_cleanup_strv_ char **argv = pip_index_argv(t, name);
+		struct gp_run_result res = { 0 };
+		int rc = gp_ctx_run_readonly(c, argv, &res);
+		if (rc == 0 && gp_run_succeeded(&res) &&
+		    gp_pip_index_offers(res.output, w + n + 2)) {
+			gp_run_result_free(&res);
+			continue;
+		}
+		_cleanup_free_ char *said =
+		    rc < 0 ? gp_xstrdup(strerror(-rc))
+		    : gp_run_succeeded(&res)
+		        ? gp_output_excerpt(res.output, "Available versions:", 3, 300)
+		        : gp_output_excerpt(res.output, "ERROR:", 3, 300);
+		gp_buf_printf(&b, "%s%s (pip index versions: %s)", b.len ? ", " : "", w,
+		              *said ? said : "it said nothing");
+		gp_run_result_free(&res);
+	}
+	return b.len ? gp_buf_steal(&b) : NULL;
+}
+
 /* Why the stage cannot go on, or NULL. */
 static char *blocked_reason(struct gp_ctx *c, const struct torch *t,
                             const struct survey *s)
@@ -714,6 +824,13 @@ static char *blocked_reason(struct gp_ctx *c, const struct torch *t,
 			    "use method conda",
 			    t->python, have);
 	}
+	_cleanup_free_ char *absent = pins_not_offered(c, t, s);
+	if (absent)
+		return gp_xasprintf(
+		    "nothing changed: the index (stages.pytorch.index_url %s) does not "
+		    "offer %s; pin versions it has, or make an index that still has "
+		    "them the profile's",
+		    t->index, absent);
 	return NULL;
 }
 

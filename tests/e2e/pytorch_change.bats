@@ -50,20 +50,30 @@ pins() {
 	assert_status 0
 	[ "$(pins)" = "2.8.0+cu128 0.23.0+cu128 2.8.0+cu128" ] || fail "upgraded: $(pins)"
 	cp "$P" "$BATS_TEST_TMPDIR/good.json"
-	# A failing upgrade (one pin no index has): pip resolves every pin
-	# before it installs any, so nothing moved, and gpuprov says so
-	# after looking; verify of the previous profile still passes.
-	snapshot "$R" upgraded var/log/gpuprov.log var/lib/gpuprov/state.json
+	# An upgrade to a pin the index does not have: the environment's pip
+	# is asked first (pip index versions), and the stage blocks before
+	# anything changes, naming the pin and what the index lists; verify of
+	# the previous profile still passes.
+	snapshot "$R" upgraded var/log/gpuprov.log var/lib/gpuprov/lock
 	torch_profile cu128 2.8.0 0.23.0 9.9.9
 	gp --root "$R" install --profile "$P" --only pytorch
-	assert_status 1
-	assert_stderr_has "pip said: ERROR: Could not find a version that satisfies the requirement torchaudio==9.9.9"
-	assert_stderr_has "pip installed nothing"
-	[ "$(pins)" = "2.8.0+cu128 0.23.0+cu128 2.8.0+cu128" ] || fail "after the failed upgrade: $(pins)"
+	assert_status 4
+	assert_stderr_has "pytorch: nothing changed: the index (stages.pytorch.index_url https://127.0.0.1:$PORT/whl/cu128) does not offer torchaudio==9.9.9+cu128 (pip index versions: Available versions: 2.8.0+cu128"
+	refute_stderr_has "torch==2.8.0+cu128 ("
+	assert_unchanged "$R" upgraded var/log/gpuprov.log var/lib/gpuprov/lock
 	gp --root "$R" verify --profile "$BATS_TEST_TMPDIR/good.json" --only pytorch
 	assert_status 0
-	# Rollback: to entry 1 (entry 2 is the upgrade, 3 the failed one, the
-	# current): the exact older pins, planned, then made as planned.
+	# Rollback to entry 1 (entry 2 is the upgrade, the current one) while
+	# the cu118 index no longer has torchaudio: refused before any change,
+	# naming it (the rollback's own check of its packages covers apt's).
+	mv "$WWW/whl/cu118/torchaudio" "$WWW/torchaudio-cu118"
+	gp --root "$R" rollback --to 1 --only pytorch
+	assert_status 4
+	assert_stderr_has "does not offer torchaudio==2.7.1+cu118 (pip index versions: ERROR: "
+	refute_stderr_has "torch==2.7.1+cu118 ("
+	assert_unchanged "$R" upgraded var/log/gpuprov.log var/lib/gpuprov/lock
+	mv "$WWW/torchaudio-cu118" "$WWW/whl/cu118/torchaudio"
+	# With it back: the exact older pins, planned, then made as planned.
 	gp --root "$R" rollback --dry-run --to 1 --only pytorch
 	assert_status 0
 	assert_stdout_has "to install: torch 2.8.0+cu128 -> 2.7.1+cu118, torchvision 0.23.0+cu128 -> 0.22.1+cu118, torchaudio 2.8.0+cu128 -> 2.7.1+cu118"

@@ -201,7 +201,7 @@ static bool has_content(const cJSON *rec)
  * linked) since, or removed since where the operator's copy is in the
  * backup. Each goes back to how it was before gpuprov (gp_undo_file). The
  * files the entry had are its stages' to write again from its profile copy,
- * after this step; the directories gpuprov made stay (empty ones too). */
+ * after this step. */
 static char **files_since(struct gp_ctx *c, const cJSON *entry)
 {
 	char **since = gp_xcalloc(1, sizeof(char *));
@@ -219,6 +219,23 @@ static char **files_since(struct gp_ctx *c, const cJSON *entry)
 			gp_strv_push(&since, f->string);
 	}
 	return since;
+}
+
+/* The directories gpuprov made since the entry (the journal records them,
+ * the entry does not) that hold nothing once files go (gp_undo_emptied_dirs:
+ * never the Python environment, which a command made whole and may hold
+ * what others installed since). */
+static char **dirs_since(struct gp_ctx *c, const cJSON *entry, char *const *files)
+{
+	_cleanup_strv_ char **made = gp_xcalloc(1, sizeof(char *));
+	const cJSON *all = cJSON_GetObjectItemCaseSensitive(c->journal.doc, "files");
+	const cJSON *had = cJSON_GetObjectItemCaseSensitive(entry, "files");
+	for (const cJSON *f = all ? all->child : NULL; f; f = f->next)
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "dir")) &&
+		    !cJSON_GetObjectItemCaseSensitive(had, f->string) &&
+		    !gp_undo_volatile(f->string))
+			gp_strv_push(&made, f->string);
+	return gp_undo_emptied_dirs(c, made, files);
 }
 
 /* What gp_undo_file does to each of files, for the plan's reason. */
@@ -251,8 +268,12 @@ static int apply_files(struct gp_ctx *c, const cJSON *entry)
 		gp_strv_push(
 		    &stages,
 		    gp_json_string(gp_journal_file(&c->journal, files[i]), "stage", ""));
+	_cleanup_strv_ char **dirs = dirs_since(c, entry, files);
 	for (size_t i = 0; files[i]; i++)
 		if (gp_undo_file(c, files[i]) < 0)
+			return -1;
+	for (size_t i = 0; dirs[i]; i++)
+		if (gp_effect_remove_made_dir(c, dirs[i]) < 0)
 			return -1;
 	_cleanup_strv_ char **done = gp_xcalloc(1, sizeof(char *));
 	for (size_t i = 0; stages[i]; i++) {
@@ -337,6 +358,12 @@ int gp_rollback_check(struct gp_ctx *c, const cJSON *entry, char **reason)
 	if (files[0]) {
 		_cleanup_free_ char *f = files_text(c, files);
 		gp_buf_printf(&b, "%s%s", b.len ? "; " : "", f);
+	}
+	_cleanup_strv_ char **dirs = dirs_since(c, entry, files);
+	if (dirs[0]) {
+		_cleanup_free_ char *d = gp_strv_join(dirs, ", ");
+		gp_buf_printf(&b, "%sremoves the director%s it made since, %s",
+		              b.len ? "; " : "", dirs[1] ? "ies" : "y", d);
 	}
 	rc = b.len != 0;
 	_cleanup_free_ char *what = gp_buf_steal(&b);

@@ -49,6 +49,18 @@ bool gp_undo_volatile(const char *path)
 	return gp_str_starts_with(path, "/run/") || gp_str_starts_with(path, "/var/run/");
 }
 
+/* Deepest (longest) first: a directory goes before the one it is in. */
+static void sort_deepest_first(char **dirs)
+{
+	size_t nd = gp_strv_len(dirs);
+	for (size_t i = 1; i < nd; i++)
+		for (size_t k = i; k > 0 && strlen(dirs[k]) > strlen(dirs[k - 1]); k--) {
+			char *t = dirs[k];
+			dirs[k] = dirs[k - 1];
+			dirs[k - 1] = t;
+		}
+}
+
 /* The packages apt's remove of remove would take along that the stage did
  * not install: the operator's (u->theirs), which an uninstall must not
  * touch, and those another gpuprov stage installed (u->staged) that this
@@ -122,14 +134,7 @@ static void undo_gather(struct gp_ctx *c, const char *stage, struct undo *u)
 		u->files[n - 1 - i] = t;
 	}
 	dependents(c, stage, u);
-	size_t nd = gp_strv_len(u->dirs);
-	for (size_t i = 1; i < nd; i++) /* deepest (longest) first */
-		for (size_t k = i; k > 0 && strlen(u->dirs[k]) > strlen(u->dirs[k - 1]);
-		     k--) {
-			char *t = u->dirs[k];
-			u->dirs[k] = u->dirs[k - 1];
-			u->dirs[k - 1] = t;
-		}
+	sort_deepest_first(u->dirs);
 }
 
 static void undo_free(struct undo *u)
@@ -211,6 +216,22 @@ static char *staying_entry(struct gp_ctx *c, const struct undo *u, const char *d
 	struct stays s = { u, NULL };
 	gp_ctx_walk(c, dir, find_staying, &s);
 	return s.first;
+}
+
+char **gp_undo_emptied_dirs(struct gp_ctx *c, char *const *dirs, char *const *files)
+{
+	struct undo u = { .files = (char **)files, .dirs = gp_strv_copy(dirs) };
+	sort_deepest_first(u.dirs);
+	char **out = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; u.dirs[i]; i++) {
+		_cleanup_free_ char *stay = whole_dir(c, u.dirs[i])
+		                                ? gp_xstrdup(u.dirs[i])
+		                                : staying_entry(c, &u, u.dirs[i]);
+		if (!stay)
+			gp_strv_push(&out, u.dirs[i]);
+	}
+	gp_strv_free(u.dirs);
+	return out;
 }
 
 enum gp_stage_state gp_undo_check(struct gp_ctx *c, const char *stage, char **reason)

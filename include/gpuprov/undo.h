@@ -31,5 +31,10 @@ int gp_undo_file(struct gp_ctx *c, const char *path);
  * ran them (its profile section names the initramfs command). Effects, so
  * the plan names them. 0, or -1 with c->err set. */
 int gp_undo_commands(struct gp_ctx *c, const char *stage, char *const *files);
+/* Of dirs (directories the journal records gpuprov made), those that hold
+ * nothing once files go (each as gp_undo_file takes it: one with a backup
+ * or a link it replaced stays), deepest first; one made whole (the Python
+ * environment) is never among them. Free with gp_strv_free. Read-only. */
+char **gp_undo_emptied_dirs(struct gp_ctx *c, char *const *dirs, char *const *files);
 /* Under /run: a boot empties it, nothing there is undone. */
 bool gp_undo_volatile(const char *path);

@@ -205,7 +205,8 @@ files_tree() {
 # (nouveau too, and env's variable changed), then rollback as planned: the
 # tree is as after A. THEIRS "yes": the root has an operator's nouveau
 # file (mode 0640) that B replaces and the rollback restores from its
-# backup; "no": B's file is new and the rollback removes it.
+# backup; "no": B's file is new, in a directory B made, and the rollback
+# removes both.
 files_rollback() {
 	R=$BATS_TEST_TMPDIR/root
 	mkroot "$R" --nouveau unloaded --cuda
@@ -213,6 +214,9 @@ files_rollback() {
 	if [ "$1" = yes ]; then
 		printf 'options nouveau modeset=1 # the operator'"'"'s\n' > "$mp"
 		chmod 0640 "$mp"
+	else
+		# B makes the directory too: the rollback removes it.
+		rm -r "$R/etc/modprobe.d"
 	fi
 	local a=$BATS_TEST_TMPDIR/a.json b=$BATS_TEST_TMPDIR/b.json
 	printf '%s\n' '{ "name": "files-a", "extends": "distro/ubuntu2204",' \
@@ -231,7 +235,8 @@ files_rollback() {
 	if [ "$1" = yes ]; then
 		assert_stdout_has "rollback: needed - back to history entry 1: restores /etc/modprobe.d/blacklist-nouveau.conf from /var/lib/gpuprov/backup/etc/modprobe.d/blacklist-nouveau.conf"
 	else
-		assert_stdout_has "rollback: needed - back to history entry 1: removes /etc/modprobe.d/blacklist-nouveau.conf"
+		assert_stdout_has "rollback: needed - back to history entry 1: removes /etc/modprobe.d/blacklist-nouveau.conf; removes the directory it made since, /etc/modprobe.d"
+		assert_stdout_line "      remove directory /etc/modprobe.d (0 entries, installed by gpuprov)"
 	fi
 	assert_stdout_has "run update-initramfs -u"
 	assert_stdout_line "        +GPUPROV_TEST='a'"
@@ -257,9 +262,9 @@ files_rollback() {
 	[ "$(stat -c %a "$R/etc/modprobe.d/blacklist-nouveau.conf")" = 640 ] || fail "mode not restored"
 }
 
-@test "rollback: a file only the newer install wrote is removed, as planned (stub root)" {
+@test "rollback: a file only the newer install wrote is removed, and the directory it made for it, as planned (stub root)" {
 	files_rollback no
-	[ ! -e "$R/etc/modprobe.d/blacklist-nouveau.conf" ] || fail "B's file is still there"
+	[ ! -e "$R/etc/modprobe.d" ] || fail "B's directory is still there"
 }
 
 @test "rollback: on a dnf root a rollback that would install older packages is refused before any change, naming them (dnf root)" {

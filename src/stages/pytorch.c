@@ -707,6 +707,8 @@ static void survey(struct gp_ctx *c, const struct torch *t, struct survey *s)
 }
 
 static char **argv_new(const char *first);
+static char **pip_argv(const struct torch *t, const char *command, const char *sub);
+static void push_indexes(char ***argv, const struct torch *t);
 
 /* `python -m pip index versions NAME` against the profile's indexes, as
  * the install's pip.conf will say (the environment's may name others
@@ -714,23 +716,9 @@ static char **argv_new(const char *first);
  * included. Read-only: pip only reads the index pages. */
 static char **pip_index_argv(const struct torch *t, const char *name)
 {
-	char **argv = argv_new(t->python_bin);
-	const char *fixed[] = { "-m",
-		                "pip",
-		                "index",
-		                "versions",
-		                "--no-input",
-		                "--disable-pip-version-check",
-		                "--no-cache-dir",
-		                "--pre",
-		                "--index-url" };
-	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
-		gp_strv_push(&argv, fixed[i]);
-	gp_strv_push(&argv, t->index);
-	for (size_t i = 0; t->extra && t->extra[i]; i++) {
-		gp_strv_push(&argv, "--extra-index-url");
-		gp_strv_push(&argv, t->extra[i]);
-	}
+	char **argv = pip_argv(t, "index", "versions");
+	gp_strv_push(&argv, "--pre");
+	push_indexes(&argv, t);
 	_cleanup_strv_ char **hosts = trusted_hosts(t);
 	for (size_t i = 0; hosts[i]; i++) {
 		gp_strv_push(&argv, "--trusted-host");
@@ -1102,27 +1090,41 @@ static int install_venv(struct gp_ctx *c, const struct torch *t, const struct su
 	return gp_effect_run_creating(c, argv, t->prefix);
 }
 
-/* python -m pip install with gpuprov's fixed options, and with_index the
- * profile's indexes (without, pip goes by the environment's pip.conf). */
-static char **pip_install_argv(const struct torch *t, bool with_index)
+/* python -m pip COMMAND [SUB] with gpuprov's fixed options: no prompts, no
+ * version check, nothing cached in the environment's home. */
+static char **pip_argv(const struct torch *t, const char *command, const char *sub)
 {
 	char **argv = argv_new(t->python_bin);
-	const char *fixed[] = { "-m",
-		                "pip",
-		                "install",
-		                "--no-input",
-		                "--disable-pip-version-check",
+	gp_strv_push(&argv, "-m");
+	gp_strv_push(&argv, "pip");
+	gp_strv_push(&argv, command);
+	if (sub)
+		gp_strv_push(&argv, sub);
+	const char *fixed[] = { "--no-input", "--disable-pip-version-check",
 		                "--no-cache-dir" };
 	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
 		gp_strv_push(&argv, fixed[i]);
-	if (!with_index)
-		return argv;
-	gp_strv_push(&argv, "--index-url");
-	gp_strv_push(&argv, t->index);
+	return argv;
+}
+
+/* The profile's index and extra indexes. */
+static void push_indexes(char ***argv, const struct torch *t)
+{
+	gp_strv_push(argv, "--index-url");
+	gp_strv_push(argv, t->index);
 	for (size_t i = 0; t->extra && t->extra[i]; i++) {
-		gp_strv_push(&argv, "--extra-index-url");
-		gp_strv_push(&argv, t->extra[i]);
+		gp_strv_push(argv, "--extra-index-url");
+		gp_strv_push(argv, t->extra[i]);
 	}
+}
+
+/* python -m pip install, and with_index the profile's indexes (without,
+ * pip goes by the environment's pip.conf). */
+static char **pip_install_argv(const struct torch *t, bool with_index)
+{
+	char **argv = pip_argv(t, "install", NULL);
+	if (with_index)
+		push_indexes(&argv, t);
 	return argv;
 }
 

@@ -8,7 +8,9 @@
  * (replaced atomically). With "replace_previous": true (method repo) a
  * version change removes the other toolkits' packages gpuprov's journal says
  * this stage installed (gp_effect_pkg_remove), after the new one and its
- * link; an operator's own toolkit stays, and the plan says so.
+ * link; an operator's own toolkit stays, and the plan says so. Without
+ * "link": true, gpuprov's own /usr/local/cuda pointing at a toolkit that
+ * goes goes with it (it would dangle).
  * check:  version.json / version.txt, CUDA_VERSION in include/cuda.h under
  *         <path> agree with the profile's version; repo: the package is
  *         installed; the /usr/local/cuda link when asked for. Blocked when
@@ -34,6 +36,7 @@
 #include "gpuprov/pkgdb.h"
 #include "gpuprov/run.h"
 #include "gpuprov/stages.h"
+#include "gpuprov/undo.h"
 #include "gpuprov/version.h"
 
 #define CUDA_LINK "/usr/local/cuda"
@@ -264,6 +267,33 @@ static char **previous_packages(struct gp_ctx *c, const struct cuda_settings *s)
 	return out;
 }
 
+/* gpuprov's own /usr/local/cuda link, which the profile no longer asks for
+ * (link not true), pointing at a toolkit whose packages replace_previous
+ * removes (gone): left, it would dangle, so it goes with them (as
+ * gp_undo_file takes it: the operator's link it replaced made again).
+ * *target: where it points (free it). */
+static bool link_goes(struct gp_ctx *c, const struct cuda_settings *s, char *const *gone,
+                      char **target)
+{
+	*target = NULL;
+	const cJSON *rec = gp_journal_file(&c->journal, CUDA_LINK);
+	if (s->link || !gone[0] || !gp_json_string(rec, "link", NULL) ||
+	    !gp_streq(gp_json_string(rec, "stage", NULL), "cuda") ||
+	    gp_root_readlink(&c->root, CUDA_LINK, target) < 0)
+		return false;
+	const char *base = strrchr(*target, '/') ? strrchr(*target, '/') + 1 : *target;
+	if (gp_str_starts_with(base, "cuda-") && base[5]) {
+		_cleanup_free_ char *dash = gp_str_replace_char(base + 5, '.', '-');
+		_cleanup_free_ char *suffix = gp_xasprintf("-%s", dash);
+		for (size_t i = 0; gone[i]; i++)
+			if (gp_str_ends_with(gone[i], suffix))
+				return true;
+	}
+	free(*target);
+	*target = NULL;
+	return false;
+}
+
 /* For the plan: "NAME OLD -> removed" for each of gone, then each other
  * cuda-toolkit-X-Y installed (CUDA 10 to 13) as "NAME VERSION stays" and
  * why. NULL when there is none. */
@@ -277,6 +307,12 @@ static char *other_toolkits(struct gp_ctx *c, const struct cuda_settings *s,
 		gp_buf_printf(&b, "%s%s %s -> removed", b.len ? ", " : "", gone[i],
 		              v ? v : "?");
 	}
+	_cleanup_free_ char *target = NULL;
+	if (link_goes(c, s, gone, &target))
+		gp_buf_printf(&b,
+		              ", %s -> %s goes with it (gpuprov's link; stages.cuda.link "
+		              "is not true)",
+		              CUDA_LINK, target);
 	for (unsigned major = 10; s->package && major <= 13; major++)
 		for (unsigned minor = 0; minor <= 9; minor++) {
 			char name[32];
@@ -306,7 +342,11 @@ static int remove_previous(struct gp_ctx *c, const struct cuda_settings *s)
 		held |= gp_pkg_is_held(c, gone[i]);
 	if (!gone[0])
 		return 0;
+	_cleanup_free_ char *target = NULL;
+	bool unlink = link_goes(c, s, gone, &target);
 	if (gp_effect_pkg_remove(c, (const char *const *)gone, gp_strv_len(gone)) < 0)
+		return -1;
+	if (unlink && gp_undo_file(c, CUDA_LINK) < 0)
 		return -1;
 	const char *const pkg[] = { s->package };
 	return held ? gp_effect_pkg_hold(c, pkg, 1, true) : 0;

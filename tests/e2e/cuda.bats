@@ -218,6 +218,25 @@ sys.stdin.read()
 		fail "the root differs from before the install (diff above: - before, + after)"
 }
 
+@test "cuda repo: replace_previous without link: gpuprov's /usr/local/cuda to the toolkit that goes goes with it, as planned, never left dangling" {
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "11.8", "link": true, "replace_previous": true } }'
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	[ "$(readlink "$R/usr/local/cuda")" = cuda-11.8 ]
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4", "replace_previous": true } }'
+	gp --root "$R" plan --profile "$P"
+	assert_status 0
+	assert_stdout_has "cuda-toolkit-11-8 11.8.0-1 -> removed, /usr/local/cuda -> cuda-11.8 goes with it (gpuprov's link; stages.cuda.link is not true)"
+	assert_stdout_line "      remove link /usr/local/cuda (-> cuda-11.8)"
+	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
+	assert_status 0
+	[ ! -e "$R/usr/local/cuda" ] && [ ! -L "$R/usr/local/cuda" ] ||
+		fail "/usr/local/cuda is left: -> $(readlink "$R/usr/local/cuda")"
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	assert_stdout_has "cuda: satisfied"
+}
+
 @test "cuda repo: replace_previous keeps a toolkit that was there before gpuprov, and says so" {
 	cp "$R"/srv/repo/cuda-toolkit-11-8_*.deb "$R/tmp/old.deb"
 	chroot "$R" dpkg -i /tmp/old.deb > /dev/null

@@ -1282,6 +1282,16 @@ int gp_effect_pkg_install(struct gp_ctx *c, const struct gp_pkg_want *want, size
 	bool ran = rc == 0;
 	if (rc == 0)
 		rc = run_pkg(c, b, b->install(w, k));
+	if (rc < 0 && ran && strstr(c->err->msg, "remove is disabled")) {
+		_cleanup_free_ char *why = gp_xstrdup(c->err->msg);
+		gp_fail(c->err, GP_EFAILED,
+		        "%s; apt would have removed installed packages that the plan "
+		        "does not list, and gpuprov never lets it (apt-get install "
+		        "--no-remove): 'apt-get install -s' with the same packages "
+		        "shows which; remove them yourself or change the profile, "
+		        "then run gpuprov again",
+		        why);
+	}
 	if (in_rule)
 		gp_effect_rule_end(c);
 	if (rc < 0 && ran && c->mode == GP_MODE_APPLY && !gp_run_stop_signal)

@@ -2,7 +2,10 @@
  * DEBIAN_FRONTEND=noninteractive (the runner's environment), and dpkg keeps
  * a changed configuration file without asking (--force-confdef,
  * --force-confold). --no-install-recommends keeps the transaction to what
- * was asked for; --allow-downgrades lets a profile pin an older version. */
+ * was asked for; --allow-downgrades lets a profile pin an older version;
+ * --no-remove makes apt stop rather than remove an installed package the
+ * plan does not list (a conflict it would resolve by removing): gpuprov
+ * removes only by its own planned remove. */
 #include <string.h>
 
 #include "gpuprov/pkg_apt.h"
@@ -28,6 +31,7 @@ static char **apt_install(const struct gp_pkg_want *want, size_t n)
 		               "install",
 		               "--no-install-recommends",
 		               "--allow-downgrades",
+		               "--no-remove",
 		               NULL };
 	char **argv = gp_strv_copy(head);
 	for (size_t i = 0; i < n; i++) {

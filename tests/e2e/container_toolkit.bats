@@ -71,7 +71,7 @@ assert_toolkit_at() {
 	# NVIDIA's key has no .asc name but is armored: named by its content.
 	assert_stdout_line "      create /usr/share/keyrings/nvidia-container-toolkit-keyring.asc (new file, mode 0644)"
 	assert_stdout_line "        +deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.asc] file:///srv/ctk-repo/ /"
-	assert_stdout_line "      run, by rule: apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install --no-install-recommends --allow-downgrades nvidia-container-toolkit=1.17.7-1 nvidia-container-toolkit-base=1.17.7-1 libnvidia-container-tools=1.17.7-1 libnvidia-container1=1.17.7-1, each version taken at its newest revision in the lists the refresh fetched, with every package these depend on at exactly that version (the root's apt lists did not offer them before this run's refresh)"
+	assert_stdout_line "      run, by rule: apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install --no-install-recommends --allow-downgrades --no-remove nvidia-container-toolkit=1.17.7-1 nvidia-container-toolkit-base=1.17.7-1 libnvidia-container-tools=1.17.7-1 libnvidia-container1=1.17.7-1, each version taken at its newest revision in the lists the refresh fetched, with every package these depend on at exactly that version (the root's apt lists did not offer them before this run's refresh)"
 	assert_stdout_has "run, by rule: apt-mark hold nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools libnvidia-container1"
 	assert_stdout_line "      replace /etc/docker/daemon.json (backed up first, mode 0644)"
 	assert_stdout_line "        +            \"path\": \"nvidia-container-runtime\","

@@ -24,7 +24,7 @@ teardown() {
 	local runs
 	runs=$(jq -r '.stages[].effects[] | select(.type == "run") | .argv | join(" ")' <<< "$output")
 	printf '%s\n' "$runs" | grep -Fxq "apt-get -q -y update" || fail "no apt-get update: $runs"
-	[[ "$runs" == *"install --no-install-recommends --allow-downgrades cuda-toolkit-12-4"* ]] || fail "$runs"
+	[[ "$runs" == *"install --no-install-recommends --allow-downgrades --no-remove cuda-toolkit-12-4"* ]] || fail "$runs"
 	[[ "$runs" != *dpkg* ]] || fail "dpkg was run: $runs"
 	[ "$(dpkg_status "$R" cuda-toolkit-12-4)" = "install ok installed 12.4.1-1" ]
 	[ "$(dpkg_status "$R" cuda-keyring)" = "not-installed" ]
@@ -45,6 +45,26 @@ teardown() {
 	assert_unchanged "$R" before var/log/gpuprov.log var/lib/gpuprov/state.json
 }
 
+@test "cuda repo: an install that apt would resolve by removing an installed package (a conflict) stops instead, naming why; the operator's package stays" {
+	# An operator's package that conflicts with the toolkit: apt-get
+	# install -y alone would remove it, a change no plan lists.
+	local d=$R/tmp/site
+	mkdir -p "$d/DEBIAN"
+	printf 'Package: site-cuda-tools\nVersion: 1.0\nArchitecture: all\nMaintainer: t <t@gpuprov.invalid>\nConflicts: cuda-toolkit-12-4\nDescription: stand-in\n' \
+		> "$d/DEBIAN/control"
+	chroot "$R" dpkg-deb --build /tmp/site /tmp/site.deb > /dev/null
+	chroot "$R" dpkg -i /tmp/site.deb > /dev/null
+	rm -rf "$d" "$d.deb"
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 1
+	assert_stderr_has "apt would have removed installed packages that the plan does not list, and gpuprov never lets it (apt-get install --no-remove)"
+	assert_stderr_has "remove is disabled"
+	[ "$(dpkg_status "$R" site-cuda-tools)" = "install ok installed 1.0" ] ||
+		fail "site-cuda-tools: $(dpkg_status "$R" site-cuda-tools)"
+	[[ "$(dpkg_status "$R" cuda-toolkit-12-4)" != *" installed "* ]] ||
+		fail "cuda-toolkit-12-4: $(dpkg_status "$R" cuda-toolkit-12-4)"
+}
+
 @test "cuda repo: the dry run lists the repository, its key and the package and changes nothing" {
 	snapshot "$R" before
 	gp --root "$R" plan --profile "$P"
@@ -55,7 +75,7 @@ teardown() {
 	assert_stdout_has "create /usr/share/keyrings/cuda-archive-keyring.gpg (new file, mode 0644)"
 	assert_stdout_has "content of /usr/share/keyrings/cuda-archive-keyring.gpg in https://127.0.0.1:$PORT/cuda-keyring_1.1-1_all.deb"
 	refute_stdout_has "run dpkg"
-	assert_stdout_has "install --no-install-recommends --allow-downgrades cuda-toolkit-12-4"
+	assert_stdout_has "install --no-install-recommends --allow-downgrades --no-remove cuda-toolkit-12-4"
 	assert_stdout_has "symlink /usr/local/cuda -> cuda-12.4"
 	assert_unchanged "$R" before
 }
@@ -178,7 +198,7 @@ sys.stdin.read()
 	assert_status 0
 	assert_stdout_has "cuda: needed - cuda-toolkit-12-4 is not installed; cuda-toolkit-11-8 11.8.0-1 stays (side by side: stages.cuda.replace_previous is not true)"
 	refute_stdout_has "run dpkg"
-	refute_stdout_has "remove"
+	refute_stdout_has " remove "
 	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
 	assert_status 0
 	[ "$(readlink "$R/usr/local/cuda")" = cuda-12.4 ]
@@ -200,7 +220,7 @@ sys.stdin.read()
 	assert_status 0
 	local runs
 	runs=$(jq -r '.stages[].effects[] | select(.type == "run") | .argv | join(" ")' <<< "$output")
-	[[ "$runs" == *"apt-mark unhold cuda-toolkit-11-8"*"remove"*"cuda-toolkit-11-8"*"apt-mark hold cuda-toolkit-12-4"* ]] ||
+	[[ "$runs" == *"apt-mark unhold cuda-toolkit-11-8"*"remove --purge"*"cuda-toolkit-11-8"*"apt-mark hold cuda-toolkit-12-4"* ]] ||
 		fail "not released, removed, held in that order:" "$runs"
 	[ "$(dpkg_status "$R" cuda-toolkit-11-8)" = "not-installed" ] ||
 		fail "cuda-toolkit-11-8: $(dpkg_status "$R" cuda-toolkit-11-8)"
@@ -246,7 +266,7 @@ sys.stdin.read()
 	assert_stdout_has "cuda: needed - cuda-toolkit-12-4 is not installed; cuda-toolkit-11-8 11.8.0-1 stays (not installed by gpuprov)"
 	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
 	assert_status 0
-	refute_stdout_has "remove"
+	refute_stdout_has " remove "
 	[ "$(dpkg_status "$R" cuda-toolkit-11-8)" = "install ok installed 11.8.0-1" ]
 	[ "$(dpkg_status "$R" cuda-toolkit-12-4)" = "install ok installed 12.4.1-1" ]
 	gp --root "$R" install --profile "$P" --ca-file "$CA"

@@ -35,7 +35,7 @@ cudnn_profile() {
 	refute_stdout_has "run dpkg"
 	# NVIDIA's repository is added by this run: its lists are not there, so
 	# the full version (9.8.0.87-1) is known to the run only, as the plan says.
-	assert_stdout_has "run, by rule: apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install --no-install-recommends --allow-downgrades libcudnn9-cuda-12=9.8.0.87 libcudnn9-dev-cuda-12=9.8.0.87, each version taken at its newest revision in the lists the refresh fetched, with every package these depend on at exactly that version (the root's apt lists did not offer them before this run's refresh)"
+	assert_stdout_has "run, by rule: apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install --no-install-recommends --allow-downgrades --no-remove libcudnn9-cuda-12=9.8.0.87 libcudnn9-dev-cuda-12=9.8.0.87, each version taken at its newest revision in the lists the refresh fetched, with every package these depend on at exactly that version (the root's apt lists did not offer them before this run's refresh)"
 	refute_stdout_has " cudnn9-cuda-12"
 	# The cuda stage adds the repository; the cudnn stage's plan knows it.
 	[ "$(printf '%s\n' "$output" | grep -c "create /usr/share/keyrings/cuda-archive-keyring.gpg")" = 1 ] ||
@@ -46,7 +46,7 @@ cudnn_profile() {
 @test "cudnn apt: installs both packages at the exact version; sonames resolve; verify passes; a rerun changes nothing" {
 	assert_plan_matches_run "$R" --profile "$P" --ca-file "$CA"
 	assert_status 0
-	grep -Fq "cudnn: run apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install --no-install-recommends --allow-downgrades libcudnn9-cuda-12=9.8.0.87-1 libcudnn9-dev-cuda-12=9.8.0.87-1" "$R/var/log/gpuprov.log" ||
+	grep -Fq "cudnn: run apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install --no-install-recommends --allow-downgrades --no-remove libcudnn9-cuda-12=9.8.0.87-1 libcudnn9-dev-cuda-12=9.8.0.87-1" "$R/var/log/gpuprov.log" ||
 		fail "the install's command line is not in the run log:" "$(grep 'run apt' "$R/var/log/gpuprov.log")"
 	[ "$(dpkg_status "$R" libcudnn9-cuda-12)" = "install ok installed 9.8.0.87-1" ]
 	[ "$(dpkg_status "$R" libcudnn9-dev-cuda-12)" = "install ok installed 9.8.0.87-1" ]

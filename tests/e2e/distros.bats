@@ -89,7 +89,7 @@ profile() {
 	                 "index_url": "https://download.pytorch.org/whl/cu130" } } }'
 	gp --root "$R" plan --profile "$P"
 	assert_status 4
-	assert_stdout_has "install --no-install-recommends --allow-downgrades nvidia-driver-580-server-open linux-modules-nvidia-580-server-open-6.8.0-31-generic-64k linux-modules-nvidia-580-server-open-generic-64k"
+	assert_stdout_has "install --no-install-recommends --allow-downgrades --no-remove nvidia-driver-580-server-open linux-modules-nvidia-580-server-open-6.8.0-31-generic-64k linux-modules-nvidia-580-server-open-generic-64k"
 	assert_stdout_has "(open modules, prebuilt signed)"
 	assert_stdout_has "create /etc/apt/sources.list.d/cuda-ubuntu2404-sbsa.list"
 	assert_stdout_has "+deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa/ /"

@@ -97,7 +97,7 @@ fake_libs() {
 }
 
 # The package layer's apt-get install (src/pure/pkg_apt.c).
-APT_INSTALL="apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install --no-install-recommends --allow-downgrades"
+APT_INSTALL="apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install --no-install-recommends --allow-downgrades --no-remove"
 
 APT535='{ "method": "apt", "branch": "535", "flavor": "server", "modules": "proprietary", "hold": true }'
 

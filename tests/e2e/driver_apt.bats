@@ -18,7 +18,7 @@
 load helpers
 
 KVER=5.15.0-91-generic
-APT_INSTALL="apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install --no-install-recommends --allow-downgrades"
+APT_INSTALL="apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install --no-install-recommends --allow-downgrades --no-remove"
 
 setup_file() {
 	R=$BATS_FILE_TMPDIR/root

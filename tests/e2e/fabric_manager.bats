@@ -87,7 +87,7 @@ fake_nvml() {
 	gp --root "$R" plan --profile "$P" --only fabric_manager
 	assert_status 0
 	assert_stdout_has "fabric_manager: needed - nvidia-fabricmanager-535 is not installed; nvidia-fabricmanager.service is not enabled"
-	assert_stdout_has "install --no-install-recommends --allow-downgrades nvidia-fabricmanager-535=535.104.05-0ubuntu1"
+	assert_stdout_has "install --no-install-recommends --allow-downgrades --no-remove nvidia-fabricmanager-535=535.104.05-0ubuntu1"
 	refute_stdout_has "535.129.03"
 	assert_stdout_has "run apt-mark hold nvidia-fabricmanager-535"
 	assert_stdout_line "      symlink $LINK -> $UNIT"

@@ -248,7 +248,7 @@ PY
 	loaded 580.65.06
 	gp --root "$R" install --profile "$P"
 	assert_status 0
-	refute_stdout_has "remove"
+	refute_stdout_has " remove "
 }
 
 @test "upgrade: -server -> desktop flavor of the branch, the -server packages gpuprov installed go, released first" {

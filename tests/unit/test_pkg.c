@@ -379,11 +379,12 @@ static void test_commands(void **state)
 	const struct gp_pkg_want w[] = { { "nvidia-driver-535-server",
 		                           "535.183.01-0ubuntu1" },
 		                         { "cuda-toolkit-12-4", NULL } };
-	assert_argv(gp_pkg_apt.install(w, 2),
-	            "apt-get -y -q -o Dpkg::Options::=--force-confdef -o "
-	            "Dpkg::Options::=--force-confold install --no-install-recommends "
-	            "--allow-downgrades nvidia-driver-535-server=535.183.01-0ubuntu1 "
-	            "cuda-toolkit-12-4");
+	assert_argv(
+	    gp_pkg_apt.install(w, 2),
+	    "apt-get -y -q -o Dpkg::Options::=--force-confdef -o "
+	    "Dpkg::Options::=--force-confold install --no-install-recommends "
+	    "--allow-downgrades --no-remove nvidia-driver-535-server=535.183.01-0ubuntu1 "
+	    "cuda-toolkit-12-4");
 	assert_argv(gp_pkg_dnf.install(w, 2), "dnf -y -q install "
 	                                      "nvidia-driver-535-server-535.183.01-"
 	                                      "0ubuntu1 cuda-toolkit-12-4");
@@ -716,7 +717,7 @@ static void test_apt_held_release(void **state)
 	                    "libnvidia-decode-535-server nvidia-container-toolkit");
 	_cleanup_free_ char *install = effect_argv(f, 2);
 	assert_non_null(strstr(install,
-	                       "--allow-downgrades "
+	                       "--allow-downgrades --no-remove "
 	                       "nvidia-driver-535-server=535.183.01-0ubuntu1 "
 	                       "libnvidia-decode-535-server=535.183.01-0ubuntu1"));
 	assert_null(strstr(install, "toolkit"));

@@ -343,10 +343,10 @@ static int remove_previous(struct gp_ctx *c, const struct cuda_settings *s)
 	if (!gone[0])
 		return 0;
 	_cleanup_free_ char *target = NULL;
-	bool unlink = link_goes(c, s, gone, &target);
+	bool drop_link = link_goes(c, s, gone, &target);
 	if (gp_effect_pkg_remove(c, (const char *const *)gone, gp_strv_len(gone)) < 0)
 		return -1;
-	if (unlink && gp_undo_file(c, CUDA_LINK) < 0)
+	if (drop_link && gp_undo_file(c, CUDA_LINK) < 0)
 		return -1;
 	const char *const pkg[] = { s->package };
 	return held ? gp_effect_pkg_hold(c, pkg, 1, true) : 0;

@@ -15,6 +15,16 @@ teardown() {
 	stop_https_server
 }
 
+# install_cuda_11_8 [SETTINGS]: the 11.8 toolkit installed and linked, where
+# the version changes below start (SETTINGS: more of stages.cuda, e.g.
+# ', "replace_previous": true').
+install_cuda_11_8() {
+	write_apt_profile "$P" "{ \"cuda\": { \"method\": \"repo\", \"version\": \"11.8\", \"link\": true${1:-} } }"
+	gp --root "$R" install --profile "$P" --ca-file "$CA"
+	assert_status 0
+	[ "$(readlink "$R/usr/local/cuda")" = cuda-11.8 ]
+}
+
 @test "cuda repo: the keyring, the source list, cuda-toolkit-12-4 (never cuda), the link, as planned; verify passes; a rerun changes nothing" {
 	# The keyring is taken out of the cuda-keyring package and written by
 	# gpuprov: dpkg -i would also install the package's own source list,
@@ -189,10 +199,7 @@ sys.stdin.read()
 }
 
 @test "cuda repo: a version change installs the other toolkit beside the first and re-points /usr/local/cuda" {
-	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "11.8", "link": true } }'
-	gp --root "$R" install --profile "$P" --ca-file "$CA"
-	assert_status 0
-	[ "$(readlink "$R/usr/local/cuda")" = cuda-11.8 ]
+	install_cuda_11_8
 	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4", "link": true } }'
 	gp --root "$R" plan --profile "$P"
 	assert_status 0
@@ -208,9 +215,7 @@ sys.stdin.read()
 
 @test "cuda repo: replace_previous: 11.8 -> 12.4 removes the 11.8 toolkit gpuprov installed (its hold passes on), as planned; uninstall gives the root back" {
 	state "$R" > "$BATS_TEST_TMPDIR/before.state"
-	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "11.8", "link": true, "replace_previous": true } }'
-	gp --root "$R" install --profile "$P" --ca-file "$CA"
-	assert_status 0
+	install_cuda_11_8 ', "replace_previous": true'
 	chroot "$R" apt-mark hold cuda-toolkit-11-8 > /dev/null
 	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4", "link": true, "replace_previous": true } }'
 	gp --root "$R" plan --profile "$P"
@@ -239,10 +244,7 @@ sys.stdin.read()
 }
 
 @test "cuda repo: replace_previous without link: gpuprov's /usr/local/cuda to the toolkit that goes goes with it, as planned, never left dangling" {
-	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "11.8", "link": true, "replace_previous": true } }'
-	gp --root "$R" install --profile "$P" --ca-file "$CA"
-	assert_status 0
-	[ "$(readlink "$R/usr/local/cuda")" = cuda-11.8 ]
+	install_cuda_11_8 ', "replace_previous": true'
 	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4", "replace_previous": true } }'
 	gp --root "$R" plan --profile "$P"
 	assert_status 0

@@ -518,9 +518,7 @@ bool gp_pip_index_offers(const char *output, const char *version)
 		const char *end = line + strcspn(line, "\n");
 		if (gp_str_starts_with(line, label))
 			for (const char *v = line + strlen(label); v < end;) {
-				size_t len = strcspn(v, ",\r\n");
-				if (v + len > end)
-					len = (size_t)(end - v);
+				size_t len = strcspn(v, ",\r\n"); /* stops at end */
 				if (len == n && memcmp(v, version, n) == 0)
 					return true;
 				v += len;
@@ -741,11 +739,15 @@ static char **pip_index_argv(const struct torch *t, const char *name)
  * before anything changes (an upgrade or a rollback to wheels gone from
  * the index would otherwise fail half-way): "name==version (what pip
  * listed or said)", joined; NULL when every one is offered, or when there
- * is no environment with pip yet to ask. */
+ * is no environment with pip yet to ask. Asked in the plan pass only, the
+ * one that blocks before any change: the real pass's check after it would
+ * ask the index the same again, and its pip install fails on its own (and
+ * puts the pins back) should a version vanish in between. */
 static char *pins_not_offered(struct gp_ctx *c, const struct torch *t,
                               const struct survey *s)
 {
-	if (!pip_installs(t) || !s->pyver || !s->python_ok || !t->index)
+	if (c->mode != GP_MODE_PLAN || !pip_installs(t) || !s->pyver || !s->python_ok ||
+	    !t->index)
 		return NULL;
 	struct gp_buf b = { 0 };
 	for (size_t i = 0; s->missing_want[i]; i++) {

@@ -557,13 +557,22 @@ static char *output_tail(const char *out, int lines)
 	return gp_xstrndup(out + start, n - start);
 }
 
-static int run_logged(struct gp_ctx *c, char *const argv[], bool read_only,
+/* How a command may touch the root: writable, or read-only, with or
+ * without a scratch (gp_run_opts.scratch_overlay). */
+struct run_access {
+	bool read_only;
+	const char *scratch_overlay;
+};
+static const struct run_access RUN_WRITABLE = { false, NULL };
+
+static int run_logged(struct gp_ctx *c, char *const argv[], struct run_access access,
                       struct gp_run_result *res)
 {
 	const struct gp_run_opts opts = {
 		.root = c->root.dir,
 		.timeout_ms = c->cmd_timeout_ms,
-		.read_only = read_only,
+		.read_only = access.read_only,
+		.scratch_overlay = access.scratch_overlay,
 	};
 	_cleanup_free_ char *cmd = gp_strv_join(argv, " ");
 	gp_log(c, "run %s", cmd);
@@ -583,7 +592,7 @@ static int run_logged(struct gp_ctx *c, char *const argv[], bool read_only,
 static int run_announced(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
 {
 	if (!c->events.fn)
-		return run_logged(c, argv, false, res);
+		return run_logged(c, argv, RUN_WRITABLE, res);
 	/* The program as it runs: "/usr/sbin/update-initramfs -u". */
 	_cleanup_strv_ char **shown = gp_strv_copy(argv);
 	char *path = NULL;
@@ -596,7 +605,7 @@ static int run_announced(struct gp_ctx *c, char *const argv[], struct gp_run_res
 	gp_event_send(&c->events, &(struct gp_event){ .kind = GP_EVENT_COMMAND_START,
 	                                              .stage = stage,
 	                                              .command = what });
-	int rc = run_logged(c, argv, false, res);
+	int rc = run_logged(c, argv, RUN_WRITABLE, res);
 	gp_event_send(&c->events,
 	              &(struct gp_event){ .kind = GP_EVENT_COMMAND_DONE,
 	                                  .stage = stage,
@@ -885,15 +894,27 @@ static void give_up_read_only(struct gp_ctx *c, int rc)
 		        c->root.dir, strerror(-rc));
 }
 
-int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
+static int run_read_only(struct gp_ctx *c, char *const argv[], struct run_access access,
+                         struct gp_run_result *res)
 {
 	if (c->read_only_refused)
-		return run_logged(c, argv, false, res);
-	int rc = run_logged(c, argv, true, res);
+		return run_logged(c, argv, RUN_WRITABLE, res);
+	int rc = run_logged(c, argv, access, res);
 	if (rc == 0 || !res->read_only_refused)
 		return rc;
 	give_up_read_only(c, rc);
-	return run_logged(c, argv, false, res);
+	return run_logged(c, argv, RUN_WRITABLE, res);
+}
+
+int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res)
+{
+	return run_read_only(c, argv, (struct run_access){ true, NULL }, res);
+}
+
+int gp_ctx_run_query(struct gp_ctx *c, char *const argv[], const char *scratch_dir,
+                     struct gp_run_result *res)
+{
+	return run_read_only(c, argv, (struct run_access){ true, scratch_dir }, res);
 }
 
 int gp_ctx_linker_cache(struct gp_ctx *c, const char **output, char **error)

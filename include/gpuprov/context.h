@@ -246,6 +246,12 @@ int gp_ctx_recover(struct gp_ctx *c);
  * Returns what gp_run returns. */
 struct gp_run_result;
 int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_result *res);
+/* gp_ctx_run_readonly for a query whose program must write to run at all
+ * (dnf's lock in its cache, its logs): a private tmpfs on the root's /tmp
+ * and scratch_dir seen writable through an overlay on it, every write
+ * thrown away (gp_run_opts.scratch_overlay). */
+int gp_ctx_run_query(struct gp_ctx *c, char *const argv[], const char *scratch_dir,
+                     struct gp_run_result *res);
 /* The output of `ldconfig -p` in the root (read-only), read once per run
  * and again only after an effect: a no-op run that checks and verifies
  * the linker cache runs it once. Borrowed from c; 0 or -1 with *error. */

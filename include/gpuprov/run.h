@@ -6,6 +6,7 @@
  * together. Never prints. */
 #pragma once
 
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -31,6 +32,13 @@ struct gp_run_opts {
 	 * (uid and gid mapped to themselves). When neither can be made, gp_run
 	 * runs nothing and says so (read_only_refused). */
 	bool read_only;
+	/* With read_only, for a query whose program insists on writing (dnf's
+	 * lock and logs): an empty private tmpfs on the root's /tmp, and this
+	 * directory of the root (NULL: none) seen writable through an overlay
+	 * whose upper layer is on that tmpfs; every write is gone with the
+	 * namespace. Where either cannot be made the command meets the
+	 * read-only root there. */
+	const char *scratch_overlay;
 };
 
 struct gp_run_result {
@@ -55,6 +63,13 @@ struct gp_run_result {
  * made (the caller decides: gp_run reports read_only_refused). */
 struct gp_run_read_only {
 	const char *root; /* NULL: the host's "/" */
+	/* gp_run_opts.scratch_overlay, resolved in the parent ("" for none):
+	 * the root's /tmp, where the tmpfs goes; the overlay's directory, its
+	 * upper and work directories on the tmpfs, and its mount options. */
+	char scratch[PATH_MAX];
+	char overlay[PATH_MAX];
+	char upper[PATH_MAX + 16], work[PATH_MAX + 16];
+	char overlay_opts[3 * PATH_MAX + 64];
 	/* "ID ID 1\n": the user namespace, when one is needed, maps the
 	 * caller's uid and gid to themselves. */
 	char uid_map[32];

@@ -323,6 +323,7 @@ static int private_mount_ns(const struct gp_run_read_only *s)
 void gp_run_read_only_init(struct gp_run_read_only *ro, const char *root)
 {
 	ro->root = is_host_root(root) ? NULL : root;
+	ro->scratch[0] = ro->overlay[0] = '\0';
 	snprintf(ro->uid_map, sizeof(ro->uid_map), "%u %u 1\n", (unsigned)getuid(),
 	         (unsigned)getuid());
 	snprintf(ro->gid_map, sizeof(ro->gid_map), "%u %u 1\n", (unsigned)getgid(),
@@ -343,7 +344,58 @@ int gp_run_enter_read_only(const struct gp_run_read_only *s)
 		return -1;
 	if (s->root && mount(s->root, s->root, NULL, MS_BIND | MS_REC, NULL) < 0)
 		return -1;
-	return mount_setattr(AT_FDCWD, top, AT_RECURSIVE, &ro, sizeof(ro));
+	if (mount_setattr(AT_FDCWD, top, AT_RECURSIVE, &ro, sizeof(ro)) < 0)
+		return -1;
+	/* The scratch is a convenience: where it cannot be made, the
+	 * command's write fails with EROFS, the root is as it was. */
+	if (!s->scratch[0] ||
+	    mount("gpuprov-scratch", s->scratch, "tmpfs",
+	          MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64m,mode=1777") < 0)
+		return 0;
+	if (s->overlay[0] && mkdir(s->upper, 0700) == 0 && mkdir(s->work, 0700) == 0)
+		(void)mount("gpuprov-scratch", s->overlay, "overlay",
+		            MS_NOSUID | MS_NODEV, s->overlay_opts);
+	return 0;
+}
+
+/* Where dir of the root really is, links resolved inside it, when it is a
+ * directory: 0 with out set, else -1. */
+static int real_dir(const char *root, const char *dir, char out[PATH_MAX])
+{
+	_cleanup_(gp_root_close) struct gp_root rootdir = { .fd = -1 };
+	if (gp_root_open(&rootdir, is_host_root(root) ? "/" : root) < 0)
+		return -1;
+	_cleanup_close_ int fd = gp_root_openat(&rootdir, dir, O_PATH | O_DIRECTORY, 0);
+	if (fd < 0)
+		return -1;
+	char link[64];
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, out, PATH_MAX - 1);
+	if (n <= 0)
+		return -1;
+	out[n] = '\0';
+	return 0;
+}
+
+/* gp_run_opts.scratch_overlay's paths and options, made here, not in the
+ * child: "" where the root's /tmp or the directory is missing, or a path
+ * holds a character overlayfs's options split at. */
+static void scratch_paths(const char *root, const char *overlay,
+                          struct gp_run_read_only *ro)
+{
+	if (real_dir(root, "/tmp", ro->scratch) < 0) {
+		ro->scratch[0] = '\0';
+		return;
+	}
+	if (real_dir(root, overlay, ro->overlay) < 0 || strpbrk(ro->overlay, ",:\\") ||
+	    strpbrk(ro->scratch, ",:\\")) {
+		ro->overlay[0] = '\0';
+		return;
+	}
+	snprintf(ro->upper, sizeof ro->upper, "%s/upper", ro->scratch);
+	snprintf(ro->work, sizeof ro->work, "%s/work", ro->scratch);
+	snprintf(ro->overlay_opts, sizeof ro->overlay_opts,
+	         "lowerdir=%s,upperdir=%s,workdir=%s", ro->overlay, ro->upper, ro->work);
 }
 
 /* Runs in the command's process: async-signal-safe calls only. */
@@ -694,6 +746,10 @@ int gp_run(const struct gp_run_opts *opts, char *const argv[], struct gp_run_res
 		.read_only = opts->read_only,
 	};
 	gp_run_read_only_init(&s.ro, opts->root);
+	/* Resolved here, not in the child: a link in the root may not lead
+	 * the tmpfs out of it. */
+	if (opts->read_only && opts->scratch_overlay)
+		scratch_paths(opts->root, opts->scratch_overlay, &s.ro);
 
 	/* No handler of ours may run in the child before it resets them. */
 	sigfillset(&all);

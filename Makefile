@@ -51,6 +51,8 @@ TEST_DEPS := libcmocka-dev bats busybox-static kmod binutils xz-utils python3 \
 	python3-jsonschema clang-format cppcheck shellcheck openssl debootstrap apt-utils dpkg-dev gnupg
 TEST_DEPS += bash-completion debhelper lintian man-db
 TEST_DEPS += ansible ansible-lint cloud-init
+# dnf.bats: the stand-in rpm repository (the real dnf runs in its debootstrapped root).
+TEST_DEPS += rpm createrepo-c
 
 .PHONY: all check check-asan test-run fuzz fuzz-build fuzz-long deps-fuzz lint install uninstall clean deps deps-demo demo schema-json
 .PHONY: install-units uninstall-units

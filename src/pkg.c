@@ -32,6 +32,7 @@
 #include "gpuprov/openpgp.h"
 #include "gpuprov/pkg.h"
 #include "gpuprov/pkg_apt.h"
+#include "gpuprov/pkg_dnf.h"
 #include "gpuprov/pkgcmd.h"
 #include "gpuprov/pkgdb.h"
 #include "gpuprov/run.h"
@@ -953,9 +954,10 @@ static char **db_list(struct gp_ctx *c)
 	const struct gp_pkgdb *db;
 	if (read_db_quiet(c, &db) < 0)
 		return out;
-	for (size_t i = 0; i < db->n; i++) {
-		_cleanup_free_ char *nv = gp_xasprintf("%s=%s", db->e[i].name,
-		                                       db->e[i].version);
+	for (size_t i = 0; i < db->n + db->n_alias; i++) {
+		const struct gp_pkgdb_entry *e = i < db->n ? &db->e[i]
+		                                           : &db->alias[i - db->n];
+		_cleanup_free_ char *nv = gp_xasprintf("%s=%s", e->name, e->version);
 		gp_strv_push(&out, nv);
 	}
 	return out;
@@ -1004,6 +1006,63 @@ char *gp_pkg_installed_before(struct gp_ctx *c, const char *name)
 	return v ? gp_xstrdup(v) : NULL;
 }
 
+/* Did the install name one version of the package of e (an alias of it,
+ * kernel-devel-6.12.0-55.9.1.el10_0.x86_64)? Then that is what it added,
+ * not the package name, which stands for all its versions. */
+static bool named_by_alias(const struct gp_pkgdb *db, const struct gp_pkgdb_entry *e,
+                           char *const *names)
+{
+	for (size_t i = 0; i < db->n_alias; i++)
+		if (gp_streq(db->alias[i].of, e->name) &&
+		    gp_strv_contains(names, db->alias[i].name))
+			return true;
+	return false;
+}
+
+/* rpm's pseudo-package of each imported signing key: every key is a
+ * gpg-pubkey, so only its alias (gpg-pubkey-KEYID-DATE) names the one a
+ * transaction imported; `dnf remove gpg-pubkey` would take every key. */
+#define RPM_KEY_PACKAGE "gpg-pubkey"
+
+/* Pushes onto added the aliases of e's package that before lacks. */
+static void push_new_aliases(const struct gp_pkgdb *db, const struct gp_pkgdb_entry *e,
+                             char *const *before, char ***added)
+{
+	for (size_t i = 0; i < db->n_alias; i++)
+		if (gp_streq(db->alias[i].of, e->name) &&
+		    !version_in(before, db->alias[i].name))
+			gp_strv_push(added, db->alias[i].name);
+}
+
+int gp_pkg_dnf_missing(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n,
+                       char ***missing, char **error)
+{
+	*missing = gp_xcalloc(1, sizeof(char *));
+	*error = NULL;
+	if (n == 0)
+		return 0;
+	_cleanup_strv_ char **names = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; i < n; i++)
+		gp_strv_push(&names, want[i].name);
+	_cleanup_strv_ char **argv = gp_dnf_offers_argv(names);
+	struct gp_run_result res = { 0 };
+	int rc = gp_ctx_run_query(c, argv, GP_DNF_CACHE_DIR, &res);
+	if (rc < 0 || !gp_run_succeeded(&res)) {
+		*error = rc < 0 ? gp_xstrdup(strerror(-rc))
+		                : gp_run_describe(&res, c->cmd_timeout_ms);
+		gp_run_result_free(&res);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!gp_dnf_offers(res.output, want[i].name, want[i].version)) {
+			_cleanup_free_ char *nv = gp_xasprintf("%s-%s", want[i].name,
+			                                       want[i].version);
+			gp_strv_push(missing, nv);
+		}
+	gp_run_result_free(&res);
+	return 0;
+}
+
 /* The packages installed now that were not before the install command
  * (an installed_now() list) and that it did not name: the dependencies apt
  * or dnf chose. */
@@ -1011,11 +1070,17 @@ static char **added_by_install(struct gp_ctx *c, char *const *names, char *const
 {
 	char **added = gp_xcalloc(1, sizeof(char *));
 	const struct gp_pkgdb *db;
-	if (read_db_quiet(c, &db) == 0)
-		for (size_t i = 0; i < db->n; i++)
-			if (!version_in(before, db->e[i].name) &&
-			    !gp_strv_contains(names, db->e[i].name))
-				gp_strv_push(&added, db->e[i].name);
+	if (read_db_quiet(c, &db) < 0)
+		return added;
+	for (size_t i = 0; i < db->n; i++) {
+		const struct gp_pkgdb_entry *e = &db->e[i];
+		if (gp_streq(e->name, RPM_KEY_PACKAGE))
+			push_new_aliases(db, e, before, &added);
+		else if (!version_in(before, e->name) &&
+		         !gp_strv_contains(names, e->name) &&
+		         !named_by_alias(db, e, names))
+			gp_strv_push(&added, e->name);
+	}
 	return added;
 }
 
@@ -1407,7 +1472,19 @@ int gp_effect_pkg_remove(struct gp_ctx *c, const char *const *names, size_t n)
 	if (hold_names(c, b, held, false) < 0)
 		return -1;
 	record_holds(c, (const char *const *)held, gp_strv_len(held), false, NULL);
-	if (run_pkg(c, b, b->remove(todo)) < 0)
+	/* dnf leaves rpm's key pseudo-packages alone, saying nothing: rpm
+	 * itself erases those. */
+	_cleanup_strv_ char **keys = gp_xcalloc(1, sizeof(char *));
+	_cleanup_strv_ char **pkgs = gp_xcalloc(1, sizeof(char *));
+	for (size_t i = 0; todo[i]; i++)
+		gp_strv_push(pm == GP_PKG_DNF &&
+		                     gp_str_starts_with(todo[i], RPM_KEY_PACKAGE "-")
+		                 ? &keys
+		                 : &pkgs,
+		             todo[i]);
+	if (pkgs[0] && run_pkg(c, b, b->remove(pkgs)) < 0)
+		return -1;
+	if (keys[0] && run_pkg(c, b, gp_rpm_erase_argv(keys)) < 0)
 		return -1;
 	struct gp_pkg_state *s = state(c);
 	for (size_t i = 0; todo[i]; i++) {

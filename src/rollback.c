@@ -98,7 +98,9 @@ struct rollback {
 	char **remove; /* gpuprov's since, which the entry did not have */
 	char **gone; /* "name=version" no repository offers: refused */
 	char **driver; /* of those, the driver stage's */
-	char **unchecked; /* "name-version" of want on a root whose lists are not read */
+	/* dnf could not say which versions its repositories offer: what it
+	 * said (the rollback is refused) */
+	char *unchecked;
 };
 
 static void rollback_free(struct rollback *r)
@@ -107,7 +109,7 @@ static void rollback_free(struct rollback *r)
 	gp_strv_free(r->remove);
 	gp_strv_free(r->gone);
 	gp_strv_free(r->driver);
-	gp_strv_free(r->unchecked);
+	free(r->unchecked);
 }
 
 /* Is version of name offered by the root's apt lists? True when they were
@@ -126,7 +128,7 @@ static int gather(struct gp_ctx *c, const cJSON *entry, struct rollback *r)
 	*r = (struct rollback){
 		gp_xcalloc(1, sizeof *r->want), 0,
 		gp_xcalloc(1, sizeof(char *)),  gp_xcalloc(1, sizeof(char *)),
-		gp_xcalloc(1, sizeof(char *)),  gp_xcalloc(1, sizeof(char *))
+		gp_xcalloc(1, sizeof(char *)),  NULL
 	};
 	enum gp_pkg_manager pm;
 	if (gp_pkg_manager(c, &pm) < 0)
@@ -141,11 +143,7 @@ static int gather(struct gp_ctx *c, const cJSON *entry, struct rollback *r)
 			return -1;
 		if (gp_streq(have, version))
 			continue;
-		if (pm != GP_PKG_APT) {
-			_cleanup_free_ char *nv = gp_xasprintf("%s-%s", p->string,
-			                                       version);
-			gp_strv_push(&r->unchecked, nv);
-		} else if (!offered(c, p->string, version)) {
+		if (pm == GP_PKG_APT && !offered(c, p->string, version)) {
 			_cleanup_free_ char *spec = gp_xasprintf("%s=%s", p->string,
 			                                         version);
 			gp_strv_push(&r->gone, spec);
@@ -154,6 +152,13 @@ static int gather(struct gp_ctx *c, const cJSON *entry, struct rollback *r)
 		r->want[r->n_want++] = (struct gp_pkg_want){ p->string, version };
 		if (gp_streq(gp_json_string(p, "stage", NULL), DRIVER_STAGE))
 			gp_strv_push(&r->driver, p->string);
+	}
+	if (pm == GP_PKG_DNF) {
+		_cleanup_strv_ char **missing = NULL;
+		if (gp_pkg_dnf_missing(c, r->want, r->n_want, &missing, &r->unchecked) ==
+		    0)
+			for (size_t i = 0; missing[i]; i++)
+				gp_strv_push(&r->gone, missing[i]);
 	}
 	const cJSON *now = gp_journal_packages(&c->journal);
 	for (const cJSON *p = now ? now->child : NULL; p; p = p->next) {
@@ -300,20 +305,27 @@ static char *wants_text(const struct rollback *r)
 	return gp_buf_steal(&b);
 }
 
-/* dnf's repositories are not read (gpuprov has no parser of what dnf
- * lists), so whether they still offer the old versions cannot be known:
- * a rollback that installs packages there is refused before any change
- * rather than left to fail half-way in dnf. */
+/* dnf could not be asked whether its repositories still offer the old
+ * versions: refused before any change rather than left to fail half-way
+ * in dnf. */
 static char *unchecked_refusal(const struct rollback *r, long id)
 {
-	_cleanup_free_ char *names = gp_strv_join(r->unchecked, ", ");
+	_cleanup_free_ char *wants = wants_text(r);
 	return gp_xasprintf(
-	    "cannot roll back to history entry %ld: it would install %s with "
-	    "dnf, and gpuprov does not read dnf's repositories to check that they "
-	    "still offer these versions (rollback of packages is supported on apt "
-	    "roots only); put them back by hand (dnf downgrade, dnf history undo), "
-	    "then run gpuprov rollback --to %ld again for the rest",
-	    id, names, id);
+	    "cannot roll back to history entry %ld: it would install %s, and dnf "
+	    "could not say whether the repositories in its cache still offer "
+	    "these versions (dnf -C repoquery: %s); run dnf makecache, then "
+	    "gpuprov rollback again",
+	    id, wants, r->unchecked);
+}
+
+/* Where the versions were looked for, for the refusal. */
+static const char *offers_source(struct gp_ctx *c)
+{
+	enum gp_pkg_manager pm;
+	return gp_pkg_manager(c, &pm) == 0 && pm == GP_PKG_DNF
+	           ? "the repositories in dnf's cache of the root"
+	           : "apt's lists in the root";
 }
 
 int gp_rollback_check(struct gp_ctx *c, const cJSON *entry, char **reason)
@@ -326,7 +338,7 @@ int gp_rollback_check(struct gp_ctx *c, const cJSON *entry, char **reason)
 		return -2;
 	}
 	long id = (long)entry_id(entry);
-	if (r.unchecked[0]) {
+	if (r.unchecked) {
 		*reason = unchecked_refusal(&r, id);
 		rollback_free(&r);
 		return -1;
@@ -335,9 +347,9 @@ int gp_rollback_check(struct gp_ctx *c, const cJSON *entry, char **reason)
 		_cleanup_free_ char *gone = gp_strv_join(r.gone, ", ");
 		*reason = gp_xasprintf(
 		    "cannot roll back to history entry %ld: no configured repository "
-		    "offers %s any more (apt's lists in the root); add a repository or "
-		    "mirror that has them, or roll back to another entry (--to N)",
-		    id, gone);
+		    "offers %s any more (%s); add a repository or mirror that has "
+		    "them, or roll back to another entry (--to N)",
+		    id, gone, offers_source(c));
 		rollback_free(&r);
 		return -1;
 	}
@@ -392,7 +404,7 @@ int gp_rollback_apply(struct gp_ctx *c, const cJSON *entry)
 {
 	struct rollback r;
 	int rc = gather(c, entry, &r);
-	if (rc == 0 && r.unchecked[0]) {
+	if (rc == 0 && r.unchecked) {
 		_cleanup_free_ char *why = unchecked_refusal(&r, (long)entry_id(entry));
 		rc = gp_fail(c->err, GP_EBLOCKED, "rollback: %s; nothing was changed",
 		             why);

@@ -30,6 +30,12 @@ int gp_pkg_installed(struct gp_ctx *c, const char *name, char **version);
  * it was not installed. What a plan of the same root sees before its own
  * planned effects. Never runs a command. */
 char *gp_pkg_installed_before(struct gp_ctx *c, const char *name);
+/* dnf roots: which of want (each with a version) no repository offers at
+ * that version, as dnf's cache of them knows (gp_dnf_offers_argv, run
+ * read-only): "name-version" each in *missing. 0; -1 with *error (what
+ * dnf said) when dnf could not be asked. */
+int gp_pkg_dnf_missing(struct gp_ctx *c, const struct gp_pkg_want *want, size_t n,
+                       char ***missing, char **error);
 /* Is name held (apt-mark hold / dnf versionlock), planned holds included? */
 bool gp_pkg_is_held(struct gp_ctx *c, const char *name);
 

@@ -26,13 +26,23 @@ struct gp_pkgdb_entry {
 	 * absent), for gp_pkgdb_rdepends; rpm's Requires and Provides names
 	 * (gp_rpm_header_relations; NULL when its header has them malformed). */
 	char *depends, *provides;
+	/* An alias only (struct gp_pkgdb): the package's own name. */
+	char *of;
 };
 
+/* e: one entry per package name (the first of several versions). alias
+ * (rpm only): every installed header again under its
+ * "name-version-release.arch", the name dnf and the profiles give one
+ * version of a package that is installed several times over
+ * (kernel-devel-6.12.0-55.9.1.el10_0.x86_64), with no relations. */
 struct gp_pkgdb {
 	struct gp_pkgdb_entry *e;
 	size_t n;
+	struct gp_pkgdb_entry *alias;
+	size_t n_alias;
 };
 void gp_pkgdb_free(struct gp_pkgdb *db);
+/* The entry of name, else the alias so named; NULL when neither. */
 const struct gp_pkgdb_entry *gp_pkgdb_find(const struct gp_pkgdb *db, const char *name);
 
 /* dpkg status text: only packages whose status is "installed" count
@@ -102,6 +112,11 @@ bool gp_pkg_version_matches(const char *v, const char *u);
  * its database (index count, data length, index entries, data; no lead or
  * magic). -EINVAL when the blob is malformed or has no name/version. */
 int gp_rpm_header_parse(const void *blob, size_t len, char **name, char **version);
+/* "NAME-VERSION-RELEASE.ARCH" of an rpm header blob (no epoch, as `rpm -q`
+ * and dnf name one installed package), "NAME-VERSION-RELEASE" without an
+ * arch (an imported key: gpg-pubkey-f46ea1f0-6b107177); NULL when malformed
+ * or without a release. */
+char *gp_rpm_header_nvra(const void *blob, size_t len);
 /* The Requires and Provides names of an rpm header blob, each list joined
  * by ", " as a dpkg relation field (for gp_pkgdb_rdepends; versions left
  * out, names made safe for its splitting: '(' and ')' as '{' and '}', the

@@ -4,6 +4,8 @@
  * --add-repo URL`, which would fetch it unverified) with gpgcheck=1 and the
  * key gpuprov checked. "name-version" lets dnf pick the newest release of
  * that version, as pkg.h promises for versions without a revision. */
+#include <string.h>
+
 #include "gpuprov/pkg_apt.h"
 #include "gpuprov/pkgcmd.h"
 #include "gpuprov/pkg_dnf.h"
@@ -66,6 +68,74 @@ static char *dnf_repo_text(const struct gp_pkg_repo *repo, const char *keyring,
 static char *dnf_keyring_path(const struct gp_pkg_repo *repo, bool armored)
 {
 	return gp_xasprintf("/etc/pki/rpm-gpg/RPM-GPG-KEY-%s", repo->id);
+}
+
+char **gp_dnf_offers_argv(char *const *names)
+{
+	/* -C: the repositories as dnf's cache has them (its last makecache),
+	 * even expired, so that a plan downloads nothing; --available: an
+	 * installed version no repository has any more does not count; the
+	 * versionlock plugin off, as a lock hides every other version; the
+	 * logs dnf insists on writing go to the scratch /tmp
+	 * (gp_ctx_run_query). */
+	char *const head[] = { "dnf",
+		               "-q",
+		               "-C",
+		               "--setopt=logdir=/tmp",
+		               "--disableplugin=versionlock",
+		               "repoquery",
+		               "--available",
+		               "--showduplicates",
+		               "--queryformat",
+		               "%{name} %{evr} %{name}-%{version}-%{release}.%{arch}",
+		               NULL };
+	char **argv = gp_strv_copy(head);
+	for (size_t i = 0; names && names[i]; i++)
+		gp_strv_push(&argv, names[i]);
+	return argv;
+}
+
+/* Is field (of len bytes) exactly s? */
+static bool field_is(const char *field, size_t len, const char *s)
+{
+	return strlen(s) == len && strncmp(field, s, len) == 0;
+}
+
+bool gp_dnf_offers(const char *out, const char *name, const char *version)
+{
+	for (const char *line = out; line && *line;) {
+		size_t len = strcspn(line, "\n");
+		/* "NAME EVR NAME-VERSION-RELEASE.ARCH", exactly three fields (not
+		 * a warning's words): the third is how an install-only package's
+		 * one version is named (kernel-devel-...). */
+		const char *f[4];
+		size_t n[4], k = 0;
+		for (const char *p = line; k < 4 && p < line + len; k++) {
+			f[k] = p;
+			n[k] = strcspn(p, " \r\n");
+			if (p + n[k] > line + len)
+				n[k] = (size_t)(line + len - p);
+			p += n[k];
+			while (p < line + len && (*p == ' ' || *p == '\r'))
+				p++;
+		}
+		if (k == 3 && field_is(f[1], n[1], version) &&
+		    (field_is(f[0], n[0], name) || field_is(f[2], n[2], name)))
+			return true;
+		line += len;
+		if (*line)
+			line++;
+	}
+	return false;
+}
+
+char **gp_rpm_erase_argv(char *const *names)
+{
+	char *const head[] = { "rpm", "-e", NULL };
+	char **argv = gp_strv_copy(head);
+	for (size_t i = 0; names && names[i]; i++)
+		gp_strv_push(&argv, names[i]);
+	return argv;
 }
 
 const struct gp_pkg_backend gp_pkg_dnf = {

@@ -16,34 +16,49 @@
 #include "gpuprov/pkgdb.h"
 #include "gpuprov/util.h"
 
+static void entries_free(struct gp_pkgdb_entry *e, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(e[i].name);
+		free(e[i].version);
+		free(e[i].depends);
+		free(e[i].provides);
+		free(e[i].of);
+	}
+	free(e);
+}
+
 void gp_pkgdb_free(struct gp_pkgdb *db)
 {
-	for (size_t i = 0; i < db->n; i++) {
-		free(db->e[i].name);
-		free(db->e[i].version);
-		free(db->e[i].depends);
-		free(db->e[i].provides);
-	}
-	free(db->e);
+	entries_free(db->e, db->n);
+	entries_free(db->alias, db->n_alias);
 	*db = (struct gp_pkgdb){ 0 };
+}
+
+static const struct gp_pkgdb_entry *find_in(const struct gp_pkgdb_entry *e, size_t n,
+                                            const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(e[i].name, name) == 0)
+			return &e[i];
+	return NULL;
 }
 
 const struct gp_pkgdb_entry *gp_pkgdb_find(const struct gp_pkgdb *db, const char *name)
 {
-	for (size_t i = 0; i < db->n; i++)
-		if (strcmp(db->e[i].name, name) == 0)
-			return &db->e[i];
-	return NULL;
+	const struct gp_pkgdb_entry *e = find_in(db->e, db->n, name);
+	return e ? e : find_in(db->alias, db->n_alias, name);
 }
 
 static struct gp_pkgdb_entry *db_add(struct gp_pkgdb *db, const char *name,
                                      const char *version, bool held)
 {
-	if (gp_pkgdb_find(db, name)) /* multiarch: the first one is enough */
+	if (find_in(db->e, db->n, name)) /* multiarch: the first one is enough */
 		return NULL;
 	db->e = gp_xrealloc(db->e, (db->n + 1) * sizeof *db->e);
-	db->e[db->n] = (struct gp_pkgdb_entry){ gp_xstrdup(name), gp_xstrdup(version),
-		                                held, NULL, NULL };
+	db->e[db->n] = (struct gp_pkgdb_entry){
+		gp_xstrdup(name), gp_xstrdup(version), held, NULL, NULL, NULL
+	};
 	return &db->e[db->n++];
 }
 
@@ -567,6 +582,7 @@ const char *gp_apt_newest_agreeing(const struct gp_apt_index *ix, const char *na
 /* --- rpm ---------------------------------------------------------------- */
 
 enum { RPMTAG_NAME = 1000, RPMTAG_VERSION, RPMTAG_RELEASE, RPMTAG_EPOCH };
+enum { RPMTAG_ARCH = 1022 };
 enum { RPM_INT32_TYPE = 4, RPM_STRING_TYPE = 6 };
 
 /* The header's index entry count, data size and data area, each bounded
@@ -586,40 +602,82 @@ static int rpm_header_bounds(const unsigned char *b, size_t len, uint32_t *il,
 	return 0;
 }
 
-int gp_rpm_header_parse(const void *blob, size_t len, char **name, char **version)
+/* The header's name, version, release and arch strings (NULL where absent)
+ * and its epoch (-1 where absent), each bounded by the blob. */
+struct rpm_ident {
+	const char *name, *version, *release, *arch;
+	long epoch;
+};
+
+static int rpm_header_ident(const unsigned char *b, size_t len, struct rpm_ident *id)
 {
-	*name = *version = NULL;
-	const unsigned char *b = blob, *data;
+	*id = (struct rpm_ident){ .epoch = -1 };
+	const unsigned char *data;
 	uint32_t il, dl;
 	if (rpm_header_bounds(b, len, &il, &dl, &data) < 0)
 		return -EINVAL;
-	const char *str[4] = { NULL };
-	long epoch = -1;
 	for (uint32_t i = 0; i < il; i++) {
 		uint32_t ent[4];
 		memcpy(ent, b + 8 + (size_t)i * 16, 16);
 		uint32_t tag = ntohl(ent[0]), type = ntohl(ent[1]), off = ntohl(ent[2]);
-		if (tag < RPMTAG_NAME || tag > RPMTAG_EPOCH || off >= dl)
+		bool ident = (tag >= RPMTAG_NAME && tag <= RPMTAG_EPOCH) ||
+		             tag == RPMTAG_ARCH;
+		if (!ident || off >= dl)
 			continue;
 		if (tag == RPMTAG_EPOCH && type == RPM_INT32_TYPE && off + 4 <= dl) {
 			uint32_t e;
 			memcpy(&e, data + off, 4);
-			epoch = ntohl(e);
+			id->epoch = ntohl(e);
 		} else if (type == RPM_STRING_TYPE) {
 			const void *end = memchr(data + off, '\0', dl - off);
 			if (!end)
 				return -EINVAL;
-			str[tag - RPMTAG_NAME] = (const char *)data + off;
+			const char *str = (const char *)data + off;
+			switch (tag) {
+			case RPMTAG_NAME:
+				id->name = str;
+				break;
+			case RPMTAG_VERSION:
+				id->version = str;
+				break;
+			case RPMTAG_RELEASE:
+				id->release = str;
+				break;
+			case RPMTAG_ARCH:
+				id->arch = str;
+				break;
+			default:
+				break;
+			}
 		}
 	}
-	if (!str[0] || !*str[0] || !str[1] || !*str[1])
+	if (!id->name || !*id->name || !id->version || !*id->version)
 		return -EINVAL;
-	*name = gp_xstrdup(str[0]);
-	_cleanup_free_ char *ep = epoch > 0 ? gp_xasprintf("%ld:", epoch)
-	                                    : gp_xstrdup("");
-	*version = str[2] ? gp_xasprintf("%s%s-%s", ep, str[1], str[2])
-	                  : gp_xasprintf("%s%s", ep, str[1]);
 	return 0;
+}
+
+int gp_rpm_header_parse(const void *blob, size_t len, char **name, char **version)
+{
+	*name = *version = NULL;
+	struct rpm_ident id;
+	if (rpm_header_ident(blob, len, &id) < 0)
+		return -EINVAL;
+	*name = gp_xstrdup(id.name);
+	_cleanup_free_ char *ep = id.epoch > 0 ? gp_xasprintf("%ld:", id.epoch)
+	                                       : gp_xstrdup("");
+	*version = id.release ? gp_xasprintf("%s%s-%s", ep, id.version, id.release)
+	                      : gp_xasprintf("%s%s", ep, id.version);
+	return 0;
+}
+
+char *gp_rpm_header_nvra(const void *blob, size_t len)
+{
+	struct rpm_ident id;
+	if (rpm_header_ident(blob, len, &id) < 0 || !id.release)
+		return NULL;
+	return id.arch
+	           ? gp_xasprintf("%s-%s-%s.%s", id.name, id.version, id.release, id.arch)
+	           : gp_xasprintf("%s-%s-%s", id.name, id.version, id.release);
 }
 
 enum { RPMTAG_PROVIDENAME = 1047, RPMTAG_REQUIRENAME = 1049 };
@@ -776,6 +834,16 @@ int gp_rpmdb_read(const struct gp_root *r, struct gp_pkgdb *db)
 		if (!blob || n <= 0 ||
 		    gp_rpm_header_parse(blob, (size_t)n, &name, &version) < 0)
 			continue; /* not a package header: skip, as rpm would */
+		char *nvra = gp_rpm_header_nvra(blob, (size_t)n);
+		if (nvra) {
+			db->alias = gp_xrealloc(db->alias,
+			                        (db->n_alias + 1) * sizeof *db->alias);
+			db->alias[db->n_alias++] = (struct gp_pkgdb_entry){
+				.name = nvra,
+				.version = gp_xstrdup(version),
+				.of = gp_xstrdup(name)
+			};
+		}
 		struct gp_pkgdb_entry *e = db_add(db, name, version,
 		                                  gp_strv_contains(locked, name));
 		if (e && gp_rpm_header_relations(blob, (size_t)n, &e->depends,

@@ -549,6 +549,66 @@ ubuntu_archive_root() {
 	echo "vmlinuz $kver" > "$root/boot/vmlinuz-$kver"
 }
 
+# rocky_dnf_root ROOT (in setup_file): the Debian 12 root that carries
+# Debian's real dnf, versionlock plugin and rpm (debroot.sh bookworm-dnf),
+# posing as Rocky Linux 10 (its os-release, Rocky's dnf.conf, rpm's database
+# where Rocky keeps it, /var/lib/rpm), running kernel $KVER (default 6.12.0-55.9.1.el10_0.x86_64),
+# with the signed stand-in repository of tests/fixtures/rpmrepo.sh in
+# $RR (built into $BATS_FILE_TMPDIR/rpmrepo) and copied to ROOT/srv/rpmrepo.
+# No repository is configured: gpuprov writes NVIDIA's, pointed there by
+# distro.repo_url. Returns 1 with the reason in $BATS_FILE_TMPDIR/skip where
+# the root or the repository cannot be made.
+rocky_dnf_root() {
+	local root=$1 kver=${KVER:-6.12.0-55.9.1.el10_0.x86_64} rc=0 why=$BATS_FILE_TMPDIR/skip
+	RR=$BATS_FILE_TMPDIR/rpmrepo
+	export RR
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "needs root (chroot)" > "$why"
+		return 1
+	fi
+	local step
+	for step in "debroot.sh $root bookworm-dnf" "rpmrepo.sh $RR $kver"; do
+		rc=0
+		# shellcheck disable=SC2086 # a script and its arguments
+		sh "$REPO_ROOT"/tests/fixtures/$step 2> "$BATS_FILE_TMPDIR/fixture.err" || rc=$?
+		if [ "$rc" -eq 77 ]; then
+			cp "$BATS_FILE_TMPDIR/fixture.err" "$why"
+			return 1
+		fi
+		[ "$rc" -eq 0 ] || fail "$step failed:" "$(cat "$BATS_FILE_TMPDIR/fixture.err")"
+	done
+	mkdir -p "$root/srv" "$root/etc/rpm" "$root/var/lib/rpm"
+	cp -a "$RR/repo" "$root/srv/rpmrepo"
+	echo '%_dbpath /var/lib/rpm' > "$root/etc/rpm/macros"
+	# dnf.conf as Rocky ships it; Debian's dnf-plugins-core also enables
+	# the "local" plugin, which Rocky does not install.
+	printf '%s\n' '[main]' 'gpgcheck=1' 'installonly_limit=3' 'clean_requirements_on_remove=True' \
+		'best=True' 'skip_if_unavailable=False' > "$root/etc/dnf/dnf.conf"
+	sed -i 's/^enabled = true/enabled = false/' "$root/etc/dnf/plugins/local.conf"
+	rm -f "$root/etc/os-release"
+	printf '%s\n' 'NAME="Rocky Linux"' 'VERSION_ID="10.0"' 'ID=rocky' 'ID_LIKE="rhel centos fedora"' \
+		'PRETTY_NAME="Rocky Linux 10.0 (stand-in)"' > "$root/etc/os-release"
+	mkdir -p "$root/proc/sys/kernel/random" "$root/lib/modules/$kver" "$root/boot"
+	echo "$kver" > "$root/proc/sys/kernel/osrelease"
+	echo 11111111-2222-4333-8444-555555555555 > "$root/proc/sys/kernel/random/boot_id"
+	echo "ahci 45056 2 - Live 0x0000000000000000" > "$root/proc/modules"
+	echo "vmlinuz $kver" > "$root/boot/vmlinuz-$kver"
+}
+
+# loaded VERSION [open]: the reboot of $R into the module of VERSION
+# happened, of the open flavor when told (upgrade.bats, dnf.bats).
+loaded() {
+	mkdir -p "$R/proc/driver/nvidia"
+	if [ "${2-}" = open ]; then
+		printf 'NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  %s  Release Build\n' "$1"
+	else
+		printf 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Sun Jan 1\n' "$1"
+	fi > "$R/proc/driver/nvidia/version"
+	printf '%s\n' "ahci 45056 2 - Live 0x0000000000000000" "nvidia 56000000 0 - Live 0x0" \
+		> "$R/proc/modules"
+	new_boot_id "$R"
+}
+
 # pci_dev ROOT ADDRESS DEVICE CLASS: an NVIDIA PCI function in ROOT's sys/
 # (vendor 0x10de), as the GPU and NVSwitch tables read it.
 pci_dev() {

@@ -12,8 +12,9 @@
 # adds a package (a second CUDA toolkit) that the rollback removes. Stub
 # roots (mkroot.sh): the files a newer install wrote put back (an
 # operator's from its backup, gpuprov's own removed), the tree as after the
-# older install; a rocky9 root with the dnf stub, where a rollback that
-# would install packages is refused. The rollback across driver branches
+# older install; a rocky9 root with the dnf stub, which cannot answer the
+# query of what the repositories offer, so a rollback that would install
+# packages is refused. Real dnf's rollback is in dnf.bats. The rollback across driver branches
 # (its reboot) is in upgrade.bats, on that file's root.
 
 load helpers
@@ -267,7 +268,7 @@ files_rollback() {
 	[ ! -e "$R/etc/modprobe.d" ] || fail "B's directory is still there"
 }
 
-@test "rollback: on a dnf root a rollback that would install older packages is refused before any change, naming them (dnf root)" {
+@test "rollback: on a dnf root where dnf cannot say which versions its repositories offer, a rollback that would install older packages is refused before any change, naming them (dnf root)" {
 	R=$BATS_TEST_TMPDIR/root
 	mkroot "$R" --distro rocky9 --nouveau unloaded --pkg-stubs
 	start_https_server
@@ -306,10 +307,10 @@ JSON
 	gp --root "$R" rollback --dry-run
 	assert_status 4
 	assert_stdout_has "rollback: blocked - cannot roll back to history entry 1: it would install "
-	assert_stdout_has "nvidia-driver-3:580.95.05-1.el9"
+	assert_stdout_has "nvidia-driver=3:580.95.05-1.el9"
 	gp --root "$R" rollback
 	assert_status 4
-	assert_stderr_has "(rollback of packages is supported on apt roots only)"
+	assert_stderr_has "and dnf could not say whether the repositories in its cache still offer these versions (dnf -C repoquery: "
 	assert_stderr_has "nothing was changed"
 	[ ! -s "$R/var/log/stub-commands.log" ] || fail "commands ran:" "$(cat "$R/var/log/stub-commands.log")"
 	assert_unchanged "$R" before var/log/gpuprov.log var/lib/gpuprov/lock

@@ -85,15 +85,6 @@ for n, p in sorted(json.load(open(sys.argv[1]))["packages"].items()):
     print(n + "=" + p["version"])' "$R/var/lib/gpuprov/state.json"
 }
 
-# loaded VERSION: the reboot into the module of VERSION happened.
-loaded() {
-	mkdir -p "$R/proc/driver/nvidia"
-	printf 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Sun Jan 1\n' "$1" \
-		> "$R/proc/driver/nvidia/version"
-	printf '%s\n' "ahci 45056 2 - Live 0x0000000000000000" "nvidia 56000000 0 - Live 0x0" \
-		> "$R/proc/modules"
-	new_boot_id "$R"
-}
 
 @test "upgrade: install 535.104.05 with DKMS, held" {
 	profile 535 535.104.05

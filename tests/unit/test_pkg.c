@@ -168,12 +168,13 @@ static void test_newest_agreeing(void **state)
 	gp_apt_index_free(&ix);
 }
 
-/* An rpm header blob: index entries then data, as rpm stores it. */
-static size_t rpm_blob(unsigned char *b, const char *name, const char *ver,
-                       const char *rel, int epoch)
+/* An rpm header blob: index entries then data, as rpm stores it; ARCH
+ * (tag 1022) only when arch is not NULL. */
+static size_t rpm_blob_arch(unsigned char *b, const char *name, const char *ver,
+                            const char *rel, int epoch, const char *arch)
 {
 	const char *s[] = { name, ver, rel };
-	uint32_t il = epoch >= 0 ? 4 : 3, off = 0;
+	uint32_t il = 3, off = 0;
 	unsigned char data[512];
 	unsigned char *ent = b + 8;
 	for (uint32_t i = 0; i < 3; i++) {
@@ -182,10 +183,16 @@ static size_t rpm_blob(unsigned char *b, const char *name, const char *ver,
 		memcpy(data + off, s[i], strlen(s[i]) + 1);
 		off += (uint32_t)strlen(s[i]) + 1;
 	}
+	if (arch) {
+		uint32_t e[4] = { htonl(1022), htonl(6), htonl(off), htonl(1) };
+		memcpy(ent + 16 * il++, e, 16);
+		memcpy(data + off, arch, strlen(arch) + 1);
+		off += (uint32_t)strlen(arch) + 1;
+	}
 	if (epoch >= 0) {
 		off = (off + 3) & ~3u;
 		uint32_t e[4] = { htonl(1003), htonl(4), htonl(off), htonl(1) };
-		memcpy(ent + 48, e, 16);
+		memcpy(ent + 16 * il++, e, 16);
 		uint32_t ev = htonl((uint32_t)epoch);
 		memcpy(data + off, &ev, 4);
 		off += 4;
@@ -194,6 +201,12 @@ static size_t rpm_blob(unsigned char *b, const char *name, const char *ver,
 	memcpy(b, h, 8);
 	memcpy(b + 8 + 16 * il, data, off);
 	return 8 + 16 * il + off;
+}
+
+static size_t rpm_blob(unsigned char *b, const char *name, const char *ver,
+                       const char *rel, int epoch)
+{
+	return rpm_blob_arch(b, name, ver, rel, epoch, NULL);
 }
 
 /* An rpm header blob with NAME and two string arrays, tags 1047
@@ -248,8 +261,9 @@ static void test_rpm_relations(void **state)
 	assert_int_equal(gp_rpm_header_relations(b, 4, &r, &p), -EINVAL);
 	/* cuda-drivers requires what nvidia-driver-cuda provides. */
 	struct gp_pkgdb_entry e[] = {
-		{ "nvidia-driver-cuda", "1", false, "", "nvidia-driver-cuda, nvcuda{x}" },
-		{ "cuda-drivers", "1", false, "nvcuda{x}", "cuda-drivers" },
+		{ "nvidia-driver-cuda", "1", false, "", "nvidia-driver-cuda, nvcuda{x}",
+		  NULL },
+		{ "cuda-drivers", "1", false, "nvcuda{x}", "cuda-drivers", NULL },
 	};
 	struct gp_pkgdb db = { .e = e, .n = 2 };
 	const char *const gone[] = { "nvidia-driver-cuda", NULL };
@@ -261,6 +275,7 @@ static void test_rpm_relations(void **state)
 struct rpm_pkg {
 	const char *n, *v, *r;
 	int e; /* -1: none */
+	const char *a; /* NULL: no arch */
 };
 
 /* DIR/var/lib/rpm/rpmdb.sqlite with pk (as rpm's sqlite backend stores
@@ -281,7 +296,8 @@ static void rpmdb_write(const char *dir, const struct rpm_pkg *pk, size_t n,
 	                 SQLITE_OK);
 	unsigned char blob[1024];
 	for (size_t i = 0; i < n; i++) {
-		size_t len = rpm_blob(blob, pk[i].n, pk[i].v, pk[i].r, pk[i].e);
+		size_t len = rpm_blob_arch(blob, pk[i].n, pk[i].v, pk[i].r, pk[i].e,
+		                           pk[i].a);
 		sqlite3_stmt *st;
 		sqlite3_prepare_v2(h, "INSERT INTO Packages (blob) VALUES (?)", -1, &st,
 		                   NULL);
@@ -298,8 +314,8 @@ static void test_rpmdb(void **state)
 	tu_write(dir, "etc/dnf/plugins/versionlock.list",
 	         "# added by dnf\nnvidia-driver-3:560.35.03-1.el9.*\n!excluded-1-1.*\n");
 	char path[PATH_MAX];
-	const struct rpm_pkg pk[] = { { "nvidia-driver", "560.35.03", "1.el9", 3 },
-		                      { "cuda-toolkit-12-4", "12.4.1", "1", -1 } };
+	const struct rpm_pkg pk[] = { { "nvidia-driver", "560.35.03", "1.el9", 3, NULL },
+		                      { "cuda-toolkit-12-4", "12.4.1", "1", -1, NULL } };
 	rpmdb_write(dir, pk, ARRAY_SIZE(pk), path);
 	unsigned char blob[1024] = { 0 };
 	struct gp_root r;
@@ -366,12 +382,92 @@ static void test_rpmdb(void **state)
 	free(dir);
 }
 
+/* Every header again under its name-version-release.arch (an install-only
+ * package's versions, kernel-devel-...), an imported key's without arch;
+ * gp_pkgdb_find takes the name first, then an alias; the name's entry is
+ * the first of its versions, relations on the name's entry only. */
+static void test_rpmdb_aliases(void **state)
+{
+	char *dir = tu_tmpdir();
+	char path[PATH_MAX];
+	const struct rpm_pkg pk[] = {
+		{ "kernel-devel", "6.12.0", "55.9.1.el10_0", -1, "x86_64" },
+		{ "kernel-devel", "6.12.0", "55.12.1.el10_0", -1, "x86_64" },
+		{ "gpg-pubkey", "f46ea1f0", "6b107177", -1, NULL },
+		{ "nvidia-open", "580.95.05", "1.el10", 3, "noarch" },
+	};
+	rpmdb_write(dir, pk, ARRAY_SIZE(pk), path);
+	struct gp_root r;
+	assert_int_equal(gp_root_open(&r, dir), 0);
+	struct gp_pkgdb db;
+	assert_int_equal(gp_rpmdb_read(&r, &db), 0);
+	assert_int_equal(db.n, 3);
+	assert_int_equal(db.n_alias, 4);
+	assert_string_equal(gp_pkgdb_find(&db, "kernel-devel")->version,
+	                    "6.12.0-55.9.1.el10_0");
+	const struct gp_pkgdb_entry *e = gp_pkgdb_find(
+	    &db, "kernel-devel-6.12.0-55.12.1.el10_0.x86_64");
+	assert_non_null(e);
+	assert_string_equal(e->version, "6.12.0-55.12.1.el10_0");
+	assert_string_equal(e->of, "kernel-devel");
+	e = gp_pkgdb_find(&db, "gpg-pubkey-f46ea1f0-6b107177");
+	assert_non_null(e);
+	assert_string_equal(e->of, "gpg-pubkey");
+	assert_string_equal(
+	    gp_pkgdb_find(&db, "nvidia-open-580.95.05-1.el10.noarch")->version,
+	    "3:580.95.05-1.el10");
+	assert_null(gp_pkgdb_find(&db, "kernel-devel-6.12.0-55.9.1.el10_0"));
+	assert_null(gp_pkgdb_find(&db, "kernel-devel-6.12.0-55.9.1.el10_0.x86_6"));
+	gp_pkgdb_free(&db);
+	gp_root_close(&r);
+	unsigned char blob[1024] = { 0 };
+	char *nvra = gp_rpm_header_nvra(blob,
+	                                rpm_blob_arch(blob, "a", "1", "2", 1, "x86_64"));
+	assert_string_equal(nvra, "a-1-2.x86_64");
+	free(nvra);
+	assert_null(gp_rpm_header_nvra(blob, 7));
+	tu_rmrf(dir);
+	free(dir);
+}
+
 static void assert_argv(char **argv, const char *want)
 {
 	char *got = gp_strv_join(argv, " ");
 	assert_string_equal(got, want);
 	free(got);
 	gp_strv_free(argv);
+}
+
+/* What `dnf repoquery` offers, by name or by name-version-release.arch, at
+ * exactly the version asked; and the query's argv. */
+static void test_dnf_offers(void **state)
+{
+	const char *out =
+	    "Unable to detect release version\n"
+	    "nvidia-open 3:580.95.05-1.el10 nvidia-open-580.95.05-1.el10.noarch\r\n"
+	    "nvidia-open 3:580.105.08-1.el10 nvidia-open-580.105.08-1.el10.noarch\n"
+	    "kernel-devel 6.12.0-55.9.1.el10_0 "
+	    "kernel-devel-6.12.0-55.9.1.el10_0.x86_64";
+	assert_true(gp_dnf_offers(out, "nvidia-open", "3:580.95.05-1.el10"));
+	assert_true(gp_dnf_offers(out, "nvidia-open", "3:580.105.08-1.el10"));
+	assert_false(gp_dnf_offers(out, "nvidia-open", "3:580.95.05-1.el1"));
+	assert_false(gp_dnf_offers(out, "nvidia-open", "580.95.05-1.el10"));
+	assert_false(gp_dnf_offers(out, "nvidia", "3:580.95.05-1.el10"));
+	assert_true(gp_dnf_offers(out, "kernel-devel-6.12.0-55.9.1.el10_0.x86_64",
+	                          "6.12.0-55.9.1.el10_0"));
+	assert_true(gp_dnf_offers(out, "kernel-devel", "6.12.0-55.9.1.el10_0"));
+	assert_false(gp_dnf_offers(out, "Unable", "to"));
+	assert_false(gp_dnf_offers("", "a", "1"));
+	assert_false(gp_dnf_offers("a", "a", ""));
+	assert_false(gp_dnf_offers("a 1 a-1-1.x86_64 more", "a", "1"));
+	assert_true(gp_dnf_offers("a 1 a-1-1.x86_64", "a", "1"));
+	char *const names[] = { "a", "b", NULL };
+	assert_argv(
+	    gp_dnf_offers_argv(names),
+	    "dnf -q -C --setopt=logdir=/tmp --disableplugin=versionlock repoquery "
+	    "--available --showduplicates --queryformat %{name} %{evr} "
+	    "%{name}-%{version}-%{release}.%{arch} a b");
+	assert_argv(gp_rpm_erase_argv(names), "rpm -e a b");
 }
 
 static void test_commands(void **state)
@@ -602,11 +698,11 @@ static void test_dnf_held_set_pinned(void **state)
 	f->dir = tu_tmpdir();
 	char path[PATH_MAX];
 	const struct rpm_pkg pk[] = {
-		{ "nvidia-driver", "535.104.05", "1.el9", 3 },
-		{ "nvidia-driver-libs", "535.104.05", "1.el9", 3 },
-		{ "nvidia-driver-devel", "535.104.05", "1.el9", 3 },
-		{ "nvidia-container-toolkit", "1.14.0", "1", -1 },
-		{ "nvidia-settings", "535.104.05", "1.el9", 3 }, /* not held */
+		{ "nvidia-driver", "535.104.05", "1.el9", 3, NULL },
+		{ "nvidia-driver-libs", "535.104.05", "1.el9", 3, NULL },
+		{ "nvidia-driver-devel", "535.104.05", "1.el9", 3, NULL },
+		{ "nvidia-container-toolkit", "1.14.0", "1", -1, NULL },
+		{ "nvidia-settings", "535.104.05", "1.el9", 3, NULL }, /* not held */
 	};
 	rpmdb_write(f->dir, pk, ARRAY_SIZE(pk), path);
 	tu_write(f->dir, "etc/dnf/plugins/versionlock.list",
@@ -870,6 +966,8 @@ int main(void)
 		cmocka_unit_test(test_newest_agreeing),
 		cmocka_unit_test(test_rpm_relations),
 		cmocka_unit_test(test_rpmdb),
+		cmocka_unit_test(test_rpmdb_aliases),
+		cmocka_unit_test(test_dnf_offers),
 		cmocka_unit_test(test_commands),
 		cmocka_unit_test(test_apt_deb822),
 		cmocka_unit_test(test_openpgp),

@@ -81,8 +81,10 @@ bool gp_drv_package_leaves(const struct gp_drv_choice *ch, const char *name);
  * (-server or plain; -open or the proprietary modules' own packages:
  * nvidia-driver-, nvidia-dkms-, nvidia-kernel-source-,
  * linux-modules-nvidia-, linux-objects-nvidia-, which the open flavor has
- * as -open twins; the libraries and utilities the two share are not)? The
- * stage removes those of them its own install brought. */
+ * as -open twins; the libraries and utilities the two share are not)? With
+ * NVIDIA's repository as the source, also its meta package of the other
+ * module flavor (nvidia-open-<BR> or cuda-drivers-<BR>). The stage removes
+ * those of them its own install brought. */
 bool gp_drv_package_other_flavor(const struct gp_drv_choice *ch, const char *name);
 
 /* "NVIDIA-Linux-<arch>-<version>.run" (arch as uname -m: x86_64, aarch64)

@@ -139,10 +139,29 @@ static bool modules_package(const char *name)
 	return false;
 }
 
+/* NVIDIA's repository's meta package of the branch's open modules
+ * (nvidia-open-<BR>) or of the proprietary ones (cuda-drivers-<BR>), the
+ * one nvidia_apt installs. */
+static char *nvidia_meta(const struct gp_drv_choice *ch, bool open)
+{
+	return gp_xasprintf(open ? "nvidia-open-%s" : "cuda-drivers-%s", ch->branch);
+}
+
 bool gp_drv_package_other_flavor(const struct gp_drv_choice *ch, const char *name)
 {
-	if (ch->method != GP_DRV_APT || ch->source != GP_DRV_CANONICAL || !ch->branch)
+	if (ch->method != GP_DRV_APT || !ch->branch)
 		return false;
+	if (ch->source != GP_DRV_CANONICAL) {
+		/* NVIDIA's repository: its two meta packages, then the
+		 * Canonical-named packages they depend on (its Debian and Ubuntu
+		 * repositories carry the same names), the -server ones aside. */
+		_cleanup_free_ char *open_meta = nvidia_meta(ch, true);
+		_cleanup_free_ char *closed_meta = nvidia_meta(ch, false);
+		if (gp_streq(name, open_meta))
+			return !ch->open;
+		if (gp_streq(name, closed_meta))
+			return ch->open;
+	}
 	/* The fields after the branch's: [-server][-open][-kernel flavour]. */
 	const char *b = branch_field(name);
 	if (!b || strncmp(b, ch->branch, 3) != 0 || strlen(ch->branch) != 3)
@@ -159,8 +178,7 @@ bool gp_drv_package_other_flavor(const struct gp_drv_choice *ch, const char *nam
 
 static void nvidia_apt(const struct gp_drv_choice *ch, struct gp_drv_pkgs *p)
 {
-	p->probe = gp_xasprintf(ch->open ? "nvidia-open-%s" : "cuda-drivers-%s",
-	                        ch->branch);
+	p->probe = nvidia_meta(ch, ch->open);
 	want(p, gp_xstrdup(p->probe), ch->version);
 }
 

@@ -85,16 +85,6 @@ sys.exit(sys.argv[2] not in json.load(open(sys.argv[1]))["packages"])' \
 		"$R/var/lib/gpuprov/state.json" "$1"
 }
 
-# journal_edit PYTHON: runs PYTHON on the journal's document j, then saves it.
-journal_edit() {
-	"$PYTHON" - "$R/var/lib/gpuprov/state.json" "$1" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-exec(sys.argv[2])
-json.dump(j, open(sys.argv[1], "w"))
-PY
-}
-
 # assert_driver_set VERSION: rpm has the driver's set at VERSION (and the
 # kernel's headers), nothing of another version, and versionlock locks
 # exactly the set.

@@ -595,6 +595,33 @@ rocky_dnf_root() {
 	echo "vmlinuz $kver" > "$root/boot/vmlinuz-$kver"
 }
 
+# assert_nvidia_set EXPECTED: the NVIDIA driver packages dpkg has in $R (in
+# any state but not-installed) are exactly EXPECTED ("name=version" lines,
+# sorted), each installed, and apt-mark showhold lists exactly their names
+# (upgrade.bats, driver_nvidia_repo.bats).
+assert_nvidia_set() {
+	local got held want_held
+	got=$(chroot "$R" dpkg-query -W -f '${db:Status-Status} ${Package}=${Version}\n' \
+		'nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*' 'cuda-drivers-*' 2> /dev/null |
+		awk '$1 != "not-installed" && $1 != "config-files"' | sort -k2)
+	held=$(chroot "$R" apt-mark showhold | sort)
+	want_held=$(printf '%s\n' "$1" | sed 's/=.*//' | sort)
+	[ "$got" = "$(printf '%s\n' "$1" | sed 's/^/installed /')" ] ||
+		fail "dpkg has:" "$got" "expected:" "$1"
+	[ "$held" = "$want_held" ] || fail "apt-mark showhold:" "$held" "expected:" "$want_held"
+}
+
+# journal_edit PYTHON: runs PYTHON on $R's journal document j, then saves
+# it (dnf.bats, driver_nvidia_repo.bats).
+journal_edit() {
+	"$PYTHON" - "$R/var/lib/gpuprov/state.json" "$1" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+exec(sys.argv[2])
+json.dump(j, open(sys.argv[1], "w"))
+PY
+}
+
 # loaded VERSION [open]: the reboot of $R into the module of VERSION
 # happened, of the open flavor when told (upgrade.bats, dnf.bats).
 loaded() {

@@ -63,21 +63,6 @@ dkms_set() {
 	done | sort
 }
 
-# assert_nvidia_set EXPECTED: the NVIDIA packages dpkg has (in any state
-# but not-installed) are exactly EXPECTED ("name=version" lines, sorted),
-# each installed, and apt-mark showhold lists exactly their names.
-assert_nvidia_set() {
-	local got held want_held
-	got=$(chroot "$R" dpkg-query -W -f '${db:Status-Status} ${Package}=${Version}\n' \
-		'nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*' 2> /dev/null |
-		awk '$1 != "not-installed" && $1 != "config-files"' | sort -k2)
-	held=$(chroot "$R" apt-mark showhold | sort)
-	want_held=$(printf '%s\n' "$1" | sed 's/=.*//' | sort)
-	[ "$got" = "$(printf '%s\n' "$1" | sed 's/^/installed /')" ] ||
-		fail "dpkg has:" "$got" "expected:" "$1"
-	[ "$held" = "$want_held" ] || fail "apt-mark showhold:" "$held" "expected:" "$want_held"
-}
-
 # journal_packages: the journal's recorded packages, "name=version" lines.
 journal_packages() {
 	"$PYTHON" -c 'import json, sys

@@ -278,8 +278,28 @@ static void test_other_flavor(void **state)
 	assert_false(gp_drv_package_other_flavor(
 	    &ch, "linux-modules-nvidia-580-server-open-generic"));
 	assert_true(gp_drv_package_other_flavor(&ch, "nvidia-driver-580-open"));
-	ch.source = GP_DRV_NVIDIA;
+	/* NVIDIA's repository: the other flavor's meta package and modules
+	 * packages, not the shared libraries, not another branch's. */
+	ch = (struct gp_drv_choice){ .method = GP_DRV_APT,
+		                     .source = GP_DRV_NVIDIA,
+		                     .branch = "580",
+		                     .open = true };
+	assert_true(gp_drv_package_other_flavor(&ch, "cuda-drivers-580"));
+	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-open-580"));
+	assert_true(gp_drv_package_other_flavor(&ch, "nvidia-driver-580"));
+	assert_true(gp_drv_package_other_flavor(&ch, "nvidia-dkms-580"));
+	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-driver-580-open"));
+	assert_false(gp_drv_package_other_flavor(&ch, "libnvidia-compute-580"));
+	assert_false(gp_drv_package_other_flavor(&ch, "cuda-drivers-535"));
+	assert_false(gp_drv_package_other_flavor(&ch, "cuda-drivers-fabricmanager-580"));
+	ch.open = false;
+	assert_true(gp_drv_package_other_flavor(&ch, "nvidia-open-580"));
+	assert_false(gp_drv_package_other_flavor(&ch, "cuda-drivers-580"));
+	assert_true(gp_drv_package_other_flavor(&ch, "nvidia-dkms-580-open"));
 	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-driver-580"));
+	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-open-5800"));
+	ch.method = GP_DRV_DNF;
+	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-open-580"));
 }
 
 int main(void)

@@ -83,8 +83,10 @@ bool gp_drv_package_leaves(const struct gp_drv_choice *ch, const char *name);
  * linux-modules-nvidia-, linux-objects-nvidia-, which the open flavor has
  * as -open twins; the libraries and utilities the two share are not)? With
  * NVIDIA's repository as the source, also its meta package of the other
- * module flavor (nvidia-open-<BR> or cuda-drivers-<BR>). The stage removes
- * those of them its own install brought. */
+ * module flavor (nvidia-open-<BR> or cuda-drivers-<BR>); with dnf without
+ * module streams (RHEL 10), nvidia-open or cuda-drivers and the DKMS
+ * package of that flavor (kmod-nvidia-open-dkms, kmod-nvidia-latest-dkms).
+ * The stage removes those of them its own install brought. */
 bool gp_drv_package_other_flavor(const struct gp_drv_choice *ch, const char *name);
 
 /* "NVIDIA-Linux-<arch>-<version>.run" (arch as uname -m: x86_64, aarch64)

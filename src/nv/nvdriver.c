@@ -147,8 +147,20 @@ static char *nvidia_meta(const struct gp_drv_choice *ch, bool open)
 	return gp_xasprintf(open ? "nvidia-open-%s" : "cuda-drivers-%s", ch->branch);
 }
 
+/* dnf without module streams (RHEL 10): the other flavor's meta package
+ * and its DKMS kernel module package, which conflicts with this one's. */
+static bool dnf_other_flavor(const struct gp_drv_choice *ch, const char *name)
+{
+	if (ch->open)
+		return gp_streq(name, "cuda-drivers") ||
+		       gp_streq(name, "kmod-nvidia-latest-dkms");
+	return gp_streq(name, "nvidia-open") || gp_streq(name, "kmod-nvidia-open-dkms");
+}
+
 bool gp_drv_package_other_flavor(const struct gp_drv_choice *ch, const char *name)
 {
+	if (ch->method == GP_DRV_DNF && ch->no_streams)
+		return dnf_other_flavor(ch, name);
 	if (ch->method != GP_DRV_APT || !ch->branch)
 		return false;
 	if (ch->source != GP_DRV_CANONICAL) {

@@ -3,8 +3,9 @@
 # dnf 4, its versionlock plugin, rpm 4.18): the Rocky-10-posing root of
 # rocky_dnf_root (helpers.bash) with an A100 in sys/, NVIDIA's rhel10
 # repository pointed at the signed stand-in repository of
-# tests/fixtures/rpmrepo.sh (nvidia-open and its split packages in 580.95.05
-# and 580.105.08, each pinning the others at exactly its version; the key
+# tests/fixtures/rpmrepo.sh (nvidia-open, cuda-drivers and their split
+# packages in 580.95.05 and 580.105.08, each meta package pinning its set at
+# exactly its version; the key
 # served over loopback HTTPS). The tests run in order on that root: install
 # 580.95.05 (entry 1), held by versionlock; upgrade to 580.105.08 (entry 2):
 # each package's old -> new version, the lock released and set again;
@@ -12,8 +13,11 @@
 # a driver package (rpm's own Requires, read from its database); rollback
 # --dry-run, then rollback: dnf downgrades the set to entry 1's versions, held
 # again, as planned; a rollback refused before any change once the
-# repository no longer offers the older versions, naming them; last,
-# uninstall: the root as before the first install. After each: rpm's
+# repository no longer offers the older versions, naming them; uninstall:
+# the root as before the first install; last, on that clean root, a move
+# from the open modules to the proprietary ones (RHEL 10's cuda-drivers and
+# kmod-nvidia-latest-dkms, which conflicts with kmod-nvidia-open-dkms), then
+# uninstall again. After each: rpm's
 # installed set and the versionlock list against the expected, and the
 # plan's effects against the run's.
 
@@ -62,8 +66,8 @@ dnf_state() {
 	cat "$R/etc/dnf/plugins/versionlock.list"
 }
 
-# profile VERSION: $P installs the open driver at VERSION from the stand-in
-# repository, held.
+# profile VERSION [MODULES]: $P installs the driver at VERSION from the
+# stand-in repository, its open modules unless told, held.
 profile() {
 	cat > "$P" <<JSON
 {
@@ -73,7 +77,7 @@ profile() {
               "keyring_url": "https://127.0.0.1:$PORT/key.pub",
               "keyring_sha256": "$(sha256sum < "$RR/key.asc" | cut -d' ' -f1)",
               "keyring_fingerprint": "$(cat "$RR/key.fpr")" },
-  "stages": { "driver": { "method": "dnf", "version": "$1", "modules": "open", "hold": true } }
+  "stages": { "driver": { "method": "dnf", "version": "$1", "modules": "${2:-open}", "hold": true } }
 }
 JSON
 }
@@ -85,21 +89,25 @@ sys.exit(sys.argv[2] not in json.load(open(sys.argv[1]))["packages"])' \
 		"$R/var/lib/gpuprov/state.json" "$1"
 }
 
-# assert_driver_set VERSION: rpm has the driver's set at VERSION (and the
-# kernel's headers), nothing of another version, and versionlock locks
-# exactly the set.
+# assert_driver_set VERSION [proprietary]: rpm has the driver's set at
+# VERSION (nvidia-open and kmod-nvidia-open-dkms, or cuda-drivers and
+# kmod-nvidia-latest-dkms, and the split packages; the kernel's headers),
+# nothing of another version, and versionlock locks exactly the set.
 assert_driver_set() {
-	local got want
+	local got want names
+	names="kmod-nvidia-open-dkms nvidia-open"
+	[ "${2-}" != proprietary ] || names="cuda-drivers kmod-nvidia-latest-dkms"
+	names="$names nvidia-driver-cuda nvidia-driver-cuda-libs nvidia-driver-libs nvidia-kmod-common"
 	got=$(chroot "$R" rpm -qa --qf '%{NAME} %{VERSION}\n' | grep -v '^gpg-pubkey ' | sort)
-	want=$(printf '%s\n' "kernel-devel ${KVER%%-*}" \
-		"kmod-nvidia-open-dkms $1" "nvidia-driver-cuda $1" "nvidia-driver-cuda-libs $1" \
-		"nvidia-driver-libs $1" "nvidia-kmod-common $1" "nvidia-open $1" | sort)
+	# shellcheck disable=SC2086 # a list of names
+	want=$({
+		echo "kernel-devel ${KVER%%-*}"
+		printf '%s '"$1"'\n' $names
+	} | sort)
 	[ "$got" = "$want" ] || fail "rpm has:" "$got" "expected:" "$want"
 	got=$(grep -v '^#' "$R/etc/dnf/plugins/versionlock.list" | grep . | sort)
-	want=$(for n in kmod-nvidia-open-dkms nvidia-driver-cuda nvidia-driver-cuda-libs \
-		nvidia-driver-libs nvidia-kmod-common nvidia-open; do
-		echo "$n-3:$1-1.el10.*"
-	done | sort)
+	# shellcheck disable=SC2086 # a list of names
+	want=$(printf '%s-3:'"$1"'-1.el10.*\n' $names | sort)
 	[ "$got" = "$want" ] || fail "versionlock.list:" "$got" "expected:" "$want"
 }
 
@@ -199,5 +207,25 @@ assert_driver_set() {
 	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R"
 	assert_status 5
 	chroot "$R" rpm -q gpg-pubkey && fail "the repository's key is still imported"
+	diff -u "$BATS_FILE_TMPDIR/before.state" <(dnf_state) || fail "the root differs from before the first install"
+}
+
+@test "dnf: open -> proprietary modules (RHEL 10, no streams): nvidia-open and kmod-nvidia-open-dkms the stage installed go, released first, as planned; uninstall after it gives the root back" {
+	profile "$A"
+	gp --root "$R" --ca-file "$CA" install --profile "$P"
+	assert_status 5
+	assert_driver_set "$A"
+	loaded "$A" open
+	profile "$A" proprietary
+	gp --root "$R" --ca-file "$CA" plan --profile "$P"
+	assert_status 5
+	assert_stdout_has "nvidia-open 3:$A-1.el10 -> removed"
+	assert_stdout_has "kmod-nvidia-open-dkms 3:$A-1.el10 -> removed"
+	assert_stdout_line "      run dnf -y -q remove --noautoremove kmod-nvidia-open-dkms nvidia-open"
+	assert_plan_matches_run "$R" --ca-file "$CA" --profile "$P"
+	assert_status 5
+	assert_driver_set "$A" proprietary
+	PLAN_CMD="uninstall --dry-run" RUN_CMD=uninstall assert_plan_matches_run "$R"
+	assert_status 5
 	diff -u "$BATS_FILE_TMPDIR/before.state" <(dnf_state) || fail "the root differs from before the first install"
 }

@@ -300,6 +300,18 @@ static void test_other_flavor(void **state)
 	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-open-5800"));
 	ch.method = GP_DRV_DNF;
 	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-open-580"));
+	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-open"));
+	/* RHEL 10: the meta package and the DKMS package of the other flavor. */
+	ch.no_streams = true;
+	assert_true(gp_drv_package_other_flavor(&ch, "nvidia-open"));
+	assert_true(gp_drv_package_other_flavor(&ch, "kmod-nvidia-open-dkms"));
+	assert_false(gp_drv_package_other_flavor(&ch, "cuda-drivers"));
+	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-kmod-common"));
+	ch.open = true;
+	assert_true(gp_drv_package_other_flavor(&ch, "cuda-drivers"));
+	assert_true(gp_drv_package_other_flavor(&ch, "kmod-nvidia-latest-dkms"));
+	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-open"));
+	assert_false(gp_drv_package_other_flavor(&ch, "nvidia-driver-libs"));
 }
 
 int main(void)

@@ -16,7 +16,6 @@
 
 load helpers
 
-KVER=5.15.0-91-generic
 V=580.82.07
 B580=580.82.07-0ubuntu1
 

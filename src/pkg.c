@@ -70,6 +70,12 @@ struct gp_pkg_state {
 	char **held_before_run;
 	cJSON *journal_before_run;
 	bool dpkg_finished; /* finish_interrupted ran (or was planned) */
+	/* dnf: the output of the last query of what the repositories offer
+	 * (gp_pkg_dnf_missing), for the names it asked about, at this count
+	 * of effects: a rollback's check and its apply ask once between two
+	 * effects. */
+	char *offers_out, *offers_names;
+	unsigned long offers_at;
 };
 
 static struct gp_pkg_state *state(struct gp_ctx *c)
@@ -107,6 +113,8 @@ void gp_pkg_state_free(struct gp_ctx *c)
 	gp_strv_free(c->pkg->db_before_run);
 	gp_strv_free(c->pkg->held_before_run);
 	cJSON_Delete(c->pkg->journal_before_run);
+	free(c->pkg->offers_out);
+	free(c->pkg->offers_names);
 	free(c->pkg);
 	c->pkg = NULL;
 }
@@ -1044,22 +1052,32 @@ int gp_pkg_dnf_missing(struct gp_ctx *c, const struct gp_pkg_want *want, size_t 
 	_cleanup_strv_ char **names = gp_xcalloc(1, sizeof(char *));
 	for (size_t i = 0; i < n; i++)
 		gp_strv_push(&names, want[i].name);
-	_cleanup_strv_ char **argv = gp_dnf_offers_argv(names);
-	struct gp_run_result res = { 0 };
-	int rc = gp_ctx_run_query(c, argv, GP_DNF_CACHE_DIR, &res);
-	if (rc < 0 || !gp_run_succeeded(&res)) {
-		*error = rc < 0 ? gp_xstrdup(strerror(-rc))
-		                : gp_run_describe(&res, c->cmd_timeout_ms);
+	struct gp_pkg_state *s = state(c);
+	_cleanup_free_ char *asked = gp_strv_join(names, " ");
+	if (!s->offers_out || s->offers_at != c->effects_added ||
+	    !gp_streq(s->offers_names, asked)) {
+		_cleanup_strv_ char **argv = gp_dnf_offers_argv(names);
+		struct gp_run_result res = { 0 };
+		int rc = gp_ctx_run_query(c, argv, GP_DNF_CACHE_DIR, &res);
+		if (rc < 0 || !gp_run_succeeded(&res)) {
+			*error = rc < 0 ? gp_xstrdup(strerror(-rc))
+			                : gp_run_describe(&res, c->cmd_timeout_ms);
+			gp_run_result_free(&res);
+			return -1;
+		}
+		free(s->offers_out);
+		free(s->offers_names);
+		s->offers_out = TAKE_PTR(res.output);
+		s->offers_names = TAKE_PTR(asked);
+		s->offers_at = c->effects_added;
 		gp_run_result_free(&res);
-		return -1;
 	}
 	for (size_t i = 0; i < n; i++)
-		if (!gp_dnf_offers(res.output, want[i].name, want[i].version)) {
+		if (!gp_dnf_offers(s->offers_out, want[i].name, want[i].version)) {
 			_cleanup_free_ char *nv = gp_xasprintf("%s-%s", want[i].name,
 			                                       want[i].version);
 			gp_strv_push(missing, nv);
 		}
-	gp_run_result_free(&res);
 	return 0;
 }
 

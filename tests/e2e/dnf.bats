@@ -176,8 +176,14 @@ assert_driver_set() {
 	assert_stdout_has "install nvidia-open-3:$A-1.el10"
 	# shellcheck disable=SC2086 # a list of paths
 	assert_unchanged "$R" before $VOLATILE
+	local queries
+	queries=$(grep -c "run dnf -q -C " "$R/var/log/gpuprov.log" || true)
 	PLAN_CMD="rollback --dry-run" RUN_CMD=rollback assert_plan_matches_run "$R"
 	assert_status 5
+	# The real run asks dnf once: its check and the step that follows it
+	# share the answer (the log had the query twice before they did).
+	[ "$(grep -c "run dnf -q -C " "$R/var/log/gpuprov.log")" -eq $((queries + 1)) ] ||
+		fail "dnf was not asked exactly once:" "$(grep "run dnf -q -C " "$R/var/log/gpuprov.log")"
 	assert_driver_set "$A"
 	loaded "$A" open
 	gp --root "$R" --ca-file "$CA" install

@@ -6,5 +6,7 @@
 
 const struct gp_pkg_backend *gp_pkg_backend_get(enum gp_pkg_manager pm);
 
+/* A copy of head (a command line) with names appended; names may be NULL. */
+char **gp_pkgcmd_with_names(char *const *head, char *const *names);
 /* "name=version" (apt), "name-version" (dnf), or name alone. */
 char *gp_pkg_want_spec(const struct gp_pkg_want *w, char sep);

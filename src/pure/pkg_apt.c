@@ -41,19 +41,10 @@ static char **apt_install(const struct gp_pkg_want *want, size_t n)
 	return argv;
 }
 
-/* Appends names to a copy of head. */
-static char **with_names(char *const *head, char *const *names)
-{
-	char **argv = gp_strv_copy(head);
-	for (size_t i = 0; names && names[i]; i++)
-		gp_strv_push(&argv, names[i]);
-	return argv;
-}
-
 static char **apt_hold(char *const *names, bool hold)
 {
 	char *const head[] = { "apt-mark", hold ? "hold" : "unhold", NULL };
-	return with_names(head, names);
+	return gp_pkgcmd_with_names(head, names);
 }
 
 /* purge: the package's configuration files go too, as they came with it;
@@ -61,7 +52,7 @@ static char **apt_hold(char *const *names, bool hold)
 static char **apt_remove(char *const *names)
 {
 	char *const head[] = { "apt-get", "-y", "-q", "remove", "--purge", NULL };
-	return with_names(head, names);
+	return gp_pkgcmd_with_names(head, names);
 }
 
 static char *apt_repo_path(const struct gp_pkg_repo *repo)

@@ -32,20 +32,14 @@ static char **dnf_hold(char *const *names, bool hold)
 {
 	char *const head[] = { "dnf", "-y", "-q", "versionlock", hold ? "add" : "delete",
 		               NULL };
-	char **argv = gp_strv_copy(head);
-	for (size_t i = 0; names && names[i]; i++)
-		gp_strv_push(&argv, names[i]);
-	return argv;
+	return gp_pkgcmd_with_names(head, names);
 }
 
 /* --noautoremove: exactly these, not what dnf thinks they left unneeded. */
 static char **dnf_remove(char *const *names)
 {
 	char *const head[] = { "dnf", "-y", "-q", "remove", "--noautoremove", NULL };
-	char **argv = gp_strv_copy(head);
-	for (size_t i = 0; names && names[i]; i++)
-		gp_strv_push(&argv, names[i]);
-	return argv;
+	return gp_pkgcmd_with_names(head, names);
 }
 
 static char *dnf_repo_path(const struct gp_pkg_repo *repo)
@@ -89,10 +83,7 @@ char **gp_dnf_offers_argv(char *const *names)
 		               "--queryformat",
 		               "%{name} %{evr} %{name}-%{version}-%{release}.%{arch}",
 		               NULL };
-	char **argv = gp_strv_copy(head);
-	for (size_t i = 0; names && names[i]; i++)
-		gp_strv_push(&argv, names[i]);
-	return argv;
+	return gp_pkgcmd_with_names(head, names);
 }
 
 /* Is field (of len bytes) exactly s? */
@@ -132,10 +123,7 @@ bool gp_dnf_offers(const char *out, const char *name, const char *version)
 char **gp_rpm_erase_argv(char *const *names)
 {
 	char *const head[] = { "rpm", "-e", NULL };
-	char **argv = gp_strv_copy(head);
-	for (size_t i = 0; names && names[i]; i++)
-		gp_strv_push(&argv, names[i]);
-	return argv;
+	return gp_pkgcmd_with_names(head, names);
 }
 
 const struct gp_pkg_backend gp_pkg_dnf = {

@@ -15,3 +15,11 @@ char *gp_pkg_want_spec(const struct gp_pkg_want *w, char sep)
 	return w->version ? gp_xasprintf("%s%c%s", w->name, sep, w->version)
 	                  : gp_xstrdup(w->name);
 }
+
+char **gp_pkgcmd_with_names(char *const *head, char *const *names)
+{
+	char **argv = gp_strv_copy(head);
+	for (size_t i = 0; names && names[i]; i++)
+		gp_strv_push(&argv, names[i]);
+	return argv;
+}

@@ -1241,7 +1241,9 @@ int gp_ctx_recover(struct gp_ctx *c)
 {
 	bool changed = settle_intents(c);
 	remove_stale_temps(c);
-	return changed ? gp_ctx_save_journal(c) : 0;
+	if (!changed)
+		return 0;
+	return gp_ctx_save_journal(c) < 0 ? -1 : 1;
 }
 
 /* The WRITE entry of a download's bytes before they are there (dry run). */

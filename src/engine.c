@@ -52,6 +52,11 @@ struct session {
 	char *profile_arg; /* --profile as given, else the journal's: for hints */
 	const char *command; /* "install", "rollback": for messages */
 	cJSON *rollback; /* rollback: a copy of the history entry it goes to */
+	/* install: the preflight plan found nothing to change (plan_settled):
+	 * the real pass keeps that plan as settled and takes each stage's
+	 * result from it instead of checking the same machine again. */
+	bool preflight_settled;
+	struct gp_plan *settled;
 };
 
 static void session_close(struct session *s)
@@ -63,6 +68,7 @@ static void session_close(struct session *s)
 	if (s->c.log_fd >= 0)
 		close(s->c.log_fd);
 	gp_plan_free(s->c.plan);
+	gp_plan_free(s->settled);
 	gp_journal_free(&s->c.journal);
 	gp_root_close(&s->c.root);
 	gp_profile_free(s->profile);
@@ -323,6 +329,59 @@ static void repair_drift(struct gp_ctx *c, const char *stage, struct gp_check *c
 		gp_check_set(ck, GP_STATE_NEEDED, "%s; drift: %s", ck->reason, drift);
 }
 
+/* The stage's check with the engine's own findings: drift of its files,
+ * a reboot that did not help. 0 or -1 (s->err). */
+static int stage_check(struct session *s, const struct gp_stage *st, const cJSON *cfg,
+                       struct gp_check *ck)
+{
+	struct gp_ctx *c = &s->c;
+	int rc = st->check(c, cfg, ck);
+	if (rc == 0)
+		rc = gp_ctx_root_fault(c);
+	if (rc < 0)
+		return -1;
+	repair_drift(c, st->name, ck);
+	if (ck->state == GP_STATE_REBOOT_PENDING && reboot_did_not_help(s)) {
+		s->reboot_ineffective = true;
+		_cleanup_free_ char *verify = gp_hint_command(c, "verify", st->name);
+		gp_check_set(
+		    ck, GP_STATE_BLOCKED,
+		    "%s - but the machine has rebooted since gpuprov asked for it, so "
+		    "the change did not take effect; '%s' has hints",
+		    ck->reason, verify);
+	}
+	return 0;
+}
+
+/* The preflight plan found nothing to change: no stage needed, no effect
+ * planned, no reboot asked for or waited on, no rollback's downgrade. The
+ * real pass would then check the same machine a moment later, with the
+ * lock held and nothing applied in between: it takes these results (and
+ * what the plan showed is exactly what the run records). */
+static bool plan_settled(const struct session *s, const struct gp_plan *p)
+{
+	if (s->rollback || s->c.reboot_requested || gp_plan_reboot_required(p))
+		return false;
+	for (size_t i = 0; i < p->n_stages; i++) {
+		const struct gp_stage_plan *sp = &p->stages[i];
+		if (sp->n_effects ||
+		    (sp->state != GP_STATE_SATISFIED && sp->state != GP_STATE_DISABLED &&
+		     sp->state != GP_STATE_SKIPPED))
+			return false;
+	}
+	return true;
+}
+
+/* The settled preflight plan's result for stage; NULL: check it. */
+static const struct gp_stage_plan *settled_stage(const struct session *s,
+                                                 const char *stage)
+{
+	for (size_t i = 0; s->settled && i < s->settled->n_stages; i++)
+		if (strcmp(s->settled->stages[i].name, stage) == 0)
+			return &s->settled->stages[i];
+	return NULL;
+}
+
 /* Runs one selected, enabled, implemented stage. Returns 0 or an exit code. */
 static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *cfg,
                      struct gp_stage_plan *sp, bool reboot_outstanding)
@@ -332,27 +391,18 @@ static int run_stage(struct session *s, const struct gp_stage *st, const cJSON *
 	if ((st->flags & GP_STAGE_NEEDS_REBOOTED_KERNEL) && reboot_outstanding)
 		return wait_for_reboot(s, st, cfg, sp);
 	struct gp_check ck = { 0 };
-	int rc = st->check(c, cfg, &ck);
-	if (rc == 0)
-		rc = gp_ctx_root_fault(c);
-	if (rc < 0) {
+	const struct gp_stage_plan *settled = settled_stage(s, st->name);
+	if (settled)
+		gp_check_set(&ck, settled->state, "%s", settled->reason);
+	else if (stage_check(s, st, cfg, &ck) < 0) {
 		free(ck.reason);
 		gp_stage_plan_set(sp, GP_STATE_FAILED, "check failed");
 		return report_err(s);
 	}
-	repair_drift(c, st->name, &ck);
-	if (ck.state == GP_STATE_REBOOT_PENDING && reboot_did_not_help(s)) {
-		s->reboot_ineffective = true;
-		_cleanup_free_ char *verify = gp_hint_command(c, "verify", st->name);
-		gp_check_set(
-		    &ck, GP_STATE_BLOCKED,
-		    "%s - but the machine has rebooted since gpuprov asked for it, so "
-		    "the change did not take effect; '%s' has hints",
-		    ck.reason, verify);
-	}
 	gp_stage_plan_set(sp, ck.state, "%s", ck.reason);
 	free(ck.reason);
-	gp_log(c, "check: %s (%s)", gp_stage_state_name(sp->state), sp->reason);
+	gp_log(c, "check: %s (%s)%s", gp_stage_state_name(sp->state), sp->reason,
+	       settled ? ", as the preflight plan found it" : "");
 	if (sp->state == GP_STATE_REBOOT_PENDING &&
 	    gp_effect_reboot_required(c, NULL) < 0) {
 		gp_stage_plan_set(sp, GP_STATE_FAILED, "%s", s->err.msg);
@@ -627,6 +677,8 @@ static bool rollback_step(struct session *s)
 static bool run_pass(struct session *s, const struct gp_options *o)
 {
 	struct gp_ctx *c = &s->c;
+	if (s->preflight_settled && c->mode == GP_MODE_APPLY && !s->settled)
+		s->settled = TAKE_PTR(c->plan);
 	gp_plan_free(c->plan);
 	c->plan = gp_plan_new(s->profile->name, s->profile->digest, c->root.dir,
 	                      c->mode == GP_MODE_PLAN);
@@ -724,6 +776,7 @@ static int preflight(struct session *s, const struct gp_options *o, struct gp_ou
 	}
 	if (failed) /* the error was reported; nothing was changed */
 		return code;
+	s->preflight_settled = plan_settled(s, c->plan);
 	/* The plan pass may have noted marks in the in-memory journal: start
 	 * the real pass from what is on disk. */
 	c->mode = GP_MODE_APPLY;
@@ -854,8 +907,11 @@ static int install_session(struct session *s, int code, const struct gp_options 
 		code = preflight(s, o, out);
 	if (!code && !o->dry_run && open_run_log(s) < 0)
 		code = report_err(s);
-	if (!code && !o->dry_run && gp_ctx_recover(&s->c) < 0)
+	int recovered = code || o->dry_run ? 0 : gp_ctx_recover(&s->c);
+	if (recovered < 0)
 		code = report_err(s);
+	else if (recovered) /* the journal changed since the preflight plan */
+		s->preflight_settled = false;
 	if (code) {
 		session_close(s);
 		return code;

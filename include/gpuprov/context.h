@@ -236,7 +236,8 @@ int gp_effect_reboot_now(struct gp_ctx *c, const char *reason, const char *stub)
 int gp_effect_reboot_required(struct gp_ctx *c, const char *const *pkgs);
 /* Before the real pass, under the lock: settles what a killed run left
  * (writes it announced but did not record, its temp files) in the
- * directories c->journal and c->plan name. 0, or -1 with c->err set. */
+ * directories c->journal and c->plan name. 1 when that changed the
+ * journal (saved), 0 when there was nothing to settle, -1 with c->err set. */
 int gp_ctx_recover(struct gp_ctx *c);
 
 /* Read-only command (a probe, verify): runs in every mode, in a private

@@ -110,3 +110,36 @@ second_install() {
 	[ "$output" = "$status_before" ] ||
 		fail "status changed:" "--- before:" "$status_before" "--- after:" "$output"
 }
+
+@test "idempotence: a no-op install checks each stage once, taking the preflight plan's findings; after settling a killed run's write it checks again" {
+	mkroot "$R" --cuda --nouveau unloaded
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	log_lines=$(wc -l < "$R/$RUNLOG")
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	new=$(tail -n +"$((log_lines + 1))" "$R/$RUNLOG")
+	for stage in nouveau env; do
+		[ "$(printf '%s\n' "$new" | grep -c "] $stage: check: satisfied (.*), as the preflight plan found it$")" = 1 ] ||
+			fail "$stage: not one check line taken from the preflight plan:" "$new"
+	done
+
+	# A write a killed run announced and never made: the run settles it (the
+	# journal changes) after the preflight plan, so the real pass checks the
+	# machine itself again.
+	python3 - "$R/$JOURNAL" <<'PY'
+import json, sys
+p = sys.argv[1]
+d = json.load(open(p))
+d["intents"] = {"/etc/gpuprov-never-written.conf": {"sha256": "0" * 64, "stage": "env"}}
+json.dump(d, open(p, "w"))
+PY
+	log_lines=$(wc -l < "$R/$RUNLOG")
+	gp --root "$R" install --profile "$PROFILE" --only "$ONLY"
+	assert_status 0
+	new=$(tail -n +"$((log_lines + 1))" "$R/$RUNLOG")
+	[ "$(printf '%s\n' "$new" | grep -c '] env: check: satisfied')" = 1 ] || fail "env: not checked once:" "$new"
+	! printf '%s\n' "$new" | grep -q "as the preflight plan found it" ||
+		fail "the real pass took the preflight plan's findings after the journal changed:" "$new"
+	[ "$(json_get "$R/$JOURNAL" 'len(d.get("intents", {}))')" = 0 ]
+}

@@ -22,8 +22,10 @@
 #   (a) gpuprov install --only cudnn into a fresh fixture root, empty cache
 #   (b) curl --cacert CA -o F URL && sha256sum -c && tar -xJf F -C DIR
 # BENCH_PAIRS pairs per rate, alternating which of a and b goes first, and
-# print the median of the per-pair ratios a/b per rate and a judgement of
-# what bounds gpuprov. Then tests/bench/noop.sh (no-op install/plan/verify on
+# print the median of the per-pair ratios a/b per rate, a judgement of
+# what bounds gpuprov, and the CPU time (user + sys of the whole tree) of
+# (a), (b) and the xz floors: (a)'s CPU against its wall time x CPUs says
+# whether anything but the CPUs is left to wait for. Then tests/bench/noop.sh (no-op install/plan/verify on
 # a fully provisioned root, with a strace profile), tests/bench/overlap.sh
 # (a fresh full install on one throttled link: wall time against the
 # download and apply totals) and tests/bench/scale.sh.
@@ -147,12 +149,14 @@ import resource, subprocess, sys, time
 t = time.monotonic()
 rc = subprocess.call(sys.argv[2:])
 wall = time.monotonic() - t
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+rss = ru.ru_maxrss  # KiB on Linux
 with open(sys.argv[1], "w") as f:
-    f.write("%.3f %d %d\n" % (wall, rss, rc))
+    f.write("%.3f %d %d %.3f\n" % (wall, rss, rc, ru.ru_utime + ru.ru_stime))
 sys.exit(rc)
 PYEOF
-# timeit NAME CMD...: sets T_NAME (s) and R_NAME (MiB); fails on rc != 0.
+# timeit NAME CMD...: sets T_NAME (s), R_NAME (MiB) and C_NAME (CPU s, user +
+# sys of the whole tree); fails on rc != 0.
 timeit() {
 	name=$1
 	shift
@@ -162,8 +166,8 @@ timeit() {
 		exit 1
 	fi
 	# shellcheck disable=SC2034 # t is read by the eval below
-	read -r t r _ < "$W/t.$name"
-	eval "T_$name=\$t; R_$name=\$(awk -v k=$r 'BEGIN { printf \"%.1f\", k / 1024 }')"
+	read -r t r _ cpu < "$W/t.$name"
+	eval "T_$name=\$t; C_$name=\$cpu; R_$name=\$(awk -v k=$r 'BEGIN { printf \"%.1f\", k / 1024 }')"
 }
 
 # profile RATE: the profile for (a), fetching at RATE bytes/s (0: unthrottled).
@@ -222,7 +226,7 @@ run_b() {
 		sh "$CA" "$W/b" "$u" "$W/b.sha256"
 }
 
-# "RATE DL A RA B RB" lines, one per pair; odd pairs run a first, even b.
+# "RATE DL A RA B RB CA CB" lines, one per pair; odd pairs run a first, even b.
 : > "$W/pairs"
 for rate in $RATES; do
 	u=$URL
@@ -233,7 +237,7 @@ for rate in $RATES; do
 	while [ "$n" -le "$PAIRS" ]; do
 		if [ $((n % 2)) = 1 ]; then run_a "$rate"; run_b "$rate"; else run_b "$rate"; run_a "$rate"; fi
 		# shellcheck disable=SC2154 # timeit sets T_<name> and R_<name> with eval
-		echo "$rate $T_dlr $T_a $R_a $T_b $R_b" >> "$W/pairs"
+		echo "$rate $T_dlr $T_a $R_a $T_b $R_b $C_a $C_b" >> "$W/pairs"
 		n=$((n + 1))
 	done
 done
@@ -241,23 +245,25 @@ rm -rf "$W/root" "$W/b"
 
 # ---- report ----------------------------------------------------------------
 # shellcheck disable=SC2154 # timeit sets T_<name> and R_<name> with eval
-"$PY" - "$W/pairs" "$(nproc)" "$XZSIZE" "$BLOCKS" "$MAXBLOCK" "$DECMEM" "$T_dl" "$R_dl" "$T_sha" "$T_xz1" "$R_xz1" "$T_xz0" "$R_xz0" "$T_pipe" <<'PYEOF'
+"$PY" - "$W/pairs" "$(nproc)" "$XZSIZE" "$BLOCKS" "$MAXBLOCK" "$DECMEM" "$T_dl" "$R_dl" "$T_sha" "$T_xz1" "$R_xz1" "$T_xz0" "$R_xz0" "$T_pipe" "$C_xz1" "$C_xz0" "$C_pipe" <<'PYEOF'
 import statistics, sys
 pairs_file, ncpu, xzsize = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 blocks, maxblock, decmem = map(int, sys.argv[4:7])
-dl, rdl, sha, xz1, rxz1, xz0, rxz0, pipe = map(float, sys.argv[7:])
+dl, rdl, sha, xz1, rxz1, xz0, rxz0, pipe, cxz1, cxz0, cpipe = map(float, sys.argv[7:])
 print("floors:  download (curl -o /dev/null) %.2f s (%.1f MB)  sha256sum %.2f s  "
       "xz -d -T1 %.2f s (%.1f MB)  xz -d -T0 %.2f s (%.1f MB)  xz -d -T0 | tar -x %.2f s"
       % (dl, rdl, sha, xz1, rxz1, xz0, rxz0, pipe))
+print("CPU time (user + sys): xz -d -T1 %.2f s, xz -d -T0 %.2f s, xz -d -T0 | tar -x %.2f s; "
+      "%d CPUs give %.2f s per wall second" % (cxz1, cxz0, cpipe, ncpu, ncpu))
 by_rate = {}
 for line in open(pairs_file):
-    r, d, a, ra, b, rb = line.split()
-    by_rate.setdefault(int(r), []).append((float(d), float(a), float(ra), float(b), float(rb)))
+    r, d, a, ra, b, rb, ca, cb = line.split()
+    by_rate.setdefault(int(r), []).append(tuple(map(float, (d, a, ra, b, rb, ca, cb))))
 peak = max(p[2] for ps in by_rate.values() for p in ps)
 target = {0: 0.50, 100000000: 0.45}
 for rate, ps in by_rate.items():
     label = "unthrottled" if rate == 0 else "%g MB/s" % (rate / 1e6)
-    ratios = [a / b for _, a, _, b, _ in ps]
+    ratios = [p[1] / p[3] for p in ps]
     med = statistics.median(ratios)
     d = statistics.median(p[0] for p in ps)
     a = statistics.median(p[1] for p in ps)
@@ -279,6 +285,10 @@ for rate, ps in by_rate.items():
           % (label, len(ps), d, a, b, med, " ".join("%.3f" % x for x in ratios), verdict, ncpu))
     print("%-12s judgement: gpuprov (%.2f s) is bound by %s at %.2f s (%.2fx), %.2f s beyond it%s"
           % ("", a, name, fl, a / fl if fl else 0, a - fl, note))
+    ca = statistics.median(p[5] for p in ps)
+    cb = statistics.median(p[6] for p in ps)
+    print("%-12s CPU time: gpuprov %.2f s (%.0f%% of %d CPUs over its wall time), (b) %.2f s"
+          % ("", ca, 100 * ca / (a * ncpu), ncpu, cb))
 # The stated bound (src/sys/xzpar.h): the single-threaded path's 26 MB, and
 # with several blocks up to CPUs + 2 of them held (within (CPUs + 1) x 64 MiB)
 # plus one decoder per CPU; a single block decodes on one thread.

@@ -39,6 +39,13 @@ cleanup() {
 	exec 8<&- 9>&-
 	# The server has gone already when its stdin was closed.
 	if [ -n "$HTTPD_PID" ]; then kill "$HTTPD_PID" 2> /dev/null || true; fi
+	# NOOP_KEEP=DIR keeps the provisioned root for profiling: moved, not
+	# copied, so the cuDNN files keep the inodes and ctimes the journal
+	# recorded (a copy would have every one of them hashed).
+	if [ -n "${NOOP_KEEP-}" ]; then
+		rm -rf "$NOOP_KEEP"
+		mv "$W" "$NOOP_KEEP"
+	fi
 	rm -rf "$W"
 }
 trap cleanup EXIT
@@ -101,7 +108,6 @@ provision --only cuda,cudnn,env
 # reboot is cleared); the measured runs then change nothing.
 provision --skip pytorch
 exec 9>&-
-[ -z "${NOOP_KEEP-}" ] || { rm -rf "$NOOP_KEEP"; cp -a "$W" "$NOOP_KEEP"; }
 "$GPUPROV" --root "$R" plan --profile "$P" --skip pytorch > "$W/plan.log" 2>&1 ||
 	{ echo "noop: the provisioned root is not satisfied:" >&2; cat "$W/plan.log" >&2; exit 1; }
 installed=$(find "$R/usr/local/cuda-11.8/cudnn-$VER" | wc -l)

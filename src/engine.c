@@ -353,14 +353,15 @@ static int stage_check(struct session *s, const struct gp_stage *st, const cJSON
 	return 0;
 }
 
-/* The preflight plan found nothing to change: no stage needed, no effect
- * planned, no reboot asked for or waited on, no rollback's downgrade. The
- * real pass would then check the same machine a moment later, with the
+/* The preflight plan found nothing to change: every stage it ran
+ * satisfied (none needed, pending or waiting for a reboot), no effect
+ * planned (a reboot is one), no reboot asked for, no rollback's downgrade.
+ * The real pass would then check the same machine a moment later, with the
  * lock held and nothing applied in between: it takes these results (and
  * what the plan showed is exactly what the run records). */
 static bool plan_settled(const struct session *s, const struct gp_plan *p)
 {
-	if (s->rollback || s->c.reboot_requested || gp_plan_reboot_required(p))
+	if (s->rollback || s->c.reboot_requested)
 		return false;
 	for (size_t i = 0; i < p->n_stages; i++) {
 		const struct gp_stage_plan *sp = &p->stages[i];

@@ -25,8 +25,9 @@
 # print the median of the per-pair ratios a/b per rate, a judgement of
 # what bounds gpuprov, and the CPU time (user + sys of the whole tree) of
 # (a), (b) and the xz floors: (a)'s CPU against its wall time x CPUs says
-# whether anything but the CPUs is left to wait for. Then tests/bench/noop.sh (no-op install/plan/verify on
-# a fully provisioned root, with a strace profile), tests/bench/overlap.sh
+# whether anything but the CPUs is left to wait for. Then
+# tests/bench/noop.sh (no-op install/plan/verify on a fully provisioned
+# root, with a strace profile), tests/bench/overlap.sh
 # (a fresh full install on one throttled link: wall time against the
 # download and apply totals) and tests/bench/scale.sh.
 # Targets (issues 4, 18): a/b <= 0.50 unthrottled and <= 0.45 at 100 MB/s;

@@ -1,4 +1,4 @@
-/* SHA-256 for files, downloads and archives (OpenSSL EVP), as lowercase
+/* SHA-256 for files, downloads and archives (OpenSSL), as lowercase
  * hex. One module so every place hashes the same way; allocation or
  * library failure aborts, like the gp_x* allocators. */
 #pragma once

@@ -1,12 +1,16 @@
-/* SHA-256 through OpenSSL 3's EVP interface (the SHA256_* calls are
- * deprecated). struct gp_sha256 is an EVP_MD_CTX under another name. */
+/* SHA-256 through OpenSSL's low-level SHA256_* calls. OpenSSL 3 marks them
+ * deprecated in favour of EVP, but EVP's first digest fetches the
+ * implementation from a provider, and loading the default provider (its
+ * name tables, the configuration file) cost a no-op run about 6 million
+ * instructions, more than hashing everything it hashes
+ * (tests/bench/noop.sh). The low-level calls run the same assembly. */
+#define OPENSSL_API_COMPAT 0x10100000L /* declare them without warnings */
 #include <ctype.h>
 #include <errno.h>
-#include <string.h>
-#include <openssl/evp.h>
-#include <pthread.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "gpuprov/sha256.h"
@@ -14,69 +18,44 @@
 
 #define FD_CHUNK (1 << 20)
 
-static EVP_MD_CTX *ctx(const struct gp_sha256 *h)
-{
-	return (EVP_MD_CTX *)h;
-}
-
-/* The implementation, fetched once: EVP_sha256() makes every
- * EVP_DigestInit_ex fetch it from the provider again (OpenSSL 3), a cost
- * that showed among the largest of a no-op run (tests/bench/noop.sh),
- * which hashes the profile and each stage's settings. */
-static EVP_MD *sha256_md;
-static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
-
-static void fetch_sha256(void)
-{
-	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
-}
-
-static const EVP_MD *sha256(void)
-{
-	pthread_once(&sha256_once, fetch_sha256);
-	if (!sha256_md)
-		abort();
-	return sha256_md;
-}
+struct gp_sha256 {
+	SHA256_CTX ctx;
+};
 
 struct gp_sha256 *gp_sha256_new(void)
 {
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	if (!md || EVP_DigestInit_ex(md, sha256(), NULL) != 1)
-		abort();
-	return (struct gp_sha256 *)md;
+	struct gp_sha256 *h = gp_xmalloc(sizeof *h);
+	gp_sha256_reset(h);
+	return h;
 }
 
 void gp_sha256_free(struct gp_sha256 *h)
 {
-	EVP_MD_CTX_free(ctx(h));
+	free(h);
 }
 
 void gp_sha256_reset(struct gp_sha256 *h)
 {
-	if (EVP_DigestInit_ex(ctx(h), sha256(), NULL) != 1)
+	if (SHA256_Init(&h->ctx) != 1)
 		abort();
 }
 
 void gp_sha256_update(struct gp_sha256 *h, const void *data, size_t len)
 {
-	if (len && EVP_DigestUpdate(ctx(h), data, len) != 1)
+	if (len && SHA256_Update(&h->ctx, data, len) != 1)
 		abort();
 }
 
 void gp_sha256_peek_hex(const struct gp_sha256 *h, char out[65])
 {
-	unsigned char d[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-	EVP_MD_CTX *copy = EVP_MD_CTX_new();
-	if (!copy || EVP_MD_CTX_copy_ex(copy, ctx(h)) != 1 ||
-	    EVP_DigestFinal_ex(copy, d, &n) != 1 || n != 32)
+	unsigned char d[SHA256_DIGEST_LENGTH];
+	SHA256_CTX copy = h->ctx;
+	if (SHA256_Final(d, &copy) != 1)
 		abort();
-	EVP_MD_CTX_free(copy);
 	/* A table, not snprintf per byte: hashing is in every parser's loop
 	 * that lists certificates (the EFI signature lists). */
 	static const char digits[] = "0123456789abcdef";
-	for (unsigned i = 0; i < 32; i++) {
+	for (unsigned i = 0; i < SHA256_DIGEST_LENGTH; i++) {
 		out[2 * i] = digits[d[i] >> 4];
 		out[2 * i + 1] = digits[d[i] & 15];
 	}

@@ -305,6 +305,9 @@ static void index_files(struct gp_journal *j)
 		gp_strmap_put(&j->files, f->string, f);
 }
 
+static int parse_owned(struct gp_journal *j, const char *host, char *text, size_t len,
+                       struct gp_err *err);
+
 int gp_journal_load(const struct gp_root *r, struct gp_journal *j, struct gp_err *err)
 {
 	*j = (struct gp_journal){ 0 };
@@ -325,13 +328,22 @@ int gp_journal_load(const struct gp_root *r, struct gp_journal *j, struct gp_err
 		               "(gpuprov then treats this root as never provisioned)",
 		               why);
 	}
-	return gp_journal_parse(j, host, text, len, err);
+	return parse_owned(j, host, TAKE_PTR(text), len, err);
 }
 
 int gp_journal_parse(struct gp_journal *j, const char *host, const char *text, size_t len,
                      struct gp_err *err)
 {
+	return parse_owned(j, host, gp_xmemdup0(text, len), len, err);
+}
+
+/* Parses text (NUL-terminated at len), which the journal keeps as what was
+ * saved: a save that would write the same bytes writes nothing. */
+static int parse_owned(struct gp_journal *j, const char *host, char *text, size_t len,
+                       struct gp_err *err)
+{
 	*j = (struct gp_journal){ 0 };
+	_cleanup_free_ char *owned = text;
 	struct gp_err perr = { 0 };
 	cJSON *doc = gp_json_parse(host, text, len, &perr);
 	if (!doc)
@@ -363,7 +375,7 @@ int gp_journal_parse(struct gp_journal *j, const char *host, const char *text, s
 		return refuse(err, host, why);
 	}
 	j->doc = doc;
-	j->saved = gp_xmemdup0(text, len);
+	j->saved = TAKE_PTR(owned);
 	j->saved_len = len;
 	index_files(j);
 	return 0;
@@ -371,12 +383,11 @@ int gp_journal_parse(struct gp_journal *j, const char *host, const char *text, s
 
 int gp_journal_save(const struct gp_root *r, struct gp_journal *j)
 {
-	_cleanup_free_ char *printed = cJSON_Print(j->doc);
-	if (!printed)
+	char *text = cJSON_Print(j->doc);
+	if (!text)
 		return -ENOMEM;
-	size_t len = strlen(printed);
-	char *text = gp_xmalloc(len + 2);
-	memcpy(text, printed, len);
+	size_t len = strlen(text);
+	text = gp_xrealloc(text, len + 2); /* in place, mostly: no second copy */
 	text[len++] = '\n';
 	text[len] = '\0';
 	/* A run that changed nothing leaves the file as it was, mtime too. */

@@ -5,6 +5,7 @@
  * scanner walks the same text once for positions and duplicates, counting
  * lines as it goes and indexing the positions by JSON pointer, so a
  * document of any size is handled in time linear in its length. */
+#include <ctype.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -24,27 +25,60 @@ static void position_of(const char *text, size_t off, int *line, int *col)
 	}
 }
 
-/* The offset of the first \u escape in a string that the JSON reader
- * would turn into a NUL and so cut the string there: \u0000, or one
- * without four hex digits (not JSON, but cJSON takes it as 0); len when
- * there is none. Comments are blanked already. */
+/* Is s[i] (a backslash in a string) the start of a \u escape the JSON
+ * reader would turn into a NUL and so cut the string there: \u0000, or
+ * one without four hex digits (not JSON, but cJSON takes it as 0)? */
+static bool nul_escape_at(const char *s, size_t len, size_t i)
+{
+	if (i + 1 >= len || s[i + 1] != 'u')
+		return false;
+	size_t hex = 0;
+	while (hex < 4 && i + 2 + hex < len && isxdigit((unsigned char)s[i + 2 + hex]))
+		hex++;
+	return hex < 4 || memcmp(s + i + 2, "0000", 4) == 0;
+}
+
+/* The offset of the first such escape in a text whose comments are
+ * blanked; len when there is none. */
 static size_t nul_escape(const char *s, size_t len)
 {
 	bool in_string = false;
 	for (size_t i = 0; i < len; i++) {
 		if (s[i] == '"') {
 			in_string = !in_string;
-		} else if (in_string && s[i] == '\\' && i + 1 < len) {
-			if (s[i + 1] == 'u') {
-				size_t hex = 0;
-				while (hex < 4 && i + 2 + hex < len &&
-				       strchr("0123456789abcdefABCDEF", s[i + 2 + hex]) &&
-				       s[i + 2 + hex])
-					hex++;
-				if (hex < 4 || memcmp(s + i + 2, "0000", 4) == 0)
-					return i;
-			}
+		} else if (in_string && s[i] == '\\') {
+			if (nul_escape_at(s, len, i))
+				return i;
 			i++; /* the escaped character */
+		}
+	}
+	return len;
+}
+
+/* One read-only pass for a text that may have no comments (a file
+ * gpuprov wrote has none): the offset of the first comment outside a
+ * string, or len, and until there the first NUL-making escape in
+ * *nul_at (len when none). A text with no comment needs no copy to blank
+ * them in. */
+static size_t first_comment(const char *s, size_t len, size_t *nul_at)
+{
+	bool in_string = false;
+	*nul_at = len;
+	for (size_t i = 0; i < len; i++) {
+		char ch = s[i];
+		if (in_string) {
+			if (ch == '"') {
+				in_string = false;
+			} else if (ch == '\\') {
+				if (*nul_at == len && nul_escape_at(s, len, i))
+					*nul_at = i;
+				i++;
+			}
+		} else if (ch == '"') {
+			in_string = true;
+		} else if (ch == '/' && i + 1 < len &&
+		           (s[i + 1] == '/' || s[i + 1] == '*')) {
+			return i;
 		}
 	}
 	return len;
@@ -312,6 +346,23 @@ static bool scan_value(struct scanner *sc, const char *pointer)
 	return first;
 }
 
+/* The value text[0, len) holds with nothing but whitespace after it, or
+ * NULL. */
+static cJSON *parse_whole(const char *text, size_t len)
+{
+	const char *end = NULL;
+	cJSON *json = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	/* cJSON's own check of what follows wants a NUL inside the length. */
+	size_t after = json && end ? (size_t)(end - text) : len;
+	while (after < len && (unsigned char)text[after] <= ' ')
+		after++;
+	if (json && after < len) {
+		cJSON_Delete(json);
+		return NULL;
+	}
+	return json;
+}
+
 /* Does an object in v hold a key twice? cJSON keeps both (decoded, as the
  * scanner decodes them). Small objects are compared pairwise. */
 static bool has_duplicate_key(const cJSON *v)
@@ -362,16 +413,23 @@ static int parse(struct gp_json_doc *d, const char *file, const char *text, size
 		               "%s:%d:%d: NUL byte: this is not a JSON text file", file,
 		               line, col);
 	}
-	_cleanup_free_ char *copy = gp_xstrndup(text, len);
+	/* The scanner for positions reads a NUL-terminated copy; so does
+	 * blanking comments. Without either, cJSON reads text itself. */
+	size_t nul_at;
+	bool comments = first_comment(text, len, &nul_at) < len;
+	_cleanup_free_ char *copy = NULL;
+	if (comments || positions)
+		copy = gp_xstrndup(text, len);
 	size_t bad = 0;
-	if (!blank_comments(copy, len, &bad)) {
+	if (comments && !blank_comments(copy, len, &bad)) {
 		int line, col;
 		position_of(text, bad, &line, &col);
 		return gp_fail(err, GP_EINPUT,
 		               "%s:%d:%d: comment opened with /* is never closed", file,
 		               line, col);
 	}
-	size_t nul_at = nul_escape(copy, len);
+	if (comments)
+		nul_at = nul_escape(copy, len);
 	if (nul_at < len) {
 		int line, col;
 		position_of(text, nul_at, &line, &col);
@@ -382,7 +440,14 @@ static int parse(struct gp_json_doc *d, const char *file, const char *text, size
 		               file, line, col);
 	}
 	const char *end = NULL;
-	cJSON *json = cJSON_ParseWithOpts(copy, &end, 1);
+	cJSON *json = copy ? cJSON_ParseWithOpts(copy, &end, 1) : parse_whole(text, len);
+	if (!json && !copy) {
+		/* Again from a NUL-terminated copy, for where it went wrong: cJSON
+		 * puts an error at the end of a text with a length one byte short
+		 * of it. */
+		copy = gp_xstrndup(text, len);
+		json = cJSON_ParseWithOpts(copy, &end, 1);
+	}
 	if (!json) {
 		size_t off = end && end >= copy ? (size_t)(end - copy) : 0;
 		if (off > len)
@@ -403,6 +468,8 @@ static int parse(struct gp_json_doc *d, const char *file, const char *text, size
 		d->json = json;
 		return 0;
 	}
+	if (!copy) /* a duplicate key: the scanner says where */
+		copy = gp_xstrndup(text, len);
 	struct scanner sc = {
 		.s = copy, .len = len, .doc = d, .err = err, .line = 1, .col = 1
 	};

@@ -112,7 +112,7 @@ bool gp_streq(const char *a, const char *b)
 	return strcmp(a, b) == 0;
 }
 
-static void buf_reserve(struct gp_buf *b, size_t extra)
+void gp_buf_reserve(struct gp_buf *b, size_t extra)
 {
 	if (b->len + extra + 1 <= b->cap)
 		return;
@@ -125,7 +125,7 @@ static void buf_reserve(struct gp_buf *b, size_t extra)
 
 void gp_buf_append(struct gp_buf *b, const void *data, size_t len)
 {
-	buf_reserve(b, len);
+	gp_buf_reserve(b, len);
 	if (len)
 		memcpy(b->data + b->len, data, len);
 	b->len += len;

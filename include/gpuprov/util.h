@@ -102,6 +102,8 @@ struct gp_buf {
 	size_t len;
 	size_t cap;
 };
+/* Room for extra more bytes and the NUL, without changing len. */
+void gp_buf_reserve(struct gp_buf *b, size_t extra);
 void gp_buf_append(struct gp_buf *b, const void *data, size_t len);
 void gp_buf_puts(struct gp_buf *b, const char *s);
 void gp_buf_printf(struct gp_buf *b, const char *fmt, ...) _printf_(2, 3);

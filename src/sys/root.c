@@ -139,9 +139,14 @@ static int read_fd(int fd, size_t max, char **data, size_t *len)
 	/* /proc and /sys files say size 0 and still have content: read until
 	 * EOF, never past max. */
 	struct gp_buf b = { 0 };
-	char chunk[65536];
+	/* Straight into a buffer of the size fstat gave (a byte more, for the
+	 * read that sees EOF): no second copy of a journal or a cache. */
+	gp_buf_reserve(&b, st.st_size > 0 ? (size_t)st.st_size + 1 : 65536);
+	b.data[0] = '\0';
 	for (;;) {
-		ssize_t n = read(fd, chunk, sizeof chunk);
+		if (b.cap - b.len < 2)
+			gp_buf_reserve(&b, 65536);
+		ssize_t n = read(fd, b.data + b.len, b.cap - b.len - 1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -155,7 +160,8 @@ static int read_fd(int fd, size_t max, char **data, size_t *len)
 			gp_buf_free(&b);
 			return -GP_ROOT_ETOOBIG;
 		}
-		gp_buf_append(&b, chunk, (size_t)n);
+		b.len += (size_t)n;
+		b.data[b.len] = '\0';
 	}
 	if (len)
 		*len = b.len;

@@ -599,6 +599,50 @@ static void test_parse_drops_positions(void **state)
 	cJSON_Delete(j);
 }
 
+/* gp_json_parse reads a text with no comments in place (no copy): from an
+ * exact-size heap buffer (ASan catches a read past it) it still says where
+ * the text ends too early, refuses what follows the value and a \u0000,
+ * and takes trailing whitespace. */
+static char *exact(const char *text)
+{
+	size_t len = strlen(text);
+	char *copy = malloc(len ? len : 1);
+	assert_non_null(copy);
+	memcpy(copy, text, len);
+	return copy;
+}
+
+static void test_parse_in_place(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *text, *prefix;
+	} bad[] = {
+		{ "{\"a\": [1,\n 2", "x.json:2:3: unexpected end of file" },
+		{ "{\"a\": 1} x", "x.json:1:10: syntax error" },
+		{ "{\"a\": 1}}", "x.json:1:9: syntax error" },
+		{ "{\"a\": \"b\\u0000c\"}", "x.json:1:9: a \\u escape" },
+		{ "[\"\\u12\"]", "x.json:1:3: a \\u escape" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		struct gp_err err = { 0 };
+		char *text = exact(bad[i].text);
+		assert_null(gp_json_parse("x.json", text, strlen(bad[i].text), &err));
+		free(text);
+		if (!gp_str_starts_with(err.msg, bad[i].prefix))
+			fail_msg("%s: got \"%s\", want \"%s...\"", bad[i].text, err.msg,
+			         bad[i].prefix);
+	}
+	static const char ok[] = "{\"a\": \"\\u00e9 // not a comment\"} \n\t";
+	char *text = exact(ok);
+	cJSON *j = gp_json_parse("x.json", text, strlen(ok), NULL);
+	free(text);
+	assert_non_null(j);
+	assert_string_equal(cJSON_GetObjectItem(j, "a")->valuestring,
+	                    "\xc3\xa9 // not a comment");
+	cJSON_Delete(j);
+}
+
 /* gp_json_parse finds duplicates on the parsed tree (no positions): in
  * small and large objects, nested, spelt with escapes; and says where. */
 static void test_parse_duplicates_without_positions(void **state)
@@ -803,6 +847,7 @@ int main(void)
 		cmocka_unit_test(test_parse_duplicates_without_positions),
 		cmocka_unit_test(test_where_many_members),
 		cmocka_unit_test(test_set_in_place),
+		cmocka_unit_test(test_parse_in_place),
 		cmocka_unit_test(test_json_string),
 		cmocka_unit_test(test_json_strv),
 		cmocka_unit_test(test_json_equal_is_cjson_compare),

@@ -532,14 +532,48 @@ static char *path_nvcc(struct gp_ctx *c)
 	return NULL;
 }
 
+/* What the toolkit's nvcc said, kept for the nvcc on the PATH: mostly the
+ * same file (through the /usr/local/cuda link), which need not run twice. */
+struct nvcc_answer {
+	bool ran;
+	struct stat st;
+	char *version, *err;
+};
+
+static void nvcc_answer_free(struct nvcc_answer *a)
+{
+	free(a->version);
+	free(a->err);
+	*a = (struct nvcc_answer){ 0 };
+}
+
+/* nvcc --version's release for the file nvcc, from a when it is that file. */
+static char *nvcc_version(struct gp_ctx *c, const char *nvcc, const struct nvcc_answer *a,
+                          char **err)
+{
+	struct stat st;
+	if (a->ran && gp_root_stat(&c->root, nvcc, &st) == 0 &&
+	    st.st_dev == a->st.st_dev && st.st_ino == a->st.st_ino) {
+		*err = a->err ? gp_xstrdup(a->err) : NULL;
+		return a->version ? gp_xstrdup(a->version) : NULL;
+	}
+	return run_nvcc(c, nvcc, err);
+}
+
 static void verify_versions(struct gp_ctx *c, const struct cuda_settings *s,
-                            struct gp_report *rep, const char *install)
+                            struct gp_report *rep, const char *install,
+                            struct nvcc_answer *answer)
 {
 	struct gp_cuda_probe p;
 	gp_cuda_probe_files(&c->root, s->path, &p);
 	_cleanup_free_ char *nvcc = gp_xasprintf("%s/bin/nvcc", s->path);
 	_cleanup_free_ char *err = NULL;
 	p.nvcc = run_nvcc(c, nvcc, &err);
+	if (gp_root_stat(&c->root, nvcc, &answer->st) == 0) {
+		answer->ran = true;
+		answer->version = p.nvcc ? gp_xstrdup(p.nvcc) : NULL;
+		answer->err = err ? gp_xstrdup(err) : NULL;
+	}
 	const char *src[] = { "version.json", "version.txt", "include/cuda.h",
 		              "nvcc --version" };
 	const char *id[] = { "cuda.version.version_json", "cuda.version.version_txt",
@@ -600,12 +634,13 @@ static void verify_driver(struct gp_ctx *c, const struct cuda_settings *s,
 
 /* The nvcc users get: the first on the PATH the env stage writes. */
 static void verify_path(struct gp_ctx *c, const struct cuda_settings *s,
-                        struct gp_report *rep, const char *drv_cuda)
+                        struct gp_report *rep, const char *drv_cuda,
+                        const struct nvcc_answer *answer)
 {
 	_cleanup_free_ char *nvcc = path_nvcc(c);
 	_cleanup_free_ char *err = NULL;
 	_cleanup_free_ char *mine = gp_xasprintf("%s/bin/nvcc", s->path);
-	_cleanup_free_ char *v = nvcc ? run_nvcc(c, nvcc, &err) : NULL;
+	_cleanup_free_ char *v = nvcc ? nvcc_version(c, nvcc, answer, &err) : NULL;
 	_cleanup_free_ char *smi = drv_cuda
 	                               ? gp_xasprintf("; the driver supports CUDA up to "
 	                                              "%s (the \"CUDA Version\" "
@@ -664,7 +699,8 @@ static int cuda_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep
 			              "in a driver of its own",
 			              meta);
 	}
-	verify_versions(c, &s, rep, install);
+	struct nvcc_answer answer = { 0 };
+	verify_versions(c, &s, rep, install, &answer);
 	if (s.link) {
 		_cleanup_free_ char *have = NULL;
 		bool ok = link_ok(c, &s);
@@ -685,7 +721,8 @@ static int cuda_verify(struct gp_ctx *c, const cJSON *cfg, struct gp_report *rep
 	}
 	_cleanup_free_ char *drv_cuda = NULL;
 	verify_driver(c, &s, rep, &drv_cuda);
-	verify_path(c, &s, rep, drv_cuda);
+	verify_path(c, &s, rep, drv_cuda, &answer);
+	nvcc_answer_free(&answer);
 	settings_free(&s);
 	return 0;
 }

@@ -288,3 +288,15 @@ sys.stdin.read()
 	assert_stdout_has "nvcc on the PATH is /usr/local/cuda-12.4/bin/nvcc and says CUDA 12.4.131"
 	assert_stdout_has "the profile's toolkit is CUDA 11.8 at /usr/local/cuda-11.8/bin/nvcc"
 }
+
+@test "cuda verify: the nvcc on the PATH that is the toolkit's own (through the link) runs once, not twice" {
+	write_apt_profile "$P" '{ "cuda": { "method": "repo", "version": "12.4", "link": true }, "env": { "cuda_home": "/usr/local/cuda" } }'
+	gp --root "$R" install --profile "$P" --ca-file "$CA" --only cuda
+	assert_status 0
+	gp -v --root "$R" verify --profile "$P" --only cuda
+	assert_status 0
+	assert_stdout_has "pass  version (nvcc --version): nvcc --version in /usr/local/cuda-12.4 says 12.4.131"
+	assert_stdout_has "pass  nvcc on PATH: nvcc on the PATH is /usr/local/cuda/bin/nvcc, CUDA 12.4.131 (the toolkit)"
+	runs=$(grep -c "run .*nvcc --version" <<< "$stderr" || true)
+	[ "$runs" = 1 ] || fail "nvcc ran $runs times:" "$(grep "nvcc" <<< "$stderr")"
+}

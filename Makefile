@@ -99,15 +99,22 @@ check: deps
 check-asan: deps
 	$(MAKE) BUILD=build-asan SANITIZE=1 test-run
 
-test-run: $(BUILD)/gpuprov $(UNIT_BINS) $(EXTRA_UNIT_BINS) $(BUILD)/killshim.so
+test-run: $(BUILD)/gpuprov $(UNIT_BINS) $(EXTRA_UNIT_BINS) $(BUILD)/killshim.so \
+		$(BUILD)/ldcache-dump
 	GPUPROV=$(CURDIR)/$(BUILD)/gpuprov UNIT_BINS="$(UNIT_BINS) $(EXTRA_UNIT_BINS)" \
-		KILLSHIM=$(CURDIR)/$(BUILD)/killshim.so sh tests/run.sh
+		KILLSHIM=$(CURDIR)/$(BUILD)/killshim.so \
+		LDCACHE_DUMP=$(CURDIR)/$(BUILD)/ldcache-dump sh tests/run.sh
 
 # The kill-point sweep's LD_PRELOAD shim (tests/fixtures/killshim.c). make
 # check sweeps every 5th point; `make killsweep` every one (STRIDE=N for
 # another stride).
 $(BUILD)/killshim.so: tests/fixtures/killshim.c $(BUILD)/flags.stamp
 	$(CC) -std=gnu11 $(WARNINGS) -O2 -g -fPIC -shared -o $@ $< -ldl
+
+# The linker cache parser's pairs for a file (tests/fixtures/ldcache_dump.c),
+# which tests/e2e/ldcache.bats holds against the real ldconfig's.
+$(BUILD)/ldcache-dump: tests/fixtures/ldcache_dump.c $(BUILD)/libgpuprov.a $(BUILD)/flags.stamp
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libgpuprov.a $(LDFLAGS) $(PKG_LIBS)
 
 STRIDE ?= 1
 .PHONY: killsweep

@@ -17,6 +17,7 @@
 #include "gpuprov/context.h"
 #include "gpuprov/json.h"
 #include "gpuprov/kernelinfo.h"
+#include "gpuprov/ldcache.h"
 #include "gpuprov/nvfabric.h"
 #include "gpuprov/nvprobe.h"
 #include "gpuprov/rebootsig.h"
@@ -917,14 +918,31 @@ int gp_ctx_run_query(struct gp_ctx *c, char *const argv[], const char *scratch_d
 	return run_read_only(c, argv, (struct run_access){ true, scratch_dir }, res);
 }
 
-int gp_ctx_linker_cache(struct gp_ctx *c, const char **output, char **error)
+/* The pairs of the root's /etc/ld.so.cache, read and parsed here: no
+ * child to spawn on a no-op run (issue 18). The disk as it is, not the
+ * plan's view: only ldconfig writes the file, and a planned ldconfig has
+ * not run (`ldconfig -p` would see the same). NULL with *why (what keeps
+ * it from being read) otherwise. */
+static char **read_linker_cache_file(struct gp_ctx *c, char **why)
 {
-	if (c->ld_cache && c->ld_cache_at == c->effects_added) {
-		*output = c->ld_cache;
-		return 0;
+	_cleanup_free_ char *data = NULL;
+	size_t len = 0;
+	int rc = gp_root_read_max(&c->root, GP_LDCACHE_FILE, GP_LDCACHE_MAX, &data, &len);
+	if (rc < 0) {
+		*why = gp_root_read_error(&c->root, GP_LDCACHE_FILE, GP_LDCACHE_MAX, rc);
+		return NULL;
 	}
-	free(c->ld_cache);
-	c->ld_cache = NULL;
+	_cleanup_free_ char *reason = NULL;
+	char **pairs = gp_ldcache_parse(data, len, &reason);
+	if (!pairs)
+		*why = gp_xasprintf("%s: %s", GP_LDCACHE_FILE, reason);
+	return pairs;
+}
+
+/* The fallback: the pairs `ldconfig -p` lists, run chrooted with the root
+ * read-only. 0, or -1 with *error. */
+static int list_linker_cache(struct gp_ctx *c, char ***pairs, char **error)
+{
 	char *const argv[] = { "ldconfig", "-p", NULL };
 	struct gp_run_result res = { 0 };
 	int rc = gp_ctx_run_readonly(c, argv, &res);
@@ -934,10 +952,31 @@ int gp_ctx_linker_cache(struct gp_ctx *c, const char **output, char **error)
 		gp_run_result_free(&res);
 		return -1;
 	}
-	c->ld_cache = res.output ? TAKE_PTR(res.output) : gp_xstrdup("");
-	c->ld_cache_at = c->effects_added;
+	*pairs = gp_ldcache_parse_listing(res.output ? res.output : "");
 	gp_run_result_free(&res);
-	*output = c->ld_cache;
+	return 0;
+}
+
+int gp_ctx_linker_cache(struct gp_ctx *c, char *const **pairs, char **error)
+{
+	if (c->ld_cache && c->ld_cache_at == c->effects_added) {
+		*pairs = c->ld_cache;
+		return 0;
+	}
+	gp_strv_free(c->ld_cache);
+	_cleanup_free_ char *why = NULL;
+	c->ld_cache = read_linker_cache_file(c, &why);
+	if (!c->ld_cache) {
+		gp_log(c, "%s; asking 'ldconfig -p'", why);
+		_cleanup_free_ char *listing_error = NULL;
+		if (list_linker_cache(c, &c->ld_cache, &listing_error) < 0) {
+			*error = gp_xasprintf("%s, and 'ldconfig -p' failed: %s", why,
+			                      listing_error);
+			return -1;
+		}
+	}
+	c->ld_cache_at = c->effects_added;
+	*pairs = c->ld_cache;
 	return 0;
 }
 

@@ -63,7 +63,7 @@ static void session_close(struct session *s)
 {
 	gp_ctx_close_fetcher(&s->c);
 	gp_pkg_state_free(&s->c);
-	free(s->c.ld_cache);
+	gp_strv_free(s->c.ld_cache);
 	gp_lock_release(s->lock_fd);
 	if (s->c.log_fd >= 0)
 		close(s->c.log_fd);

@@ -69,11 +69,11 @@ struct gp_ctx {
 	/* While a rule is open (gp_effect_rule_begin): how many effects the
 	 * stage had with the rule's; 0 when none is. */
 	size_t rule_from;
-	/* Effects added in this run (plan and apply alike), and the output of
-	 * `ldconfig -p` with the count it was read at: any effect since may
-	 * have changed the linker cache (gp_ctx_linker_cache). */
+	/* Effects added in this run (plan and apply alike), and the linker
+	 * cache's "NAME\tPATH" pairs with the count they were read at: any
+	 * effect since may have changed the cache (gp_ctx_linker_cache). */
 	unsigned long effects_added;
-	char *ld_cache;
+	char **ld_cache;
 	unsigned long ld_cache_at;
 };
 
@@ -253,10 +253,13 @@ int gp_ctx_run_readonly(struct gp_ctx *c, char *const argv[], struct gp_run_resu
  * thrown away (gp_run_opts.scratch_overlay). */
 int gp_ctx_run_query(struct gp_ctx *c, char *const argv[], const char *scratch_dir,
                      struct gp_run_result *res);
-/* The output of `ldconfig -p` in the root (read-only), read once per run
- * and again only after an effect: a no-op run that checks and verifies
- * the linker cache runs it once. Borrowed from c; 0 or -1 with *error. */
-int gp_ctx_linker_cache(struct gp_ctx *c, const char **output, char **error);
+/* The root's linker cache as "NAME\tPATH" pairs (ldcache.h), read once per
+ * run and again only after an effect: from /etc/ld.so.cache, or, where
+ * that cannot be read or is in a form the parser does not read (the
+ * reason goes to the log), from `ldconfig -p` run in the root
+ * (read-only). Borrowed from c, valid until the next effect; 0, or -1
+ * with *error when `ldconfig -p` failed too. */
+int gp_ctx_linker_cache(struct gp_ctx *c, char *const **pairs, char **error);
 /* The NVML and libcuda probe (gp_nvprobe_run) the same way: its child sees
  * the root read-only, or, where the namespace cannot be made, the same one
  * warning and a writable root. Returns what gp_nvprobe_run returns. */

@@ -26,7 +26,8 @@
  *         points into another cudnn-* directory, no other cudnn-* directory
  *         gpuprov installed is left, ldconfig ran for this version, and
  *         what verify looks at: the ld.so.conf.d file as apply writes it and
- *         every soname in the linker cache (`ldconfig -p`).
+ *         every soname in the linker cache (/etc/ld.so.cache, or
+ *         `ldconfig -p` where that cannot be read).
  * apply:  download (sha256 pinned by the profile; see below) and extract in
  *         one pass (extracted while it downloads, renamed into place after
  *         the sha256 matched), symlinks, ld.so.conf.d file, ldconfig. The
@@ -34,8 +35,8 @@
  *         stages apply.
  * verify: every recorded file hashes to its sha256, headers present, every
  *         libcudnn*.so.<major> soname present and in the root's linker cache
- *         (`ldconfig -p`), version equal to the profile's, CUDA major equal
- *         to the installed toolkit's (skipped while cuDNN is absent).
+ *         (gp_ctx_linker_cache), version equal to the profile's, CUDA major
+ *         equal to the installed toolkit's (skipped while cuDNN is absent).
  *
  * sha256: gpuprov downloads nothing without a pinned sha256. NVIDIA's
  * redistrib_<A.B.C>.json manifest has no pinned hash of its own, so a hash
@@ -49,6 +50,7 @@
 #include "gpuprov/archive.h"
 #include "gpuprov/cudatk.h"
 #include "gpuprov/json.h"
+#include "gpuprov/ldcache.h"
 #include "gpuprov/nvdriver.h"
 #include "gpuprov/pkg.h"
 #include "gpuprov/pkgdb.h"
@@ -366,36 +368,12 @@ static char *old_dirs_note(char *const *old)
 	return gp_xasprintf("; the old %s %s", list, old[1] ? "go" : "goes");
 }
 
-/* "name => path" pairs of `ldconfig -p`, as "name\tpath" lines. */
-static char **linker_cache(struct gp_ctx *c, char **error)
+/* The root's linker cache, "NAME\tPATH" pairs borrowed from c until the
+ * next effect; NULL with *error. */
+static char *const *linker_cache(struct gp_ctx *c, char **error)
 {
-	const char *output;
-	if (gp_ctx_linker_cache(c, &output, error) < 0)
-		return NULL;
-	char **out = gp_xcalloc(1, sizeof(char *));
-	_cleanup_strv_ char **lines = gp_strv_split(output, '\n');
-	for (size_t i = 0; lines[i]; i++) {
-		const char *l = lines[i];
-		if (*l != '\t' && *l != ' ')
-			continue;
-		l += strspn(l, " \t");
-		const char *arrow = strstr(l, " => ");
-		if (!arrow)
-			continue;
-		_cleanup_free_ char *pair = gp_xasprintf("%.*s\t%s", (int)strcspn(l, " "),
-		                                         l, arrow + 4);
-		gp_strv_push(&out, pair);
-	}
-	return out;
-}
-
-static const char *cache_lookup(char *const *cache, const char *name)
-{
-	size_t n = strlen(name);
-	for (size_t i = 0; cache && cache[i]; i++)
-		if (strncmp(cache[i], name, n) == 0 && cache[i][n] == '\t')
-			return cache[i] + n + 1;
-	return NULL;
+	char *const *pairs;
+	return gp_ctx_linker_cache(c, &pairs, error) < 0 ? NULL : pairs;
 }
 
 /* Is name a libcudnn*.so.<major> soname? */
@@ -417,10 +395,11 @@ static char *ld_conf_text(const struct gp_ctx *c, const struct cudnn_settings *s
 }
 
 /* What verify looks at, for check: the ld.so.conf.d file as apply writes it,
- * and every soname of the extracted library directory in the linker cache
- * (`ldconfig -p`); else NEEDED, so that apply rewrites the file and reruns
- * ldconfig. Without a working `ldconfig -p` the journal's mark that ldconfig
- * ran is all there is to go by. */
+ * and every soname of the extracted library directory in the linker cache;
+ * else NEEDED, so that apply rewrites the file and reruns ldconfig. Where
+ * the cache cannot be read at all (neither /etc/ld.so.cache nor
+ * `ldconfig -p`) the journal's mark that ldconfig ran is all there is to
+ * go by. */
 static void check_linker(struct gp_ctx *c, const struct cudnn_settings *s,
                          struct gp_check *ck)
 {
@@ -431,9 +410,9 @@ static void check_linker(struct gp_ctx *c, const struct cudnn_settings *s,
 		return;
 	}
 	_cleanup_free_ char *err = NULL;
-	_cleanup_strv_ char **cache = linker_cache(c, &err);
+	char *const *cache = linker_cache(c, &err);
 	if (!cache) {
-		gp_log(c, "cannot read the linker cache ('ldconfig -p'): %s", err);
+		gp_log(c, "cannot read the linker cache: %s", err);
 		return;
 	}
 	_cleanup_free_ char *libdir = gp_xasprintf("%s/lib", s->dir);
@@ -442,10 +421,11 @@ static void check_linker(struct gp_ctx *c, const struct cudnn_settings *s,
 		return;
 	long major = strtol(s->version, NULL, 10);
 	for (size_t i = 0; names[i]; i++)
-		if (cudnn_soname(names[i], major) && !cache_lookup(cache, names[i])) {
+		if (cudnn_soname(names[i], major) &&
+		    !gp_ldcache_lookup(cache, names[i])) {
 			gp_check_set(ck, GP_STATE_NEEDED,
-			             "%s is not in the linker cache ('ldconfig -p')",
-			             names[i]);
+			             "%s is not in the linker cache (%s)", names[i],
+			             GP_LDCACHE_FILE);
 			return;
 		}
 }
@@ -714,17 +694,17 @@ void cudnn_verify_headers(struct gp_ctx *c, struct gp_report *rep, const char *h
 }
 
 /* Every libcudnn*.so.<major> in listdir is present in linkdir and resolved
- * by the root's linker cache (`ldconfig -p`, chrooted) to a file there. */
+ * by the root's linker cache (gp_ctx_linker_cache) to a file there. */
 void cudnn_verify_sonames(struct gp_ctx *c, struct gp_report *rep, const char *listdir,
                           const char *linkdir, long major, const char *install)
 {
 	_cleanup_strv_ char **names = NULL;
 	_cleanup_free_ char *err = NULL;
-	_cleanup_strv_ char **cache = linker_cache(c, &err);
+	char *const *cache = linker_cache(c, &err);
 	if (!cache)
 		gp_report_add(rep, "cudnn.linker_cache", GP_FAIL, "linker cache",
 		              "check that the root has a working ldconfig",
-		              "'ldconfig -p' in %s failed: %s", c->root.dir, err);
+		              "cannot read the linker cache: %s", err);
 	size_t sonames = 0;
 	if (gp_root_list_dir(&c->root, listdir, &names) < 0)
 		names = gp_xcalloc(1, sizeof(char *));
@@ -739,7 +719,7 @@ void cudnn_verify_sonames(struct gp_ctx *c, struct gp_report *rep, const char *l
 		                                       (size_t)(strrchr(n, '.') - n) - 3);
 		_cleanup_free_ char *in_lib = gp_xasprintf("%s/%s", linkdir, n);
 		struct stat st;
-		const char *resolved = cache_lookup(cache, n);
+		const char *resolved = gp_ldcache_lookup(cache, n);
 		if (gp_root_stat(&c->root, in_lib, &st) < 0)
 			gp_report_add_subject(rep, "cudnn.soname", lib, GP_FAIL, check,
 			                      install, "%s is missing or a broken link",
@@ -748,8 +728,8 @@ void cudnn_verify_sonames(struct gp_ctx *c, struct gp_report *rep, const char *l
 			continue;
 		else if (!resolved)
 			gp_report_add_subject(rep, "cudnn.soname", lib, GP_FAIL, check,
-			                      install,
-			                      "not in the linker cache ('ldconfig -p')");
+			                      install, "not in the linker cache (%s)",
+			                      GP_LDCACHE_FILE);
 		else if (gp_root_stat(&c->root, resolved, &st) < 0)
 			gp_report_add_subject(
 			    rep, "cudnn.soname", lib, GP_FAIL, check, install,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Stage cudnn end to end: a cuDNN-shaped .tar.xz built here, served over HTTPS
 # by tests/fixtures/httpd.py on 127.0.0.1 (its CA passed with --ca-file), into
-# a fixture root whose ldconfig stub answers `ldconfig -p`.
+# a fixture root whose ldconfig stub writes a binary /etc/ld.so.cache and
+# answers `ldconfig -p`.
 
 load helpers
 
@@ -488,12 +489,48 @@ shadow_tarball() {
 	: > "$R/etc/ld.so.cache"
 	gp --root "$R" plan --profile "$P" --only cudnn
 	assert_status 0
-	assert_stdout_has "cudnn: needed - libcudnn.so.8 is not in the linker cache ('ldconfig -p')"
+	assert_stdout_has "cudnn: needed - libcudnn.so.8 is not in the linker cache (/etc/ld.so.cache)"
 	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
 	assert_status 0
 	[ "$(stub_log "$R" | grep -c ldconfig)" = 2 ] || fail "ldconfig did not rerun: $(stub_log "$R")"
 	gp --root "$R" verify --profile "$P" --only cudnn
 	assert_status 0
+}
+
+@test "cudnn: a no-op install and verify read /etc/ld.so.cache and spawn no 'ldconfig -p'; a cache the parser refuses falls back to it, same result" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	gp -v --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "cudnn: satisfied"
+	refute_stderr_has "ldconfig -p"
+	gp -v --root "$R" verify --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "libcudnn.so.8 => /$BASE/lib64/libcudnn.so.8"
+	refute_stderr_has "ldconfig -p"
+	# Its header spoilt: gpuprov's parser refuses the file; the stub's
+	# `ldconfig -p` still lists the paths in it.
+	printf 'XXXXX' | dd of="$R/etc/ld.so.cache" conv=notrunc status=none
+	gp -v --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "cudnn: satisfied"
+	assert_stderr_has "cudnn: /etc/ld.so.cache: not a glibc linker cache; asking 'ldconfig -p'"
+	assert_stderr_has "cudnn: run ldconfig -p"
+	gp -v --root "$R" verify --profile "$P" --only cudnn
+	assert_status 0
+	assert_stdout_has "libcudnn.so.8 => /$BASE/lib64/libcudnn.so.8"
+	assert_stderr_has "/etc/ld.so.cache: not a glibc linker cache; asking 'ldconfig -p'"
+	assert_stderr_has "run ldconfig -p"
+}
+
+@test "cudnn verify: neither /etc/ld.so.cache nor 'ldconfig -p' readable fails the linker cache check, naming both" {
+	gp --root "$R" --ca-file "$CA" install --profile "$P" --only cudnn
+	assert_status 0
+	rm "$R/etc/ld.so.cache"
+	printf '#!/bin/sh\necho "ldconfig: cannot read the cache" >&2\nexit 1\n' > "$R/sbin/ldconfig"
+	gp --root "$R" verify --profile "$P" --only cudnn
+	assert_status 3
+	assert_stdout_has "fail  linker cache: cannot read the linker cache: /etc/ld.so.cache in root $R: No such file or directory, and 'ldconfig -p' failed: exited with status 1"
 }
 
 @test "cudnn verify: the CUDA major does not pass while cuDNN is absent" {

@@ -183,11 +183,12 @@ bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
 	*hashed = false;
 	struct stat st;
 	return gp_root_lstat(&c->root, path, &st) == 0 &&
-	       gp_ctx_recorded_stat_intact(c, path, &st, deep, hashed);
+	       gp_ctx_recorded_stat_intact(c, NULL, path, &st, deep, hashed);
 }
 
-bool gp_ctx_recorded_stat_intact(struct gp_ctx *c, const char *path,
-                                 const struct stat *st, bool deep, bool *hashed)
+bool gp_ctx_recorded_stat_intact(struct gp_ctx *c, struct gp_root_dir *d,
+                                 const char *path, const struct stat *st, bool deep,
+                                 bool *hashed)
 {
 	*hashed = false;
 	const cJSON *rec = gp_journal_file(&c->journal, path);
@@ -199,7 +200,9 @@ bool gp_ctx_recorded_stat_intact(struct gp_ctx *c, const char *path,
 		return true;
 	*hashed = true;
 	char have[65];
-	return gp_root_sha256_file(&c->root, path, have) == 0 && strcmp(have, want) == 0;
+	int rc = d ? gp_root_sha256_file_in(&c->root, d, path, have)
+	           : gp_root_sha256_file(&c->root, path, have);
+	return rc == 0 && strcmp(have, want) == 0;
 }
 
 /* A file gpuprov wrote that holds something else now (data: what is

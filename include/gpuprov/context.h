@@ -89,9 +89,12 @@ bool gp_ctx_exists(struct gp_ctx *c, const char *path);
  * hashed. *hashed says which. */
 bool gp_ctx_recorded_file_intact(struct gp_ctx *c, const char *path, bool deep,
                                  bool *hashed);
-/* The same for a file the caller has looked at already (st: its lstat). */
-bool gp_ctx_recorded_stat_intact(struct gp_ctx *c, const char *path,
-                                 const struct stat *st, bool deep, bool *hashed);
+/* The same for a file the caller has looked at already (st: its lstat),
+ * with gp_root_lstat_in's d when it has one (NULL: none), which hashing
+ * then opens the file in. */
+bool gp_ctx_recorded_stat_intact(struct gp_ctx *c, struct gp_root_dir *d,
+                                 const char *path, const struct stat *st, bool deep,
+                                 bool *hashed);
 
 /* A rule effect (GP_EFFECT_RULE): the effects made until gp_effect_rule_end
  * are recorded as this one entry, in a dry run and a real run alike, so a

@@ -124,6 +124,10 @@ bool gp_root_writable(const struct gp_root *r);
 
 /* sha256 of a regular file in the root (not followed if a symlink). */
 int gp_root_sha256_file(const struct gp_root *r, const char *path, char out[65]);
+/* The same in a loop over a tree (d as for gp_root_lstat_in): the file
+ * opened by its name in its parent, which stays open. */
+int gp_root_sha256_file_in(const struct gp_root *r, struct gp_root_dir *d,
+                           const char *path, char out[65]);
 
 /* The openat2 system call, replaceable by unit tests that inject failures. */
 struct open_how;

@@ -232,7 +232,7 @@ static bool recorded_files_ok(struct gp_ctx *c, const char *dir, bool deep, size
 		bool read = false;
 		struct stat st;
 		bool ok = gp_root_lstat_in(&c->root, &d, f->string, &st) == 0 &&
-		          gp_ctx_recorded_stat_intact(c, f->string, &st, deep, &read);
+		          gp_ctx_recorded_stat_intact(c, &d, f->string, &st, deep, &read);
 		*hashed += read;
 		if (!ok) {
 			*bad = gp_xstrdup(f->string);

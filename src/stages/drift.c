@@ -86,7 +86,7 @@ static enum file_drift classify(struct gp_ctx *c, struct gp_root_dir *d, const c
 	if (rc < 0)
 		return FILE_INTACT;
 	if (!S_ISREG(st->st_mode) ||
-	    !gp_ctx_recorded_stat_intact(c, path, st, false, &hashed))
+	    !gp_ctx_recorded_stat_intact(c, d, path, st, false, &hashed))
 		return FILE_EDITED;
 	char mode[16], owner[32];
 	snprintf(mode, sizeof mode, "%04o", (unsigned)st->st_mode & 07777);

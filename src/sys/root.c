@@ -256,8 +256,10 @@ int gp_root_lstat(const struct gp_root *r, const char *path, struct stat *st)
 	return fstatat(dfd, base, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 }
 
-int gp_root_lstat_in(const struct gp_root *r, struct gp_root_dir *d, const char *path,
-                     struct stat *st)
+/* d opened on path's parent (kept when it is that already); *base: the
+ * last name, checked as gp_root_open_parent checks it. */
+static int dir_for(const struct gp_root *r, struct gp_root_dir *d, const char *path,
+                   const char **base)
 {
 	const char *slash = strrchr(path, '/');
 	if (!slash)
@@ -265,17 +267,26 @@ int gp_root_lstat_in(const struct gp_root *r, struct gp_root_dir *d, const char 
 	size_t n = (size_t)(slash - path);
 	if (!d->path || strlen(d->path) != n || strncmp(d->path, path, n) != 0) {
 		gp_root_dir_close(d);
-		const char *base;
-		int fd = gp_root_open_parent(r, path, &base);
+		const char *ignored;
+		int fd = gp_root_open_parent(r, path, &ignored);
 		if (fd < 0)
 			return fd;
 		d->fd = fd;
 		d->path = gp_xstrndup(path, n);
 	}
-	/* The checks gp_root_open_parent made of the first name in d. */
-	const char *base = slash + 1;
-	if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+	*base = slash + 1;
+	if (!**base || strcmp(*base, ".") == 0 || strcmp(*base, "..") == 0)
 		return -EINVAL;
+	return 0;
+}
+
+int gp_root_lstat_in(const struct gp_root *r, struct gp_root_dir *d, const char *path,
+                     struct stat *st)
+{
+	const char *base;
+	int rc = dir_for(r, d, path, &base);
+	if (rc < 0)
+		return rc;
 	return fstatat(d->fd, base, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 }
 
@@ -499,18 +510,39 @@ const char *gp_root_link_lookup(char *const *names, char *const *targets,
 	return targets[hit - names];
 }
 
-int gp_root_sha256_file(const struct gp_root *r, const char *path, char out[65])
+/* The hash of the regular file open at fd. */
+static int sha256_regular(int fd, char out[65])
 {
-	_cleanup_close_ int fd = gp_root_openat(r, path,
-	                                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
-	if (fd < 0)
-		return fd;
 	struct stat st;
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
 		return S_ISFIFO(st.st_mode) ? -GP_ROOT_EFIFO : -GP_ROOT_EDEVICE;
 	return gp_sha256_fd_hex(fd, 0, out);
+}
+
+int gp_root_sha256_file(const struct gp_root *r, const char *path, char out[65])
+{
+	_cleanup_close_ int fd = gp_root_openat(r, path,
+	                                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
+	if (fd < 0)
+		return fd;
+	return sha256_regular(fd, out);
+}
+
+int gp_root_sha256_file_in(const struct gp_root *r, struct gp_root_dir *d,
+                           const char *path, char out[65])
+{
+	const char *base;
+	int rc = dir_for(r, d, path, &base);
+	if (rc < 0)
+		return rc;
+	/* One name in a directory resolved inside the root, not followed. */
+	_cleanup_close_ int fd = openat(
+	    d->fd, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	return sha256_regular(fd, out);
 }
 
 int gp_rm_tree_at(int dfd, const char *name)

@@ -164,17 +164,26 @@ static void test_symlink_and_readlink(void **state)
 	free(dir);
 }
 
-/* gp_root_lstat_in says what gp_root_lstat says, across directories, for
- * links, absent names, an absolute link inside the root and bad names. */
-static void test_lstat_in_is_lstat(void **state)
+/* A new directory with a/one, a/two and b/three, and a link at name (in
+ * it) to target. */
+static char *two_dirs(const char *name, const char *target)
 {
 	char *dir = tu_tmpdir();
 	tu_write(dir, "a/one", "1");
 	tu_write(dir, "a/two", "22");
 	tu_write(dir, "b/three", "333");
 	char link[512];
-	snprintf(link, sizeof link, "%s/a/abs", dir);
-	assert_int_equal(symlink("/b", link), 0);
+	snprintf(link, sizeof link, "%s/%s", dir, name);
+	assert_int_equal(symlink(target, link), 0);
+	return dir;
+}
+
+/* gp_root_lstat_in says what gp_root_lstat says, across directories, for
+ * links, absent names, an absolute link inside the root and bad names. */
+static void test_lstat_in_is_lstat(void **state)
+{
+	char *dir = two_dirs("a/abs", "/b");
+	char link[512];
 	snprintf(link, sizeof link, "%s/up", dir);
 	assert_int_equal(symlink("/a", link), 0);
 	struct gp_root r;
@@ -198,6 +207,53 @@ static void test_lstat_in_is_lstat(void **state)
 	}
 	gp_root_dir_close(&d);
 	assert_int_equal(d.fd, -1);
+	gp_root_close(&r);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+/* gp_root_sha256_file_in says what gp_root_sha256_file says across
+ * directories: the hash of a regular file; a link is not followed (one
+ * pointing out of the root neither), a FIFO is refused without blocking,
+ * and absent or bad names fail the same way. */
+static void test_sha256_file_in_is_sha256_file(void **state)
+{
+	char *dir = two_dirs("a/link", "two");
+	char path[512];
+	snprintf(path, sizeof path, "%s/a/out", dir);
+	assert_int_equal(symlink("/etc/hostname", path), 0);
+	snprintf(path, sizeof path, "%s/b/fifo", dir);
+	assert_int_equal(mkfifo(path, 0644), 0);
+	struct gp_root r;
+	open_root(&r, dir);
+	static const char *const paths[] = {
+		"/a/one",  "/a/two", "/a/link", "/a/out",     "/b/three",
+		"/b/fifo", "/a/one", "/a/none", "/b/three/x",
+	};
+	struct gp_root_dir d = GP_ROOT_DIR_INIT;
+	for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
+		char want[65] = "", have[65] = "";
+		int want_rc = gp_root_sha256_file(&r, paths[i], want);
+		int have_rc = gp_root_sha256_file_in(&r, &d, paths[i], have);
+		if (want_rc != have_rc)
+			fail_msg("%s: %d, gp_root_sha256_file %d", paths[i], have_rc,
+			         want_rc);
+		if (want_rc == 0)
+			assert_string_equal(have, want);
+	}
+	/* A directory's name or none: refused (how differs: the one opens
+	 * the directory, the other refuses the name). */
+	static const char *const bad[] = { "/a/..", "/a/.", "/a/", "nothing" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		char ignored[65];
+		assert_true(gp_root_sha256_file(&r, bad[i], ignored) < 0);
+		assert_true(gp_root_sha256_file_in(&r, &d, bad[i], ignored) < 0);
+	}
+	char out[65];
+	assert_int_equal(gp_root_sha256_file_in(&r, &d, "/a/two", out), 0);
+	assert_string_equal(
+	    out, "785f3ec7eb32f30b90cd0fcf3657d388b5ff4297f2f9716ff66e9b69c05ddd09");
+	gp_root_dir_close(&d);
 	gp_root_close(&r);
 	tu_rmrf(dir);
 	free(dir);
@@ -510,6 +566,7 @@ int main(void)
 		cmocka_unit_test(test_open_missing),
 		cmocka_unit_test(test_list_links),
 		cmocka_unit_test(test_lstat_in_is_lstat),
+		cmocka_unit_test(test_sha256_file_in_is_sha256_file),
 		cmocka_unit_test(test_host_path),
 		cmocka_unit_test(test_write_atomic_and_read),
 		cmocka_unit_test(test_write_missing_parent),

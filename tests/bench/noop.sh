@@ -278,17 +278,18 @@ if command -v perf > /dev/null 2>&1 &&
 		perf report -i "$W/perf.data" --stdio --no-children --sort sym 2> /dev/null |
 			grep -v '^#' | grep . | head -10 | sed 's/^ */noop:   /'
 	fi
-	# Where the time goes (perf record -g of 20 no-op installs, 2026-12-02,
-	# 2 cores): about half is the kernel's; page faults of the heap that the
-	# journal's parse fills (16%: one record per cuDNN file, copied again in
-	# the history entry); cudnn's check (14%: one fstatat per recorded file
-	# in its check and again in the drift check, one readlinkat per link in
-	# include/ and lib64/, the `ldconfig -p` child: fork, exec, 5%); the
-	# journal's parse (6%); nouveau's modprobe configuration (6%: one copy
-	# for libkmod per run); the dynamic linker (4%).
-	echo "noop: where the time goes (perf, 2026-12-02): the kernel about half; page faults of" \
-		"the journal's heap 16%; cudnn's check 14% (fstatat per file, readlinkat per link," \
-		"the ldconfig -p child 5%); journal parse 6%; nouveau's libkmod copy 6%; ld.so 4%"
+	# Where the time goes (perf record -g of 60 no-op installs, 2026-12-04,
+	# 2 idle cores, 11 ms each): the kernel about 40% (lstat, readlinkat
+	# and getdents of the cuDNN tree, opens, page faults); the journal's
+	# load 9% (cJSON, the duplicate-key check, the file index); cudnn's
+	# check 10% (one fstatat per recorded file, and the drift check's
+	# second walk 4%; one readlinkat per link); strcmp 5% (cJSON's lookups
+	# by key over every file record, per stage); nouveau's libkmod copy 2%;
+	# the profile's load 2%. Gone since 2026-12-02: the `ldconfig -p` child
+	# (the cache is read from /etc/ld.so.cache), OpenSSL's provider load.
+	echo "noop: where the time goes (perf, 2026-12-04): the kernel about 40%; journal load 9%;" \
+		"cudnn's check 10% (fstatat per file, the drift check's second walk 4%, readlinkat" \
+		"per link); strcmp 5% (journal lookups by key); nouveau's libkmod copy 2%; profile 2%"
 else
 	echo "noop: perf stat does not work here (perf_event_open refused in this container, or no perf)"
 fi

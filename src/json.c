@@ -38,28 +38,11 @@ static bool nul_escape_at(const char *s, size_t len, size_t i)
 	return hex < 4 || memcmp(s + i + 2, "0000", 4) == 0;
 }
 
-/* The offset of the first such escape in a text whose comments are
- * blanked; len when there is none. */
-static size_t nul_escape(const char *s, size_t len)
-{
-	bool in_string = false;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] == '"') {
-			in_string = !in_string;
-		} else if (in_string && s[i] == '\\') {
-			if (nul_escape_at(s, len, i))
-				return i;
-			i++; /* the escaped character */
-		}
-	}
-	return len;
-}
-
 /* One read-only pass for a text that may have no comments (a file
  * gpuprov wrote has none): the offset of the first comment outside a
  * string, or len, and until there the first NUL-making escape in
  * *nul_at (len when none). A text with no comment needs no copy to blank
- * them in. */
+ * them in; one whose comments are blanked gets the escape of the whole. */
 static size_t first_comment(const char *s, size_t len, size_t *nul_at)
 {
 	bool in_string = false;
@@ -429,7 +412,7 @@ static int parse(struct gp_json_doc *d, const char *file, const char *text, size
 		               line, col);
 	}
 	if (comments)
-		nul_at = nul_escape(copy, len);
+		first_comment(copy, len, &nul_at);
 	if (nul_at < len) {
 		int line, col;
 		position_of(text, nul_at, &line, &col);

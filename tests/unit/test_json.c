@@ -227,8 +227,13 @@ static void test_nul_escapes(void **state)
 	             "f.json:1:4: a \\u escape");
 	expect_error("[\"\\u12\"]", "f.json:1:3: a \\u escape");
 	expect_error("[\"\\u\"]", "f.json:1:3: a \\u escape");
+	/* In a text with comments, as in one without: a quote or an escape in
+	 * a comment is no string. */
+	expect_error("// \"\\u0000\n{\"a\": \"x\\u0000y\"}", "f.json:2:9: a \\u escape");
 	struct gp_json_doc d;
 	struct gp_err err;
+	assert_int_equal(parse(&d, "/* \"\\u0000 */ {\"a\": \"\\u00e9\"}", &err), 0);
+	gp_json_doc_free(&d);
 	assert_int_equal(
 	    parse(&d, "{\"\\u0001\\\\u0000\": \"\\u00e9\", \"x\": \"\\\\\"}", &err), 0);
 	gp_json_doc_free(&d);
